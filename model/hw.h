@@ -1,0 +1,65 @@
+/* hw.h — a hardware and cluster profile as the cost model reads it.
+ *
+ * Every constant that is not physics (an efficiency, an overlap fraction)
+ * lives here, not in code, so calibrate and fit can change it. The JSON form
+ * and its loader are in profiles/; this header knows nothing of files.
+ */
+#ifndef ULTRAPLAN_MODEL_HW_H
+#define ULTRAPLAN_MODEL_HW_H
+
+#include <stdbool.h>
+
+typedef enum { PREC_FP32, PREC_BF16, PREC_FP16, PREC_FP8, PREC_COUNT } Precision;
+
+#define HW_MAX_EFF_POINTS 16
+
+/* One point of an efficiency curve: at `size` (FLOPs of one GEMM, or bytes
+ * moved by one memory-bound op) the unit reaches `eff` of its peak. Between
+ * points the cost model interpolates linearly in log(size). */
+typedef struct {
+    double size;  // FLOPs or bytes
+    double eff;   // fraction of peak, 0..1
+} EffPoint;
+
+typedef struct {
+    int n;                               // points in use
+    EffPoint pt[HW_MAX_EFF_POINTS];      // ascending size
+} EffCurve;
+
+typedef struct {
+    double bw;      // bytes/s per GPU, one direction (what nccl-tests calls busbw at large sizes)
+    double lat;     // seconds per message hop (alpha)
+} Link;
+
+typedef struct {
+    char name[48];                 // e.g. "h100-sxm"
+    char desc[128];                // human-readable, with the product name
+    double peak[PREC_COUNT];       // FLOP/s, dense tensor-core peak per dtype; 0 = unsupported
+    double hbm_bytes;              // bytes of device memory
+    double hbm_bw;                 // bytes/s, peak
+    int gpus_per_node;             // GPUs sharing the fast (NVLink) domain
+    Link intra;                    // within the NVLink domain
+    Link inter;                    // between nodes, per GPU (one NIC per GPU, rail-optimised)
+    EffCurve gemm_eff;             // GEMM efficiency by FLOPs of one GEMM
+    EffCurve attn_eff;             // attention-core efficiency by FLOPs of one call
+    EffCurve mem_eff;              // memory-bound op efficiency by bytes moved
+    double act_bytes_per_layer;    // bytes moved per token per hidden unit by memory-bound ops in one layer's forward (norms, activations, residuals, dropout), in units of h
+    double cuda_context_bytes;     // bytes: CUDA context, cuBLAS/NCCL workspaces and kernels
+    double alloc_frag;             // fraction of tensor bytes lost to allocator fragmentation
+    double nccl_buf_bytes;         // bytes of buffers per NCCL communicator
+    double tp_overlap;             // fraction of TP communication hidden behind compute, 0..1
+    double dp_overlap;             // fraction of the last backward usable to hide DP reduction, 0..1
+    double pp_overlap;             // fraction of PP p2p hidden, 0..1
+    double fail_per_gpu_hour;      // unexpected interruptions per GPU-hour
+    double ckpt_bw_per_node;       // bytes/s a node writes to checkpoint storage
+    double restart_s;              // seconds to restart the job after a failure
+} HwProfile;
+
+/* Efficiency from a curve at `size`; a curve with no points gives 1. */
+double hw_eff(const EffCurve *c, double size);
+
+const char *hw_precision_name(Precision p);
+int hw_parse_precision(const char *s, Precision *out);
+int hw_precision_bytes(Precision p);  // bytes of one stored weight/activation element
+
+#endif
