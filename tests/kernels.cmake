@@ -1,0 +1,14 @@
+# CPU kernels and the token data loader.
+if(TARGET up_kernels_cpu AND CMOCKA_FOUND)
+  up_test(test_kernels_cpu SOURCES test_kernels_cpu.c
+          LIBS up_kernels_cpu PkgConfig::CMOCKA LABELS unit)
+endif()
+
+# up_data is defined in executor/data.cmake, which executor/CMakeLists.txt
+# includes; include it here too when the executor has not (yet).
+if(NOT TARGET up_data)
+  include(${PROJECT_SOURCE_DIR}/executor/data.cmake)
+endif()
+if(CMOCKA_FOUND)
+  up_test(test_data SOURCES test_data.c LIBS up_data PkgConfig::CMOCKA LABELS unit)
+endif()
