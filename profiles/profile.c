@@ -1,0 +1,501 @@
+/* profile.c — read and write "ultraplan.profile/1" JSON (see profile.h).
+ *
+ * Reading goes through a small table of fields and checkers so that each
+ * field has exactly one rule and one wording for its error. The profile is
+ * filled into a local copy and only copied out once everything has passed.
+ */
+#include "profile.h"
+#include "profile_embed.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* ---- builtin names and aliases ------------------------------------------ */
+
+typedef struct {
+    const char *alias;
+    const char *name;
+} Alias;
+
+static const Alias aliases[] = {
+    {"a100", "a100-80g"},       {"a100-80gb", "a100-80g"}, {"a100-sxm", "a100-80g"},
+    {"a100-sxm4-80gb", "a100-80g"}, {"a100-40gb", "a100-40g"}, {"a100-sxm4-40gb", "a100-40g"},
+    {"h100", "h100-sxm"},       {"h100-sxm5", "h100-sxm"}, {"h100-80g", "h100-sxm"},
+    {"h100-80gb", "h100-sxm"},  {"h200-sxm", "h200"},      {"h200-141g", "h200"},
+    {"h200-141gb", "h200"},     {"b200-sxm", "b200"},      {"b200-180g", "b200"},
+    {"gb200-nvl72", "gb200"},   {"nvl72", "gb200"},
+};
+
+int profile_builtin_count(void) { return profile_embed_count; }
+
+const char *profile_builtin_name(int i)
+{
+    return i >= 0 && i < profile_embed_count ? profile_embed_names[i] : NULL;
+}
+
+static int builtin_index(const char *name)
+{
+    for (int i = 0; i < profile_embed_count; i++)
+        if (strcasecmp(name, profile_embed_names[i]) == 0)
+            return i;
+    for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)
+        if (strcasecmp(name, aliases[k].alias) == 0)
+            for (int i = 0; i < profile_embed_count; i++)
+                if (strcmp(aliases[k].name, profile_embed_names[i]) == 0)
+                    return i;
+    return -1;
+}
+
+/* ---- error reporting ------------------------------------------------------ */
+
+typedef struct {
+    const char *origin;
+    char *err;
+    int errlen;
+} Ctx;
+
+/* What a JSON value looks like, for "got ..." in an error. */
+static void describe(const cJSON *v, char *buf, size_t n)
+{
+    if (!v)
+        snprintf(buf, n, "nothing (field missing)");
+    else if (cJSON_IsString(v))
+        snprintf(buf, n, "\"%.60s\"", v->valuestring);
+    else if (cJSON_IsNumber(v))
+        snprintf(buf, n, "%.6g", v->valuedouble);
+    else if (cJSON_IsBool(v))
+        snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNull(v))
+        snprintf(buf, n, "null");
+    else if (cJSON_IsArray(v))
+        snprintf(buf, n, "an array");
+    else
+        snprintf(buf, n, "an object");
+}
+
+static int fail_text(Ctx *c, const char *field, const char *expected, const char *got)
+{
+    if (c->err && c->errlen > 0)
+        snprintf(c->err, c->errlen, "profile %s: field \"%s\": expected %s, got %s",
+                 c->origin, field, expected, got);
+    return -1;
+}
+
+static int fail(Ctx *c, const char *field, const char *expected, const cJSON *got)
+{
+    char g[96];
+    describe(got, g, sizeof g);
+    return fail_text(c, field, expected, g);
+}
+
+/* ---- checkers ------------------------------------------------------------- */
+
+typedef enum { R_POS, R_NONNEG, R_FRAC, R_FRAC_OPEN1 } Rule;
+
+static const char *rule_text(Rule r)
+{
+    switch (r) {
+    case R_POS: return "a positive number";
+    case R_NONNEG: return "a number >= 0";
+    case R_FRAC: return "a number in [0, 1]";
+    case R_FRAC_OPEN1: return "a number in [0, 1)";
+    }
+    return "a number";
+}
+
+static int rule_ok(Rule r, double x)
+{
+    if (!isfinite(x))
+        return 0;
+    switch (r) {
+    case R_POS: return x > 0;
+    case R_NONNEG: return x >= 0;
+    case R_FRAC: return x >= 0 && x <= 1;
+    case R_FRAC_OPEN1: return x >= 0 && x < 1;
+    }
+    return 0;
+}
+
+static int get_number(Ctx *c, const cJSON *obj, const char *key, const char *field,
+                      Rule r, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v) || !rule_ok(r, v->valuedouble))
+        return fail(c, field, rule_text(r), v);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_string(Ctx *c, const cJSON *obj, const char *key, char *out, size_t cap,
+                      int required)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char want[64];
+    snprintf(want, sizeof want, "a %sstring of at most %zu characters",
+             required ? "non-empty " : "", cap - 1);
+    if (!v && !required)
+        return 0;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap ||
+        (required && v->valuestring[0] == '\0'))
+        return fail(c, key, want, v);
+    snprintf(out, cap, "%s", v->valuestring);
+    return 0;
+}
+
+static const cJSON *get_object(Ctx *c, const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsObject(v)) {
+        fail(c, key, "an object", v);
+        return NULL;
+    }
+    return v;
+}
+
+static int get_link(Ctx *c, const cJSON *obj, const char *key, Link *out)
+{
+    char f[32];
+    const cJSON *o = get_object(c, obj, key);
+    if (!o)
+        return -1;
+    snprintf(f, sizeof f, "%s.bw", key);
+    if (get_number(c, o, "bw", f, R_POS, &out->bw))
+        return -1;
+    snprintf(f, sizeof f, "%s.lat", key);
+    return get_number(c, o, "lat", f, R_NONNEG, &out->lat);
+}
+
+/* [[size, eff], ...]: sizes > 0 strictly ascending, eff in (0, 1]. */
+static int get_curve(Ctx *c, const cJSON *obj, const char *key, EffCurve *out)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, key);
+    char want[64], f[48];
+    snprintf(want, sizeof want, "an array of 1 to %d [size, eff] points", HW_MAX_EFF_POINTS);
+    int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : -1;
+    if (n > HW_MAX_EFF_POINTS) {
+        char got[32];
+        snprintf(got, sizeof got, "%d points", n);
+        return fail_text(c, key, want, got);
+    }
+    if (n < 1)
+        return cJSON_IsArray(arr) ? fail_text(c, key, want, "0 points") : fail(c, key, want, arr);
+    out->n = n;
+    for (int i = 0; i < n; i++) {
+        const cJSON *p = cJSON_GetArrayItem(arr, i);
+        snprintf(f, sizeof f, "%s[%d]", key, i);
+        if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 ||
+            !cJSON_IsNumber(cJSON_GetArrayItem(p, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(p, 1)))
+            return fail(c, f, "a [size, eff] pair of numbers", p);
+        const cJSON *s = cJSON_GetArrayItem(p, 0), *e = cJSON_GetArrayItem(p, 1);
+        if (!rule_ok(R_POS, s->valuedouble))
+            return fail(c, f, "a positive size", s);
+        if (!(isfinite(e->valuedouble) && e->valuedouble > 0 && e->valuedouble <= 1))
+            return fail(c, f, "an efficiency in (0, 1]", e);
+        if (i > 0 && !(s->valuedouble > out->pt[i - 1].size)) {
+            char want2[80];
+            snprintf(want2, sizeof want2, "a size above the previous point's %.6g (ascending)",
+                     out->pt[i - 1].size);
+            return fail(c, f, want2, s);
+        }
+        out->pt[i].size = s->valuedouble;
+        out->pt[i].eff = e->valuedouble;
+    }
+    return 0;
+}
+
+/* ---- the field table ------------------------------------------------------ */
+
+static const char *const peak_keys[PREC_COUNT] = {"fp32", "bf16", "fp16", "fp8"};
+_Static_assert(PREC_COUNT == 4, "peak_keys lists one JSON key per Precision");
+
+typedef struct {
+    const char *key;
+    size_t off;   // offset of a double in HwProfile
+    Rule rule;
+} NumField;
+
+static const NumField num_fields[] = {
+    {"hbm_bytes", offsetof(HwProfile, hbm_bytes), R_POS},
+    {"hbm_bw", offsetof(HwProfile, hbm_bw), R_POS},
+    {"act_bytes_per_layer", offsetof(HwProfile, act_bytes_per_layer), R_NONNEG},
+    {"cuda_context_bytes", offsetof(HwProfile, cuda_context_bytes), R_NONNEG},
+    {"alloc_frag", offsetof(HwProfile, alloc_frag), R_FRAC_OPEN1},
+    {"nccl_buf_bytes", offsetof(HwProfile, nccl_buf_bytes), R_NONNEG},
+    {"tp_overlap", offsetof(HwProfile, tp_overlap), R_FRAC},
+    {"dp_overlap", offsetof(HwProfile, dp_overlap), R_FRAC},
+    {"pp_overlap", offsetof(HwProfile, pp_overlap), R_FRAC},
+    {"fail_per_gpu_hour", offsetof(HwProfile, fail_per_gpu_hour), R_NONNEG},
+    {"ckpt_bw_per_node", offsetof(HwProfile, ckpt_bw_per_node), R_POS},
+    {"restart_s", offsetof(HwProfile, restart_s), R_NONNEG},
+};
+
+typedef struct {
+    const char *key;
+    size_t off;   // offset of an EffCurve in HwProfile
+} CurveField;
+
+static const CurveField curve_fields[] = {
+    {"gemm_eff", offsetof(HwProfile, gemm_eff)},
+    {"attn_eff", offsetof(HwProfile, attn_eff)},
+    {"mem_eff", offsetof(HwProfile, mem_eff)},
+};
+
+static double *num_at(HwProfile *hw, size_t off) { return (double *)((char *)hw + off); }
+static const double *cnum_at(const HwProfile *hw, size_t off)
+{
+    return (const double *)((const char *)hw + off);
+}
+
+static int read_peak(Ctx *c, const cJSON *root, HwProfile *hw)
+{
+    const cJSON *o = get_object(c, root, "peak");
+    char f[24];
+    int any = 0;
+    if (!o)
+        return -1;
+    for (int p = 0; p < PREC_COUNT; p++) {
+        snprintf(f, sizeof f, "peak.%s", peak_keys[p]);
+        if (get_number(c, o, peak_keys[p], f, R_NONNEG, &hw->peak[p]))
+            return -1;
+        any |= hw->peak[p] > 0;
+    }
+    if (!any)
+        return fail(c, "peak", "at least one precision with a peak above 0", o);
+    return 0;
+}
+
+static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, PROFILE_FORMAT) != 0)
+        return fail(c, "format", "\"" PROFILE_FORMAT "\"", fmt);
+    if (get_string(c, root, "name", hw->name, sizeof hw->name, 1) ||
+        get_string(c, root, "desc", hw->desc, sizeof hw->desc, 0) ||
+        read_peak(c, root, hw))
+        return -1;
+    for (size_t i = 0; i < sizeof num_fields / sizeof num_fields[0]; i++)
+        if (get_number(c, root, num_fields[i].key, num_fields[i].key, num_fields[i].rule,
+                       num_at(hw, num_fields[i].off)))
+            return -1;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpus_per_node");
+    if (!cJSON_IsNumber(g) || g->valuedouble < 1 || g->valuedouble > 1e6 ||
+        g->valuedouble != floor(g->valuedouble))
+        return fail(c, "gpus_per_node", "a positive integer", g);
+    hw->gpus_per_node = (int)g->valuedouble;
+    if (get_link(c, root, "intra", &hw->intra) || get_link(c, root, "inter", &hw->inter))
+        return -1;
+    for (size_t i = 0; i < sizeof curve_fields / sizeof curve_fields[0]; i++)
+        if (get_curve(c, root, curve_fields[i].key,
+                      (EffCurve *)((char *)hw + curve_fields[i].off)))
+            return -1;
+    return 0;
+}
+
+/* ---- public: reading ------------------------------------------------------ */
+
+/* 1-based line of byte offset `at` in text. */
+static int line_of(const char *text, const char *at)
+{
+    int line = 1;
+    for (const char *p = text; p < at && *p; p++)
+        line += *p == '\n';
+    return line;
+}
+
+int profile_parse_json(const char *text, const char *origin, HwProfile *out,
+                       char *err, int errlen)
+{
+    Ctx c = {origin ? origin : "(text)", err, errlen};
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text ? text : "", &end, 1);
+    if (!root) {
+        if (err && errlen > 0)
+            snprintf(err, errlen, "profile %s: not valid JSON (line %d)", c.origin,
+                     end ? line_of(text ? text : "", end) : 1);
+        return -1;
+    }
+    if (!cJSON_IsObject(root)) {
+        if (err && errlen > 0)
+            snprintf(err, errlen, "profile %s: expected a JSON object at the top level", c.origin);
+        cJSON_Delete(root);
+        return -1;
+    }
+    HwProfile hw;
+    memset(&hw, 0, sizeof hw);
+    int rc = read_profile(&c, root, &hw);
+    cJSON_Delete(root);
+    if (rc == 0)
+        *out = hw;
+    return rc;
+}
+
+int profile_load_builtin(const char *name, HwProfile *out, char *err, int errlen)
+{
+    int i = name ? builtin_index(name) : -1;
+    if (i < 0) {
+        int n = 0;
+        if (err && errlen > 0) {
+            n = snprintf(err, errlen, "unknown GPU profile \"%s\"; builtin:", name ? name : "");
+            for (int k = 0; k < profile_embed_count && n < errlen; k++)
+                n += snprintf(err + n, errlen - n, "%s %s", k ? "," : "", profile_embed_names[k]);
+            if (n < errlen)
+                snprintf(err + n, errlen - n, " (aliases: a100, h100, ...; or give a profile file)");
+        }
+        return -1;
+    }
+    char origin[64];
+    snprintf(origin, sizeof origin, "%s.json", profile_embed_names[i]);
+    return profile_parse_json(profile_embed_texts[i], origin, out, err, errlen);
+}
+
+/* Whole file into a malloc'd NUL-terminated buffer. */
+static char *slurp(const char *path, char *err, int errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "profile %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 14, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
+            break;
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        snprintf(err, errlen, "profile %s: cannot read: %s", path,
+                 buf ? strerror(EIO) : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+int profile_load_file(const char *path, HwProfile *out, char *err, int errlen)
+{
+    char dummy[8];
+    if (!err || errlen <= 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    char *text = slurp(path, err, errlen);
+    if (!text)
+        return -1;
+    int rc = profile_parse_json(text, path, out, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* ---- public: writing ------------------------------------------------------ */
+
+static cJSON *curve_json(const EffCurve *c)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < c->n; i++) {
+        const double pt[2] = {c->pt[i].size, c->pt[i].eff};
+        cJSON_AddItemToArray(arr, cJSON_CreateDoubleArray(pt, 2));
+    }
+    return arr;
+}
+
+static cJSON *link_json(const Link *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "bw", l->bw);
+    cJSON_AddNumberToObject(o, "lat", l->lat);
+    return o;
+}
+
+static cJSON *profile_json(const HwProfile *hw)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+    cJSON_AddStringToObject(root, "format", PROFILE_FORMAT);
+    cJSON_AddStringToObject(root, "name", hw->name);
+    cJSON_AddStringToObject(root, "desc", hw->desc);
+    cJSON_AddStringToObject(root, "src",
+                            "written by ultraplan; sources of unchanged values are in "
+                            "profiles/gpus/*.json");
+    cJSON *peak = cJSON_AddObjectToObject(root, "peak");
+    for (int p = 0; p < PREC_COUNT; p++)
+        cJSON_AddNumberToObject(peak, peak_keys[p], hw->peak[p]);
+    cJSON_AddNumberToObject(root, "gpus_per_node", hw->gpus_per_node);
+    cJSON_AddItemToObject(root, "intra", link_json(&hw->intra));
+    cJSON_AddItemToObject(root, "inter", link_json(&hw->inter));
+    for (size_t i = 0; i < sizeof curve_fields / sizeof curve_fields[0]; i++)
+        cJSON_AddItemToObject(root, curve_fields[i].key,
+                              curve_json((const EffCurve *)((const char *)hw + curve_fields[i].off)));
+    for (size_t i = 0; i < sizeof num_fields / sizeof num_fields[0]; i++)
+        cJSON_AddNumberToObject(root, num_fields[i].key, *cnum_at(hw, num_fields[i].off));
+    return root;
+}
+
+char *profile_to_json(const HwProfile *hw)
+{
+    cJSON *root = profile_json(hw);
+    char *s = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+int profile_write_json(const HwProfile *hw, const char *path, char *err, int errlen)
+{
+    char dummy[8];
+    if (!err || errlen <= 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    char *text = profile_to_json(hw);
+    if (!text) {
+        snprintf(err, errlen, "profile %s: out of memory", path);
+        return -1;
+    }
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(text);
+        snprintf(err, errlen, "profile %s: out of memory", path);
+        return -1;
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL;
+    const char *what = "cannot create";
+    if (ok) {
+        what = "cannot write";
+        ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 &&
+             fsync(fileno(f)) == 0;
+        ok = (fclose(f) == 0) && ok;
+    }
+    if (ok) {
+        what = "cannot rename into place";
+        ok = rename(tmp, path) == 0;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "profile %s: %s (%s): %s", path, what, tmp, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    free(text);
+    return ok ? 0 : -1;
+}

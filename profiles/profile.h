@@ -1,0 +1,55 @@
+/* profile.h — hardware profiles as JSON: the builtin ones embedded from
+ * profiles/gpus/NAME.json at build time, or a file (written by calibrate or fit).
+ *
+ * Format "ultraplan.profile/1": one object whose fields map 1:1 onto HwProfile
+ * (model/hw.h). Every number may carry its source in a sibling string field
+ * named <field>_src; the builtin files always do. Unknown fields are ignored so
+ * that older binaries read newer files. A bad file gives one error line that
+ * names the origin, the field and what was expected; it never crashes and
+ * never leaves a half-filled profile behind.
+ *
+ *   format        "ultraplan.profile/1"                          required
+ *   name          string, < 48 chars                             required
+ *   desc          string, < 128 chars                            optional
+ *   peak          {fp32, bf16, fp16, fp8}: FLOP/s >= 0, one > 0  required
+ *   hbm_bytes, hbm_bw                          > 0
+ *   gpus_per_node                              integer >= 1
+ *   intra, inter  {bw > 0 bytes/s one direction, lat >= 0 s}
+ *   gemm_eff, attn_eff, mem_eff   [[size, eff], ...]: 1..HW_MAX_EFF_POINTS
+ *                 points, size > 0 strictly ascending, eff in (0, 1]
+ *   act_bytes_per_layer, cuda_context_bytes, nccl_buf_bytes   >= 0
+ *   alloc_frag                                 in [0, 1)
+ *   tp_overlap, dp_overlap, pp_overlap         in [0, 1]
+ *   fail_per_gpu_hour, restart_s               >= 0
+ *   ckpt_bw_per_node                           > 0
+ *
+ * All functions return 0 on success or -1 with err filled (one line).
+ */
+#ifndef ULTRAPLAN_PROFILES_PROFILE_H
+#define ULTRAPLAN_PROFILES_PROFILE_H
+
+#include "hw.h"
+
+#define PROFILE_FORMAT "ultraplan.profile/1"
+
+/* A builtin by name ("h100-sxm") or alias ("h100", "a100" = a100-80g,
+ * "A100-80GB"); case-insensitive. */
+int profile_load_builtin(const char *name, HwProfile *out, char *err, int errlen);
+
+int profile_load_file(const char *path, HwProfile *out, char *err, int errlen);
+
+/* Parse JSON text; origin names it in errors (a path or "h100-sxm.json"). */
+int profile_parse_json(const char *text, const char *origin, HwProfile *out,
+                       char *err, int errlen);
+
+/* Write atomically: a temp file beside path, fsync, rename over path. */
+int profile_write_json(const HwProfile *hw, const char *path, char *err, int errlen);
+
+/* The profile as JSON text (no _src fields); malloc'd, caller frees.
+ * NULL only when out of memory. */
+char *profile_to_json(const HwProfile *hw);
+
+int profile_builtin_count(void);
+const char *profile_builtin_name(int i);   // NULL when i is out of range
+
+#endif
