@@ -1,0 +1,86 @@
+/* cmd_predict.c — `ultraplan predict`: the cost of one given layout. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "command.h"
+#include "report.h"
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: ultraplan predict [model] [hardware] [layout] [--tokens N] [--json] [-o FILE]\n\n"
+               "Predicts memory per GPU and pipeline stage, step time by phase, MFU, tokens/s and training\n"
+               "days (with failures and checkpoints priced in) for one layout. A layout that does not fit\n"
+               "memory is still predicted, with fits=false and the overflow named.\n\n%s\n"
+               "example: ultraplan predict --model gpt3-175b --gpu a100-80g --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536\n",
+            args_common_help());
+}
+
+static int predict_main(int argc, char **argv)
+{
+    static const struct option own[] = {{"help", no_argument, 0, 'h'}};
+    struct option *opts = command_options(own, 1);
+    CliInputs in;
+    args_init(&in);
+    char err[512];
+    int c, rc = 2;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (c == 'h') {
+            help(stdout);
+            rc = 0;
+            goto out;
+        } else if (c == 'o') {
+            in.out_path = optarg;
+        } else if (c == '?' || c == ':') {
+            if (optopt && optopt < 256)
+                fprintf(stderr, "ultraplan predict: option -%c: unknown or missing its value (see --help)\n", optopt);
+            else
+                fprintf(stderr, "ultraplan predict: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            goto out;
+        } else if (args_handle(&in, c, optarg, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan predict: %s\n", err);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ultraplan predict: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        goto out;
+    }
+    if (args_finish(&in, true, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan predict: %s\n", err);
+        goto out;
+    }
+    Cost cst;
+    cost(&in.model, &in.hw, &in.layout, &in.opts, &cst);
+    if (in.json || in.out_path) {
+        cJSON *j = report_predict_json(&in.model, &in.hw, &in.layout, &cst, in.model_rule);
+        char *text = cJSON_Print(j);
+        cJSON_Delete(j);
+        if (!text) {
+            fprintf(stderr, "ultraplan predict: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+        if (report_write_atomic(in.out_path ? in.out_path : "-", text, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan predict: %s\n", err);
+            free(text);
+            rc = 1;
+            goto out;
+        }
+        free(text);
+        if (in.out_path && !in.json)
+            report_text(stdout, &in.model, &in.hw, &in.layout, &cst, in.model_rule);
+    } else {
+        report_text(stdout, &in.model, &in.hw, &in.layout, &cst, in.model_rule);
+    }
+    rc = 0;
+out:
+    free(opts);
+    return rc;
+}
+
+const Command cmd_predict = {"predict", "cost of one layout: memory, step time, MFU, days", predict_main};

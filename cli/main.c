@@ -1,0 +1,54 @@
+/* main.c — dispatch `ultraplan COMMAND ...` through the command table. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "command.h"
+
+#include "commands.inc"   /* generated: extern declarations and `commands[]` */
+
+struct option *command_options(const struct option *own, int n_own)
+{
+    int n_common = args_common_count();
+    struct option *o = calloc((size_t)(n_own + n_common + 1), sizeof *o);
+    if (!o) {
+        fprintf(stderr, "ultraplan: out of memory\n");
+        exit(1);
+    }
+    memcpy(o, own, (size_t)n_own * sizeof *o);
+    memcpy(o + n_own, args_common_options(), (size_t)n_common * sizeof *o);
+    return o;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "ultraplan %s — plan LLM pretraining on GPU clusters, then prove the plan by running it\n\n"
+               "usage: ultraplan COMMAND [options]   (ultraplan COMMAND --help for its options)\n\ncommands:\n",
+            ULTRAPLAN_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\nexample: ultraplan plan --gpus 512 --params 175B\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ultraplan %s\n", ULTRAPLAN_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i]->name))
+            return commands[i]->main(argc - 1, argv + 1);
+    fprintf(stderr, "ultraplan: unknown command \"%s\" (try ultraplan --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,159 @@
+/* cost.c — assemble memory, time, throughput and training into a Cost. */
+#include "cost.h"
+
+#include <math.h>
+#include <string.h>
+
+void cost_opts_default(CostOpts *o)
+{
+    o->tokens = 0;
+    o->mtbf_gpu_hours = 0;
+    o->restart_s = -1;
+}
+
+/* Seconds of DP reduction that stage s cannot hide, per step. */
+static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
+{
+    int D = lo->dp * lo->cp;
+    if (D <= 1)
+        return 0;
+    double w, g, o;
+    memory_state_bytes(lo, &w, &g, &o);
+    double wb = hw_precision_bytes(lo->prec), gb = lo->grad_fp32 ? 4.0 : wb;
+    double P = memory_stage_params(m, lo, s, lo->layers[s]);
+    int k = hw->gpus_per_node / lo->tp;
+    if (k < 1)
+        k = 1;
+    if (k > D)
+        k = D;
+    int mb = layout_microbatches(lo);
+    double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
+    double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
+    double t;
+    switch (lo->opt) {
+    case OPT_ZERO0: {
+        /* buckets of max(4e7, 1e6 dp) parameters reduce during the last backward; the last one is exposed */
+        double total = time_allreduce(hw, P * gb, D, k);
+        double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
+        double last = time_allreduce(hw, bucket * gb, D, k);
+        t = fmax(last, total - hw->dp_overlap * bwd_mb);
+        break;
+    }
+    case OPT_ZERO1:
+    case OPT_DISTOPT: {
+        double rs = time_allgather(hw, P * gb, D, k);
+        double ag = time_allgather(hw, P * wb, D, k);
+        double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
+        double last = time_allgather(hw, bucket * gb, D, k);
+        /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
+        t = fmax(last, rs - hw->dp_overlap * bwd_mb) + fmax(0.0, ag - hw->dp_overlap * fwd_mb);
+        break;
+    }
+    case OPT_ZERO2: {
+        /* gradients are reduce-scattered every micro-batch */
+        double rs = time_allgather(hw, P * gb, D, k);
+        double ag = time_allgather(hw, P * wb, D, k);
+        t = mb * fmax(0.0, rs - hw->dp_overlap * bwd_mb) + ag;
+        break;
+    }
+    case OPT_ZERO3:
+    default: {
+        /* parameters gathered for forward and backward of every micro-batch */
+        double rs = time_allgather(hw, P * gb, D, k);
+        double ag = time_allgather(hw, P * wb, D, k);
+        t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hw->dp_overlap * bwd_mb));
+        break;
+    }
+    }
+    (void)w; (void)g; (void)o;
+    /* tied embeddings with pp > 1: first and last stage all-reduce the embedding grad */
+    if (m->tied && lo->pp > 1 && (s == 0 || s == lo->pp - 1)) {
+        double V = (double)spec_padded_vocab(m, lo->tp);
+        t += time_allreduce(hw, V * m->h / lo->tp * gb, 2, 1);
+    }
+    return t;
+}
+
+static double optim_s(const HwProfile *hw, const Layout *lo, double P)
+{
+    double w, g, o;
+    memory_state_bytes(lo, &w, &g, &o);
+    double D = lo->opt == OPT_ZERO0 ? 1.0 : (double)lo->dp * lo->cp;
+    double wb = hw_precision_bytes(lo->prec), gb = lo->grad_fp32 ? 4.0 : wb;
+    double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
+    /* read and write master, m, v; read the grad twice (norm, step); write the weight */
+    double bytes = P / D * (2.0 * K + 2.0 * gb + wb);
+    return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
+}
+
+void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, Cost *c)
+{
+    memset(c, 0, sizeof *c);
+    c->pp = lo->pp;
+    c->capacity_bytes = hw->hbm_bytes;
+    for (int s = 0; s < lo->pp; s++) {
+        memory_stage(m, hw, lo, s, &c->stage[s]);
+        if (c->stage[s].total > c->peak_bytes) {
+            c->peak_bytes = c->stage[s].total;
+            c->peak_stage = s;
+        }
+    }
+    c->fits = c->peak_bytes <= c->capacity_bytes;
+
+    LayerTime lt;
+    time_layer(m, hw, lo, &lt);
+    int mb = layout_microbatches(lo);
+    int bott = 0;
+    double sum = 0;
+    for (int s = 0; s < lo->pp; s++) {
+        c->stage_mb_s[s] = time_stage_mb(m, hw, lo, &lt, s, lo->layers[s], lo->full_rc[s], lo->sel_rc[s]);
+        sum += c->stage_mb_s[s];
+        if (c->stage_mb_s[s] > c->stage_mb_s[bott])
+            bott = s;
+    }
+    double z = c->stage_mb_s[bott];
+    /* 1F1B: (m - 1) z + sum of stage times; interleaved: the fill shrinks by v */
+    double pipe = lo->vp > 1 ? mb * z + (lo->pp - 1) * z / lo->vp : (mb - 1) * z + sum;
+
+    /* phases of the bottleneck stage, m times; the rest of the pipeline is bubble */
+    int n = lo->layers[bott], f = lo->full_rc[bott], e = lo->sel_rc[bott];
+    double rc = f * lt.rc_full + e * lt.rc_sel;
+    double tp = n * (lt.tp_fwd + lt.tp_bwd) + f * lt.tp_rc;
+    double cpt = n * lt.cp;
+    double pp = time_pp_mb(m, hw, lo);
+    c->time[T_RECOMPUTE] = mb * rc;
+    c->time[T_TP] = mb * tp;
+    c->time[T_CP] = mb * cpt;
+    c->time[T_PP] = mb * pp;
+    c->time[T_COMPUTE] = mb * (z - rc - tp - cpt - pp);
+    c->time[T_BUBBLE] = pipe - mb * z;
+
+    double dp = 0, opt = 0;
+    for (int s = 0; s < lo->pp; s++) {
+        dp = fmax(dp, dp_exposed(m, hw, lo, &lt, s));
+        opt = fmax(opt, optim_s(hw, lo, c->stage[s].params));
+    }
+    c->time[T_DP] = dp;
+    c->time[T_OPTIM] = opt;
+    c->step_s = 0;
+    for (int k = 0; k < T_COUNT; k++)
+        c->step_s += c->time[k];
+
+    int gpus = layout_gpus(lo);
+    c->tokens_per_step = (double)lo->gbs * m->s;
+    Throughput *th = &c->thr;
+    th->flops_per_token = train_model_flops_per_token(m, lo);
+    th->tokens_per_s = c->tokens_per_step / c->step_s;
+    th->tflops_per_gpu = th->flops_per_token * th->tokens_per_s / gpus / 1e12;
+    th->mfu = th->flops_per_token * th->tokens_per_s / (gpus * hw->peak[lo->prec]);
+    th->hfu = train_hw_flops_per_token(m, lo) * th->tokens_per_s / (gpus * hw->peak[lo->prec]);
+    train_fill(m, hw, lo, o, c);
+}
+
+static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers", "overhead"};
+static const char *const time_names[] = {"compute", "recompute", "tp", "cp", "pp", "bubble", "dp", "optimizer"};
+_Static_assert(sizeof mem_names / sizeof *mem_names == MEM_COUNT, "mem names");
+_Static_assert(sizeof time_names / sizeof *time_names == T_COUNT, "time names");
+
+const char *cost_mem_name(MemKind k) { return mem_names[k]; }
+const char *cost_time_name(TimeKind k) { return time_names[k]; }

@@ -1,0 +1,163 @@
+/* memory.c — bytes per GPU of each pipeline stage (COSTMODEL.md §3).
+ *
+ * Activations follow Korthikanti et al. 2022 term by term (§4.1 of the
+ * paper), generalised to GQA, SwiGLU, no-dropout models, flash attention
+ * and context parallelism; model states follow the ZeRO paper and
+ * Megatron's distributed-optimizer table. What the sources leave out and
+ * we count: the recompute working set, PP send/recv buffers, NCCL buffers,
+ * the CUDA context and allocator fragmentation (constants in the profile).
+ */
+#include "cost.h"
+
+#include <math.h>
+#include <string.h>
+
+double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
+{
+    double ab = hw_precision_bytes(lo->prec);
+    double t = lo->tp, b = lo->mbs, s_loc = (double)m->s / lo->cp, h = m->h;
+    double sbh = s_loc * b * h;
+    double rep = lo->sp ? 1.0 / t : 1.0;       // non-TP-parallel parts, sharded by SP
+    double mask = m->dropout ? 1.0 : 0.0;      // 1-byte dropout masks
+
+    if (r == RECOMPUTE_FULL)
+        return ab * sbh * rep;                 // only the layer input is kept
+
+    double q = spec_q_width(m) / h, kv = spec_kv_width(m) / h, f = (double)m->f / h;
+    /* norm inputs (2), QKV input, FC1 input; attention and MLP dropout masks */
+    double nontp = 4.0 * ab + 2.0 * mask;
+    /* Q, K, V, attention output (projection input); MLP intermediates */
+    double mlp = m->mlp == MLP_SWIGLU ? 4.0 * ab * f : 2.0 * ab * f;
+    double tpart = ab * (2.0 * q + 2.0 * kv) + mlp;
+    double bytes = sbh * (nontp * rep + tpart / t);
+
+    double a = m->a;
+    if (lo->flash) {
+        bytes += 4.0 * a * s_loc * b / t;      // fp32 log-sum-exp per row
+    } else if (r == RECOMPUTE_NONE) {
+        /* softmax output, dropout mask and dropout output: 5 a s^2 b with
+         * dropout; with CP each rank scores its s/cp queries against s keys */
+        double core = (ab + (m->dropout ? mask + ab : 0.0)) * a * s_loc * (double)m->s * b / t;
+        bytes += core;
+    }
+    return bytes;
+}
+
+double memory_recompute_workspace(const ModelSpec *m, const Layout *lo)
+{
+    return memory_layer_acts(m, lo, RECOMPUTE_NONE);
+}
+
+double memory_inflight(const Layout *lo, int stage)
+{
+    int mb = layout_microbatches(lo), p = lo->pp, v = lo->vp;
+    if (v <= 1)
+        return fmin(mb, p - stage);
+    /* Megatron's interleaved warm-up: 2(p - s - 1) + (v - 1) p chunks, +1 in steady state */
+    double chunks = fmin((double)mb * v, 2.0 * (p - stage - 1) + (double)(v - 1) * p + 1);
+    return chunks / v;
+}
+
+double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int layers)
+{
+    double t = lo->tp, h = m->h;
+    double V = (double)spec_padded_vocab(m, lo->tp);
+    double per_layer = (double)spec_layer_matrix_params(m) / t + (double)spec_layer_norm_params(m);
+    if (m->bias) {
+        /* column-parallel biases (QKV, FC1) shard; row-parallel ones (proj, FC2) replicate */
+        double col = spec_q_width(m) + 2.0 * spec_kv_width(m) + (m->mlp == MLP_SWIGLU ? 2.0 : 1.0) * m->f;
+        per_layer += col / t + 2.0 * h;
+    }
+    double n = layers * per_layer;
+    if (stage == 0) {
+        n += V * h / t;
+        if (m->pos == POS_LEARNED)
+            n += (double)m->s * h;
+    }
+    if (stage == lo->pp - 1) {
+        n += (double)spec_norm_params(m);
+        /* untied head, or Megatron's copy of a tied embedding on the last stage */
+        if (!m->tied || lo->pp > 1)
+            n += V * h / t;
+    }
+    return n;
+}
+
+void memory_state_bytes(const Layout *lo, double *w, double *g, double *o)
+{
+    double wb = hw_precision_bytes(lo->prec);
+    double gb = lo->grad_fp32 ? 4.0 : wb;
+    /* Adam m and v in fp32, plus an fp32 master copy unless training in fp32 */
+    double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
+    double D = (double)lo->dp * lo->cp;
+    switch (lo->opt) {
+    case OPT_ZERO0: *w = wb; *g = gb; *o = K; break;
+    case OPT_ZERO1:
+    case OPT_DISTOPT: *w = wb; *g = gb; *o = K / D; break;
+    case OPT_ZERO2: *w = wb; *g = gb / D; *o = K / D; break;
+    case OPT_ZERO3: *w = wb / D; *g = gb / D; *o = K / D; break;
+    }
+}
+
+static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight)
+{
+    int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
+    double per_mb = (n - f - e) * memory_layer_acts(m, lo, RECOMPUTE_NONE)
+                  + e * memory_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
+                  + f * memory_layer_acts(m, lo, RECOMPUTE_FULL);
+    double ab = hw_precision_bytes(lo->prec);
+    double t = lo->tp, b = lo->mbs, s_loc = (double)m->s / lo->cp, h = m->h;
+    double rep = lo->sp ? 1.0 / t : 1.0;
+    double bytes = inflight * per_mb;
+    if (s == 0) {
+        /* token and position ids (int64) and the embedding dropout mask, per micro-batch held */
+        bytes += inflight * (8.0 * s_loc * b + (m->dropout ? s_loc * b * h * rep : 0.0));
+    }
+    if (s == lo->pp - 1) {
+        /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
+        double V = (double)spec_padded_vocab(m, lo->tp);
+        bytes += 2.0 * ab * s_loc * b * h * rep + 4.0 * s_loc * b * V / t;
+    }
+    if (f > 0)
+        bytes += memory_recompute_workspace(m, lo);
+    return bytes;
+}
+
+static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
+{
+    double ab = hw_precision_bytes(lo->prec);
+    double bytes = 0;
+    if (lo->pp > 1) {
+        /* send and receive buffers for activations and their gradients */
+        double msg = ab * (double)m->s / lo->cp * lo->mbs * m->h / lo->tp;
+        bytes += 4.0 * msg;
+    }
+    if (lo->opt == OPT_ZERO3) {
+        /* two layers gathered at once: the one computing and the one prefetched */
+        bytes += 2.0 * ab * (double)spec_layer_matrix_params(m) / lo->tp;
+    }
+    int comms = (lo->tp > 1) + (lo->pp > 1) + (lo->dp * lo->cp > 1) + (lo->cp > 1);
+    bytes += comms * hw->nccl_buf_bytes;
+    (void)s;
+    return bytes;
+}
+
+void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)
+{
+    memset(out, 0, sizeof *out);
+    double w, g, o;
+    memory_state_bytes(lo, &w, &g, &o);
+    out->layers = lo->layers[s];
+    out->params = memory_stage_params(m, lo, s, lo->layers[s]);
+    out->inflight = memory_inflight(lo, s);
+    out->bytes[MEM_WEIGHTS] = out->params * w;
+    out->bytes[MEM_GRADS] = out->params * g;
+    out->bytes[MEM_OPTIM] = out->params * o;
+    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
+    out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
+    out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
+                             + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
+    out->total = 0;
+    for (int k = 0; k < MEM_COUNT; k++)
+        out->total += out->bytes[k];
+}

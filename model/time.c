@@ -1,0 +1,178 @@
+/* time.c — seconds of compute and communication (COSTMODEL.md §4).
+ *
+ * GEMMs: FLOPs / (peak · η(size)), η from the profile's curve. Memory-bound
+ * ops: bytes / (HBM · η_mem(bytes)). Collectives: α–β ring within a node,
+ * hierarchical (reduce-scatter in the node, all-reduce across nodes on 1/k
+ * shards, all-gather in the node) when a group spans nodes. Rank order is
+ * Megatron's tp-cp-dp-pp (tp fastest), which decides what spans nodes.
+ */
+#include "cost.h"
+
+#include <math.h>
+
+static double gemm_s(const HwProfile *hw, Precision p, double flops)
+{
+    if (flops <= 0)
+        return 0;
+    return flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, flops));
+}
+
+static double attn_s(const HwProfile *hw, Precision p, double flops)
+{
+    if (flops <= 0)
+        return 0;
+    return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, flops));
+}
+
+static double mem_s(const HwProfile *hw, double bytes)
+{
+    if (bytes <= 0)
+        return 0;
+    return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
+}
+
+/* Members of a group with this stride that share one node. */
+static int members_per_node(const HwProfile *hw, int stride, int n)
+{
+    int k = hw->gpus_per_node / (stride > 0 ? stride : 1);
+    if (k < 1)
+        k = 1;
+    return k < n ? k : n;
+}
+
+double time_allreduce(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    if (k >= n)
+        return 2.0 * (n - 1) * hw->intra.lat + 2.0 * (n - 1) / n * bytes / hw->intra.bw;
+    int nodes = (n + k - 1) / k;
+    double inter = 2.0 * log2((double)nodes) * hw->inter.lat + 2.0 * (nodes - 1) / nodes * (bytes / k) / hw->inter.bw;
+    if (k <= 1)
+        return inter;
+    double intra = (k - 1) * hw->intra.lat + (double)(k - 1) / k * bytes / hw->intra.bw;
+    return 2.0 * intra + inter;
+}
+
+double time_allgather(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    if (k >= n)
+        return (n - 1) * hw->intra.lat + (double)(n - 1) / n * bytes / hw->intra.bw;
+    int nodes = (n + k - 1) / k;
+    double inter = log2((double)nodes) * hw->inter.lat + (double)(nodes - 1) / nodes * (bytes / k) / hw->inter.bw;
+    if (k <= 1)
+        return inter;
+    return (k - 1) * hw->intra.lat + (double)(k - 1) / k * bytes / hw->intra.bw + inter;
+}
+
+double time_p2p(const HwProfile *hw, double bytes, bool cross_node)
+{
+    if (bytes <= 0)
+        return 0;
+    const Link *l = cross_node ? &hw->inter : &hw->intra;
+    return l->lat + bytes / l->bw;
+}
+
+void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
+{
+    Precision p = lo->prec;
+    double ab = hw_precision_bytes(p);
+    double t = lo->tp, cp = lo->cp;
+    double tok = (double)lo->mbs * m->s / cp;        // tokens per GPU per micro-batch
+    double h = m->h, q = spec_q_width(m), kv = spec_kv_width(m), f = m->f;
+    double gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+
+    /* the four GEMMs of a layer, each timed at its own size */
+    double g_qkv = 2.0 * tok * h * (q + 2 * kv) / t;
+    double g_proj = 2.0 * tok * q * h / t;
+    double g_fc1 = 2.0 * tok * h * f * gated / t;
+    double g_fc2 = 2.0 * tok * f * h / t;
+    double gemm = gemm_s(hw, p, g_qkv) + gemm_s(hw, p, g_proj) + gemm_s(hw, p, g_fc1) + gemm_s(hw, p, g_fc2);
+
+    /* attention core: flash skips the masked half; an unfused kernel computes it all */
+    double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
+    double core = attn_s(hw, p, core_flops);
+    double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
+    double softmax = 0;
+    if (!lo->flash)   /* scale, mask, softmax, dropout passes over a s^2 scores */
+        softmax = mem_s(hw, 4.0 * ab * m->a * tok * (double)m->s / t);
+
+    /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
+    double rep = lo->sp ? 1.0 / t : 1.0;
+    double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
+    double ew_s = mem_s(hw, ew);
+
+    out->fwd = gemm + core + softmax + ew_s;
+    out->bwd = 2.0 * gemm + core_bwd + 2.0 * softmax + 2.0 * ew_s;
+    out->rc_full = out->fwd;
+    out->rc_sel = core + softmax;
+
+    /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
+    int k_tp = members_per_node(hw, 1, lo->tp);
+    double msg = ab * tok * h;
+    double ar = time_allreduce(hw, msg, lo->tp, k_tp);
+    double expose = 1.0 - hw->tp_overlap;
+    out->tp_fwd = 2.0 * ar * expose;
+    out->tp_bwd = 2.0 * ar * expose;
+    out->tp_rc = 2.0 * ar * expose;
+
+    /* CP: all-gather K and V in forward; all-gather + reduce-scatter in backward,
+     * as ring exchanges overlapped with the attention blocks they feed */
+    out->cp = 0;
+    if (lo->cp > 1) {
+        int k_cp = members_per_node(hw, lo->tp, lo->cp);
+        double kv_bytes = 2.0 * ab * lo->mbs * (double)m->s * kv / t;
+        double ag = time_allgather(hw, kv_bytes, lo->cp, k_cp);
+        out->cp = fmax(0.0, ag - core) + fmax(0.0, 2.0 * ag - core_bwd);
+    }
+}
+
+double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    double ab = hw_precision_bytes(lo->prec);
+    double tok = (double)lo->mbs * m->s / lo->cp;
+    double bytes = ab * tok * m->h;
+    /* gather rows forward, scatter-add backward; vocab-parallel all-reduce of the output */
+    double t = mem_s(hw, 2.0 * bytes) + mem_s(hw, 3.0 * bytes);
+    t += time_allreduce(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
+    return t;
+}
+
+double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    double ab = hw_precision_bytes(lo->prec);
+    double tok = (double)lo->mbs * m->s / lo->cp;
+    double V = (double)spec_padded_vocab(m, lo->tp);
+    double g = 2.0 * tok * m->h * V / lo->tp;
+    double t = 3.0 * gemm_s(hw, lo->prec, g);
+    /* fused cross-entropy: read logits, write fp32 softmax-grad, a few passes */
+    t += mem_s(hw, (ab + 3.0 * 4.0) * tok * V / lo->tp);
+    if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
+        t += 2.0 * time_allgather(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
+    return t;
+}
+
+double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    if (lo->pp <= 1)
+        return 0;
+    double ab = hw_precision_bytes(lo->prec);
+    /* scatter-gather (or SP) sends 1/tp of the activation per GPU */
+    double bytes = ab * (double)lo->mbs * m->s / lo->cp * m->h / lo->tp;
+    bool cross = (long long)lo->tp * lo->cp * lo->dp >= hw->gpus_per_node;
+    return 2.0 * lo->vp * time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap);
+}
+
+double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,
+                     int stage, int n, int f, int e)
+{
+    double t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp)
+             + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel;
+    if (stage == 0)
+        t += time_embed(m, hw, lo);
+    if (stage == lo->pp - 1)
+        t += time_head(m, hw, lo);
+    return t + time_pp_mb(m, hw, lo);
+}
