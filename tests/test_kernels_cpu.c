@@ -75,8 +75,8 @@ static int compare_f(const char *name, const float *a, const float *b, size_t n,
 }
 
 #define FD_H 1e-2
-#define ATOL 2e-3
-#define RTOL 1e-2
+#define ATOL 5e-4   // passes at 2e-4 / 1e-3 today; margin for other compilers
+#define RTOL 3e-3
 
 /* central differences of f() w.r.t. each element of x, compared with the
  * analytic gradient accumulated into grad (grad0 = its value before) */
