@@ -98,7 +98,7 @@ static void test_builtin_datasheet_values(void **state)
     assert_int_equal(profile_load_builtin("a100-40g", &hw, err, sizeof err), 0);
     assert_true(hw.hbm_bw == 1555e9 && hw.hbm_bytes == 40.0 * (1 << 30));
     assert_int_equal(profile_load_builtin("h200", &hw, err, sizeof err), 0);
-    assert_true(hw.peak[PREC_BF16] == 989e12 && hw.hbm_bytes == 141e9 && hw.hbm_bw == 4.8e12);
+    assert_true(hw.peak[PREC_BF16] == 989e12 && hw.hbm_bytes == 143771.0 * (1 << 20) && hw.hbm_bw == 4.8e12);
     assert_int_equal(profile_load_builtin("b200", &hw, err, sizeof err), 0);
     assert_true(hw.peak[PREC_BF16] == 2.25e15 && hw.intra.bw == 900e9 && hw.gpus_per_node == 8);
     assert_int_equal(profile_load_builtin("gb200", &hw, err, sizeof err), 0);
