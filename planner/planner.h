@@ -1,0 +1,68 @@
+/* planner.h — search every layout of a model on a cluster and rank the best.
+ *
+ * Outer loop: the discrete choices (tp, cp, pp, dp, micro-batch, vp, ZeRO /
+ * distributed optimizer, sequence parallel, precision) that respect the
+ * user's global batch and whatever knobs the user fixed. Each gets a cheap
+ * lower bound from the cost model (balanced stages, no recomputation, no
+ * memory limit); choices are visited best bound first and skipped once the
+ * bound cannot beat the k-th best plan. Inner problem per surviving choice:
+ * layers and full / selective recomputation per stage, solved exactly by an
+ * ILP (planner/ilp.c, GLPK) for 1F1B pipelines and by enumeration where the
+ * split is fixed (pp = 1, interleaving). Every plan is re-evaluated with
+ * cost(), so what the planner ranks is exactly what `predict` prints.
+ *
+ * Pure: no printing, no exit, no globals. The global batch is never changed.
+ */
+#ifndef ULTRAPLAN_PLANNER_PLANNER_H
+#define ULTRAPLAN_PLANNER_PLANNER_H
+
+#include <stdbool.h>
+
+#include "cost.h"
+
+typedef struct {
+    int gpus;                 // cluster size
+    unsigned fixed;           // FIX_* bits from cli/args.h: knobs the user fixed (use the values in `base`)
+    Layout base;              // fixed knob values, gbs, flops convention, grad_fp32 etc.
+    Recompute recompute;      // when FIX_RC is set: forced uniform recomputation
+    int top_k;                // plans to keep (default 10)
+    bool exhaustive;          // no pruning: every outer choice gets its inner problem solved
+    bool search_precision;    // also try fp8 (when the GPU has it) unless FIX_PREC
+    const char *dump_lp;      // write the ILP of the best plan's outer choice here (CPLEX LP format), or NULL
+    volatile int *cancel;     // when non-NULL and set to 1, stop early and return what was found (TUI)
+    bool explain;             // when nothing fits: find the smallest GPU count that does (default true)
+} PlanRequest;
+
+typedef struct {
+    Layout layout;            // checked, with layers and recomputation per stage filled
+    Cost cost;                // cost(m, hw, &layout, o)
+    const char *bottleneck;   // "compute", "bubble", "tp", "dp", "pp", "cp", "recompute", "optimizer" or "memory"
+} Plan;
+
+typedef struct {
+    Plan *plans; int n;             // best first (lowest step time)
+    long outer_total;               // outer choices enumerated (valid divisions)
+    long outer_evaluated;           // inner problems solved
+    long outer_pruned;              // skipped by the time or memory bound
+    long ilp_solved;                // GLPK calls
+    double seconds;                 // wall time of the search
+    bool cancelled;                 // stopped by *cancel
+    int min_gpus;                   // when n == 0: smallest GPU count with a fitting layout, 0 = none found
+    double min_peak_bytes;          // when n == 0: the least per-GPU memory any layout needs
+    char infeasible[512];           // when n == 0: why, and what would make it feasible
+} PlanResult;
+
+/* top_k 10, exhaustive false, explain true, base = layout_default() */
+void planner_request_default(PlanRequest *r);
+
+/* Search. 0 ok (possibly n == 0 with `infeasible` filled), -1 error in err
+ * (bad request: gpus < 1, a fixed knob that does not divide, GLPK fault). */
+int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
+                   PlanResult *out, char *err, int errlen);
+
+void planner_result_free(PlanResult *r);
+
+/* The phase that dominates a plan's step (see Plan.bottleneck). */
+const char *planner_bottleneck(const Layout *lo, const Cost *c);
+
+#endif
