@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# e2e_predict.sh — `ultraplan predict` end to end: the JSON contract, a
+# layout that does not fit, and bad input of every kind giving one clear
+# line on stderr, nothing on stdout and a non-zero exit.
+set -u
+U=${ULTRAPLAN:?set ULTRAPLAN to the binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+ok() { echo "ok   $*"; passes=$((passes + 1)); }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+base=(--model gpt3-175b --gpu a100-80g --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536)
+
+# 1. JSON contract
+if "$U" predict "${base[@]}" --json >"$tmp/p.json" 2>"$tmp/err"; then
+  python3 - "$tmp/p.json" <<'PY' && ok "json fields" || bad "json fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "ultraplan.predict/1"
+for k in ("step_s",): assert d["time"][k] > 0
+for k in ("mfu", "tokens_per_s", "tflops_per_gpu"): assert d["throughput"][k] > 0
+assert 0 < d["throughput"]["mfu"] < 1
+m = d["memory"]
+assert m["peak_bytes"] > 0 and m["capacity_bytes"] == 80 * 2**30 and m["fits"] is True
+assert len(m["per_stage"]) == 8
+for s in m["per_stage"]:
+    for k in ("weights", "grads", "optimizer", "activations", "buffers", "overhead", "total"):
+        assert s[k] >= 0, k
+    assert abs(sum(s[k] for k in ("weights", "grads", "optimizer", "activations", "buffers", "overhead")) - s["total"]) < 1
+assert max(s["total"] for s in m["per_stage"]) == m["peak_bytes"]
+assert d["training"]["days"] > 0
+assert d["layout"]["dp"] == 16
+PY
+else
+  bad "predict exited $?: $(cat "$tmp/err")"
+fi
+
+# 2. a layout that does not fit is a valid prediction
+if "$U" predict --model gpt3-175b --gpu a100-80g --gpus 8 --tp 8 --gbs 8 --json >"$tmp/nf.json" 2>"$tmp/err"; then
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["memory"]["fits"] is False and d["memory"]["overflow_bytes"] > 0' "$tmp/nf.json" \
+    && ok "does-not-fit is a prediction" || bad "does-not-fit json"
+  "$U" predict --model gpt3-175b --gpu a100-80g --gpus 8 --tp 8 --gbs 8 | grep -q "DOES NOT FIT" && ok "overflow named in text" || bad "overflow text"
+else
+  bad "does-not-fit exited non-zero"
+fi
+
+# 3. -o writes the file atomically and prints the report
+"$U" predict "${base[@]}" -o "$tmp/out.json" >/dev/null 2>&1 && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/out.json" \
+  && ok "-o FILE" || bad "-o FILE"
+
+# 4. bad input: each must exit non-zero with one line on stderr naming the problem
+expect_error() {  # expect_error PATTERN ARGS...
+  local pat=$1; shift
+  "$U" "$@" >"$tmp/o" 2>"$tmp/e"; local rc=$?
+  local lines; lines=$(wc -l <"$tmp/e")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q -- "$pat" "$tmp/e" && [ ! -s "$tmp/o" ]; then
+    ok "rejects: $*"
+  else
+    bad "args [$*] rc=$rc stderr=[$(cat "$tmp/e")] stdout=$(wc -c <"$tmp/o")B (wanted /$pat/)"
+  fi
+}
+echo '{"format": "ultraplan.profile/1", "name": 5}' >"$tmp/bad.json"
+echo 'not json' >"$tmp/junk.json"
+expect_error "unknown or missing" predict --model gpt3-175b --frobnicate
+expect_error "tp 7 does not divide heads 96" predict --model gpt3-175b --tp 7
+expect_error "not a multiple of dp\*mbs" predict --model gpt3-175b --gpus 64 --tp 8 --gbs 100
+expect_error "no model" predict --gpus 8
+expect_error "unknown model\|nope" predict --model nope
+expect_error "v100" predict --params 7B --gpu v100
+expect_error "missing.json" predict --params 7B --profile "$tmp/missing.json"
+expect_error "bad.json" predict --params 7B --profile "$tmp/bad.json"
+expect_error "junk.json" predict --params 7B --profile "$tmp/junk.json"
+expect_error "--params" predict --params abc
+expect_error "--precision" predict --params 7B --precision fp4
+expect_error "does not support fp8" predict --params 7B --gpu a100-80g --precision fp8
+expect_error "--gpus 1000 is not a multiple" predict --model gpt3-175b --gpus 1000 --tp 8 --pp 16
+expect_error "--zero" predict --params 7B --zero 5
+expect_error "exclude each other" predict --params 7B --zero 1 --dist-opt
+expect_error "unexpected argument" predict --params 7B extra
+expect_error "cannot" predict --params 7B -o "$tmp/no/such/dir/out.json"
+expect_error "stage-layers" predict --model gpt3-175b --stage-layers 10,x
+expect_error "sum to 90" predict --model gpt3-175b --pp 8 --stage-layers 20,10,10,10,10,10,10,10
+expect_error "--gpus: expected" predict --params 7B --gpus -3
+expect_error "unknown command" frobnicate
+[ -z "$(ls "$tmp/no" 2>/dev/null)" ] && ok "no partial file" || bad "partial file left"
+
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,476 @@
+/* test_model.c — the cost model against the worked numbers of
+ * ../shared/COSTMODEL.md and against invariants that any correct model
+ * must keep. Each expected figure names its section there. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cost.h"
+#include "presets.h"
+#include "profile.h"
+
+#define GIB 1073741824.0
+
+/* |got - want| <= rel * |want| with a message that shows both. */
+#define assert_rel(got, want, rel) do { \
+        double g_ = (got), w_ = (want); \
+        if (!(fabs(g_ - w_) <= (rel) * fabs(w_))) \
+            fail_msg("%s = %.9g, expected %.9g (rel tol %g)", #got, g_, w_, (double)(rel)); \
+    } while (0)
+
+static ModelSpec gpt3(void)
+{
+    ModelSpec m;
+    char err[256];
+    assert_int_equal(presets_find("gpt3-175b", &m, err, sizeof err), 0);
+    return m;
+}
+
+static ModelSpec llama2_7b(void)
+{
+    ModelSpec m;
+    char err[256];
+    assert_int_equal(presets_find("llama2-7b", &m, err, sizeof err), 0);
+    return m;
+}
+
+static HwProfile a100(void)
+{
+    HwProfile hw;
+    char err[256];
+    assert_int_equal(profile_load_builtin("a100-80g", &hw, err, sizeof err), 0);
+    return hw;
+}
+
+static Layout layout_for(const ModelSpec *m, const HwProfile *hw, int dp, int tp, int pp, int mbs, int gbs)
+{
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = dp, lo.tp = tp, lo.pp = pp, lo.mbs = mbs, lo.gbs = gbs;
+    char err[256];
+    if (layout_check(&lo, m, hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    return lo;
+}
+
+/* §1 test values */
+static void test_params(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    assert_int_equal(spec_padded_vocab(&g, 8), 51200);
+    assert_int_equal(spec_padded_vocab(&g, 1), 50304);
+    assert_true(spec_params(&g, 8, PARAMS_EXACT) == 174615846912LL);
+    assert_true(spec_params(&g, 8, PARAMS_MEGATRON) == 174580064256LL);
+    ModelSpec l = llama2_7b();
+    assert_true(spec_params(&l, 1, PARAMS_EXACT) == 6738415616LL);
+    assert_true(spec_params(&l, 1, PARAMS_MEGATRON) == 6738415616LL);
+    /* per layer 12h^2 + 13h for the GPT-3 shape */
+    int64_t h = g.h;
+    assert_true(spec_layer_params(&g) == 12 * h * h + 13 * h);
+}
+
+/* §2 test values: GPT-3, B = 1536, s = 2048 */
+static void test_flops_gpt3(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    double tok = 1536.0 * 2048;
+    assert_rel(spec_flops_per_token(&g, 8, FLOPS_FULL_ATTN) * tok, 3.386197e18, 1e-6);
+    assert_rel(spec_flops_per_token(&g, 8, FLOPS_FULL_ATTN), 1.076443e12, 1e-6);
+    assert_rel(spec_flops_per_token(&g, 8, FLOPS_CAUSAL) * tok, 3.340598e18, 1e-6);
+    assert_rel(spec_flops_per_token(&g, 8, FLOPS_6N), 1.047480e12, 1e-6);
+    assert_rel(spec_flops_per_token(&g, 8, FLOPS_PALM), 1.076471e12, 1e-6);
+    /* Narayanan's 96-form = model FLOPs + one more forward of the layers */
+    double full = spec_flops_per_token(&g, 8, FLOPS_FULL_ATTN);
+    double hw_full = full + spec_recompute_flops_per_token(&g, RECOMPUTE_FULL, false);
+    assert_rel(hw_full * tok, 4.510971e18, 1e-6);
+    assert_rel(hw_full / full, 1.3322, 1e-4);
+    assert_rel((full + spec_recompute_flops_per_token(&g, RECOMPUTE_SELECTIVE, false)) / full, 1.00898, 1e-5);
+}
+
+/* §8 C: Llama-2-7B FLOPs per token under each convention */
+static void test_flops_llama(void **st)
+{
+    (void)st;
+    ModelSpec l = llama2_7b();
+    assert_rel(spec_flops_per_token(&l, 1, FLOPS_6N), 4.0430e10, 1e-4);
+    assert_rel(spec_flops_per_token(&l, 1, FLOPS_PALM), 4.6873e10, 1e-4);
+    assert_rel(spec_flops_per_token(&l, 1, FLOPS_FULL_ATTN), 4.6085e10, 1e-4);
+    assert_rel(spec_flops_per_token(&l, 1, FLOPS_CAUSAL), 4.2864e10, 1e-4);
+}
+
+/* §2.1 / §8 E: PaLM 540B, 6144 TPUv4 at 275 TFLOP/s, 238.3K tokens/s -> 46.2 % MFU */
+static void test_palm_mfu(void **st)
+{
+    (void)st;
+    ModelSpec p = {.L = 118, .h = 18432, .a = 48, .g = 1, .d_head = 256, .f = 73728, .vocab = 256000,
+                   .vocab_div = 1, .s = 2048, .mlp = MLP_SWIGLU, .norm = NORM_LAYERNORM, .pos = POS_ROPE,
+                   .tied = true};
+    char err[256];
+    assert_int_equal(spec_validate(&p, err, sizeof err), 0);
+    assert_rel((double)spec_params(&p, 1, PARAMS_MEGATRON), 540.35e9, 2e-4);
+    double mfu = spec_flops_per_token(&p, 1, FLOPS_PALM) * 238.3e3 / (6144 * 275e12);
+    assert_rel(mfu, 0.4623, 1e-3);
+}
+
+/* §3.1: ZeRO Figure 1, Psi = 7.5B, N_d = 64, fp16 grads, K = 12 */
+static void test_zero_figure1(void **st)
+{
+    (void)st;
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 64;
+    lo.grad_fp32 = false;
+    const double want[] = {120, 31.4, 16.6, 1.9};
+    for (int z = 0; z <= 3; z++) {
+        lo.opt = (OptimShard)z;
+        double w, g, o;
+        memory_state_bytes(&lo, &w, &g, &o);
+        double gb = 7.5e9 * (w + g + o) / 1e9;
+        if (fabs(gb - want[z]) > 0.05)
+            fail_msg("ZeRO-%d: %.3f GB, expected %.1f", z, gb, want[z]);
+    }
+    /* Megatron's table: bf16 params + fp32 main grads = 18, dist-opt 6 + 12/d */
+    lo.grad_fp32 = true;
+    lo.opt = OPT_ZERO0;
+    double w, g, o;
+    memory_state_bytes(&lo, &w, &g, &o);
+    assert_rel(w + g + o, 18.0, 1e-12);
+    lo.opt = OPT_DISTOPT;
+    memory_state_bytes(&lo, &w, &g, &o);
+    assert_rel(w + g + o, 6.0 + 12.0 / 64, 1e-12);
+    lo.prec = PREC_FP32;
+    memory_state_bytes(&lo, &w, &g, &o);
+    assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
+}
+
+/* §8 A: the GPT-3 activation table (Korthikanti), b = 1, per layer, GiB */
+static void test_activation_table(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    lo.flash = false;
+    Layout one = lo;
+    one.tp = 1;
+    one.sp = false;
+    assert_rel(memory_layer_acts(&g, &one, RECOMPUTE_NONE) / GIB, 2.6719, 1e-4);
+    lo.sp = false;
+    assert_rel(memory_layer_acts(&g, &lo, RECOMPUTE_NONE) / GIB, 0.5391, 1e-3);
+    assert_rel(memory_layer_acts(&g, &lo, RECOMPUTE_SELECTIVE) / GIB, 0.3047, 1e-3);
+    assert_rel(memory_layer_acts(&g, &lo, RECOMPUTE_FULL) / GIB, 0.0469, 1e-3);
+    /* first stage under 1F1B holds p micro-batches of L/p layers = L layers */
+    assert_rel(memory_inflight(&lo, 0) * lo.layers[0] * memory_layer_acts(&g, &lo, RECOMPUTE_NONE) / GIB, 51.75, 1e-4);
+    lo.sp = true;
+    assert_rel(memory_layer_acts(&g, &lo, RECOMPUTE_NONE) / GIB, 0.3340, 1e-3);
+    assert_rel(memory_layer_acts(&g, &lo, RECOMPUTE_SELECTIVE) / GIB, 0.0996, 1e-3);
+    assert_rel(memory_inflight(&lo, 0) * lo.layers[0] * memory_layer_acts(&g, &lo, RECOMPUTE_SELECTIVE) / GIB,
+               9.5625, 1e-4);
+    /* interleaving factor 1 + (p-1)/(p v) on the first stage */
+    lo.vp = 2;
+    assert_rel(memory_inflight(&lo, 0) / lo.pp, 1.4375, 1e-12);
+    lo.vp = 3;
+    assert_rel(memory_inflight(&lo, 0) / lo.pp, 1.2917, 1e-4);
+    /* the last stage holds one micro-batch; stage s holds p - s */
+    lo.vp = 1;
+    assert_rel(memory_inflight(&lo, 7), 1.0, 0);
+    assert_rel(memory_inflight(&lo, 3), 5.0, 0);
+}
+
+/* §3.2 extras at p = 1: 4 sbh/t (1 + V/h) for the final norm, head input and fp32 logits */
+static void test_output_extras(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    g.dropout = false;   /* no embedding-dropout mask, so only the ids remain on stage 0 */
+    HwProfile hw = a100();
+    Layout lo = layout_for(&g, &hw, 1, 8, 1, 1, 8);
+    lo.flash = false;
+    StageMem sm;
+    memory_stage(&g, &hw, &lo, 0, &sm);
+    double layers = sm.inflight * g.L * memory_layer_acts(&g, &lo, RECOMPUTE_NONE);
+    double ids = 8.0 * g.s * sm.inflight;
+    assert_rel((sm.bytes[MEM_ACTS] - layers - ids) / GIB, 0.0605, 1e-3);
+}
+
+/* §4.2 / §8 A: bubble fractions 7/96 (1F1B) and 3.65 % (v = 2) against ideal time */
+static void test_bubble(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    Cost c;
+    cost(&g, &hw, &lo, &o, &c);
+    double ideal = 96 * c.stage_mb_s[c.peak_stage];
+    /* stages differ slightly (embedding, head): compare with the bottleneck stage time */
+    double z = 0;
+    for (int s = 0; s < lo.pp; s++)
+        z = fmax(z, c.stage_mb_s[s]);
+    ideal = 96 * z;
+    assert_true(c.time[T_BUBBLE] / ideal <= 7.0 / 96 + 1e-12);
+    assert_true(c.time[T_BUBBLE] / ideal > 0.8 * 7.0 / 96);
+    lo.vp = 2;
+    cost(&g, &hw, &lo, &o, &c);
+    z = 0;
+    for (int s = 0; s < lo.pp; s++)
+        z = fmax(z, c.stage_mb_s[s]);
+    assert_rel(c.time[T_BUBBLE] / (96 * z), 7.0 / 96 / 2, 1e-9);
+}
+
+/* §5: training days */
+static void test_days(void **st)
+{
+    (void)st;
+    /* Narayanan Eq. 4: 8TP/(nX), T = 300B, P = 175e9, n = 1024, X = 140 TFLOP/s -> 33.91 days */
+    assert_rel(train_days(300e9, 8 * 175e9, 1024, 140e12, 1.0), 33.91, 1e-3);
+    /* 1T: T = 450B, P = 1008e9, n = 3072, X = 163 -> 83.88 days */
+    assert_rel(train_days(450e9, 8 * 1008.0e9, 3072, 163e12, 1.0), 83.88, 1e-3);
+    /* Llama-2-7B on 8 A100 at 40 % MFU with PaLM FLOPs: 1086.8 days */
+    ModelSpec l = llama2_7b();
+    assert_rel(train_days(2.0e12, spec_flops_per_token(&l, 1, FLOPS_PALM), 8, 312e12, 0.40), 1086.8, 1e-3);
+}
+
+/* days from cost() agree with the formula days = tokens C / (n peak MFU 86400) */
+static void test_days_consistent(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    o.tokens = 300e9;
+    Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    Cost c;
+    cost(&g, &hw, &lo, &o, &c);
+    double days = train_days(o.tokens, c.thr.flops_per_token, 1024, hw.peak[PREC_BF16], c.thr.mfu);
+    assert_rel(c.train.days, days, 1e-9);
+}
+
+/* §6: Daly's printed intervals (117, 57, 9.1 min at delta = 5 min) and the 10k-GPU table */
+static void test_reliability(void **st)
+{
+    (void)st;
+    assert_rel(train_daly(300, 24 * 3600) / 60, 117, 0.005);
+    assert_rel(train_daly(300, 6 * 3600) / 60, 57, 0.01);
+    assert_rel(train_daly(300, 15 * 60) / 60, 9.1, 0.01);
+    double lambda = 4.736e-4 / 86400;   /* per GPU-second, Llama 3 */
+    assert_rel(train_expected_failures(lambda, 10000, 86400), 4.74, 1e-3);
+    assert_rel(train_p_any_failure(lambda, 10000, 86400), 0.9912, 1e-3);
+    assert_rel(1.0 / (lambda * 10000) / 3600, 5.07, 2e-3);
+    double M = 18244;
+    assert_rel(train_young(30, M) / 60, 17.4, 0.005);
+    assert_rel(train_daly(30, M) / 60, 17.1, 0.005);
+    assert_rel(train_young(300, M) / 60, 55.1, 0.005);
+    assert_rel(train_daly(300, M) / 60, 51.9, 0.005);
+    assert_rel(train_p_any_failure(lambda, 1024, 86400), 0.384, 2e-3);
+}
+
+/* the failure price inside cost(): 10k GPUs of a100-80g with Llama 3's rate */
+static void test_reliability_in_cost(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    o.mtbf_gpu_hours = 24.0 / 4.736e-4;
+    Layout lo = layout_for(&g, &hw, 125, 8, 10, 1, 1500);
+    Cost c;
+    cost(&g, &hw, &lo, &o, &c);
+    assert_rel(c.train.fail_per_day, 4.736, 1e-3);
+    assert_rel(c.train.p_fail_day, 0.9912, 1e-3);
+    assert_true(c.train.days_with_failures > c.train.days);
+    assert_true(c.train.waste > 0 && c.train.waste < 0.5);
+    assert_rel(c.train.daly_s, train_daly(c.train.ckpt_write_s, c.train.job_mtbf_s), 1e-12);
+}
+
+/* memory falls as tp, pp and ZeRO rise */
+static void test_memory_monotone(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost c;
+    double prev = INFINITY;
+    for (int tp = 1; tp <= 8; tp *= 2) {
+        Layout lo = layout_for(&g, &hw, 8, tp, 8, 1, 512);
+        cost(&g, &hw, &lo, &o, &c);
+        assert_true(c.peak_bytes < prev);
+        prev = c.peak_bytes;
+    }
+    prev = INFINITY;
+    for (int pp = 2; pp <= 32; pp *= 2) {
+        Layout lo = layout_for(&g, &hw, 8, 8, pp, 1, 512);
+        cost(&g, &hw, &lo, &o, &c);
+        assert_true(c.peak_bytes < prev);
+        prev = c.peak_bytes;
+    }
+    prev = INFINITY;
+    ModelSpec l = llama2_7b();
+    for (int z = 0; z <= 3; z++) {
+        Layout lo = layout_for(&l, &hw, 8, 1, 1, 1, 64);
+        lo.opt = (OptimShard)z;
+        cost(&l, &hw, &lo, &o, &c);
+        assert_true(c.peak_bytes < prev);
+        prev = c.peak_bytes;
+    }
+    /* recomputation lowers activations */
+    Layout lo = layout_for(&g, &hw, 8, 8, 8, 1, 512);
+    cost(&g, &hw, &lo, &o, &c);
+    double none = c.stage[0].bytes[MEM_ACTS];
+    layout_set_recompute(&lo, &g, RECOMPUTE_FULL);
+    cost(&g, &hw, &lo, &o, &c);
+    assert_true(c.stage[0].bytes[MEM_ACTS] < none / 3);
+}
+
+/* a step at dp = N (same micro-batches per replica) is the dp = 1 step plus the DP reduction */
+static void test_dp_adds_only_communication(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost c1, cN;
+    Layout l1 = layout_for(&g, &hw, 1, 8, 8, 1, 64);
+    Layout lN = layout_for(&g, &hw, 16, 8, 8, 1, 64 * 16);
+    cost(&g, &hw, &l1, &o, &c1);
+    cost(&g, &hw, &lN, &o, &cN);
+    assert_true(c1.time[T_DP] == 0);
+    assert_true(cN.time[T_DP] > 0);
+    assert_rel(cN.step_s - cN.time[T_DP], c1.step_s, 1e-12);
+    assert_rel(cN.thr.tokens_per_s, 16 * c1.thr.tokens_per_s * c1.step_s / cN.step_s, 1e-12);
+}
+
+/* a layout that does not fit is still predicted, with the overflow */
+static void test_does_not_fit(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost c;
+    Layout lo = layout_for(&g, &hw, 1, 8, 1, 1, 8);
+    cost(&g, &hw, &lo, &o, &c);
+    assert_false(c.fits);
+    assert_true(c.peak_bytes > c.capacity_bytes);
+    assert_true(c.step_s > 0 && isfinite(c.thr.mfu));
+}
+
+/* layouts that do not divide are refused with the numbers that clash */
+static void test_layout_errors(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    char err[256];
+    Layout lo;
+    layout_default(&lo);
+    lo.gbs = 1536;
+    lo.tp = 7;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tp 7 does not divide heads 96"));
+    lo.tp = 8, lo.dp = 5;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a multiple of dp*mbs"));
+    lo.dp = 1, lo.pp = 200;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "pp 200 is larger than the 96 layers"));
+    lo.pp = 8, lo.vp = 5;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a multiple of pp*vp"));
+    lo.vp = 1, lo.opt = OPT_ZERO3;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ZeRO-3 cannot combine with pp 8"));
+    lo.opt = OPT_ZERO0, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "does not support fp8"));
+    lo.prec = PREC_BF16;
+    lo.layers[0] = 20;
+    for (int s = 1; s < 8; s++)
+        lo.layers[s] = 10;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "sum to 90"));
+    lo.layers[0] = 26;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), 0);
+}
+
+/* uneven defaults: 30 layers on pp 4 put the extra layers in the middle */
+static void test_uneven_default(void **st)
+{
+    (void)st;
+    ModelSpec m = {.L = 30, .h = 1024, .a = 16, .vocab = 50257, .s = 1024, .tied = true};
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    Layout lo = layout_for(&m, &hw, 1, 1, 4, 1, 8);
+    assert_int_equal(lo.layers[0], 7);
+    assert_int_equal(lo.layers[1], 8);
+    assert_int_equal(lo.layers[2], 8);
+    assert_int_equal(lo.layers[3], 7);
+}
+
+/* efficiency curves interpolate in log size and clamp at the ends */
+static void test_eff_curve(void **st)
+{
+    (void)st;
+    EffCurve c = {.n = 2, .pt = {{1e9, 0.5}, {1e11, 0.9}}};
+    assert_rel(hw_eff(&c, 1e10), 0.7, 1e-12);
+    assert_rel(hw_eff(&c, 1e3), 0.5, 0);
+    assert_rel(hw_eff(&c, 1e15), 0.9, 0);
+    EffCurve none = {0};
+    assert_rel(hw_eff(&none, 5), 1.0, 0);
+}
+
+/* collectives: ring within a node; spanning nodes costs more than staying inside */
+static void test_collectives(void **st)
+{
+    (void)st;
+    HwProfile hw = a100();
+    double S = 1 << 30;
+    double ring8 = time_allreduce(&hw, S, 8, 8);
+    assert_rel(ring8, 14 * hw.intra.lat + 2.0 * 7 / 8 * S / hw.intra.bw, 1e-12);
+    assert_true(time_allreduce(&hw, S, 16, 8) > ring8);
+    assert_true(time_allreduce(&hw, S, 1, 1) == 0);
+    assert_rel(time_allgather(&hw, S, 8, 8), 7 * hw.intra.lat + 7.0 / 8 * S / hw.intra.bw, 1e-12);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_flops_gpt3),
+        cmocka_unit_test(test_flops_llama),
+        cmocka_unit_test(test_palm_mfu),
+        cmocka_unit_test(test_zero_figure1),
+        cmocka_unit_test(test_activation_table),
+        cmocka_unit_test(test_output_extras),
+        cmocka_unit_test(test_bubble),
+        cmocka_unit_test(test_days),
+        cmocka_unit_test(test_days_consistent),
+        cmocka_unit_test(test_reliability),
+        cmocka_unit_test(test_reliability_in_cost),
+        cmocka_unit_test(test_memory_monotone),
+        cmocka_unit_test(test_dp_adds_only_communication),
+        cmocka_unit_test(test_does_not_fit),
+        cmocka_unit_test(test_layout_errors),
+        cmocka_unit_test(test_uneven_default),
+        cmocka_unit_test(test_eff_curve),
+        cmocka_unit_test(test_collectives),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
