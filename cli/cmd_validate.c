@@ -1,0 +1,321 @@
+/* cmd_validate.c — `ultraplan validate`: predict measured runs and report the error. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "command.h"
+#include "profile.h"
+#include "validate_lib.h"
+
+static void help(FILE *f)
+{
+    fprintf(f,
+        "usage: ultraplan validate FILE.csv [FILE.csv ...] [--gpu NAME | --profile FILE] [--json]\n"
+        "                          [--summary] [--plot FILE.png] [--max-mape PCT] [--max-regret PCT]\n\n"
+        "Predicts the iteration time of every measured run in the files and reports predicted,\n"
+        "measured and absolute percentage error (APE) per row, then mean (MAPE), median, 90th\n"
+        "percentile and worst APE, overall and grouped by GPU count, model and parallel dimensions.\n"
+        "Within each group of the same model, GPU count and global batch it reports the Spearman\n"
+        "rank correlation of predicted and measured times and the regret: the measured time of the\n"
+        "layout predicted fastest over the measured fastest, minus one.\n\n"
+        "  --gpu NAME        builtin profile (default a100-80g)\n"
+        "  --profile FILE    a profile JSON (from `fit` or your own)\n"
+        "  --json            rows, summary {mape, median_ape, p90_ape, max_ape} and groups[] as JSON\n"
+        "  --summary         text: leave out the per-row table\n"
+        "  --plot FILE.png   predicted vs measured on log axes with y = x and +-10%% bands (gnuplot)\n"
+        "  --max-mape PCT    exit 1 when the overall MAPE is above PCT (for regression tests)\n"
+        "  --max-regret PCT  exit 1 when any model+gpus group's regret is above PCT\n\n"
+        "CSV formats (told apart by the header):\n"
+        "  vTrain     the columns of ../shared/validation/vtrain/*.csv; the settings vTrain's authors\n"
+        "             used apply to every row (GPT-2 decoder, vocab 50257, full recompute, unfused\n"
+        "             attention, fp16, plain DP, 8 GPUs per node, 12.5 GB/s inter-node per GPU)\n"
+        "  ultraplan  named columns in any order; required: layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,\n"
+        "             time_ms; optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
+        "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
+        "             intra_bw_gbs,inter_bw_gbs,label (defaults as `ultraplan predict`; vocab 50257)\n\n"
+        "example: ultraplan validate ../shared/validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
+}
+
+typedef struct {
+    const char *gpu;
+    const char *profile;
+    const char *plot;
+    bool json, summary;
+    double max_mape, max_regret;   // < 0 = no limit
+} Opts;
+
+/* Predicted vs measured, log-log, y = x and ±10 % bands, through gnuplot. */
+static int plot(const char *png, const ValSet *set, const double *pred, const char *title, char *err, int errlen)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox); the rest of the report is unaffected");
+        return -1;
+    }
+    char data[] = "/tmp/ultraplan-validate-XXXXXX";
+    int fd = mkstemp(data);
+    FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!d) {
+        snprintf(err, errlen, "--plot: cannot create a temporary data file");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    double lo = 1e30, hi = 0;
+    for (int i = 0; i < set->n; i++) {
+        double m = set->rows[i].measured_s * 1e3, p = pred[i] * 1e3;
+        fprintf(d, "%g %g %d\n", m, p, set->rows[i].gpus);
+        lo = m < lo ? m : lo;
+        lo = p < lo ? p : lo;
+        hi = m > hi ? m : hi;
+        hi = p > hi ? p : hi;
+    }
+    fclose(d);
+    FILE *g = popen("gnuplot 2>&1", "w");
+    if (!g) {
+        snprintf(err, errlen, "--plot: cannot run gnuplot");
+        unlink(data);
+        return -1;
+    }
+    fprintf(g,
+            "set terminal pngcairo size 900,800 font ',11'\n"
+            "set output '%s'\n"
+            "set logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n"
+            "set xlabel 'measured iteration time (ms)'\nset ylabel 'predicted iteration time (ms)'\n"
+            "set title \"%s\" noenhanced\nset key top left\nset grid\n"
+            "set palette defined (0 'blue', 1 'green', 2 'orange', 3 'red')\nset cbrange [1:*]\n"
+            "set logscale cb\nset cblabel 'GPUs'\n"
+            "plot x w l lc 'black' dt 1 t 'y = x', 1.1*x w l lc 'gray' dt 2 t '+-10%%', 0.9*x w l lc 'gray' dt 2 notitle, "
+            "'%s' u 1:2:3 w p pt 7 ps 0.6 lc palette notitle\n",
+            png, lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, title, data);
+    int rc = pclose(g);
+    unlink(data);
+    if (rc != 0) {
+        snprintf(err, errlen, "--plot: gnuplot failed writing %s", png);
+        return -1;
+    }
+    return 0;
+}
+
+static cJSON *stats_json(const ValStats *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "n", s->n);
+    cJSON_AddNumberToObject(o, "mape", s->mape);
+    cJSON_AddNumberToObject(o, "median_ape", s->median);
+    cJSON_AddNumberToObject(o, "p90_ape", s->p90);
+    cJSON_AddNumberToObject(o, "max_ape", s->max);
+    return o;
+}
+
+static void print_groups(FILE *f, const ValGroup *g, int n, ValGroupKind k)
+{
+    fprintf(f, "\nby %s%s\n", val_group_kind_name(k), k == VAL_BY_MODEL_GPUS ? " (ranking groups)" : "");
+    fprintf(f, "  %-44s %5s %7s %7s %7s %7s %8s %7s\n", "group", "n", "mape%", "med%", "p90%", "max%", "spearman",
+            "regret%");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-44s %5d %7.2f %7.2f %7.2f %7.2f %8.3f %7.2f\n", g[i].key, g[i].st.n, g[i].st.mape,
+                g[i].st.median, g[i].st.p90, g[i].st.max, g[i].spearman, g[i].regret);
+}
+
+static int run(const Opts *o, char **files, int nfiles)
+{
+    char err[512];
+    HwProfile hw;
+    int rc = o->profile ? profile_load_file(o->profile, &hw, err, sizeof err)
+                        : profile_load_builtin(o->gpu ? o->gpu : "a100-80g", &hw, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "ultraplan validate: %s\n", err);
+        return 2;
+    }
+    ValSet set = {0};
+    for (int i = 0; i < nfiles; i++)
+        if (val_read_csv(files[i], &set, err, sizeof err)) {
+            fprintf(stderr, "ultraplan validate: %s\n", err);
+            val_free(&set);
+            return 1;
+        }
+    double *pred = malloc((size_t)set.n * sizeof *pred), *ape = malloc((size_t)set.n * sizeof *ape);
+    if (!pred || !ape) {
+        fprintf(stderr, "ultraplan validate: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    for (int i = 0; i < set.n; i++) {
+        if (val_predict(&set.rows[i], &hw, set.path, &pred[i], NULL, err, sizeof err)) {
+            fprintf(stderr, "ultraplan validate: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        ape[i] = val_ape(pred[i], set.rows[i].measured_s);
+    }
+    ValStats st;
+    val_stats(ape, set.n, &st);
+    ValGroup *groups[VAL_GROUP_KINDS] = {0};
+    int ng[VAL_GROUP_KINDS];
+    double worst_regret = 0;
+    for (int k = 0; k < VAL_GROUP_KINDS; k++) {
+        ng[k] = val_groups(&set, pred, (ValGroupKind)k, &groups[k]);
+        if (ng[k] < 0) {
+            fprintf(stderr, "ultraplan validate: out of memory\n");
+            rc = 1;
+            goto out_groups;
+        }
+    }
+    for (int i = 0; i < ng[VAL_BY_MODEL_GPUS]; i++)
+        if (groups[VAL_BY_MODEL_GPUS][i].regret > worst_regret)
+            worst_regret = groups[VAL_BY_MODEL_GPUS][i].regret;
+
+    if (o->json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "format", "ultraplan.validate/1");
+        cJSON_AddStringToObject(root, "profile", hw.name);
+        cJSON *fa = cJSON_AddArrayToObject(root, "files");
+        for (int i = 0; i < nfiles; i++)
+            cJSON_AddItemToArray(fa, cJSON_CreateString(files[i]));
+        cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+        for (int i = 0; i < set.n; i++) {
+            const ValRow *r = &set.rows[i];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "line", r->line);
+            cJSON_AddNumberToObject(j, "gpus", r->gpus);
+            cJSON_AddNumberToObject(j, "layers", r->model.L);
+            cJSON_AddNumberToObject(j, "hidden", r->model.h);
+            cJSON_AddNumberToObject(j, "heads", r->model.a);
+            cJSON_AddNumberToObject(j, "seq", r->model.s);
+            cJSON_AddNumberToObject(j, "tp", r->layout.tp);
+            cJSON_AddNumberToObject(j, "pp", r->layout.pp);
+            cJSON_AddNumberToObject(j, "dp", r->layout.dp);
+            cJSON_AddNumberToObject(j, "mbs", r->layout.mbs);
+            cJSON_AddNumberToObject(j, "gbs", r->layout.gbs);
+            cJSON_AddNumberToObject(j, "measured_ms", r->measured_s * 1e3);
+            cJSON_AddNumberToObject(j, "predicted_ms", pred[i] * 1e3);
+            cJSON_AddNumberToObject(j, "ape", ape[i]);
+            cJSON_AddItemToArray(rows, j);
+        }
+        cJSON *s = stats_json(&st);
+        cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
+        cJSON_AddItemToObject(root, "summary", s);
+        cJSON *ga = cJSON_AddArrayToObject(root, "groups");
+        for (int k = 0; k < VAL_GROUP_KINDS; k++)
+            for (int i = 0; i < ng[k]; i++) {
+                cJSON *j = stats_json(&groups[k][i].st);
+                cJSON_AddStringToObject(j, "by", val_group_kind_name((ValGroupKind)k));
+                cJSON_AddStringToObject(j, "key", groups[k][i].key);
+                cJSON_AddNumberToObject(j, "spearman", groups[k][i].spearman);
+                cJSON_AddNumberToObject(j, "regret", groups[k][i].regret);
+                cJSON_AddItemToArray(ga, j);
+            }
+        char *text = cJSON_Print(root);
+        cJSON_Delete(root);
+        if (!text) {
+            fprintf(stderr, "ultraplan validate: out of memory\n");
+            rc = 1;
+            goto out_groups;
+        }
+        puts(text);
+        free(text);
+    } else {
+        if (!o->summary) {
+            printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s\n", "line", "gpus", "h", "tp", "pp", "dp",
+                   "mbs", "gbs", "measured_ms", "predicted_ms", "ape%");
+            for (int i = 0; i < set.n; i++) {
+                const ValRow *r = &set.rows[i];
+                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f\n", r->line, r->gpus, r->model.h,
+                       r->layout.tp, r->layout.pp, r->layout.dp, r->layout.mbs, r->layout.gbs,
+                       r->measured_s * 1e3, pred[i] * 1e3, ape[i]);
+            }
+            printf("\n");
+        }
+        printf("%d runs on profile %s: MAPE %.2f%%, median %.2f%%, p90 %.2f%%, worst %.2f%%; worst ranking "
+               "regret %.2f%%\n", st.n, hw.name, st.mape, st.median, st.p90, st.max, worst_regret);
+        for (int k = 0; k < VAL_GROUP_KINDS; k++)
+            print_groups(stdout, groups[k], ng[k], (ValGroupKind)k);
+    }
+    rc = 0;
+    if (o->plot) {
+        char title[300];
+        snprintf(title, sizeof title, "%s on %s: %d runs, MAPE %.1f%%", nfiles == 1 ? files[0] : "measured runs",
+                 hw.name, st.n, st.mape);
+        if (plot(o->plot, &set, pred, title, err, sizeof err)) {
+            fprintf(stderr, "ultraplan validate: %s\n", err);
+            rc = 1;
+        }
+    }
+    if (o->max_mape >= 0 && st.mape > o->max_mape) {
+        fprintf(stderr, "ultraplan validate: MAPE %.2f%% is above the limit %.2f%%\n", st.mape, o->max_mape);
+        rc = 1;
+    }
+    if (o->max_regret >= 0 && worst_regret > o->max_regret) {
+        fprintf(stderr, "ultraplan validate: worst group regret %.2f%% is above the limit %.2f%%\n", worst_regret,
+                o->max_regret);
+        rc = 1;
+    }
+out_groups:
+    for (int k = 0; k < VAL_GROUP_KINDS; k++)
+        free(groups[k]);
+out:
+    free(pred);
+    free(ape);
+    val_free(&set);
+    return rc;
+}
+
+static int parse_pct(const char *flag, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0)) {
+        fprintf(stderr, "ultraplan validate: %s: expected a percentage >= 0, got \"%s\"\n", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int validate_main(int argc, char **argv)
+{
+    enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET };
+    static const struct option opts[] = {
+        {"help", no_argument, 0, 'h'},          {"gpu", required_argument, 0, O_GPU},
+        {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
+        {"summary", no_argument, 0, O_SUMMARY}, {"plot", required_argument, 0, O_PLOT},
+        {"max-mape", required_argument, 0, O_MAX_MAPE}, {"max-regret", required_argument, 0, O_MAX_REGRET},
+        {0, 0, 0, 0},
+    };
+    Opts o = {.max_mape = -1, .max_regret = -1};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': help(stdout); return 0;
+        case O_GPU: o.gpu = optarg; break;
+        case O_PROFILE: o.profile = optarg; break;
+        case O_JSON: o.json = true; break;
+        case O_SUMMARY: o.summary = true; break;
+        case O_PLOT: o.plot = optarg; break;
+        case O_MAX_MAPE: if (parse_pct("--max-mape", optarg, &o.max_mape)) return 2; break;
+        case O_MAX_REGRET: if (parse_pct("--max-regret", optarg, &o.max_regret)) return 2; break;
+        default:
+            fprintf(stderr, "ultraplan validate: option %s: unknown or missing its value (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (o.gpu && o.profile) {
+        fprintf(stderr, "ultraplan validate: --gpu and --profile exclude each other\n");
+        return 2;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ultraplan validate: expected a CSV file of measured runs (see --help)\n");
+        return 2;
+    }
+    return run(&o, argv + optind, argc - optind);
+}
+
+const Command cmd_validate = {"validate", "predict measured runs (vTrain or own CSV) and report the error",
+                              validate_main};

@@ -1,0 +1,9 @@
+# validate, fit, sweep: measured runs, their errors, profile fitting (GSL) and
+# the scaling sweep (planner). Included by cli/CMakeLists.txt.
+add_library(up_validate STATIC ${CMAKE_CURRENT_LIST_DIR}/validate_lib.c)
+target_include_directories(up_validate PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(up_validate PUBLIC up_model m)
+target_link_libraries(ultraplan PRIVATE up_validate)
+if(GSL_FOUND)
+  target_link_libraries(ultraplan PRIVATE GSL::gsl)
+endif()

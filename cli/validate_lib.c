@@ -1,0 +1,700 @@
+/* validate_lib.c — measured runs from CSV, their predictions and error statistics. */
+#include "validate_lib.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- columns -------------------------------------------------------------- */
+
+typedef enum {
+    C_PARAMS_B, C_GPUS, C_GBS, C_MBS, C_HIDDEN, C_HEADS, C_LAYERS, C_SEQ, C_TP, C_DP, C_PP, C_TIME_MS,
+    C_KV_HEADS, C_HEAD_DIM, C_FFN, C_VOCAB, C_MLP, C_NORM, C_POS, C_BIAS, C_TIED, C_DROPOUT, C_SP,
+    C_FLASH, C_RECOMPUTE, C_ZERO, C_PRECISION, C_GRAD_FP32, C_VP, C_CP, C_GPN, C_INTRA_BW, C_INTER_BW,
+    C_LABEL, C_COUNT
+} Col;
+
+typedef struct {
+    const char *name;     // ultraplan name
+    const char *vtrain;   // vTrain header text, or NULL
+    bool required;        // in the ultraplan format (vTrain requires its own eleven)
+} ColDesc;
+
+static const ColDesc cols[] = {
+    [C_PARAMS_B] = {"params_b", "Parameters (billion)", false},
+    [C_GPUS] = {"gpus", "# GPUs", false},
+    [C_GBS] = {"gbs", "global batch", true},
+    [C_MBS] = {"mbs", "micro batch", true},
+    [C_HIDDEN] = {"hidden", "hidden size", true},
+    [C_HEADS] = {"heads", "attention heads", true},
+    [C_LAYERS] = {"layers", "# layers", true},
+    [C_SEQ] = {"seq", "sequence length", true},
+    [C_TP] = {"tp", "tensor parallelism", true},
+    [C_DP] = {"dp", "data parallelism", true},
+    [C_PP] = {"pp", "pipeline parallelism", true},
+    [C_TIME_MS] = {"time_ms", "iteration time (ms)", true},
+    [C_KV_HEADS] = {"kv_heads", NULL, false},
+    [C_HEAD_DIM] = {"head_dim", NULL, false},
+    [C_FFN] = {"ffn", NULL, false},
+    [C_VOCAB] = {"vocab", NULL, false},
+    [C_MLP] = {"mlp", NULL, false},
+    [C_NORM] = {"norm", NULL, false},
+    [C_POS] = {"pos", NULL, false},
+    [C_BIAS] = {"bias", NULL, false},
+    [C_TIED] = {"tied", NULL, false},
+    [C_DROPOUT] = {"dropout", NULL, false},
+    [C_SP] = {"sp", NULL, false},
+    [C_FLASH] = {"flash", NULL, false},
+    [C_RECOMPUTE] = {"recompute", NULL, false},
+    [C_ZERO] = {"zero", NULL, false},
+    [C_PRECISION] = {"precision", NULL, false},
+    [C_GRAD_FP32] = {"grad_fp32", NULL, false},
+    [C_VP] = {"vp", NULL, false},
+    [C_CP] = {"cp", NULL, false},
+    [C_GPN] = {"gpus_per_node", NULL, false},
+    [C_INTRA_BW] = {"intra_bw_gbs", NULL, false},
+    [C_INTER_BW] = {"inter_bw_gbs", NULL, false},
+    [C_LABEL] = {"label", NULL, false},
+};
+_Static_assert(sizeof cols / sizeof cols[0] == C_COUNT, "one descriptor per column");
+
+#define MAX_FIELDS 64
+
+/* vTrain's cluster (its configuration files): 8 GPUs per node, 800 Gb/s per node. */
+#define VTRAIN_GPUS_PER_NODE 8
+#define VTRAIN_INTER_BW_PER_NODE (800e9 / 8.0)
+#define VTRAIN_VOCAB 50257
+
+typedef struct {
+    const char *origin;
+    int line;
+    char *err;
+    int errlen;
+} Where;
+
+static int bad(const Where *w, int col, const char *name, const char *expected, const char *got)
+{
+    snprintf(w->err, w->errlen, "%s:%d: column %d (\"%s\"): expected %s, got \"%.40s\"", w->origin, w->line,
+             col + 1, name, expected, got);
+    return -1;
+}
+
+/* Split one line in place at commas (no quoting: the formats need none). */
+static int split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max)
+            return -1;
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    for (int i = 0; i < n; i++) {  /* trim */
+        while (isspace((unsigned char)*f[i]))
+            f[i]++;
+        char *e = f[i] + strlen(f[i]);
+        while (e > f[i] && isspace((unsigned char)e[-1]))
+            *--e = '\0';
+    }
+    return n;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int get_int(const Where *w, int col, const char *name, const char *s, int min, int *out)
+{
+    double v;
+    char want[48];
+    snprintf(want, sizeof want, "a whole number >= %d", min);
+    if (parse_double(s, &v) || v != floor(v) || v < min || v > 1e9)
+        return bad(w, col, name, want, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int get_pos(const Where *w, int col, const char *name, const char *s, double *out)
+{
+    if (parse_double(s, out) || !(*out > 0))
+        return bad(w, col, name, "a positive number", s);
+    return 0;
+}
+
+static int get_bool(const Where *w, int col, const char *name, const char *s, bool *out)
+{
+    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
+        *out = true;
+    else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
+        *out = false;
+    else
+        return bad(w, col, name, "0 or 1", s);
+    return 0;
+}
+
+/* Defaults of a row before its columns are read. */
+static void row_defaults(ValRow *r, ValFormat fmt)
+{
+    memset(r, 0, sizeof *r);
+    ModelSpec *m = &r->model;
+    snprintf(m->name, sizeof m->name, "custom");
+    m->vocab = VTRAIN_VOCAB;
+    m->mlp = MLP_GELU;
+    m->norm = NORM_LAYERNORM;
+    m->pos = POS_LEARNED;
+    m->bias = true;
+    m->tied = true;
+    m->dropout = true;
+    layout_default(&r->layout);
+    if (fmt == VAL_FMT_VTRAIN) {
+        r->recompute = RECOMPUTE_FULL;
+        r->layout.flash = false;
+        r->layout.prec = PREC_FP16;
+        r->layout.grad_fp32 = false;
+        r->layout.sp = false;
+        r->gpus_per_node = VTRAIN_GPUS_PER_NODE;
+        r->inter_bw = VTRAIN_INTER_BW_PER_NODE / VTRAIN_GPUS_PER_NODE;
+    } else {
+        r->recompute = RECOMPUTE_NONE;
+        r->layout.sp = true;   /* as predict: on when tp > 1 (layout_check clears it at tp 1) */
+    }
+}
+
+/* One field into the row. */
+static int set_field(const Where *w, ValRow *r, Col c, int col, const char *s, bool *sp_given)
+{
+    ModelSpec *m = &r->model;
+    Layout *lo = &r->layout;
+    const char *nm = cols[c].name;
+    double v;
+    switch (c) {
+    case C_PARAMS_B: return get_pos(w, col, nm, s, &r->params_b);
+    case C_GPUS: return get_int(w, col, nm, s, 1, &r->gpus);
+    case C_GBS: return get_int(w, col, nm, s, 1, &lo->gbs);
+    case C_MBS: return get_int(w, col, nm, s, 1, &lo->mbs);
+    case C_HIDDEN: return get_int(w, col, nm, s, 1, &m->h);
+    case C_HEADS: return get_int(w, col, nm, s, 1, &m->a);
+    case C_LAYERS: return get_int(w, col, nm, s, 1, &m->L);
+    case C_SEQ: return get_int(w, col, nm, s, 1, &m->s);
+    case C_TP: return get_int(w, col, nm, s, 1, &lo->tp);
+    case C_DP: return get_int(w, col, nm, s, 1, &lo->dp);
+    case C_PP: return get_int(w, col, nm, s, 1, &lo->pp);
+    case C_TIME_MS:
+        if (get_pos(w, col, nm, s, &v))
+            return -1;
+        r->measured_s = v / 1e3;
+        return 0;
+    case C_KV_HEADS: return get_int(w, col, nm, s, 1, &m->g);
+    case C_HEAD_DIM: return get_int(w, col, nm, s, 1, &m->d_head);
+    case C_FFN: return get_int(w, col, nm, s, 1, &m->f);
+    case C_VOCAB: return get_int(w, col, nm, s, 1, &m->vocab);
+    case C_MLP: return spec_parse_mlp(s, &m->mlp) ? bad(w, col, nm, "gelu or swiglu", s) : 0;
+    case C_NORM: return spec_parse_norm(s, &m->norm) ? bad(w, col, nm, "layernorm or rmsnorm", s) : 0;
+    case C_POS: return spec_parse_pos(s, &m->pos) ? bad(w, col, nm, "learned or rope", s) : 0;
+    case C_BIAS: return get_bool(w, col, nm, s, &m->bias);
+    case C_TIED: return get_bool(w, col, nm, s, &m->tied);
+    case C_DROPOUT: return get_bool(w, col, nm, s, &m->dropout);
+    case C_SP: *sp_given = true; return get_bool(w, col, nm, s, &lo->sp);
+    case C_FLASH: return get_bool(w, col, nm, s, &lo->flash);
+    case C_GRAD_FP32: return get_bool(w, col, nm, s, &lo->grad_fp32);
+    case C_RECOMPUTE:
+        return spec_parse_recompute(s, &r->recompute) ? bad(w, col, nm, "none, selective or full", s) : 0;
+    case C_ZERO:
+        if (!strcasecmp(s, "distopt") || !strcasecmp(s, "dist-opt")) {
+            lo->opt = OPT_DISTOPT;
+            return 0;
+        }
+        if (!strcmp(s, "0") || !strcmp(s, "1") || !strcmp(s, "2") || !strcmp(s, "3")) {
+            lo->opt = (OptimShard)(OPT_ZERO0 + (s[0] - '0'));
+            return 0;
+        }
+        return bad(w, col, nm, "0, 1, 2, 3 or distopt", s);
+    case C_PRECISION:
+        return hw_parse_precision(s, &lo->prec) ? bad(w, col, nm, "fp32, bf16, fp16 or fp8", s) : 0;
+    case C_VP: return get_int(w, col, nm, s, 1, &lo->vp);
+    case C_CP: return get_int(w, col, nm, s, 1, &lo->cp);
+    case C_GPN: return get_int(w, col, nm, s, 1, &r->gpus_per_node);
+    case C_INTRA_BW:
+    case C_INTER_BW:
+        if (get_pos(w, col, nm, s, &v))
+            return -1;
+        *(c == C_INTRA_BW ? &r->intra_bw : &r->inter_bw) = v * 1e9;
+        return 0;
+    case C_LABEL: snprintf(r->label, sizeof r->label, "%s", s); return 0;
+    case C_COUNT: break;
+    }
+    return 0;
+}
+
+static int find_col(const char *name, ValFormat fmt)
+{
+    for (int c = 0; c < C_COUNT; c++) {
+        const char *want = fmt == VAL_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
+        if (want && !strcasecmp(want, name))
+            return c;
+    }
+    return -1;
+}
+
+static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int *nf)
+{
+    char *f[MAX_FIELDS];
+    int n = split(line, f, MAX_FIELDS);
+    if (n < 0) {
+        snprintf(w->err, w->errlen, "%s:%d: header has more than %d columns", w->origin, w->line, MAX_FIELDS);
+        return -1;
+    }
+    *fmt = VAL_FMT_ULTRAPLAN;
+    for (int i = 0; i < n; i++)
+        if (!strcasecmp(f[i], cols[C_TIME_MS].vtrain))
+            *fmt = VAL_FMT_VTRAIN;
+    bool seen[C_COUNT] = {false};
+    for (int i = 0; i < n; i++) {
+        int c = find_col(f[i], *fmt);
+        if (c < 0) {
+            snprintf(w->err, w->errlen, "%s:%d: column %d: unknown column name \"%.40s\" (%s format; see "
+                     "`ultraplan validate --help`)", w->origin, w->line, i + 1, f[i],
+                     *fmt == VAL_FMT_VTRAIN ? "vTrain" : "ultraplan");
+            return -1;
+        }
+        if (seen[c]) {
+            snprintf(w->err, w->errlen, "%s:%d: column %d: \"%.40s\" appears twice", w->origin, w->line, i + 1, f[i]);
+            return -1;
+        }
+        seen[c] = true;
+        map[i] = c;
+    }
+    for (int c = 0; c < C_COUNT; c++) {
+        bool need = *fmt == VAL_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
+        if (need && !seen[c]) {
+            const char *nm = *fmt == VAL_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
+            if (*fmt == VAL_FMT_ULTRAPLAN && !seen[C_TIME_MS])
+                snprintf(w->err, w->errlen, "%s:%d: header names neither the vTrain columns (\"iteration time "
+                         "(ms)\", ...) nor the ultraplan ones (\"time_ms\", ...)", w->origin, w->line);
+            else
+                snprintf(w->err, w->errlen, "%s:%d: header lacks the required column \"%s\"", w->origin, w->line, nm);
+            return -1;
+        }
+    }
+    *nf = n;
+    return 0;
+}
+
+static int push(ValSet *set, const ValRow *r)
+{
+    if (set->n == set->cap) {
+        int cap = set->cap ? set->cap * 2 : 256;
+        ValRow *g = realloc(set->rows, (size_t)cap * sizeof *g);
+        if (!g)
+            return -1;
+        set->rows = g;
+        set->cap = cap;
+    }
+    set->rows[set->n++] = *r;
+    return 0;
+}
+
+static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, int nf, ValRow *r)
+{
+    char *f[MAX_FIELDS];
+    int n = split(line, f, MAX_FIELDS);
+    if (n != nf) {
+        snprintf(w->err, w->errlen, "%s:%d: expected %d columns as in the header, got %d", w->origin, w->line,
+                 nf, n < 0 ? MAX_FIELDS : n);
+        return -1;
+    }
+    row_defaults(r, fmt);
+    r->line = w->line;
+    bool sp_given = false;
+    for (int i = 0; i < n; i++)
+        if (set_field(w, r, (Col)map[i], i, f[i], &sp_given))
+            return -1;
+    int g = r->layout.dp * r->layout.tp * r->layout.pp * r->layout.cp;
+    if (r->gpus && r->gpus != g) {
+        snprintf(w->err, w->errlen, "%s:%d: GPUs %d differ from dp·tp·pp·cp = %d·%d·%d·%d = %d", w->origin,
+                 w->line, r->gpus, r->layout.dp, r->layout.tp, r->layout.pp, r->layout.cp, g);
+        return -1;
+    }
+    r->gpus = g;
+    char e2[200];
+    if (spec_validate(&r->model, e2, sizeof e2)) {
+        snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);
+        return -1;
+    }
+    if (r->layout.tp > 1 && !sp_given && fmt == VAL_FMT_ULTRAPLAN)
+        r->layout.sp = true;
+    if (layout_check(&r->layout, &r->model, NULL, e2, sizeof e2)) {
+        snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);
+        return -1;
+    }
+    layout_set_recompute(&r->layout, &r->model, r->recompute);
+    return 0;
+}
+
+int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, int errlen)
+{
+    char *buf = strdup(text ? text : "");
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory", origin);
+        return -1;
+    }
+    Where w = {origin, 0, err, errlen};
+    int map[MAX_FIELDS], nf = 0, have_header = 0, rc = 0, n0 = set->n;
+    ValFormat fmt = VAL_FMT_ULTRAPLAN;
+    for (char *p = buf; p && rc == 0;) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        w.line++;
+        size_t len = strlen(p);
+        if (len && p[len - 1] == '\r')
+            p[len - 1] = '\0';
+        const char *q = p;
+        while (isspace((unsigned char)*q))
+            q++;
+        if (*q == '\0') {
+            /* blank */
+        } else if (!have_header) {
+            rc = read_header(p, &w, &fmt, map, &nf);
+            have_header = 1;
+        } else if (*q != '#') {
+            ValRow r;
+            rc = read_row(p, &w, fmt, map, nf, &r);
+            if (rc == 0 && push(set, &r)) {
+                snprintf(err, errlen, "%s: out of memory", origin);
+                rc = -1;
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    free(buf);
+    if (rc == 0 && !have_header) {
+        snprintf(err, errlen, "%s: empty file (expected a header row and measured runs)", origin);
+        rc = -1;
+    } else if (rc == 0 && set->n == n0) {
+        snprintf(err, errlen, "%s: no measured runs after the header", origin);
+        rc = -1;
+    }
+    if (rc)
+        set->n = n0;
+    else
+        set->format = fmt;
+    return rc;
+}
+
+int val_read_csv(const char *path, ValSet *set, char *err, int errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
+            break;
+        char *g = realloc(buf, cap * 2);
+        if (!g) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = g;
+        cap *= 2;
+    }
+    int bad_read = ferror(f);
+    fclose(f);
+    if (!buf || bad_read) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(EIO) : "out of memory");
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n)) {
+        snprintf(err, errlen, "%s: not a text CSV file (contains NUL bytes)", path);
+        free(buf);
+        return -1;
+    }
+    snprintf(set->path, sizeof set->path, "%s", path);
+    int rc = val_parse_csv(buf, path, set, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void val_free(ValSet *set)
+{
+    if (!set)
+        return;
+    free(set->rows);
+    memset(set, 0, sizeof *set);
+}
+
+/* ---- prediction ------------------------------------------------------------- */
+
+void val_row_hw(const ValRow *r, const HwProfile *base, HwProfile *out)
+{
+    *out = *base;
+    if (r->gpus_per_node > 0)
+        out->gpus_per_node = r->gpus_per_node;
+    if (r->intra_bw > 0)
+        out->intra.bw = r->intra_bw;
+    if (r->inter_bw > 0)
+        out->inter.bw = r->inter_bw;
+}
+
+int val_predict(const ValRow *r, const HwProfile *hw, const char *origin, double *pred_s, Cost *c,
+                char *err, int errlen)
+{
+    HwProfile h;
+    val_row_hw(r, hw, &h);
+    if (h.peak[r->layout.prec] <= 0) {
+        snprintf(err, errlen, "%s:%d: profile %s has no %s peak", origin, r->line, h.name,
+                 hw_precision_name(r->layout.prec));
+        return -1;
+    }
+    Cost local;
+    Cost *out = c ? c : &local;
+    CostOpts o;
+    cost_opts_default(&o);
+    cost(&r->model, &h, &r->layout, &o, out);
+    *pred_s = out->step_s;
+    return 0;
+}
+
+/* ---- statistics ---------------------------------------------------------------- */
+
+double val_ape(double pred, double meas) { return meas > 0 ? 100.0 * fabs(pred - meas) / meas : 0; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear interpolation between order statistics (numpy's default). */
+static double quantile(const double *sorted, int n, double q)
+{
+    double pos = q * (n - 1);
+    int i = (int)floor(pos);
+    if (i >= n - 1)
+        return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
+void val_stats(const double *ape, int n, ValStats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    if (n <= 0)
+        return;
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s)
+        return;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        s[i] = ape[i];
+        sum += ape[i];
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    out->mape = sum / n;
+    out->median = quantile(s, n, 0.5);
+    out->p90 = quantile(s, n, 0.9);
+    out->max = s[n - 1];
+    free(s);
+}
+
+/* Ranks 1..n with ties averaged. */
+static void ranks(const double *x, int n, double *rk)
+{
+    int *idx = malloc((size_t)n * sizeof *idx);
+    if (!idx)
+        return;
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    /* insertion sort by value: groups are small */
+    for (int i = 1; i < n; i++) {
+        int k = idx[i], j = i - 1;
+        while (j >= 0 && x[idx[j]] > x[k]) {
+            idx[j + 1] = idx[j];
+            j--;
+        }
+        idx[j + 1] = k;
+    }
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && x[idx[j + 1]] == x[idx[i]])
+            j++;
+        double r = 0.5 * (i + j) + 1.0;
+        for (int k = i; k <= j; k++)
+            rk[idx[k]] = r;
+        i = j + 1;
+    }
+    free(idx);
+}
+
+double val_spearman(const double *x, const double *y, int n)
+{
+    if (n < 2)
+        return 0;
+    double *rx = calloc((size_t)n, sizeof *rx), *ry = calloc((size_t)n, sizeof *ry);
+    double res = 0;
+    if (rx && ry) {
+        ranks(x, n, rx);
+        ranks(y, n, ry);
+        double mx = 0, my = 0;
+        for (int i = 0; i < n; i++) {
+            mx += rx[i];
+            my += ry[i];
+        }
+        mx /= n;
+        my /= n;
+        double sxy = 0, sxx = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            sxy += (rx[i] - mx) * (ry[i] - my);
+            sxx += (rx[i] - mx) * (rx[i] - mx);
+            syy += (ry[i] - my) * (ry[i] - my);
+        }
+        res = sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+    }
+    free(rx);
+    free(ry);
+    return res;
+}
+
+double val_regret(const double *pred, const double *meas, int n)
+{
+    if (n <= 0)
+        return 0;
+    int ip = 0, im = 0;
+    for (int i = 1; i < n; i++) {
+        if (pred[i] < pred[ip])
+            ip = i;
+        if (meas[i] < meas[im])
+            im = i;
+    }
+    return 100.0 * (meas[ip] / meas[im] - 1.0);
+}
+
+/* ---- groups ------------------------------------------------------------------- */
+
+static const char *const group_names[] = {"gpus", "model", "parallel", "model+gpus"};
+_Static_assert(sizeof group_names / sizeof *group_names == VAL_GROUP_KINDS, "group names");
+
+const char *val_group_kind_name(ValGroupKind k) { return group_names[k]; }
+
+static void model_key(const ValRow *r, char *buf, int len)
+{
+    if (r->params_b > 0)
+        snprintf(buf, len, "%.4gB (h%d L%d s%d)", r->params_b, r->model.h, r->model.L, r->model.s);
+    else
+        snprintf(buf, len, "h%d L%d a%d s%d", r->model.h, r->model.L, r->model.a, r->model.s);
+}
+
+void val_group_key(const ValRow *r, ValGroupKind k, char *buf, int len)
+{
+    const Layout *lo = &r->layout;
+    char mk[96];
+    switch (k) {
+    case VAL_BY_GPUS:
+        snprintf(buf, len, "%d GPUs", r->gpus);
+        return;
+    case VAL_BY_MODEL:
+        model_key(r, buf, len);
+        return;
+    case VAL_BY_PARALLEL: {
+        int n = snprintf(buf, len, "%s", "");
+        const struct { int v; const char *nm; } d[] = {{lo->dp, "dp"}, {lo->tp, "tp"}, {lo->pp, "pp"}, {lo->cp, "cp"}};
+        for (size_t i = 0; i < sizeof d / sizeof d[0] && n < len; i++)
+            if (d[i].v > 1)
+                n += snprintf(buf + n, len - n, "%s%s", n ? "+" : "", d[i].nm);
+        if (n == 0)
+            snprintf(buf, len, "single GPU");
+        return;
+    }
+    case VAL_BY_MODEL_GPUS:
+    default:
+        /* a planner picks a layout for a fixed model, cluster and global batch */
+        model_key(r, mk, sizeof mk);
+        snprintf(buf, len, "%s, %d GPUs, gbs %d", mk, r->gpus, lo->gbs);
+        return;
+    }
+}
+
+static int find_group(const ValGroup *g, int n, const char *key)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(g[i].key, key))
+            return i;
+    return -1;
+}
+
+int val_groups(const ValSet *set, const double *pred, ValGroupKind kind, ValGroup **out)
+{
+    int n = 0, cap = 16;
+    ValGroup *g = malloc((size_t)cap * sizeof *g);
+    int *of = malloc((size_t)(set->n ? set->n : 1) * sizeof *of);
+    double *a = malloc((size_t)(set->n ? set->n : 1) * 3 * sizeof *a);
+    if (!g || !of || !a)
+        goto oom;
+    for (int i = 0; i < set->n; i++) {
+        char key[sizeof g->key];
+        val_group_key(&set->rows[i], kind, key, sizeof key);
+        int k = find_group(g, n, key);
+        if (k < 0) {
+            if (n == cap) {
+                ValGroup *h = realloc(g, (size_t)cap * 2 * sizeof *g);
+                if (!h)
+                    goto oom;
+                g = h;
+                cap *= 2;
+            }
+            k = n++;
+            memset(&g[k], 0, sizeof g[k]);
+            g[k].kind = kind;
+            snprintf(g[k].key, sizeof g[k].key, "%s", key);
+        }
+        of[i] = k;
+    }
+    double *ape = a, *p = a + set->n, *m = a + 2 * set->n;
+    for (int k = 0; k < n; k++) {
+        int c = 0;
+        for (int i = 0; i < set->n; i++)
+            if (of[i] == k) {
+                p[c] = pred[i];
+                m[c] = set->rows[i].measured_s;
+                ape[c] = val_ape(pred[i], m[c]);
+                c++;
+            }
+        val_stats(ape, c, &g[k].st);
+        g[k].spearman = val_spearman(p, m, c);
+        g[k].regret = val_regret(p, m, c);
+    }
+    free(of);
+    free(a);
+    *out = g;
+    return n;
+oom:
+    free(g);
+    free(of);
+    free(a);
+    *out = NULL;
+    return -1;
+}
