@@ -210,9 +210,12 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
         fprintf(f, "  peak %s of %s: fits (%.0f%%)\n", report_gib(c->peak_bytes, b1, 32),
                 report_gib(c->capacity_bytes, b2, 32), 100 * c->peak_bytes / c->capacity_bytes);
     else
+    {
+        char b3[32];
         fprintf(f, "  peak %s of %s: DOES NOT FIT, stage %d is %s over\n", report_gib(c->peak_bytes, b1, 32),
                 report_gib(c->capacity_bytes, b2, 32), c->peak_stage,
-                report_gib(c->peak_bytes - c->capacity_bytes, b2, 32));
+                report_gib(c->peak_bytes - c->capacity_bytes, b3, 32));
+    }
 
     fprintf(f, "\nstep time %.4g s\n", c->step_s);
     for (int k = 0; k < T_COUNT; k++)
