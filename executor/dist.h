@@ -1,0 +1,44 @@
+/* dist.h — ranks, groups and communicators of one run. The only part of the
+ * executor that creates communicators; everything else calls these.
+ *
+ * World rank r maps to coordinates in Megatron's order tp-cp-dp-pp (tp
+ * fastest, pp slowest):  r = tp + TP·(cp + CP·(dp + DP·pp)).
+ * Groups: tp (same cp, dp, pp), dp (same tp, cp, pp), pp (same tp, cp, dp),
+ * and the embedding group {first, last stage} of one (tp, dp) pair, which
+ * all-reduces the gradient of a tied embedding when pp > 1.
+ *
+ * What it doesn't do: context parallel (cp must be 1), NCCL.
+ */
+#ifndef ULTRAPLAN_EXECUTOR_DIST_H
+#define ULTRAPLAN_EXECUTOR_DIST_H
+
+#include <mpi.h>
+
+/* A failed MPI call: file, line, the call and MPI's own message, then abort. */
+#define CHECK_MPI(call) dist_check((call), #call, __FILE__, __LINE__)
+
+typedef struct {
+    int rank, world;          // in MPI_COMM_WORLD
+    int tp, dp, pp, cp;       // group sizes
+    int tp_rank, dp_rank, pp_rank, cp_rank;   // this rank's coordinates
+    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm;  // emb_comm: MPI_COMM_NULL on middle stages
+} Dist;
+
+/* Splits the world for a tp·cp·dp·pp layout. The world size must equal the
+ * product: else -1 with err saying what to launch. Installs an error
+ * handler on every communicator that names the rank and the failed call. */
+int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen);
+void dist_free(Dist *d);
+
+/* World rank of the given coordinates. */
+int dist_rank_of(const Dist *d, int tp, int cp, int dp, int pp);
+
+void dist_check(int rc, const char *call, const char *file, int line);
+
+/* Collectives on floats that time themselves into *t (seconds, may be NULL).
+ * With a group of one they are copies or no-ops. */
+void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                       // in place, sum
+void dist_allgather(float *out, const float *in, int n, MPI_Comm c, double *t);    // n per rank
+void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t);     // n per rank out
+
+#endif

@@ -1,0 +1,297 @@
+/* net.c — see net.h. Every TP collective goes through dist.h and is timed
+ * into e->t[PH_TP]. */
+#include "net.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+
+static int tp_on(const Exec *e) { return e->d.tp > 1; }
+
+static void norm_fwd(Exec *e, float *out, float *mean, float *rstd, const float *x, const float *w,
+                     const float *b)
+{
+    if (e->m.norm == NORM_LAYERNORM)
+        k_layernorm_fwd(out, mean, rstd, x, w, b, e->Nl, e->C, NORM_EPS);
+    else
+        k_rmsnorm_fwd(out, rstd, x, w, e->Nl, e->C, NORM_EPS);
+}
+
+static void norm_bwd(Exec *e, float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, const float *mean, const float *rstd)
+{
+    if (e->m.norm == NORM_LAYERNORM)
+        k_layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, e->Nl, e->C);
+    else
+        k_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->Nl, e->C);
+}
+
+/* The input of a column-parallel linear: x (Nl, C) gathered to (N, C) under SP. */
+static const float *col_input(Exec *e, const float *x)
+{
+    if (!e->lo.sp)
+        return x;
+    dist_allgather(e->gath, x, e->Nl * e->C, e->d.tp_comm, &e->t[PH_TP]);
+    return e->gath;
+}
+
+/* The input gradient of a column-parallel linear: dcol (N, C) partial sums
+ * over TP → added into dx (Nl, C): reduce-scatter under SP, else all-reduce. */
+static void col_grad_reduce(Exec *e, float *dx)
+{
+    size_t nl = (size_t)e->Nl * e->C;
+    if (e->lo.sp) {
+        dist_reduce_scatter(dx, e->dcol, e->Nl * e->C, e->d.tp_comm, &e->t[PH_TP]);
+    } else {
+        dist_allreduce(e->dcol, e->N * e->C, e->d.tp_comm, &e->t[PH_TP]);
+        memcpy(dx, e->dcol, nl * sizeof *dx);
+    }
+}
+
+/* y (Nl, C) = row-parallel linear of in (N, K) plus bias, reduced over TP. */
+static void row_fwd(Exec *e, float *y, const float *in, const float *w, const float *b, int K)
+{
+    if (!tp_on(e)) {
+        k_matmul_fwd(y, in, w, b, e->N, K, e->C);
+        return;
+    }
+    k_matmul_fwd(e->part, in, w, NULL, e->N, K, e->C);
+    if (e->lo.sp)
+        dist_reduce_scatter(y, e->part, e->Nl * e->C, e->d.tp_comm, &e->t[PH_TP]);
+    else {
+        dist_allreduce(e->part, e->N * e->C, e->d.tp_comm, &e->t[PH_TP]);
+        memcpy(y, e->part, (size_t)e->N * e->C * sizeof *y);
+    }
+    if (b)
+        for (int i = 0; i < e->Nl; i++)
+            for (int c = 0; c < e->C; c++)
+                y[(size_t)i * e->C + c] += b[c];
+}
+
+/* dout (Nl, C) of a row-parallel linear, gathered to (N, C) under SP. */
+static const float *row_dout(Exec *e, const float *dout)
+{
+    if (!e->lo.sp)
+        return dout;
+    dist_allgather(e->dgat, dout, e->Nl * e->C, e->d.tp_comm, &e->t[PH_TP]);
+    return e->dgat;
+}
+
+#define W(id) params_layer(&e->ps, e->ps.w, li, id)
+#define G(id) params_layer(&e->ps, e->ps.g, li, id)
+
+void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
+{
+    int N = e->N, C = e->C, ql = e->ql, kvl = e->kvl;
+    norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, W(P_LN1W), W(P_LN1B));
+    const float *in = col_input(e, A->a1);
+    const float *wq = W(P_QKVW), *bq = W(P_QKVB);
+    k_matmul_fwd(A->q, in, wq, bq, N, C, ql);
+    k_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
+    k_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
+    if (e->m.pos == POS_ROPE) {
+        k_rope_fwd(A->q, A->q, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
+        k_rope_fwd(A->k, A->k, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
+    }
+    k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, e->NHl, e->NKVl, e->HS);
+    row_fwd(e, A->x2, A->o, W(P_PROJW), W(P_PROJB), ql);
+    k_residual_fwd(A->x2, A->x2, A->x, (size_t)e->Nl * C);
+
+    norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, W(P_LN2W), W(P_LN2B));
+    in = col_input(e, A->a2);
+    k_matmul_fwd(A->hpre, in, W(P_FC1W), W(P_FC1B), N, C, e->F1l);
+    if (e->m.mlp == MLP_SWIGLU)
+        k_swiglu_fwd(A->hact, A->hpre, N, e->Fl);
+    else
+        k_gelu_fwd(A->hact, A->hpre, (size_t)N * e->Fl);
+    row_fwd(e, out, A->hact, W(P_FC2W), W(P_FC2B), e->Fl);
+    k_residual_fwd(out, out, A->x2, (size_t)e->Nl * C);
+}
+
+void net_layer_bwd(Exec *e, int li, LayerActs *A)
+{
+    int N = e->N, C = e->C, ql = e->ql, kvl = e->kvl, Nl = e->Nl;
+    size_t nc = (size_t)N * C;
+    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) */
+    const float *dy = row_dout(e, e->dres);
+    if (G(P_FC2B))
+        k_matmul_bwd(NULL, NULL, G(P_FC2B), e->dres, NULL, NULL, Nl, C, C);
+    k_zero(e->dhact, (size_t)N * e->Fl);
+    k_matmul_bwd(e->dhact, G(P_FC2W), NULL, dy, A->hact, W(P_FC2W), N, e->Fl, C);
+    k_zero(e->dhpre, (size_t)N * e->F1l);
+    if (e->m.mlp == MLP_SWIGLU)
+        k_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, e->Fl);
+    else
+        k_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * e->Fl);
+    const float *in = col_input(e, A->a2);
+    k_zero(e->dcol, nc);
+    k_matmul_bwd(e->dcol, G(P_FC1W), G(P_FC1B), e->dhpre, in, W(P_FC1W), N, C, e->F1l);
+    col_grad_reduce(e, e->dout);
+    norm_bwd(e, e->dres, G(P_LN2W), G(P_LN2B), e->dout, A->x2, W(P_LN2W), A->mean2, A->rstd2);
+
+    /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */
+    dy = row_dout(e, e->dres);
+    if (G(P_PROJB))
+        k_matmul_bwd(NULL, NULL, G(P_PROJB), e->dres, NULL, NULL, Nl, C, C);
+    float *dq = e->dq, *dk = e->dk, *dv = e->dv, *dov = e->dhact;   // dhact is free again
+    k_zero(dov, (size_t)N * ql);
+    k_matmul_bwd(dov, G(P_PROJW), NULL, dy, A->o, W(P_PROJW), N, ql, C);
+    k_zero(dq, (size_t)N * ql);
+    k_zero(dk, (size_t)N * kvl);
+    k_zero(dv, (size_t)N * kvl);
+    k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, e->NHl, e->NKVl, e->HS);
+    if (e->m.pos == POS_ROPE) {
+        memcpy(e->drope, dq, (size_t)N * ql * sizeof *dq);
+        k_zero(dq, (size_t)N * ql);
+        k_rope_bwd(dq, e->drope, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
+        memcpy(e->drope, dk, (size_t)N * kvl * sizeof *dk);
+        k_zero(dk, (size_t)N * kvl);
+        k_rope_bwd(dk, e->drope, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
+    }
+    in = col_input(e, A->a1);
+    const float *wq = W(P_QKVW);
+    float *gw = G(P_QKVW), *gb = G(P_QKVB);
+    k_zero(e->dcol, nc);
+    k_matmul_bwd(e->dcol, gw, gb, dq, in, wq, N, C, ql);
+    k_matmul_bwd(e->dcol, gw + (size_t)ql * C, gb ? gb + ql : NULL, dk, in, wq + (size_t)ql * C, N, C, kvl);
+    k_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gb ? gb + ql + kvl : NULL, dv, in,
+                 wq + (size_t)(ql + kvl) * C, N, C, kvl);
+    col_grad_reduce(e, e->dout);
+    norm_bwd(e, e->dres, G(P_LN1W), G(P_LN1B), e->dout, A->x, W(P_LN1W), A->mean1, A->rstd1);
+}
+
+#undef W
+#undef G
+
+void net_embed_fwd(Exec *e, const int *tok, float *out)
+{
+    const float *wte = params_stage(&e->ps, e->ps.w, P_WTE);
+    const float *wpe = params_stage(&e->ps, e->ps.w, P_WPE);
+    int C = e->C;
+    if (!tp_on(e)) {
+        k_embedding_fwd(out, tok, wte, wpe, e->B, e->T, C, 0);
+        return;
+    }
+    /* each rank looks up the rows of its vocab range; rank 0 adds positions */
+    float *p = e->part;
+    for (int i = 0; i < e->N; i++) {
+        int v = tok[i] - e->vstart;
+        float *row = p + (size_t)i * C;
+        if (v >= 0 && v < e->Vl)
+            memcpy(row, wte + (size_t)v * C, C * sizeof *row);
+        else
+            memset(row, 0, C * sizeof *row);
+        if (wpe && e->d.tp_rank == 0)
+            for (int c = 0; c < C; c++)
+                row[c] += wpe[(size_t)(i % e->T) * C + c];
+    }
+    if (e->lo.sp)
+        dist_reduce_scatter(out, p, e->Nl * C, e->d.tp_comm, &e->t[PH_TP]);
+    else {
+        dist_allreduce(p, e->N * C, e->d.tp_comm, &e->t[PH_TP]);
+        memcpy(out, p, (size_t)e->N * C * sizeof *out);
+    }
+}
+
+void net_embed_bwd(Exec *e, const int *tok)
+{
+    float *gwte = params_stage(&e->ps, e->ps.g, P_WTE);
+    float *gwpe = params_stage(&e->ps, e->ps.g, P_WPE);
+    const float *d = row_dout(e, e->dres);
+    int C = e->C;
+    if (!tp_on(e)) {
+        k_embedding_bwd(gwte, gwpe, d, tok, e->B, e->T, C, 0);
+        return;
+    }
+    /* positions are replicated: every rank adds the full gradient */
+    if (gwpe)
+        k_embedding_bwd(NULL, gwpe, d, tok, e->B, e->T, C, 0);
+    for (int i = 0; i < e->N; i++) {
+        int v = tok[i] - e->vstart;
+        if (v >= 0 && v < e->Vl)
+            for (int c = 0; c < C; c++)
+                gwte[(size_t)v * C + c] += d[(size_t)i * C + c];
+    }
+}
+
+/* Vocab-parallel softmax cross-entropy over logits (N, Vl), this rank's
+ * columns vstart..vstart+Vl−1 of the padded vocabulary; columns at or past
+ * the real vocabulary are masked. Combines the row max, the sum of
+ * exponentials and the target logit over TP with all-reduces. Writes the
+ * per-token losses and turns the logits into dlogits · scale in place. */
+static double vocab_parallel_ce(Exec *e, const int *targets, float scale)
+{
+    int N = e->N, Vl = e->Vl;
+    int valid = e->m.vocab - e->vstart;
+    valid = valid < 0 ? 0 : valid > Vl ? Vl : valid;
+    float *mx = e->ce_lse, *red = e->ce_loss;     // (N) and (2N): sum-exp, target logit
+    for (int i = 0; i < N; i++) {
+        const float *l = e->logits + (size_t)i * Vl;
+        float m = -FLT_MAX;
+        for (int j = 0; j < valid; j++)
+            m = l[j] > m ? l[j] : m;
+        mx[i] = m;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, mx, N, MPI_FLOAT, MPI_MAX, e->d.tp_comm));
+    e->t[PH_TP] += MPI_Wtime() - t0;
+    for (int i = 0; i < N; i++) {
+        const float *l = e->logits + (size_t)i * Vl;
+        double s = 0;
+        for (int j = 0; j < valid; j++)
+            s += exp((double)l[j] - mx[i]);
+        int t = targets[i] - e->vstart;
+        red[i] = (float)s;
+        red[N + i] = t >= 0 && t < Vl ? l[t] : 0.0f;
+    }
+    dist_allreduce(red, 2 * N, e->d.tp_comm, &e->t[PH_TP]);
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        float *l = e->logits + (size_t)i * Vl;
+        float lse = mx[i] + logf(red[i]);
+        sum += lse - red[N + i];
+        int t = targets[i] - e->vstart;
+        for (int j = 0; j < Vl; j++)
+            l[j] = j < valid ? (expf(l[j] - lse) - (j == t)) * scale : 0.0f;
+    }
+    return sum;
+}
+
+double net_head(Exec *e, const int *targets, float scale, float *dlast)
+{
+    ParamSet *ps = &e->ps;
+    int N = e->N, C = e->C;
+    ParamId hid = ps->off[P_HEAD] != PARAM_NONE ? P_HEAD : P_WTE;   // tied, pp 1: the embedding itself
+    const float *wh = params_stage(ps, ps->w, hid);
+    float *gh = params_stage(ps, ps->g, hid);
+    const float *lw = params_stage(ps, ps->w, P_LNFW), *lb = params_stage(ps, ps->w, P_LNFB);
+    norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
+    const float *in = col_input(e, e->head_n);
+    k_matmul_fwd(e->logits, in, wh, NULL, N, C, e->Vl);
+    double sum = 0;
+    double tb = MPI_Wtime(), tp0 = e->t[PH_TP];
+    if (!tp_on(e)) {
+        k_crossentropy_fwd(e->ce_loss, e->ce_lse, e->logits, targets, N, e->Vl, e->m.vocab);
+        for (int i = 0; i < N; i++)
+            sum += e->ce_loss[i];
+        k_crossentropy_bwd(e->logits, e->logits, e->ce_lse, targets, scale, N, e->Vl, e->m.vocab);
+    } else {
+        sum = vocab_parallel_ce(e, targets, scale);
+    }
+    k_zero(e->dcol, (size_t)N * C);
+    k_matmul_bwd(e->dcol, gh, NULL, e->logits, in, wh, N, C, e->Vl);
+    col_grad_reduce(e, e->dout);
+    k_zero(dlast, (size_t)e->Nl * C);
+    norm_bwd(e, dlast, params_stage(ps, ps->g, P_LNFW), params_stage(ps, ps->g, P_LNFB), e->dout,
+             e->head_in, lw, e->head_mean, e->head_rstd);
+    /* the loss backward is backward work even though it runs inside a forward action */
+    double bwd = MPI_Wtime() - tb - (e->t[PH_TP] - tp0);
+    e->t[PH_BWD] += bwd;
+    e->t[PH_FWD] -= bwd;
+    return sum;
+}

@@ -1,0 +1,89 @@
+/* params.h — the parameter tensors of one rank: one descriptor table of
+ * {name, shape, split rule}, carved into the weight and gradient slabs.
+ *
+ * The table is the same count the cost model makes (memory_stage_params):
+ * per layer the matrices split over tp, norms replicated, column-parallel
+ * biases split and row-parallel ones replicated; the vocab-parallel
+ * embedding and learned positions on stage 0; the final norm and the LM
+ * head (a copy of a tied embedding when pp > 1) on the last stage.
+ *
+ * Initial values are a function of (seed, tensor, layer, index in the FULL
+ * tensor), so every layout starts from the same model: a rank computes the
+ * values of the global elements its shard holds.
+ */
+#ifndef ULTRAPLAN_EXECUTOR_PARAMS_H
+#define ULTRAPLAN_EXECUTOR_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "spec.h"
+
+typedef enum {
+    P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
+    P_LN2W, P_LN2B, P_FC1W, P_FC1B, P_FC2W, P_FC2B,
+    P_LAYER_COUNT,                       // tensors of one transformer layer
+    P_WTE = P_LAYER_COUNT, P_WPE, P_LNFW, P_LNFB, P_HEAD,
+    P_COUNT
+} ParamId;
+
+typedef enum {
+    SPLIT_REP,     // replicated over tp
+    SPLIT_COL,     // output rows split over tp, part by part (Q|K|V, gate|up)
+    SPLIT_ROW,     // input columns split over tp
+    SPLIT_VOCAB,   // vocabulary rows split over tp
+} SplitRule;
+
+typedef enum { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ONE, INIT_ZERO } InitRule;
+
+typedef struct {
+    const char *name;
+    SplitRule split;
+    InitRule init;
+} ParamDesc;
+
+extern const ParamDesc param_desc[P_COUNT];
+
+/* Global shape of one tensor: rows as up to 3 parts (split one by one under
+ * SPLIT_COL), and cols. Returns 0 when the model has no such tensor. */
+int param_shape(ParamId id, const ModelSpec *m, int tp, int64_t parts[3], int64_t *cols);
+
+/* Where this rank's stage sits in the model. */
+typedef struct {
+    int stage, nstages, vp;       // pipeline stage, pp, chunks per stage
+    int tp, tp_rank;
+    int nchunk_layers[16];        // layers per chunk on this stage
+    int first_layer[16];          // global index of each chunk's first layer
+    int nlayers;                  // on this stage, all chunks
+} StageMap;
+
+int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage, int tp_rank,
+                  char *err, int errlen);
+
+#define PARAM_NONE ((size_t)-1)
+
+typedef struct {
+    size_t n;                     // floats of all local tensors
+    size_t n_alloc;               // floats allocated (n padded for an even ZeRO-1 split)
+    size_t (*layer_off)[P_LAYER_COUNT];   // (nlayers, P_LAYER_COUNT) offsets, PARAM_NONE if absent
+    size_t (*layer_len)[P_LAYER_COUNT];
+    size_t off[P_COUNT], len[P_COUNT];    // the stage-level tensors (P_WTE..P_HEAD)
+    int nlayers;                  // local layers, chunk by chunk
+    size_t layers_end;            // floats of the layer tensors (they come first)
+    float *w;                     // (n_alloc) weights
+    float *g;                     // (n_alloc) gradients
+} ParamSet;
+
+/* Lay out this stage's tensors (no allocation of w, g: caller owns slabs).
+ * pad_to: round n_alloc up to a multiple of it (1 for none). */
+void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad_to);
+/* Fill the weights from the seed. */
+void params_init(ParamSet *ps, const ModelSpec *m, const StageMap *sm, uint64_t seed);
+void params_free(ParamSet *ps);
+
+/* Pointers into a slab (w or g) for local layer i, or NULL if absent. */
+float *params_layer(const ParamSet *ps, float *slab, int i, ParamId id);
+float *params_stage(const ParamSet *ps, float *slab, ParamId id);
+
+#endif

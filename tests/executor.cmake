@@ -1,0 +1,9 @@
+# The executor: loss equality of every layout under mpirun, memory against
+# the cost model, gradients against finite differences, checkpoints, errors.
+if(TARGET up_executor)
+  up_test(test_executor SOURCES test_executor.c LIBS up_executor LABELS unit)
+  add_executable(test_executor_mpi test_executor_mpi.c)
+  target_link_libraries(test_executor_mpi PRIVATE up_executor)
+  up_script_test(mpi_layouts SCRIPT mpi_layouts.sh LABELS mpi
+                 ARGS $<TARGET_FILE:test_executor_mpi>)
+endif()

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Every layout reproduces the single-rank losses of the same model and data
+# (and allocates what the cost model predicts): test_executor_mpi under mpirun.
+# usage: mpi_layouts.sh PATH/test_executor_mpi
+set -u
+BIN=$1
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+fails=0
+run() {   # run NP MODEL ARGS...
+    local np=$1 model=$2; shift 2
+    # the cost model counts 4f of SwiGLU activations, the executor keeps 3f (gate|up and the product)
+    local tol=0.10; [ "$model" = llama ] && tol=0.15
+    if ! mpirun --oversubscribe -np "$np" "$BIN" --model "$model" --dir "$DIR" --acts-tol $tol \
+            --ref "$DIR/ref_$model.txt" "$@" > "$DIR/out" 2>&1; then
+        echo "FAIL: np $np $model $*"; cat "$DIR/out"; fails=$((fails + 1))
+    else
+        tail -n 1 "$DIR/out"
+    fi
+}
+for model in gpt llama; do
+    "$BIN" --model $model --dir "$DIR" --write "$DIR/ref_$model.txt" \
+        --acts-tol $([ $model = llama ] && echo 0.15 || echo 0.10) || { echo "single-rank $model failed"; exit 1; }
+done
+run 2 gpt --dp 2
+run 2 gpt --tp 2
+run 2 gpt --tp 2 --sp
+run 2 gpt --pp 2
+run 4 gpt --pp 4
+run 2 gpt --pp 2 --vp 2 --mbs 1
+run 2 gpt --pp 2 --stages 1,3 --full 1,2 --sel 0,1
+run 2 gpt --dp 2 --zero1
+run 8 gpt --dp 2 --tp 2 --pp 2 --sp
+run 2 llama --tp 2 --sp
+run 2 llama --pp 2 --stages 3,1 --full 2,0
+run 4 llama --dp 2 --tp 2 --zero1
+run 4 llama --pp 2 --vp 2 --tp 2 --mbs 1
+echo "$fails layout(s) failed"
+[ $fails -eq 0 ]
