@@ -11,6 +11,19 @@ void cost_opts_default(CostOpts *o)
     o->restart_s = -1;
 }
 
+/* One NCCL call over the DP group: the profile's fixed cost per call plus
+ * alpha-beta at the bandwidth collectives reach (coll_eff), as in time.c. */
+static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allreduce)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    HwProfile v = *hw;
+    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
+    v.intra.bw *= e;
+    v.inter.bw *= e;
+    return hw->coll_lat + (allreduce ? time_allreduce(&v, bytes, n, k) : time_allgather(&v, bytes, n, k));
+}
+
 /* Seconds of DP reduction that stage s cannot hide, per step. */
 static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
 {
@@ -33,34 +46,34 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     switch (lo->opt) {
     case OPT_ZERO0: {
         /* buckets of max(4e7, 1e6 dp) parameters reduce during the last backward; the last one is exposed */
-        double total = time_allreduce(hw, P * gb, D, k);
+        double total = dp_coll(hw, P * gb, D, k, true);
         double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
-        double last = time_allreduce(hw, bucket * gb, D, k);
+        double last = dp_coll(hw, bucket * gb, D, k, true);
         t = fmax(last, total - hw->dp_overlap * bwd_mb);
         break;
     }
     case OPT_ZERO1:
     case OPT_DISTOPT: {
-        double rs = time_allgather(hw, P * gb, D, k);
-        double ag = time_allgather(hw, P * wb, D, k);
+        double rs = dp_coll(hw, P * gb, D, k, false);
+        double ag = dp_coll(hw, P * wb, D, k, false);
         double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
-        double last = time_allgather(hw, bucket * gb, D, k);
+        double last = dp_coll(hw, bucket * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
         t = fmax(last, rs - hw->dp_overlap * bwd_mb) + fmax(0.0, ag - hw->dp_overlap * fwd_mb);
         break;
     }
     case OPT_ZERO2: {
         /* gradients are reduce-scattered every micro-batch */
-        double rs = time_allgather(hw, P * gb, D, k);
-        double ag = time_allgather(hw, P * wb, D, k);
+        double rs = dp_coll(hw, P * gb, D, k, false);
+        double ag = dp_coll(hw, P * wb, D, k, false);
         t = mb * fmax(0.0, rs - hw->dp_overlap * bwd_mb) + ag;
         break;
     }
     case OPT_ZERO3:
     default: {
         /* parameters gathered for forward and backward of every micro-batch */
-        double rs = time_allgather(hw, P * gb, D, k);
-        double ag = time_allgather(hw, P * wb, D, k);
+        double rs = dp_coll(hw, P * gb, D, k, false);
+        double ag = dp_coll(hw, P * wb, D, k, false);
         t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hw->dp_overlap * bwd_mb));
         break;
     }
@@ -69,7 +82,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     /* tied embeddings with pp > 1: first and last stage all-reduce the embedding grad */
     if (m->tied && lo->pp > 1 && (s == 0 || s == lo->pp - 1)) {
         double V = (double)spec_padded_vocab(m, lo->tp);
-        t += time_allreduce(hw, V * m->h / lo->tp * gb, 2, 1);
+        t += dp_coll(hw, V * m->h / lo->tp * gb, 2, 1, true);
     }
     return t;
 }
@@ -85,6 +98,13 @@ static double optim_s(const HwProfile *hw, const Layout *lo, double P)
     double bytes = P / D * (2.0 * K + 2.0 * gb + wb);
     return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
 }
+
+double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
+{
+    return dp_exposed(m, hw, lo, lt, s);
+}
+
+double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params) { return optim_s(hw, lo, params); }
 
 void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, Cost *c)
 {

@@ -147,6 +147,12 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
 /* PP send/recv seconds per micro-batch per boundary (fwd + bwd), exposed. */
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 
+/* The two per-stage terms that cost() takes the max of over stages, exposed
+ * for the planner's ILP: exposed DP seconds per step of stage s (uses
+ * lo->layers[s]) and optimizer seconds of a stage holding `params`. */
+double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s);
+double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params);
+
 /* ---- train.c ---- */
 
 /* Model FLOPs per token under the layout's convention, and hardware FLOPs with its recomputation. */
