@@ -31,6 +31,8 @@ typedef struct {
     const char *dump_lp;      // write the ILP of the best plan's outer choice here (CPLEX LP format), or NULL
     volatile int *cancel;     // when non-NULL and set to 1, stop early and return what was found (TUI)
     bool explain;             // when nothing fits: find the smallest GPU count that does (default true)
+    void (*progress)(void *ctx, long done, long total);   // called now and then during the search, or NULL
+    void *progress_ctx;
 } PlanRequest;
 
 typedef struct {

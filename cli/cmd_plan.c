@@ -1,0 +1,236 @@
+/* cmd_plan.c — `ultraplan plan`: search every layout and rank the best. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "command.h"
+#include "planner.h"
+#include "report.h"
+
+enum { P_TOP = 1, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC };
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: ultraplan plan --gpus N [model] [hardware] [fixed layout knobs] [--top K] [--exhaustive]\n"
+               "                      [--dump-lp FILE] [--search-precision] [--json] [-o plan.json]\n\n"
+               "Searches tp, pp, dp, cp, interleaving, micro-batch, ZeRO / distributed optimizer and sequence\n"
+               "parallel for the given global batch; per pipeline stage an ILP (GLPK) chooses layers and full or\n"
+               "selective recomputation. Layout flags you give are kept fixed; the rest are searched. Prints the\n"
+               "best layouts ranked by step time; -o writes the best as a plan file for run, export and tui.\n\n"
+               "Plan options:\n"
+               "  --top K                 layouts to show (default 10)\n"
+               "  --exhaustive            solve every layout, no pruning by bounds (same best plan, slower)\n"
+               "  --dump-lp FILE          write the best layout's stage ILP (CPLEX LP format)\n"
+               "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n\n%s\n"
+               "example: ultraplan plan --gpus 512 --params 175B\n",
+            args_common_help());
+}
+
+static void progress(void *ctx, long done, long total)
+{
+    double *t0 = ctx;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (t.tv_sec + t.tv_nsec * 1e-9 - *t0 > 1.0)
+        fprintf(stderr, "\rplan: %ld of %ld layouts ...", done, total);
+}
+
+/* "11,12x6,13": runs of equal values as VxN. */
+static const char *runs(const int *v, int n, char *buf, int len)
+{
+    int k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k < len;) {
+        int j = i;
+        while (j < n && v[j] == v[i])
+            j++;
+        k += snprintf(buf + k, len - k, j - i > 1 ? "%s%dx%d" : "%s%d", i ? "," : "", v[i], j - i);
+        i = j;
+    }
+    return buf;
+}
+
+static const char *rc_text(const Layout *lo, char *buf, int len)
+{
+    int any_f = 0, any_s = 0, k = 0;
+    char r[96];
+    for (int s = 0; s < lo->pp; s++) {
+        any_f |= lo->full_rc[s] > 0;
+        any_s |= lo->sel_rc[s] > 0;
+    }
+    buf[0] = 0;
+    if (!any_f && !any_s)
+        return "none";
+    if (any_f)
+        k += snprintf(buf + k, len - k, "full %s", runs(lo->full_rc, lo->pp, r, sizeof r));
+    if (any_s && k < len)
+        snprintf(buf + k, len - k, "%ssel %s", any_f ? " " : "", runs(lo->sel_rc, lo->pp, r, sizeof r));
+    return buf;
+}
+
+static void print_table(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
+{
+    const ModelSpec *m = &in->model;
+    char b1[96], b2[96];
+    const Cost *c0 = &res->plans[0].cost;
+    printf("%s (%.1fB params) on %d x %s, %d per node; global batch %d x %d = %.2fM tokens; %.3gT training tokens\n",
+           m->name, spec_params(m, 1, PARAMS_EXACT) / 1e9, req->gpus, in->hw.name, in->hw.gpus_per_node,
+           req->base.gbs, m->s, req->base.gbs * (double)m->s / 1e6, c0->train.tokens / 1e12);
+    printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
+           res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
+    printf("%3s %3s %3s %5s %3s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
+           "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB", "step s", "MFU", "tokens/s",
+           "days", "bottleneck");
+    for (int i = 0; i < res->n; i++) {
+        const Layout *lo = &res->plans[i].layout;
+        const Cost *c = &res->plans[i].cost;
+        char mem[32];
+        snprintf(mem, sizeof mem, "%.1f/%.1f", c->peak_bytes / 1073741824.0, c->capacity_bytes / 1073741824.0);
+        printf("%3d %3d %3d %5d %3d %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f  %s\n", i + 1, lo->tp,
+               lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
+               runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
+               c->train.days, res->plans[i].bottleneck);
+    }
+}
+
+static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
+{
+    const Plan *best = &res->plans[0];
+    cJSON *j = planfile_json(&in->model, &in->hw, &best->layout, &in->opts, &best->cost);
+    cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
+    cJSON *rk = cJSON_AddArrayToObject(j, "ranked");
+    for (int i = 0; i < res->n; i++) {
+        const Plan *p = &res->plans[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", i + 1);
+        cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
+        cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
+        cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
+        cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
+        cJSON_AddNumberToObject(o, "days", p->cost.train.days);
+        cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
+        cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
+        cJSON_AddItemToArray(rk, o);
+    }
+    cJSON *s = cJSON_AddObjectToObject(j, "search");
+    cJSON_AddNumberToObject(s, "layouts", res->outer_total);
+    cJSON_AddNumberToObject(s, "evaluated", res->outer_evaluated);
+    cJSON_AddNumberToObject(s, "pruned", res->outer_pruned);
+    cJSON_AddNumberToObject(s, "ilps", res->ilp_solved);
+    cJSON_AddNumberToObject(s, "seconds", res->seconds);
+    cJSON_AddBoolToObject(s, "exhaustive", req->exhaustive);
+    return j;
+}
+
+static int plan_main(int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"help", no_argument, 0, 'h'},           {"top", required_argument, 0, P_TOP},
+        {"exhaustive", no_argument, 0, P_EXHAUSTIVE}, {"dump-lp", required_argument, 0, P_DUMP_LP},
+        {"search-precision", no_argument, 0, P_SEARCH_PREC},
+    };
+    struct option *opts = command_options(own, (int)(sizeof own / sizeof *own));
+    CliInputs in;
+    args_init(&in);
+    PlanRequest req;
+    planner_request_default(&req);
+    PlanResult res = {0};
+    char err[512];
+    int c, rc = 2;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (c == 'h') {
+            help(stdout);
+            rc = 0;
+            goto out;
+        } else if (c == 'o') {
+            in.out_path = optarg;
+        } else if (c == P_TOP) {
+            if (args_parse_int(optarg, &req.top_k) != 0 || req.top_k < 1 || req.top_k > 10000) {
+                fprintf(stderr, "ultraplan plan: --top: expected a whole number from 1 to 10000, got \"%s\"\n", optarg);
+                goto out;
+            }
+        } else if (c == P_EXHAUSTIVE) {
+            req.exhaustive = true;
+        } else if (c == P_DUMP_LP) {
+            req.dump_lp = optarg;
+        } else if (c == P_SEARCH_PREC) {
+            req.search_precision = true;
+        } else if (c == '?' || c == ':') {
+            if (optopt && optopt < 256)
+                fprintf(stderr, "ultraplan plan: option -%c: unknown or missing its value (see --help)\n", optopt);
+            else
+                fprintf(stderr, "ultraplan plan: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            goto out;
+        } else if (args_handle(&in, c, optarg, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan plan: %s\n", err);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ultraplan plan: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        goto out;
+    }
+    if (in.gpus < 1) {
+        fprintf(stderr, "ultraplan plan: --gpus N is required (the GPUs of the job)\n");
+        goto out;
+    }
+    if (args_finish(&in, false, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan plan: %s\n", err);
+        goto out;
+    }
+    req.gpus = in.gpus;
+    req.fixed = in.fixed;
+    req.base = in.layout;
+    req.recompute = in.recompute;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double t0 = t.tv_sec + t.tv_nsec * 1e-9;
+    req.progress = progress;
+    req.progress_ctx = &t0;
+    rc = 1;
+    if (planner_search(&in.model, &in.hw, &in.opts, &req, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan plan: %s\n", err);
+        goto out;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (t.tv_sec + t.tv_nsec * 1e-9 - t0 > 1.0)
+        fprintf(stderr, "\r%60s\r", "");
+    if (res.n == 0) {
+        fprintf(stderr, "ultraplan plan: %s\n", res.infeasible[0] ? res.infeasible : "no layout fits");
+        goto out;
+    }
+    if (in.json || in.out_path) {
+        cJSON *j = plan_json(&in, &req, &res);
+        char *text = cJSON_Print(j);
+        cJSON_Delete(j);
+        if (!text) {
+            fprintf(stderr, "ultraplan plan: out of memory\n");
+            goto out;
+        }
+        if (in.out_path && report_write_atomic(in.out_path, text, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan plan: %s\n", err);
+            free(text);
+            goto out;
+        }
+        if (in.json)
+            printf("%s\n", text);
+        free(text);
+    }
+    if (!in.json)
+        print_table(&in, &req, &res);
+    if (in.out_path && !in.json)
+        printf("\nwrote the best plan to %s\n", in.out_path);
+    rc = 0;
+out:
+    planner_result_free(&res);
+    free(opts);
+    return rc;
+}
+
+const Command cmd_plan = {"plan", "search all layouts (ILP per stage) and rank the best", plan_main};

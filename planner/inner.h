@@ -1,0 +1,85 @@
+/* inner.h — the inner problem of one outer choice: how many layers each
+ * pipeline stage holds and how many of them are fully or selectively
+ * recomputed, as linear coefficients read off the cost model.
+ *
+ * For stage s with n_s layers, f_s fully and e_s selectively recomputed
+ * (f_s + e_s <= n_s, sum n_s = L):
+ *   T_s   = t0[s] + t_layer n_s + t_full f_s + t_sel e_s          (s per micro-batch)
+ *   mem_s = m0[s] + m_none[s] (n_s - f_s - e_s) + m_sel[s] e_s
+ *           + m_full[s] f_s + m_ws[s] [f_s > 0]                    (bytes, <= cap)
+ *   step  = (m - 1) max_s T_s + sum_s T_s        (1F1B; interleaved: (m + (p-1)/v) max_s T_s)
+ *           + max_s dp_s(n_s) + max_s opt_s(n_s)
+ * dp_s and opt_s are tabulated from cost_stage_dp_s / cost_stage_optim_s
+ * and given to the ILP as the lines of their lower convex hull (exact when
+ * convex, which they are without efficiency curves). Coefficients come from
+ * differences of time_stage_mb() and memory_stage(), so they are the cost
+ * model's own numbers, not a copy of its formulas.
+ *
+ * inner_enumerate() solves the problem exactly when the split is fixed
+ * (pp = 1, interleaving, --stage-layers): stages then decouple.
+ */
+#ifndef ULTRAPLAN_PLANNER_INNER_H
+#define ULTRAPLAN_PLANNER_INNER_H
+
+#include <stdbool.h>
+
+#include "cost.h"
+
+#define INNER_MAX_LINES 16
+
+typedef struct {
+    int n;                          // lines in use
+    double a[INNER_MAX_LINES];      // seconds at 0 layers
+    double b[INNER_MAX_LINES];      // seconds per layer
+} InnerHull;                        // y >= a[k] + b[k] n for every k
+
+typedef struct {
+    int pp, L, mb, vp;              // stages, layers, micro-batches per step, interleave
+    double t0[LAYOUT_MAX_PP];       // s per micro-batch of stage s without layers (embedding, head, p2p)
+    double t_layer;                 // s per micro-batch per layer (fwd + bwd + exposed tp/cp)
+    double t_full, t_sel;           // extra s per fully / selectively recomputed layer
+    double m0[LAYOUT_MAX_PP];       // bytes of stage s without layers
+    double m_none[LAYOUT_MAX_PP];   // bytes per layer kept whole on stage s (states + in-flight acts)
+    double m_sel[LAYOUT_MAX_PP];    // bytes per selectively recomputed layer
+    double m_full[LAYOUT_MAX_PP];   // bytes per fully recomputed layer
+    double m_ws[LAYOUT_MAX_PP];     // bytes of the recompute working set, once per stage with f_s > 0
+    double cap;                     // bytes per GPU (with a few bytes of slack for rounding)
+    InnerHull dp[LAYOUT_MAX_PP];    // exposed DP s per step of stage s as a function of n_s
+    InnerHull opt[LAYOUT_MAX_PP];   // optimizer s per step of stage s as a function of n_s
+    int fix_layers[LAYOUT_MAX_PP];  // > 0: n_s is fixed
+    bool even_middle;               // stages 1..p-2 hold equal layer counts (Megatron: only first and last differ)
+    bool rc_forced;                 // recomputation fixed to `rc` on every layer
+    Recompute rc;
+} InnerProblem;
+
+typedef struct {
+    bool feasible;
+    double objective;               // step seconds under the problem's model
+    int layers[LAYOUT_MAX_PP];
+    int full_rc[LAYOUT_MAX_PP];
+    int sel_rc[LAYOUT_MAX_PP];
+} InnerSolution;
+
+/* Build the problem for a checked outer layout (its layers are ignored
+ * unless fix_stages). `rc_forced` with `rc` pins recomputation. Sets
+ * even_middle, which Megatron-LM's --decoder-first/last-pipeline-num-layers
+ * need. */
+void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo, bool fix_stages, bool rc_forced,
+                 Recompute rc, InnerProblem *p);
+
+/* Exact when the split is fixed (all fix_layers set, or pp == 1 with L). */
+void inner_enumerate(const InnerProblem *p, InnerSolution *out);
+
+/* The objective of a given split and recomputation (for tests and checks);
+ * +inf when a stage does not fit. */
+double inner_objective(const InnerProblem *p, const int *layers, const int *full, const int *sel);
+
+/* Lower bound on the step time of any solution: balanced stages, no
+ * recomputation, no memory limit. */
+double inner_lower_bound(const InnerProblem *p);
+
+/* Least bytes any stage split could need on its fullest stage (all layers
+ * fully recomputed, model states spread perfectly): a memory lower bound. */
+double inner_memory_bound(const InnerProblem *p);
+
+#endif
