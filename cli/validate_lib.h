@@ -15,8 +15,9 @@
  *    (billion)". The settings vTrain's authors used for all runs become the
  *    row's defaults: GPT-2 decoder (LayerNorm, GELU 4h MLP, learned
  *    positions, biases, tied head, dropout), vocab 50257, full recompute,
- *    unfused attention, fp16 with fp16 gradients, plain DP, no SP, 8 GPUs per
- *    node, inter-node 800 Gb/s per node (12.5 GB/s per GPU).
+ *    unfused attention, fp16 with fp16 gradients, plain DP, no SP, no
+ *    gradient bucketing (the DP all-reduce follows the backward: dp_overlap
+ *    0), 8 GPUs per node, inter-node 800 Gb/s per node (12.5 GB/s per GPU).
  *
  *  - ultraplan (header contains "time_ms"): named columns in any order.
  *    Required: layers, hidden, heads, seq, tp, pp, dp, mbs, gbs, time_ms.
@@ -25,7 +26,8 @@
  *    dropout (0|1), sp (0|1), flash (0|1), recompute (none|selective|full),
  *    zero (0..3|distopt), precision (bf16...), grad_fp32 (0|1), vp, cp,
  *    gpus_per_node, intra_bw_gbs and inter_bw_gbs (GB/s per GPU, one
- *    direction: the cluster the run was measured on), label (free text).
+ *    direction: the cluster the run was measured on), dp_overlap (0..1; 0
+ *    when gradients are reduced after the backward, unbucketed), label.
  *
  * In both, lines starting with '#' after the header and blank lines are
  * skipped.
@@ -49,6 +51,7 @@ typedef struct {
     int gpus_per_node;      // 0 = the profile's
     double intra_bw;        // bytes/s per GPU; 0 = the profile's
     double inter_bw;        // bytes/s per GPU; 0 = the profile's
+    double dp_overlap;      // fraction of the backward that hides the DP reduction; < 0 = the profile's
     double measured_s;      // seconds per iteration
     char label[48];
 } ValRow;

@@ -53,6 +53,9 @@ typedef struct {
     double fail_per_gpu_hour;      // unexpected interruptions per GPU-hour
     double ckpt_bw_per_node;       // bytes/s a node writes to checkpoint storage
     double restart_s;              // seconds to restart the job after a failure
+    double kernel_lat;             // seconds of host time per launched kernel (framework dispatch + launch); a layer pass lasts at least its kernels times this
+    double coll_lat;               // seconds fixed per collective or p2p call (NCCL launch, protocol set-up), on top of alpha-beta
+    double coll_eff;               // fraction of link bw that NCCL collectives reach at large sizes (nccl-tests busbw / bw), (0, 1]
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

@@ -5,6 +5,12 @@
  * hierarchical (reduce-scatter in the node, all-reduce across nodes on 1/k
  * shards, all-gather in the node) when a group spans nodes. Rank order is
  * Megatron's tp-cp-dp-pp (tp fastest), which decides what spans nodes.
+ *
+ * What a step really costs beyond the arithmetic (docs/accuracy/NOTES.md):
+ * every collective and p2p call pays a fixed coll_lat and reaches coll_eff of
+ * the link bandwidth (nccl-tests on A100s); every kernel costs the host
+ * kernel_lat to launch, so a layer pass lasts at least its kernel count times
+ * kernel_lat however small its GEMMs (eager PyTorch is host-bound there).
  */
 #include "cost.h"
 
@@ -40,6 +46,52 @@ static int members_per_node(const HwProfile *hw, int stride, int n)
     return k < n ? k : n;
 }
 
+/* Kernels one layer launches, forward (Megatron's fusions: bias-GeLU,
+ * bias-dropout-add, scale-mask-softmax): two norms, four GEMMs, two
+ * bias-dropout-adds, the activation, the QKV split; the attention core is one
+ * flash kernel, or unfused QK^T, softmax, dropout, AV and two layout copies.
+ * The backward launches two GEMMs (dgrad, wgrad) per forward GEMM and about
+ * one kernel per other forward kernel, plus its gradient reductions. */
+enum {
+    K_FWD_BASE = 10,      // norms 2, GEMMs 4, bias-dropout-add 2, activation 1, QKV split 1
+    K_CORE_FLASH = 1,
+    K_CORE_UNFUSED = 6,   // baddbmm, softmax, dropout, bmm, 2 permute copies
+    K_GATED_EXTRA = 1,    // SwiGLU's multiply
+};
+
+static double kernels_fwd(const ModelSpec *m, const Layout *lo)
+{
+    return K_FWD_BASE + (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + (m->mlp == MLP_SWIGLU ? K_GATED_EXTRA : 0);
+}
+
+/* The profile as collectives see it: links at their achieved bus bandwidth. */
+static void coll_view(const HwProfile *hw, HwProfile *v)
+{
+    *v = *hw;
+    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
+    v->intra.bw *= e;
+    v->inter.bw *= e;
+}
+
+/* One NCCL call: fixed cost + alpha-beta at the achieved bandwidth. */
+static double coll_ar(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    HwProfile v;
+    coll_view(hw, &v);
+    return hw->coll_lat + time_allreduce(&v, bytes, n, k);
+}
+
+static double coll_ag(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    HwProfile v;
+    coll_view(hw, &v);
+    return hw->coll_lat + time_allgather(&v, bytes, n, k);
+}
+
 double time_allreduce(const HwProfile *hw, double bytes, int n, int k)
 {
     if (n <= 1 || bytes <= 0)
@@ -72,7 +124,8 @@ double time_p2p(const HwProfile *hw, double bytes, bool cross_node)
     if (bytes <= 0)
         return 0;
     const Link *l = cross_node ? &hw->inter : &hw->intra;
-    return l->lat + bytes / l->bw;
+    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
+    return hw->coll_lat + l->lat + bytes / (l->bw * e);
 }
 
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
@@ -94,6 +147,13 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* attention core: flash skips the masked half; an unfused kernel computes it all */
     double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
     double core = attn_s(hw, p, core_flops);
+    if (!lo->flash) {
+        /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
+         * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
+        double scores = ab * m->a / t * tok * (double)m->s;
+        double qkvo = 4.0 * ab * tok * q / t;
+        core = fmax(core, mem_s(hw, 2.0 * scores + qkvo));
+    }
     double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
     double softmax = 0;
     if (!lo->flash)   /* scale, mask, softmax, dropout passes over a s^2 scores */
@@ -104,19 +164,27 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
     double ew_s = mem_s(hw, ew);
 
-    out->fwd = gemm + core + softmax + ew_s;
-    out->bwd = 2.0 * gemm + core_bwd + 2.0 * softmax + 2.0 * ew_s;
-    out->rc_full = out->fwd;
-    out->rc_sel = core + softmax;
+    double gpu_fwd = gemm + core + softmax + ew_s;
+    double gpu_bwd = 2.0 * gemm + core_bwd + 2.0 * softmax + 2.0 * ew_s;
 
     /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
     int k_tp = members_per_node(hw, 1, lo->tp);
     double msg = ab * tok * h;
-    double ar = time_allreduce(hw, msg, lo->tp, k_tp);
+    double ar = coll_ar(hw, msg, lo->tp, k_tp);
     double expose = 1.0 - hw->tp_overlap;
     out->tp_fwd = 2.0 * ar * expose;
     out->tp_bwd = 2.0 * ar * expose;
     out->tp_rc = 2.0 * ar * expose;
+
+    /* The GPU cannot run ahead of the host that launches its kernels: a pass
+     * lasts max(host launches, GPU compute + its TP collectives), which the
+     * compute terms carry (the collectives run on the GPU either way). */
+    double kf = kernels_fwd(m, lo), lat = hw->kernel_lat;
+    double core_k = lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED;
+    out->fwd = fmax(gpu_fwd, kf * lat - out->tp_fwd);
+    out->bwd = fmax(gpu_bwd, 2.0 * kf * lat - out->tp_bwd);
+    out->rc_full = fmax(gpu_fwd, kf * lat - out->tp_rc);
+    out->rc_sel = fmax(core + softmax, core_k * lat);
 
     /* CP: all-gather K and V in forward; all-gather + reduce-scatter in backward,
      * as ring exchanges overlapped with the attention blocks they feed */
@@ -124,7 +192,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     if (lo->cp > 1) {
         int k_cp = members_per_node(hw, lo->tp, lo->cp);
         double kv_bytes = 2.0 * ab * lo->mbs * (double)m->s * kv / t;
-        double ag = time_allgather(hw, kv_bytes, lo->cp, k_cp);
+        double ag = coll_ag(hw, kv_bytes, lo->cp, k_cp);
         out->cp = fmax(0.0, ag - core) + fmax(0.0, 2.0 * ag - core_bwd);
     }
 }
@@ -136,7 +204,7 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double bytes = ab * tok * m->h;
     /* gather rows forward, scatter-add backward; vocab-parallel all-reduce of the output */
     double t = mem_s(hw, 2.0 * bytes) + mem_s(hw, 3.0 * bytes);
-    t += time_allreduce(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
+    t += coll_ar(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
     return t;
 }
 
@@ -150,7 +218,7 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     /* fused cross-entropy: read logits, write fp32 softmax-grad, a few passes */
     t += mem_s(hw, (ab + 3.0 * 4.0) * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
-        t += 2.0 * time_allgather(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
+        t += 2.0 * coll_ag(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
     return t;
 }
 

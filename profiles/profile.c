@@ -97,7 +97,7 @@ static int fail(Ctx *c, const char *field, const char *expected, const cJSON *go
 
 /* ---- checkers ------------------------------------------------------------- */
 
-typedef enum { R_POS, R_NONNEG, R_FRAC, R_FRAC_OPEN1 } Rule;
+typedef enum { R_POS, R_NONNEG, R_FRAC, R_FRAC_OPEN1, R_FRAC_POS } Rule;
 
 static const char *rule_text(Rule r)
 {
@@ -106,6 +106,7 @@ static const char *rule_text(Rule r)
     case R_NONNEG: return "a number >= 0";
     case R_FRAC: return "a number in [0, 1]";
     case R_FRAC_OPEN1: return "a number in [0, 1)";
+    case R_FRAC_POS: return "a number in (0, 1]";
     }
     return "a number";
 }
@@ -119,6 +120,7 @@ static int rule_ok(Rule r, double x)
     case R_NONNEG: return x >= 0;
     case R_FRAC: return x >= 0 && x <= 1;
     case R_FRAC_OPEN1: return x >= 0 && x < 1;
+    case R_FRAC_POS: return x > 0 && x <= 1;
     }
     return 0;
 }
@@ -236,6 +238,18 @@ static const NumField num_fields[] = {
     {"restart_s", offsetof(HwProfile, restart_s), R_NONNEG},
 };
 
+/* Fields added after format 1 shipped: a file without them takes `def`. */
+typedef struct {
+    NumField f;
+    double def;
+} OptField;
+
+static const OptField opt_fields[] = {
+    {{"kernel_lat", offsetof(HwProfile, kernel_lat), R_NONNEG}, 0.0},
+    {{"coll_lat", offsetof(HwProfile, coll_lat), R_NONNEG}, 0.0},
+    {{"coll_eff", offsetof(HwProfile, coll_eff), R_FRAC_POS}, 1.0},
+};
+
 typedef struct {
     const char *key;
     size_t off;   // offset of an EffCurve in HwProfile
@@ -284,6 +298,13 @@ static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
         if (get_number(c, root, num_fields[i].key, num_fields[i].key, num_fields[i].rule,
                        num_at(hw, num_fields[i].off)))
             return -1;
+    for (size_t i = 0; i < sizeof opt_fields / sizeof opt_fields[0]; i++) {
+        const NumField *f = &opt_fields[i].f;
+        if (!cJSON_GetObjectItemCaseSensitive(root, f->key))
+            *num_at(hw, f->off) = opt_fields[i].def;
+        else if (get_number(c, root, f->key, f->key, f->rule, num_at(hw, f->off)))
+            return -1;
+    }
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpus_per_node");
     if (!cJSON_IsNumber(g) || g->valuedouble < 1 || g->valuedouble > 1e6 ||
         g->valuedouble != floor(g->valuedouble))
@@ -447,6 +468,8 @@ static cJSON *profile_json(const HwProfile *hw)
                               curve_json((const EffCurve *)((const char *)hw + curve_fields[i].off)));
     for (size_t i = 0; i < sizeof num_fields / sizeof num_fields[0]; i++)
         cJSON_AddNumberToObject(root, num_fields[i].key, *cnum_at(hw, num_fields[i].off));
+    for (size_t i = 0; i < sizeof opt_fields / sizeof opt_fields[0]; i++)
+        cJSON_AddNumberToObject(root, opt_fields[i].f.key, *cnum_at(hw, opt_fields[i].f.off));
     return root;
 }
 

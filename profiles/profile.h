@@ -22,6 +22,8 @@
  *   tp_overlap, dp_overlap, pp_overlap         in [0, 1]
  *   fail_per_gpu_hour, restart_s               >= 0
  *   ckpt_bw_per_node                           > 0
+ *   kernel_lat, coll_lat     >= 0, optional (default 0)
+ *   coll_eff                 in (0, 1], optional (default 1)
  *
  * All functions return 0 on success or -1 with err filled (one line).
  */

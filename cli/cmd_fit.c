@@ -1,0 +1,426 @@
+/* cmd_fit.c — `ultraplan fit`: fit a profile's efficiency, overlap and
+ * latency constants to measured runs by least squares on log error (GSL's
+ * trust-region nonlinear least squares), and show the error on runs held
+ * out of the fit.
+ *
+ * Each constant is fitted as a log-scale factor on its value in the base
+ * profile, so a factor of 1 changes nothing and every value stays positive;
+ * efficiencies are capped at 1.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit_nlinear.h>
+#include <gsl/gsl_vector.h>
+
+#include "command.h"
+#include "profile.h"
+#include "validate_lib.h"
+
+/* ---- the constants fit can move ---------------------------------------------- */
+
+typedef enum { P_SCALAR, P_FRACTION, P_CURVE } ParamKind;
+
+typedef struct {
+    const char *name;    // the profile field
+    ParamKind kind;
+    size_t off;          // offset of the double or EffCurve in HwProfile
+    const char *what;
+} FitParam;
+
+static const FitParam params[] = {
+    {"kernel_lat", P_SCALAR, offsetof(HwProfile, kernel_lat), "host seconds per kernel launch"},
+    {"coll_lat", P_SCALAR, offsetof(HwProfile, coll_lat), "fixed seconds per collective call"},
+    {"coll_eff", P_FRACTION, offsetof(HwProfile, coll_eff), "fraction of link bandwidth collectives reach"},
+    {"gemm_eff", P_CURVE, offsetof(HwProfile, gemm_eff), "GEMM efficiency curve (scaled as a whole)"},
+    {"attn_eff", P_CURVE, offsetof(HwProfile, attn_eff), "attention-core efficiency curve (scaled)"},
+    {"mem_eff", P_CURVE, offsetof(HwProfile, mem_eff), "memory-bound efficiency curve (scaled)"},
+    {"tp_overlap", P_FRACTION, offsetof(HwProfile, tp_overlap), "fraction of TP communication hidden"},
+    {"dp_overlap", P_FRACTION, offsetof(HwProfile, dp_overlap), "fraction of the backward hiding DP"},
+};
+#define N_PARAMS ((int)(sizeof params / sizeof params[0]))
+#define DEFAULT_PARAMS "kernel_lat,coll_lat,coll_eff,gemm_eff,attn_eff,mem_eff"
+
+static double *dbl(HwProfile *hw, const FitParam *p) { return (double *)((char *)hw + p->off); }
+static EffCurve *crv(HwProfile *hw, const FitParam *p) { return (EffCurve *)((char *)hw + p->off); }
+
+/* base with each chosen parameter scaled by exp(x[i]) */
+static void apply(const HwProfile *base, const int *sel, int n, const double *x, HwProfile *out)
+{
+    *out = *base;
+    for (int i = 0; i < n; i++) {
+        const FitParam *p = &params[sel[i]];
+        double f = exp(x[i]);
+        if (p->kind == P_CURVE) {
+            EffCurve *c = crv(out, p);
+            for (int k = 0; k < c->n; k++)
+                c->pt[k].eff = fmin(1.0, c->pt[k].eff * f);
+        } else {
+            double *v = dbl(out, p);
+            *v *= f;
+            if (p->kind == P_FRACTION)
+                *v = fmin(1.0, *v);
+        }
+    }
+}
+
+/* What to print for a parameter's value. */
+static void show(const HwProfile *hw, const FitParam *p, char *buf, int len)
+{
+    HwProfile h = *hw;
+    if (p->kind == P_CURVE) {
+        const EffCurve *c = crv(&h, p);
+        int n = snprintf(buf, len, "[");
+        for (int k = 0; k < c->n && n < len; k++)
+            n += snprintf(buf + n, len - n, "%s%.3g", k ? " " : "", c->pt[k].eff);
+        if (n < len)
+            snprintf(buf + n, len - n, "]");
+    } else {
+        snprintf(buf, len, "%.4g", *dbl(&h, p));
+    }
+}
+
+/* ---- which rows fit, which are held out -------------------------------------- */
+
+typedef struct {
+    const char *field;
+    char op[3];
+    double value;
+} Where;
+
+static int row_field(const ValRow *r, const char *f, double *v)
+{
+    if (!strcmp(f, "gpus")) *v = r->gpus;
+    else if (!strcmp(f, "tp")) *v = r->layout.tp;
+    else if (!strcmp(f, "pp")) *v = r->layout.pp;
+    else if (!strcmp(f, "dp")) *v = r->layout.dp;
+    else if (!strcmp(f, "mbs")) *v = r->layout.mbs;
+    else if (!strcmp(f, "gbs")) *v = r->layout.gbs;
+    else if (!strcmp(f, "hidden")) *v = r->model.h;
+    else if (!strcmp(f, "layers")) *v = r->model.L;
+    else if (!strcmp(f, "seq")) *v = r->model.s;
+    else return -1;
+    return 0;
+}
+
+static int parse_where(const char *s, Where *w, char *field, int flen)
+{
+    const char *ops[] = {">=", "<=", "==", "!=", ">", "<", "="};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        const char *at = strstr(s, ops[i]);
+        if (!at)
+            continue;
+        int n = (int)(at - s);
+        if (n <= 0 || n >= flen)
+            return -1;
+        memcpy(field, s, n);
+        field[n] = '\0';
+        char *end;
+        w->value = strtod(at + strlen(ops[i]), &end);
+        if (end == at + strlen(ops[i]) || *end)
+            return -1;
+        snprintf(w->op, sizeof w->op, "%s", ops[i]);
+        w->field = field;
+        double dummy;
+        ValRow r = {0};
+        return row_field(&r, field, &dummy);
+    }
+    return -1;
+}
+
+static bool where_true(const Where *w, const ValRow *r)
+{
+    double v = 0;
+    row_field(r, w->field, &v);
+    if (!strcmp(w->op, ">=")) return v >= w->value;
+    if (!strcmp(w->op, "<=")) return v <= w->value;
+    if (!strcmp(w->op, ">")) return v > w->value;
+    if (!strcmp(w->op, "<")) return v < w->value;
+    if (!strcmp(w->op, "!=")) return v != w->value;
+    return v == w->value;
+}
+
+/* ---- least squares -------------------------------------------------------------- */
+
+typedef struct {
+    const ValSet *set;
+    const int *rows;      // indices of the fit rows
+    int nrows;
+    const HwProfile *base;
+    const int *sel;
+    int nsel;
+} FitData;
+
+static int residuals(const gsl_vector *x, void *data, gsl_vector *f)
+{
+    FitData *d = data;
+    double xs[N_PARAMS];
+    for (int i = 0; i < d->nsel; i++)
+        xs[i] = gsl_vector_get(x, i);
+    HwProfile hw;
+    apply(d->base, d->sel, d->nsel, xs, &hw);
+    char err[256];
+    for (int i = 0; i < d->nrows; i++) {
+        const ValRow *r = &d->set->rows[d->rows[i]];
+        double p;
+        if (val_predict(r, &hw, d->set->path, &p, NULL, err, sizeof err) || !(p > 0))
+            return GSL_EDOM;
+        gsl_vector_set(f, i, log(p / r->measured_s));
+    }
+    return GSL_SUCCESS;
+}
+
+static void errors(const ValSet *set, const int *rows, int n, const HwProfile *hw, ValStats *st)
+{
+    double *ape = malloc((size_t)(n ? n : 1) * sizeof *ape);
+    char err[256];
+    if (!ape) {
+        memset(st, 0, sizeof *st);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double p = 0;
+        val_predict(&set->rows[rows[i]], hw, set->path, &p, NULL, err, sizeof err);
+        ape[i] = val_ape(p, set->rows[rows[i]].measured_s);
+    }
+    val_stats(ape, n, st);
+    free(ape);
+}
+
+static int solve(FitData *d, double *x, int *iters, char *err, int errlen)
+{
+    const gsl_multifit_nlinear_type *T = gsl_multifit_nlinear_trust;
+    gsl_multifit_nlinear_parameters fp = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_fdf fdf = {.f = residuals, .df = NULL, .fvv = NULL, .n = (size_t)d->nrows,
+                                    .p = (size_t)d->nsel, .params = d};
+    gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(T, &fp, fdf.n, fdf.p);
+    gsl_vector *x0 = gsl_vector_calloc(fdf.p);
+    if (!w || !x0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int info = 0, rc = gsl_multifit_nlinear_init(x0, &fdf, w);
+    if (rc == GSL_SUCCESS)
+        rc = gsl_multifit_nlinear_driver(100, 1e-6, 1e-6, 1e-8, NULL, NULL, &info, w);
+    if (rc == GSL_SUCCESS || rc == GSL_EMAXITER) {
+        for (int i = 0; i < d->nsel; i++)
+            x[i] = gsl_vector_get(w->x, i);
+        *iters = (int)gsl_multifit_nlinear_niter(w);
+        rc = 0;
+    } else {
+        snprintf(err, errlen, "the least-squares solver stopped: %s", gsl_strerror(rc));
+        rc = -1;
+    }
+    gsl_vector_free(x0);
+    gsl_multifit_nlinear_free(w);
+    return rc;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+static void help(FILE *f)
+{
+    fprintf(f,
+        "usage: ultraplan fit FILE.csv [FILE.csv ...] (--profile base.json | --gpu NAME) [-o fitted.json]\n"
+        "                     [--params a,b,...] [--holdout FRACTION | --holdout-where EXPR] [--seed N]\n\n"
+        "Fits a profile's constants to measured runs (the CSV formats of `ultraplan validate`) by\n"
+        "least squares on log(predicted/measured), with GSL's trust-region solver. Each constant is\n"
+        "scaled by a fitted factor; curves are scaled as a whole and capped at 1. Prints the constants\n"
+        "before and after and the error on the fit rows and on the held-out rows, so you can see\n"
+        "whether the fit generalises.\n\n"
+        "  --params LIST         constants to fit (default " DEFAULT_PARAMS ");\n"
+        "                        any of kernel_lat coll_lat coll_eff gemm_eff attn_eff mem_eff tp_overlap dp_overlap\n"
+        "  --holdout FRACTION    hold out a random fraction of the rows (0..1; seed with --seed)\n"
+        "  --holdout-where EXPR  hold out the rows where FIELD OP VALUE holds, e.g. gpus>=256\n"
+        "                        (fields: gpus tp pp dp mbs gbs hidden layers seq; ops >= <= > < == !=)\n"
+        "  -o, --output FILE     write the fitted profile (atomically)\n\n"
+        "example: ultraplan fit single_node.csv multi_node.csv --gpu a100-80g --holdout-where 'gpus>=256' -o fitted.json\n");
+}
+
+static int pick_params(const char *list, int *sel, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int k = -1;
+        for (int i = 0; i < N_PARAMS; i++)
+            if (!strcmp(tok, params[i].name))
+                k = i;
+        if (k < 0) {
+            fprintf(stderr, "ultraplan fit: --params: unknown constant \"%s\" (one of kernel_lat, coll_lat, coll_eff, "
+                    "gemm_eff, attn_eff, mem_eff, tp_overlap, dp_overlap)\n", tok);
+            return -1;
+        }
+        for (int i = 0; i < *n; i++)
+            if (sel[i] == k) {
+                fprintf(stderr, "ultraplan fit: --params: \"%s\" is named twice\n", tok);
+                return -1;
+            }
+        sel[(*n)++] = k;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "ultraplan fit: --params: expected a comma-separated list of constants\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int fit_main(int argc, char **argv)
+{
+    enum { O_GPU = 1, O_PROFILE, O_PARAMS, O_HOLDOUT, O_WHERE, O_SEED };
+    static const struct option opts[] = {
+        {"help", no_argument, 0, 'h'}, {"gpu", required_argument, 0, O_GPU},
+        {"profile", required_argument, 0, O_PROFILE}, {"params", required_argument, 0, O_PARAMS},
+        {"holdout", required_argument, 0, O_HOLDOUT}, {"holdout-where", required_argument, 0, O_WHERE},
+        {"seed", required_argument, 0, O_SEED}, {"output", required_argument, 0, 'o'}, {0, 0, 0, 0},
+    };
+    const char *gpu = NULL, *profile = NULL, *plist = DEFAULT_PARAMS, *out = NULL, *where_s = NULL;
+    double holdout = 0;
+    unsigned long seed = 1;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'h': help(stdout); return 0;
+        case O_GPU: gpu = optarg; break;
+        case O_PROFILE: profile = optarg; break;
+        case O_PARAMS: plist = optarg; break;
+        case 'o': out = optarg; break;
+        case O_WHERE: where_s = optarg; break;
+        case O_HOLDOUT:
+            holdout = strtod(optarg, &end);
+            if (end == optarg || *end || !(holdout >= 0 && holdout < 1)) {
+                fprintf(stderr, "ultraplan fit: --holdout: expected a fraction in [0, 1), got \"%s\"\n", optarg);
+                return 2;
+            }
+            break;
+        case O_SEED:
+            seed = strtoul(optarg, &end, 10);
+            if (end == optarg || *end) {
+                fprintf(stderr, "ultraplan fit: --seed: expected a whole number, got \"%s\"\n", optarg);
+                return 2;
+            }
+            break;
+        default:
+            fprintf(stderr, "ultraplan fit: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (gpu && profile) {
+        fprintf(stderr, "ultraplan fit: --gpu and --profile exclude each other\n");
+        return 2;
+    }
+    if (holdout > 0 && where_s) {
+        fprintf(stderr, "ultraplan fit: --holdout and --holdout-where exclude each other\n");
+        return 2;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ultraplan fit: expected a CSV file of measured runs (see --help)\n");
+        return 2;
+    }
+    int sel[N_PARAMS], nsel;
+    if (pick_params(plist, sel, &nsel))
+        return 2;
+    Where where = {0};
+    char wfield[32];
+    if (where_s && parse_where(where_s, &where, wfield, sizeof wfield)) {
+        fprintf(stderr, "ultraplan fit: --holdout-where: expected FIELD OP VALUE such as gpus>=256 (fields: gpus tp pp "
+                "dp mbs gbs hidden layers seq), got \"%s\"\n", where_s);
+        return 2;
+    }
+    char err[512];
+    HwProfile base;
+    if (profile ? profile_load_file(profile, &base, err, sizeof err)
+                : profile_load_builtin(gpu ? gpu : "a100-80g", &base, err, sizeof err)) {
+        fprintf(stderr, "ultraplan fit: %s\n", err);
+        return 2;
+    }
+    for (int i = 0; i < nsel; i++)
+        if (params[sel[i]].kind != P_CURVE && !(*dbl(&base, &params[sel[i]]) > 0)) {
+            fprintf(stderr, "ultraplan fit: %s is 0 in profile %s; a scale factor cannot move it (set a starting "
+                    "value in the profile)\n", params[sel[i]].name, base.name);
+            return 2;
+        }
+    ValSet set = {0};
+    for (int i = optind; i < argc; i++)
+        if (val_read_csv(argv[i], &set, err, sizeof err)) {
+            fprintf(stderr, "ultraplan fit: %s\n", err);
+            val_free(&set);
+            return 1;
+        }
+    int *fit = malloc((size_t)set.n * sizeof *fit), *held = malloc((size_t)set.n * sizeof *held);
+    int nfit = 0, nheld = 0, rc = 1;
+    if (!fit || !held) {
+        fprintf(stderr, "ultraplan fit: out of memory\n");
+        goto out;
+    }
+    srand((unsigned)seed);
+    for (int i = 0; i < set.n; i++) {
+        bool h = where_s ? where_true(&where, &set.rows[i]) : holdout > 0 && rand() < holdout * ((double)RAND_MAX + 1);
+        if (h)
+            held[nheld++] = i;
+        else
+            fit[nfit++] = i;
+    }
+    if (nfit < nsel) {
+        fprintf(stderr, "ultraplan fit: %d rows left to fit %d constants; hold out fewer\n", nfit, nsel);
+        goto out;
+    }
+    FitData d = {&set, fit, nfit, &base, sel, nsel};
+    double x[N_PARAMS] = {0};
+    int iters = 0;
+    gsl_set_error_handler_off();
+    if (solve(&d, x, &iters, err, sizeof err)) {
+        fprintf(stderr, "ultraplan fit: %s\n", err);
+        goto out;
+    }
+    HwProfile fitted;
+    apply(&base, sel, nsel, x, &fitted);
+    printf("fit of %d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
+           nsel, base.name, nfit, nheld, iters);
+    printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor");
+    for (int i = 0; i < nsel; i++) {
+        char b[128], a[128];
+        show(&base, &params[sel[i]], b, sizeof b);
+        show(&fitted, &params[sel[i]], a, sizeof a);
+        printf("  %-12s %-40s %-40s %.3f\n", params[sel[i]].name, b, a, exp(x[i]));
+    }
+    ValStats fb, fa, hb, ha;
+    errors(&set, fit, nfit, &base, &fb);
+    errors(&set, fit, nfit, &fitted, &fa);
+    printf("\n  %-28s %5s %10s %10s %10s %10s\n", "rows", "n", "mape%", "median%", "p90%", "max%");
+    printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "fit rows, before", fb.n, fb.mape, fb.median, fb.p90, fb.max);
+    printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "fit rows, after", fa.n, fa.mape, fa.median, fa.p90, fa.max);
+    if (nheld) {
+        errors(&set, held, nheld, &base, &hb);
+        errors(&set, held, nheld, &fitted, &ha);
+        printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "held-out rows, before", hb.n, hb.mape, hb.median, hb.p90,
+               hb.max);
+        printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "held-out rows, after", ha.n, ha.mape, ha.median, ha.p90,
+               ha.max);
+    }
+    if (out) {
+        snprintf(fitted.desc, sizeof fitted.desc, "%.90s (fitted)", base.desc);
+        if (profile_write_json(&fitted, out, err, sizeof err)) {
+            fprintf(stderr, "ultraplan fit: %s\n", err);
+            goto out;
+        }
+        printf("\nwrote %s\n", out);
+    }
+    rc = 0;
+out:
+    free(fit);
+    free(held);
+    val_free(&set);
+    return rc;
+}
+
+const Command cmd_fit = {"fit", "fit a profile's efficiency and latency constants to measured runs (GSL)", fit_main};
