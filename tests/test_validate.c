@@ -1,0 +1,203 @@
+/* test_validate.c — the measured-runs CSV reader and the error statistics
+ * of `ultraplan validate`, on hand-computed cases. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profile.h"
+#include "validate_lib.h"
+
+#define assert_near(got, want, tol) do { \
+    double g_ = (got), w_ = (want); \
+    if (!(fabs(g_ - w_) <= (tol))) { print_error("%s = %.9g, want %.9g\n", #got, g_, w_); fail(); } \
+} while (0)
+
+static const char *VTRAIN =
+    "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,"
+    "data parallelism,pipeline parallelism,iteration time (ms)\n"
+    "2,16,8,1024,16,24,1024,1,1,2,372.160408\n"
+    "8,32,4,1024,16,24,1024,2,2,2,219.732754\r\n"
+    "\n";
+
+static void test_vtrain_rows(void **st)
+{
+    (void)st;
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.n, 2);
+    assert_int_equal(set.format, VAL_FMT_VTRAIN);
+    const ValRow *r = &set.rows[1];
+    assert_int_equal(r->line, 3);
+    assert_int_equal(r->gpus, 8);
+    assert_int_equal(r->layout.tp, 2);
+    assert_int_equal(r->layout.pp, 2);
+    assert_int_equal(r->layout.dp, 2);
+    assert_int_equal(r->layout.mbs, 4);
+    assert_int_equal(r->model.vocab, 50257);
+    assert_int_equal(r->model.f, 4096);
+    assert_near(r->measured_s, 0.219732754, 1e-12);
+    /* vTrain's settings: full recompute, unfused attention, fp16, plain DP after the backward */
+    assert_int_equal(r->recompute, RECOMPUTE_FULL);
+    assert_int_equal(r->layout.full_rc[0], 12);
+    assert_false(r->layout.flash);
+    assert_false(r->layout.sp);
+    assert_int_equal(r->layout.prec, PREC_FP16);
+    assert_int_equal(r->layout.opt, OPT_ZERO0);
+    assert_near(r->dp_overlap, 0, 0);
+    assert_near(r->inter_bw, 12.5e9, 1);
+    val_free(&set);
+}
+
+static void test_ultraplan_rows(void **st)
+{
+    (void)st;
+    const char *csv =
+        "label,layers,hidden,heads,kv_heads,ffn,seq,tp,pp,dp,mbs,gbs,mlp,norm,pos,recompute,zero,precision,sp,time_ms\n"
+        "# a comment after the header\n"
+        "llama,32,4096,32,8,14336,4096,4,2,8,1,256,swiglu,rmsnorm,rope,selective,distopt,bf16,1,1234.5\n";
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(csv, "u.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.format, VAL_FMT_ULTRAPLAN);
+    assert_int_equal(set.n, 1);
+    const ValRow *r = &set.rows[0];
+    assert_int_equal(r->line, 3);
+    assert_string_equal(r->label, "llama");
+    assert_int_equal(r->gpus, 64);
+    assert_int_equal(r->model.g, 8);
+    assert_int_equal(r->model.mlp, MLP_SWIGLU);
+    assert_int_equal(r->model.norm, NORM_RMSNORM);
+    assert_int_equal(r->layout.opt, OPT_DISTOPT);
+    assert_int_equal(r->layout.sel_rc[1], 16);
+    assert_true(r->layout.sp && r->layout.flash);
+    assert_true(r->dp_overlap < 0);
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    double p;
+    assert_int_equal(val_predict(r, &hw, "u.csv", &p, NULL, err, sizeof err), 0);
+    assert_true(p > 0 && isfinite(p));
+    val_free(&set);
+}
+
+/* bad input: one line that names the file, the line and the column */
+static void expect_bad(const char *csv, const char *want)
+{
+    ValSet set = {0};
+    char err[512] = "";
+    assert_int_equal(val_parse_csv(csv, "bad.csv", &set, err, sizeof err), -1);
+    if (!strstr(err, want)) {
+        print_error("error \"%s\" lacks \"%s\"\n", err, want);
+        fail();
+    }
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(set.n, 0);
+    val_free(&set);
+}
+
+static void test_bad_rows(void **st)
+{
+    (void)st;
+    const char *h = "layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms\n";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s24,1024,16,1024,1,1,x,1,8,100\n", h);
+    expect_bad(buf, "bad.csv:2: column 7 (\"dp\"): expected a whole number >= 1, got \"x\"");
+    snprintf(buf, sizeof buf, "%s24,1024,16,1024,1,1,1,1,8,-5\n", h);
+    expect_bad(buf, "bad.csv:2: column 10 (\"time_ms\"): expected a positive number");
+    snprintf(buf, sizeof buf, "%s24,1024,16,1024,1,1,1,1,8\n", h);
+    expect_bad(buf, "bad.csv:2: expected 10 columns as in the header, got 9");
+    snprintf(buf, sizeof buf, "%s24,1024,16,1024,3,1,1,1,8,100\n", h);
+    expect_bad(buf, "bad.csv:2: layout: tp 3 does not divide heads 16");
+    expect_bad("layers,hidden,bogus\n1,2,3\n", "bad.csv:1: column 3: unknown column name \"bogus\"");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs\n", "header names neither");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,time_ms\n", "lacks the required column \"gbs\"");
+    expect_bad("", "empty file");
+    expect_bad(h, "no measured runs");
+    snprintf(buf, sizeof buf, "gpus,%s4,24,1024,16,1024,1,1,2,1,8,100\n", h);
+    expect_bad(buf, "bad.csv:2: GPUs 4 differ from dp·tp·pp·cp");
+}
+
+static void test_missing_file(void **st)
+{
+    (void)st;
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_read_csv("/nonexistent/runs.csv", &set, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/runs.csv: cannot open"));
+}
+
+static void test_stats(void **st)
+{
+    (void)st;
+    const double ape[] = {4, 1, 3, 2, 10};
+    ValStats s;
+    val_stats(ape, 5, &s);
+    assert_int_equal(s.n, 5);
+    assert_near(s.mape, 4.0, 1e-12);
+    assert_near(s.median, 3.0, 1e-12);
+    assert_near(s.p90, 7.6, 1e-12);   /* sorted 1 2 3 4 10: pos 3.6 -> 4 + 0.6*6 */
+    assert_near(s.max, 10.0, 0);
+    val_stats(ape, 4, &s);
+    assert_near(s.median, 2.5, 1e-12);
+    val_stats(NULL, 0, &s);
+    assert_near(s.mape, 0, 0);
+    assert_near(val_ape(110, 100), 10.0, 1e-12);
+    assert_near(val_ape(90, 100), 10.0, 1e-12);
+}
+
+static void test_spearman_and_regret(void **st)
+{
+    (void)st;
+    const double a[] = {1, 2, 3, 4, 5}, b[] = {10, 20, 30, 40, 50}, c[] = {5, 4, 3, 2, 1};
+    assert_near(val_spearman(a, b, 5), 1.0, 1e-12);
+    assert_near(val_spearman(a, c, 5), -1.0, 1e-12);
+    /* d = (0, 0, 1, -1, 0) with no ties: 1 - 6*2/(5*24) = 0.9 */
+    const double d[] = {1, 2, 4, 3, 5};
+    assert_near(val_spearman(a, d, 5), 0.9, 1e-12);
+    /* ties get average ranks: x ranks (1.5 1.5 3), y ranks (1 2 3) -> r = 0.866 */
+    const double tx[] = {1, 1, 2}, ty[] = {1, 2, 3};
+    assert_near(val_spearman(tx, ty, 3), sqrt(3.0) / 2, 1e-12);
+    assert_near(val_spearman(a, a, 1), 0, 0);
+    /* predicted fastest is row 2 (measured 110); measured fastest is 100: regret 10 % */
+    const double pred[] = {3, 2, 1}, meas[] = {100, 105, 110};
+    assert_near(val_regret(pred, meas, 3), 10.0, 1e-12);
+    assert_near(val_regret(meas, meas, 3), 0.0, 0);
+}
+
+static void test_groups(void **st)
+{
+    (void)st;
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
+    const double pred[] = {0.372160408 * 1.1, 0.219732754};
+    ValGroup *g;
+    int n = val_groups(&set, pred, VAL_BY_GPUS, &g);
+    assert_int_equal(n, 2);
+    assert_string_equal(g[0].key, "2 GPUs");
+    assert_near(g[0].st.mape, 10.0, 1e-9);
+    assert_near(g[1].st.mape, 0.0, 1e-9);
+    free(g);
+    n = val_groups(&set, pred, VAL_BY_PARALLEL, &g);
+    assert_string_equal(g[0].key, "pp");
+    assert_string_equal(g[1].key, "dp+tp+pp");
+    free(g);
+    val_free(&set);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vtrain_rows),   cmocka_unit_test(test_ultraplan_rows),
+        cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
+        cmocka_unit_test(test_groups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
