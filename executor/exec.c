@@ -162,6 +162,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
               const char *data, char *err, int errlen)
 {
     memset(e, 0, sizeof *e);
+    e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = MPI_COMM_NULL;
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
@@ -254,7 +255,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
 
     char derr[256];
     if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
-        FAIL("data: %s", derr);
+        FAIL("%s", derr);
     return 0;
 }
 
@@ -445,7 +446,7 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
         char derr[256];
         if (data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N,
                             derr, sizeof derr) != 0)
-            FAIL("data: %s", derr);
+            FAIL("%s", derr);
     }
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();

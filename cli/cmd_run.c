@@ -1,0 +1,202 @@
+/* cmd_run.c — `mpirun -np N ultraplan run plan.json`: execute a plan on the
+ * CPU backend, print one progress line per step on rank 0, write run.json. */
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "command.h"
+#include "exec.h"
+#include "report.h"
+#include "runlog.h"
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: mpirun -np N ultraplan run plan.json --data FILE [--steps K] [-o run.json]\n"
+               "       [--checkpoint-dir DIR [--checkpoint-every K]] [--resume] [--lr X] [--seed N]\n\n"
+               "Trains the plan's model under its layout (fp32 on the CPU, MPI between ranks) and\n"
+               "measures it. N must equal the plan's dp*tp*pp*cp. --data takes llm.c token shards\n"
+               "(a glob of .bin files) or any other file as bytes (vocab 256).\n\n"
+               "  --steps K             optimizer steps in all (default 20; with --resume, up to K)\n"
+               "  --data FILE           token shards (glob) or a text file\n"
+               "  --checkpoint-dir DIR  write a checkpoint there (every K steps and at the end)\n"
+               "  --checkpoint-every K  steps between checkpoints (default: only at the end)\n"
+               "  --resume              continue from the checkpoint in --checkpoint-dir\n"
+               "  --lr X                AdamW learning rate (default 1e-3)\n"
+               "  --seed N              initialisation seed (default 1337)\n"
+               "  -o FILE               write run.json (ultraplan.run/1)\n");
+}
+
+typedef struct {
+    const char *plan, *data, *ckpt_dir, *out;
+    int steps, ckpt_every, resume;
+    TrainOpts opt;
+} RunArgs;
+
+/* 0 ok, 1 help shown, 2 usage error (message printed on rank 0). */
+static int parse(int argc, char **argv, RunArgs *a, int rank)
+{
+    static const struct option opts[] = {
+        {"help", no_argument, 0, 'h'}, {"steps", required_argument, 0, 's'},
+        {"data", required_argument, 0, 'd'}, {"checkpoint-dir", required_argument, 0, 'c'},
+        {"checkpoint-every", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
+        {"lr", required_argument, 0, 'l'}, {"seed", required_argument, 0, 'S'},
+        {"output", required_argument, 0, 'o'}, {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->steps = 20;
+    exec_default_opts(&a->opt);
+    optind = 1;
+    opterr = 0;
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': if (rank == 0) help(stdout); return 1;
+        case 's': a->steps = (int)strtol(optarg, &end, 10); if (*end || a->steps < 1) goto bad; break;
+        case 'd': a->data = optarg; break;
+        case 'c': a->ckpt_dir = optarg; break;
+        case 'e': a->ckpt_every = (int)strtol(optarg, &end, 10); if (*end || a->ckpt_every < 1) goto bad; break;
+        case 'r': a->resume = 1; break;
+        case 'l': a->opt.lr = strtof(optarg, &end); if (*end || !(a->opt.lr > 0)) goto bad; break;
+        case 'S': a->opt.seed = strtoull(optarg, &end, 10); if (*end) goto bad; break;
+        case 'o': a->out = optarg; break;
+        default:
+            if (rank == 0)
+                fprintf(stderr, "ultraplan run: option %s: unknown or missing its value (see --help)\n",
+                        argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: give exactly one plan file (see --help)\n");
+        return 2;
+    }
+    a->plan = argv[optind];
+    if (!a->data) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: no training data: give --data FILE (llm.c .bin shards or any text file)\n");
+        return 2;
+    }
+    if (a->resume && !a->ckpt_dir) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --resume needs --checkpoint-dir DIR\n");
+        return 2;
+    }
+    return 0;
+bad:
+    if (rank == 0)
+        fprintf(stderr, "ultraplan run: option %s: bad value \"%s\"\n", argv[optind - 1], optarg);
+    return 2;
+}
+
+/* Every rank learns whether any failed; the lowest failing rank prints. */
+static int report_failure(int failed, const char *msg, int rank)
+{
+    int first = failed ? rank : 1 << 30;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == (1 << 30))
+        return 0;
+    if (rank == first)
+        fprintf(stderr, "ultraplan run: %s\n", msg);
+    return 1;
+}
+
+static void progress(const Exec *e, int total, const StepStats *st, double tok_s, double mfu, double elapsed,
+                     int done)
+{
+    double eta = done > 0 ? elapsed / done * (total - e->step) : 0;
+    printf("step %4d/%d | loss %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | ETA %.1f s\n", e->step, total,
+           st->loss, 1e3 * st->step_s, tok_s, 100 * mfu, eta);
+    fflush(stdout);
+}
+
+static int run_main(int argc, char **argv)
+{
+    int inited = 0, rank = 0, rc = 1;
+    MPI_Initialized(&inited);
+    if (!inited)
+        MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    RunArgs a;
+    int prc = parse(argc, argv, &a, rank);
+    if (prc) {
+        MPI_Finalize();
+        return prc == 1 ? 0 : 2;
+    }
+    char err[1024] = "";
+    PlanFile pf;
+    if (report_failure(planfile_read(a.plan, &pf, err, sizeof err) != 0, err, rank))
+        goto done;
+    if (rank == 0 && pf.layout.prec != PREC_FP32)
+        printf("note: the CPU executor computes in fp32; the plan is for %s, so its memory figures differ\n",
+               hw_precision_name(pf.layout.prec));
+    Exec e;
+    int bad = exec_init(&e, &pf.model, &pf.layout, &a.opt, a.data, err, sizeof err) != 0;
+    if (report_failure(bad, err, rank)) {
+        exec_free(&e);
+        goto done;
+    }
+    if (a.resume) {
+        if (exec_load(&e, a.ckpt_dir, err, sizeof err) != 0) {
+            if (rank == 0)
+                fprintf(stderr, "ultraplan run: %s\n", err);
+            exec_free(&e);
+            goto done;
+        }
+        if (rank == 0)
+            printf("resumed from %s at step %d\n", a.ckpt_dir, e.step);
+    }
+    if (rank == 0)
+        printf("run: %s on %d ranks (dp %d tp %d pp %d vp %d%s%s), %d micro-batches of %d x %d tokens\n",
+               pf.model.name, e.d.world, e.lo.dp, e.lo.tp, e.lo.pp, e.lo.vp, e.lo.sp ? " sp" : "",
+               e.lo.opt != OPT_ZERO0 ? " zero1" : "", e.nmb, e.B, e.T);
+    RunLog log;
+    runlog_init(&log, train_model_flops_per_token(&pf.model, &e.lo), pf.hw.peak[PREC_FP32]);
+    double t0 = MPI_Wtime();
+    int start = e.step, ok = 1;
+    while (e.step < a.steps) {
+        StepStats st;
+        bad = exec_step(&e, &st, err, sizeof err) != 0;
+        if (report_failure(bad, err, rank)) {
+            ok = 0;
+            break;
+        }
+        double tok_s, mfu;
+        runlog_step(&log, &e, &st, &tok_s, &mfu);
+        if (rank == 0)
+            progress(&e, a.steps, &st, tok_s, mfu, MPI_Wtime() - t0, e.step - start);
+        int at_end = e.step == a.steps;
+        if (a.ckpt_dir && ((a.ckpt_every && e.step % a.ckpt_every == 0) || at_end)) {
+            if (exec_save(&e, a.ckpt_dir, err, sizeof err) != 0) {
+                if (rank == 0)
+                    fprintf(stderr, "ultraplan run: %s\n", err);
+                ok = 0;
+                break;
+            }
+        }
+    }
+    cJSON *doc = runlog_finish(&log, &e);
+    if (doc && ok) {
+        cJSON_AddStringToObject(doc, "plan", a.plan);
+        cJSON_AddItemToObject(doc, "model", report_model_json(&pf.model));
+        cJSON_AddItemToObject(doc, "layout", report_layout_json(&e.lo));
+        if (a.out) {
+            char *text = cJSON_Print(doc);
+            if (!text || report_write_atomic(a.out, text, err, sizeof err) != 0) {
+                fprintf(stderr, "ultraplan run: %s\n", text ? err : "out of memory");
+                ok = 0;
+            }
+            free(text);
+        }
+    }
+    cJSON_Delete(doc);
+    exec_free(&e);
+    rc = ok ? 0 : 1;
+done:
+    MPI_Finalize();
+    return rc;
+}
+
+const Command cmd_run = {"run", "execute a plan under mpirun (CPU backend) and measure it", run_main};

@@ -1,0 +1,128 @@
+/* runlog.c — see runlog.h. */
+#include "runlog.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void runlog_init(RunLog *r, double flops_per_token, double peak)
+{
+    memset(r, 0, sizeof *r);
+    r->flops_per_token = flops_per_token;
+    r->peak = peak;
+    r->steps = cJSON_CreateArray();
+}
+
+double runlog_rss_peak(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024.0;
+}
+
+static cJSON *phases_json(const double *t)
+{
+    cJSON *p = cJSON_CreateObject();
+    for (int k = 0; k < PH_COUNT; k++)
+        cJSON_AddNumberToObject(p, exec_phase_name(k), t[k]);
+    return p;
+}
+
+void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, double *mfu)
+{
+    double t[PH_COUNT];
+    memcpy(t, st->t, sizeof t);
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t, PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    double tokens = (double)e->lo.gbs * e->T;
+    double ts = tokens / st->step_s;
+    double u = r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0;
+    if (tok_s)
+        *tok_s = ts;
+    if (mfu)
+        *mfu = u;
+    r->n++;
+    if (e->d.rank != 0)
+        return;
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "step", e->step);
+    cJSON_AddNumberToObject(s, "loss", st->loss);
+    cJSON_AddNumberToObject(s, "step_s", st->step_s);
+    cJSON_AddNumberToObject(s, "tokens_per_s", ts);
+    cJSON_AddNumberToObject(s, "mfu", u);
+    cJSON_AddItemToObject(s, "phases_s", phases_json(t));
+    cJSON_AddItemToArray(r->steps, s);
+    if (r->n > 1) {   // the first step is warm-up
+        for (int k = 0; k < PH_COUNT; k++)
+            r->sum_t[k] += t[k];
+        r->sum_step += st->step_s;
+        r->nsum++;
+    }
+    r->sum_loss = st->loss;
+}
+
+cJSON *runlog_finish(RunLog *r, const Exec *e)
+{
+    int nv = XM_COUNT + 5;
+    double mine[XM_COUNT + 5];
+    exec_memory(e, mine);
+    mine[XM_COUNT] = runlog_rss_peak();
+    mine[XM_COUNT + 1] = e->d.pp_rank;
+    mine[XM_COUNT + 2] = e->d.tp_rank;
+    mine[XM_COUNT + 3] = e->d.dp_rank;
+    mine[XM_COUNT + 4] = 0;
+    double all[nv * (e->d.world > 0 ? e->d.world : 1)];
+    CHECK_MPI(MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (e->d.rank != 0) {
+        cJSON_Delete(r->steps);
+        r->steps = NULL;
+        return NULL;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "format", RUN_FORMAT);
+    cJSON_AddStringToObject(doc, "backend", "cpu");
+    cJSON_AddNumberToObject(doc, "world", e->d.world);
+    cJSON_AddNumberToObject(doc, "tokens_per_step", (double)e->lo.gbs * e->T);
+    cJSON_AddNumberToObject(doc, "flops_per_token", r->flops_per_token);
+    cJSON_AddNumberToObject(doc, "peak_flops_per_rank", r->peak);
+    cJSON *sum = cJSON_CreateObject();
+    int n = r->nsum ? r->nsum : 1;
+    double step = r->nsum ? r->sum_step / n : 0;
+    double mean_t[PH_COUNT];
+    for (int k = 0; k < PH_COUNT; k++)
+        mean_t[k] = r->sum_t[k] / n;
+    double ts = step > 0 ? (double)e->lo.gbs * e->T / step : 0;
+    cJSON_AddNumberToObject(sum, "steps_averaged", r->nsum);
+    cJSON_AddNumberToObject(sum, "step_s", step);
+    cJSON_AddNumberToObject(sum, "tokens_per_s", ts);
+    cJSON_AddNumberToObject(sum, "mfu", r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0);
+    cJSON_AddNumberToObject(sum, "final_loss", r->sum_loss);
+    cJSON_AddItemToObject(sum, "phases_s", phases_json(mean_t));
+    cJSON_AddItemToObject(doc, "summary", sum);
+    cJSON_AddItemToObject(doc, "steps", r->steps);
+    r->steps = NULL;
+    cJSON *mem = cJSON_CreateArray();
+    for (int q = 0; q < e->d.world; q++) {
+        const double *v = all + (size_t)q * nv;
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddNumberToObject(m, "rank", q);
+        cJSON_AddNumberToObject(m, "stage", v[XM_COUNT + 1]);
+        cJSON_AddNumberToObject(m, "tp_rank", v[XM_COUNT + 2]);
+        cJSON_AddNumberToObject(m, "dp_rank", v[XM_COUNT + 3]);
+        double total = 0;
+        for (int k = 0; k < XM_COUNT; k++) {
+            cJSON_AddNumberToObject(m, exec_mem_name(k), v[k]);
+            total += v[k];
+        }
+        cJSON_AddNumberToObject(m, "total", total);
+        cJSON_AddNumberToObject(m, "rss_peak", v[XM_COUNT]);
+        cJSON_AddItemToArray(mem, m);
+    }
+    cJSON_AddItemToObject(doc, "memory", mem);
+    return doc;
+}
