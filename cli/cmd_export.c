@@ -86,7 +86,9 @@ static int export_main(int argc, char **argv)
         fprintf(stderr, "ultraplan export: out of memory\n");
         return 1;
     }
-    if (report_write_atomic(out_path ? out_path : "-", text, err, sizeof err) != 0) {
+    if (!out_path) {
+        fputs(text, stdout);
+    } else if (report_write_atomic(out_path, text, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan export: %s\n", err);
         rc = 1;
     }

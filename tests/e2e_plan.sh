@@ -1,0 +1,90 @@
+#!/bin/bash
+# e2e_plan.sh — plan and export from the command line: the README's first
+# command, plan files that export turns into Megatron arguments and a Slurm
+# script, predict agreeing with plan, and clear one-line errors for bad input.
+set -u
+B=${ULTRAPLAN:?set ULTRAPLAN to the ultraplan binary}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error NAME ARGS...: non-zero exit, exactly one line on stderr, nothing on stdout
+expect_error() {
+    local name=$1; shift
+    "$B" "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ $rc -ne 0 ] || fail "$name: exit 0"
+    [ "$(wc -l <"$T/err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$T/err")"
+    [ ! -s "$T/out" ] || fail "$name: wrote to stdout"
+    echo "ok: $name -> $(cat "$T/err")"
+}
+
+# the README's first command: a ranked table, fast
+start=$(date +%s%N)
+"$B" plan --gpus 512 --params 175B >"$T/table" 2>"$T/err" || fail "plan 175B/512 exit $?"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$ms" -lt 1000 ] || fail "plan 175B/512 took $ms ms"
+grep -q "bottleneck" "$T/table" || fail "no table header"
+[ "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' "$T/table")" -eq 10 ] || fail "table does not have 10 rows"
+[ ! -s "$T/err" ] || fail "plan wrote to stderr: $(cat "$T/err")"
+
+# -o plan.json, then export
+"$B" plan --gpus 512 --params 175B --top 3 -o "$T/plan.json" >/dev/null || fail "plan -o"
+grep -q '"format":[[:space:]]*"ultraplan.plan/1"' "$T/plan.json" || fail "plan file format"
+grep -q '"ranked"' "$T/plan.json" || fail "plan file lacks ranked"
+"$B" export "$T/plan.json" --format megatron >"$T/mega" || fail "export megatron"
+for f in --tensor-model-parallel-size --pipeline-model-parallel-size --micro-batch-size "--global-batch-size 2048" \
+         "--num-layers 96" "--hidden-size 12288" "--num-attention-heads 96" --use-flash-attn; do
+    grep -q -- "$f" "$T/mega" || fail "megatron export lacks $f"
+done
+# every argument line but the last continues; comments only on top
+awk '/^#/ { if (args) bad = 1; next } { args++; last = $0; if (!/ \\$/) nc++ } END { exit !(nc == 1 && last !~ / \\$/ && !bad) }' \
+    "$T/mega" || fail "megatron export is not one continued command"
+"$B" export "$T/plan.json" --format slurm -o "$T/job.sbatch" || fail "export slurm"
+grep -q '^#SBATCH --nodes=64$' "$T/job.sbatch" || fail "slurm nodes"
+grep -q '^srun .*ultraplan run' "$T/job.sbatch" || fail "slurm srun line"
+bash -n "$T/job.sbatch" || fail "slurm script is not valid bash"
+
+# predict with the plan's layout prints the plan's numbers (no recomputation so predict can express it)
+"$B" plan --gpus 64 --model gpt3-13b --recompute none --top 1 --json >"$T/p.json" || fail "plan --json"
+if command -v python3 >/dev/null; then
+    args=$(python3 -c '
+import json,sys
+j=json.load(open(sys.argv[1])); l=j["layout"]
+a=["--tp",l["tp"],"--pp",l["pp"],"--vp",l["vp"],"--cp",l["cp"],"--dp",l["dp"],"--mbs",l["mbs"],"--gbs",l["gbs"],
+   "--stage-layers",",".join(map(str,l["stage_layers"]))]
+o=l["optimizer"]; a+= ["--dist-opt"] if o=="distopt" else ["--zero",o[-1]]
+a+= ["--sp"] if l["sp"] else ["--no-sp"]
+print(" ".join(map(str,a)))' "$T/p.json")
+    "$B" predict --gpus 64 --model gpt3-13b $args --json >"$T/pred.json" || fail "predict with the plan layout ($args)"
+    python3 -c '
+import json,sys
+p=json.load(open(sys.argv[1])); q=json.load(open(sys.argv[2]))
+a=p["prediction"]["time"]["step_s"]; b=q["time"]["step_s"]
+sys.exit(0 if abs(a-b) <= 1e-9*b else 1)' "$T/p.json" "$T/pred.json" || fail "predict disagrees with plan"
+fi
+
+# infeasible: why, and the smallest GPU count
+"$B" plan --gpus 8 --params 175B >"$T/out" 2>"$T/err" && fail "175B on 8 GPUs exited 0"
+grep -q "does not fit" "$T/err" || fail "infeasible reason: $(cat "$T/err")"
+grep -q "smallest GPU count" "$T/err" || fail "no minimum GPU count: $(cat "$T/err")"
+
+# bad flags and files
+expect_error "unknown flag" plan --gpus 8 --params 7B --frobnicate
+expect_error "--top 0" plan --gpus 8 --params 7B --top 0
+expect_error "--top junk" plan --gpus 8 --params 7B --top many
+expect_error "missing --gpus" plan --params 7B
+expect_error "stray argument" plan --gpus 8 --params 7B extra
+expect_error "export missing file" export "$T/nope.json" --format megatron
+echo '{"format": "ultraplan.plan/1", "model": 3' >"$T/corrupt.json"
+expect_error "export corrupt file" export "$T/corrupt.json" --format megatron
+echo '{"format": "something/1"}' >"$T/wrong.json"
+expect_error "export wrong format" export "$T/wrong.json" --format slurm
+expect_error "export bad --format" export "$T/plan.json" --format deepspeed
+expect_error "export no --format" export "$T/plan.json"
+expect_error "export no file" export --format megatron
+expect_error "dump-lp bad path" plan --gpus 8 --params 7B --dump-lp /nonexistent-dir/x.lp
+
+[ $fails -eq 0 ] && echo "e2e_plan: all passed" || echo "e2e_plan: $fails failed"
+exit $((fails > 0))

@@ -1,0 +1,320 @@
+/* test_planner.c — the search: pruning gives the exhaustive best, plans are
+ * exactly what cost() says, infeasible requests are explained with the
+ * smallest GPU count, bad requests are errors, exports carry the flags. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "export.h"
+#include "planner.h"
+#include "presets.h"
+#include "profile.h"
+
+static void load(const char *model, const char *gpu, ModelSpec *m, HwProfile *hw)
+{
+    char err[256];
+    assert_int_equal(presets_find(model, m, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin(gpu, hw, err, sizeof err), 0);
+}
+
+static void request(PlanRequest *r, const ModelSpec *m, int gpus)
+{
+    planner_request_default(r);
+    r->gpus = gpus;
+    r->base.gbs = (int)(4194304.0 / m->s + 0.5);
+}
+
+static void same_layout(const Layout *a, const Layout *b)
+{
+    assert_int_equal(a->tp, b->tp);
+    assert_int_equal(a->pp, b->pp);
+    assert_int_equal(a->dp, b->dp);
+    assert_int_equal(a->cp, b->cp);
+    assert_int_equal(a->vp, b->vp);
+    assert_int_equal(a->mbs, b->mbs);
+    assert_int_equal(a->opt, b->opt);
+}
+
+static void pruned_vs_exhaustive(const char *model, int gpus)
+{
+    ModelSpec m;
+    HwProfile hw;
+    load(model, "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, gpus);
+    PlanResult a, b;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &a, err, sizeof err), 0);
+    r.exhaustive = true;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &b, err, sizeof err), 0);
+    assert_true(a.n > 0 && b.n > 0);
+    assert_int_equal(b.outer_evaluated, b.outer_total);
+    assert_int_equal(b.outer_pruned, 0);
+    assert_true(a.outer_pruned > 0);
+    /* the same ranking where it matters: the best plans agree */
+    int k = a.n < b.n ? a.n : b.n;
+    for (int i = 0; i < k && i < 3; i++) {
+        if (fabs(a.plans[i].cost.step_s - b.plans[i].cost.step_s) > 1e-9 * b.plans[i].cost.step_s)
+            fail_msg("%s on %d: rank %d pruned %.9g s, exhaustive %.9g s", model, gpus, i + 1,
+                     a.plans[i].cost.step_s, b.plans[i].cost.step_s);
+    }
+    same_layout(&a.plans[0].layout, &b.plans[0].layout);
+    for (int i = 0; i + 1 < a.n; i++)
+        assert_true(a.plans[i].cost.step_s <= a.plans[i + 1].cost.step_s);
+    planner_result_free(&a);
+    planner_result_free(&b);
+}
+
+static void test_pruned_equals_exhaustive(void **state)
+{
+    (void)state;
+    pruned_vs_exhaustive("llama2-7b", 8);
+    pruned_vs_exhaustive("gpt3-1.3b", 16);
+    pruned_vs_exhaustive("gpt3-13b", 64);
+    pruned_vs_exhaustive("gpt3-175b", 128);
+}
+
+/* what plan ranks is exactly what predict prints for that layout */
+static void test_plans_are_cost_of_their_layout(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 512);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n == 10);
+    for (int i = 0; i < res.n; i++) {
+        Layout lo = res.plans[i].layout;
+        assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+        assert_int_equal(layout_gpus(&lo), 512);
+        assert_int_equal(lo.gbs, r.base.gbs);   /* never changed */
+        Cost c;
+        cost(&m, &hw, &lo, &o, &c);
+        assert_true(c.fits);
+        assert_true(c.step_s == res.plans[i].cost.step_s);
+        assert_true(c.peak_bytes == res.plans[i].cost.peak_bytes);
+        assert_non_null(res.plans[i].bottleneck);
+        /* Megatron's uneven split: middle stages equal */
+        for (int s = 2; s < lo.pp - 1; s++)
+            assert_int_equal(lo.layers[s], lo.layers[1]);
+    }
+    assert_true(res.seconds < 5.0);
+    planner_result_free(&res);
+}
+
+static void test_fixed_knobs_are_kept(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-13b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 64);
+    r.fixed = 1 << 0 | 1 << 1 | 1 << 9;   /* FIX_TP | FIX_PP | FIX_RC */
+    r.base.tp = 4;
+    r.base.pp = 4;
+    r.recompute = RECOMPUTE_SELECTIVE;
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n > 0);
+    for (int i = 0; i < res.n; i++) {
+        const Layout *lo = &res.plans[i].layout;
+        assert_int_equal(lo->tp, 4);
+        assert_int_equal(lo->pp, 4);
+        for (int s = 0; s < lo->pp; s++)
+            assert_int_equal(lo->sel_rc[s], lo->layers[s]);
+    }
+    planner_result_free(&res);
+}
+
+static void test_infeasible_explained(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 8);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    assert_non_null(strstr(res.infeasible, "does not fit"));
+    assert_non_null(strstr(res.infeasible, "smallest GPU count"));
+    assert_true(res.min_peak_bytes > hw.hbm_bytes);
+    assert_true(res.min_gpus > 8 && res.min_gpus % hw.gpus_per_node == 0);
+    /* computed, not guessed: it fits there and not one node below */
+    PlanResult at, below;
+    r.explain = false;
+    r.gpus = res.min_gpus;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &at, err, sizeof err), 0);
+    assert_true(at.n > 0);
+    r.gpus = res.min_gpus - hw.gpus_per_node;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &below, err, sizeof err), 0);
+    assert_int_equal(below.n, 0);
+    planner_result_free(&res);
+    planner_result_free(&at);
+    planner_result_free(&below);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama2-7b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    PlanResult res;
+    char err[256];
+    request(&r, &m, 0);
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), -1);
+    assert_non_null(strstr(err, "gpus"));
+    request(&r, &m, 8);
+    r.top_k = 0;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), -1);
+    request(&r, &m, 8);
+    r.base.gbs = 0;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), -1);
+    /* a global batch no dp divides: infeasible with a reason, not an error */
+    request(&r, &m, 8);
+    r.fixed = 1 << 4;   /* FIX_DP */
+    r.base.dp = 8;
+    r.base.gbs = 12;
+    r.explain = false;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    planner_result_free(&res);
+    /* cancelled before it starts: returns, flagged */
+    request(&r, &m, 8);
+    volatile int cancel = 1;
+    r.cancel = &cancel;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.cancelled);
+    planner_result_free(&res);
+    planner_result_free(NULL);
+}
+
+static void test_dump_lp(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-13b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 64);
+    char path[] = "/tmp/ultraplan_plan_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    r.dump_lp = path;
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[256];
+    assert_true(fread(buf, 1, sizeof buf - 1, f) > 10);
+    fclose(f);
+    unlink(path);
+    planner_result_free(&res);
+    r.dump_lp = "/nonexistent-dir/x.lp";
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dump-lp"));
+}
+
+static void test_export_megatron(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama2-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 8;
+    lo.pp = 4;
+    lo.dp = 4;
+    lo.mbs = 1;
+    lo.gbs = 1024;
+    lo.opt = OPT_DISTOPT;
+    int layers[4] = {19, 21, 21, 19}, full[4] = {3, 2, 0, 0};
+    memcpy(lo.layers, layers, sizeof layers);
+    memcpy(lo.full_rc, full, sizeof full);
+    char err[200];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    char *t = export_megatron(&m, &lo);
+    assert_non_null(t);
+    const char *want[] = {
+        "--tensor-model-parallel-size 8 \\", "--pipeline-model-parallel-size 4 \\", "--sequence-parallel \\",
+        "--use-distributed-optimizer \\", "--decoder-first-pipeline-num-layers 19 \\",
+        "--decoder-last-pipeline-num-layers 19 \\", "--recompute-granularity full \\", "--recompute-method block \\",
+        "--recompute-num-layers 3 \\", "--micro-batch-size 1 \\", "--global-batch-size 1024 \\",
+        "--num-layers 80 \\", "--hidden-size 8192 \\", "--num-attention-heads 64 \\", "--group-query-attention \\",
+        "--num-query-groups 8 \\", "--swiglu \\", "--normalization RMSNorm \\", "--position-embedding-type rope \\",
+        "--untie-embeddings-and-output-weights \\", "--disable-bias-linear \\", "--bf16 \\", "--context-parallel-size 1 \\",
+        "# recompute: the plan recomputes fully 3/2/0/0",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing \"%s\" in:\n%s", want[i], t);
+    assert_null(strstr(t, "--num-layers-per-virtual-pipeline-stage"));
+    /* the last line ends the command: no dangling backslash */
+    size_t n = strlen(t);
+    assert_true(n > 2 && t[n - 1] == '\n' && t[n - 2] != '\\');
+    free(t);
+
+    ExportOpts eo;
+    export_opts_default(&eo);
+    eo.plan_path = "my.json";
+    t = export_slurm(&m, &hw, &lo, &eo);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "#!/bin/bash\n"));
+    assert_non_null(strstr(t, "#SBATCH --nodes=16\n"));
+    assert_non_null(strstr(t, "#SBATCH --ntasks-per-node=8\n"));
+    assert_non_null(strstr(t, "#SBATCH --gpus-per-node=8\n"));
+    assert_non_null(strstr(t, "#SBATCH --exclusive\n"));
+    assert_non_null(strstr(t, "srun --ntasks=128 --kill-on-bad-exit=1 ultraplan run my.json --checkpoint-dir"));
+    free(t);
+    ExportFormat f;
+    assert_int_equal(export_parse_format("Megatron", &f), 0);
+    assert_int_equal(f, EXPORT_MEGATRON);
+    assert_int_equal(export_parse_format("deepspeed", &f), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pruned_equals_exhaustive),
+        cmocka_unit_test(test_plans_are_cost_of_their_layout),
+        cmocka_unit_test(test_fixed_knobs_are_kept),
+        cmocka_unit_test(test_infeasible_explained),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_dump_lp),
+        cmocka_unit_test(test_export_megatron),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
