@@ -282,7 +282,7 @@ IlpStatus ilp_solve(const InnerProblem *p, const IlpOpts *o, IlpResult *out)
     build(P, p, o, sc);
     if (o->dump_lp && glp_write_lp(P, NULL, o->dump_lp) != 0) {
         out->status = ILP_ERROR;
-        snprintf(out->msg, sizeof out->msg, "%.120s: cannot write the LP file (missing directory or no permission)", o->dump_lp);
+        snprintf(out->msg, sizeof out->msg, "%.80s: cannot write the LP file (missing directory or no permission)", o->dump_lp);
         goto done;
     }
     glp_iocp parm;
