@@ -316,7 +316,8 @@ static int run(Search *S, char *err, int errlen)
         L.v[i].mem_lb = inner_memory_bound(p);
     }
     free(p);
-    qsort(L.v, (size_t)L.n, sizeof *L.v, cmp_lb);
+    if (L.n > 1)
+        qsort(L.v, (size_t)L.n, sizeof *L.v, cmp_lb);
     for (long i = 0; i < L.n; i++) {
         const Outer *ou = &L.v[i];
         if (S->req->cancel && *S->req->cancel) {
