@@ -1,0 +1,303 @@
+/* calibrate_cuda.cu — GEMM, copy, attention and NCCL sweeps into a
+ * HwProfile (see calibrate_cuda.h). Each measurement: warm-ups, then enough
+ * repetitions for ~20 ms, timed with CUDA events; random inputs, never zeros
+ * (a GEMM on zeros runs faster than on real data). */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <algorithm>
+#include "common.cuh"
+#include "calibrate_cuda.h"
+#ifdef KC_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+__global__ void fill_random_kernel(bf16 *x, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+        x[i] = __float2bfloat16((h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    }
+}
+
+static void fill_random(bf16 *x, size_t n, uint32_t seed) {
+    fill_random_kernel<<<grid_for(n, 256), 256>>>(x, n, seed);
+    CHECK_LAUNCH();
+}
+
+/* seconds per call of fn(), median of 5 batches after warm-up */
+template <typename F>
+static double time_call(F fn) {
+    cudaEvent_t a, b;
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+    for (int i = 0; i < 2; i++) fn();
+    CHECK_CUDA(cudaEventRecord(a));
+    fn();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    int reps = (int)std::min(200.0, std::max(1.0, 4.0 / std::max(ms, 1e-3f)));   // ~4 ms a batch
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        CHECK_CUDA(cudaEventRecord(a));
+        for (int i = 0; i < reps; i++) fn();
+        CHECK_CUDA(cudaEventRecord(b));
+        CHECK_CUDA(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+        t[k] = ms * 1e-3 / reps;
+    }
+    std::sort(t, t + 5);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[2];
+}
+
+static void logf_(FILE *log, const char *fmt, ...) {
+    if (!log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(log, fmt, ap);
+    va_end(ap);
+    fflush(log);
+}
+
+/* points (size, eff) → an ascending curve of at most HW_MAX_EFF_POINTS,
+ * equal sizes merged (best), eff clamped into (0, 1] */
+static void make_curve(EffCurve *c, EffPoint *pt, int n) {
+    std::sort(pt, pt + n, [](const EffPoint &x, const EffPoint &y) { return x.size < y.size; });
+    c->n = 0;
+    for (int i = 0; i < n; i++) {
+        double e = std::min(1.0, std::max(1e-4, pt[i].eff));
+        if (c->n && c->pt[c->n - 1].size == pt[i].size) {
+            c->pt[c->n - 1].eff = std::max(c->pt[c->n - 1].eff, e);
+            continue;
+        }
+        if (c->n == HW_MAX_EFF_POINTS) break;
+        c->pt[c->n].size = pt[i].size;
+        c->pt[c->n].eff = e;
+        c->n++;
+    }
+}
+
+static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, FILE *log) {
+    // (BT, C, OC) as kc_matmul_fwd takes them: squares, then the four
+    // GEMMs of a layer at h = 2048, 4096, 8192 with 8192 tokens
+    static const int shapes[][3] = {
+        {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048},
+        {4096, 4096, 4096}, {8192, 8192, 8192},
+        {8192, 2048, 6144}, {8192, 2048, 8192}, {8192, 8192, 2048},
+        {8192, 4096, 12288}, {8192, 4096, 16384}, {8192, 16384, 4096},
+        {8192, 8192, 24576}, {8192, 8192, 32768}, {8192, 32768, 8192},
+    };
+    enum { NS = sizeof shapes / sizeof shapes[0] };
+    size_t maxa = 0, maxw = 0, maxo = 0;
+    for (int i = 0; i < NS; i++) {
+        maxa = std::max(maxa, (size_t)shapes[i][0] * shapes[i][1]);
+        maxw = std::max(maxw, (size_t)shapes[i][2] * shapes[i][1]);
+        maxo = std::max(maxo, (size_t)shapes[i][0] * shapes[i][2]);
+    }
+    bf16 *a, *w, *o;
+    CHECK_CUDA(cudaMalloc(&a, maxa * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&w, maxw * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&o, maxo * sizeof(bf16)));
+    fill_random(a, maxa, 1);
+    fill_random(w, maxw, 2);
+    double flops[NS], rate[NS], best = 0;
+    for (int i = 0; i < NS; i++) {
+        int BT = shapes[i][0], C = shapes[i][1], OC = shapes[i][2];
+        double t = time_call([&] { kc_matmul_fwd(o, a, w, NULL, BT, C, OC, 0); });
+        flops[i] = 2.0 * BT * C * OC;
+        rate[i] = flops[i] / t;
+        best = std::max(best, rate[i]);
+        logf_(log, "gemm   BT=%-5d C=%-5d OC=%-5d  %9.3f ms  %7.1f TFLOP/s\n", BT, C, OC,
+              t * 1e3, rate[i] / 1e12);
+    }
+    double peak = hw->peak[PREC_BF16] > 0 ? hw->peak[PREC_BF16] : best;
+    if (hw->peak[PREC_BF16] <= 0) hw->peak[PREC_BF16] = best;
+    EffPoint pt[NS];
+    for (int i = 0; i < NS; i++) pt[i] = EffPoint{flops[i], rate[i] / peak};
+    make_curve(&hw->gemm_eff, pt, NS);
+    rep->gemm_best = best;
+    cudaFree(a); cudaFree(w); cudaFree(o);
+}
+
+static void sweep_copy(HwProfile *hw, KcCalibReport *rep, FILE *log) {
+    static const double sizes[] = {1 << 16, 1 << 20, 1 << 24, 1 << 26, 1 << 28, 1 << 30};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    void *src, *dst;
+    size_t maxb = (size_t)sizes[NS - 1];
+    CHECK_CUDA(cudaMalloc(&src, maxb));
+    CHECK_CUDA(cudaMalloc(&dst, maxb));
+    fill_random((bf16 *)src, maxb / 2, 3);
+    double bw[NS], best = 0;
+    for (int i = 0; i < NS; i++) {
+        size_t n = (size_t)sizes[i];
+        double t = time_call([&] { CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0)); });
+        bw[i] = 2.0 * n / t;
+        best = std::max(best, bw[i]);
+        logf_(log, "copy   %10zu B  %9.3f ms  %7.1f GB/s (read + write)\n", n, t * 1e3, bw[i] / 1e9);
+    }
+    if (hw->hbm_bw <= 0) hw->hbm_bw = best;
+    EffPoint pt[NS];
+    for (int i = 0; i < NS; i++) pt[i] = EffPoint{2.0 * sizes[i], bw[i] / hw->hbm_bw};
+    make_curve(&hw->mem_eff, pt, NS);
+    rep->copy_bw = best;
+    cudaFree(src); cudaFree(dst);
+}
+
+static void sweep_attention(HwProfile *hw, KcCalibReport *rep, FILE *log) {
+    static const int shapes[][3] = {{1, 512, 16}, {1, 1024, 16}, {1, 2048, 16},
+                                    {4, 2048, 16}, {1, 4096, 32}, {2, 8192, 32}};   // B, T, NH
+    enum { NS = sizeof shapes / sizeof shapes[0], HS = 128 };
+    size_t maxn = 0;
+    for (int i = 0; i < NS; i++) maxn = std::max(maxn, (size_t)shapes[i][0] * shapes[i][1] * shapes[i][2] * HS);
+    bf16 *q, *k, *v, *o;
+    float *lse;
+    CHECK_CUDA(cudaMalloc(&q, maxn * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&k, maxn * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&v, maxn * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&o, maxn * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&lse, maxn / HS * sizeof(float)));
+    fill_random(q, maxn, 4); fill_random(k, maxn, 5); fill_random(v, maxn, 6);
+    EffPoint pt[NS];
+    double best = 0;
+    for (int i = 0; i < NS; i++) {
+        int B = shapes[i][0], T = shapes[i][1], NH = shapes[i][2];
+        double t = time_call([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); });
+        double f = 4.0 * B * (double)T * T * NH * HS * 0.5;
+        best = std::max(best, f / t);
+        pt[i] = EffPoint{f, f / t / hw->peak[PREC_BF16]};
+        logf_(log, "attn   B=%d T=%-5d NH=%-2d HS=%d  %9.3f ms  %7.1f TFLOP/s\n", B, T, NH, HS,
+              t * 1e3, f / t / 1e12);
+    }
+    make_curve(&hw->attn_eff, pt, NS);
+    rep->attn_best = best;
+    cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse);
+}
+
+#ifdef KC_HAVE_NCCL
+#define CHECK_NCCL(call) do { ncclResult_t r_ = (call); \
+    if (r_ != ncclSuccess) kc_fail(#call, ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
+
+/* one process drives every GPU: ncclCommInitAll, grouped calls */
+static void sweep_nccl(HwProfile *hw, KcCalibReport *rep, FILE *log, int n) {
+    ncclComm_t *comm = (ncclComm_t *)calloc(n, sizeof *comm);
+    cudaStream_t *st = (cudaStream_t *)calloc(n, sizeof *st);
+    void **sb = (void **)calloc(n, sizeof *sb), **rb = (void **)calloc(n, sizeof *rb);
+    size_t maxb = (size_t)1 << 30;
+    CHECK_NCCL(ncclCommInitAll(comm, n, NULL));
+    for (int d = 0; d < n; d++) {
+        CHECK_CUDA(cudaSetDevice(d));
+        CHECK_CUDA(cudaStreamCreate(&st[d]));
+        CHECK_CUDA(cudaMalloc(&sb[d], maxb));
+        CHECK_CUDA(cudaMalloc(&rb[d], maxb * n));   // all-gather output
+        fill_random((bf16 *)sb[d], maxb / 2, 7 + d);
+    }
+    CHECK_CUDA(cudaSetDevice(0));
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    auto timed = [&](int kind, size_t bytes) {
+        size_t cnt = bytes / 2;   // bf16 elements
+        auto once = [&] {
+            CHECK_NCCL(ncclGroupStart());
+            for (int d = 0; d < n; d++) {
+                switch (kind) {
+                case 0: CHECK_NCCL(ncclAllReduce(sb[d], rb[d], cnt, ncclBfloat16, ncclSum, comm[d], st[d])); break;
+                case 1: CHECK_NCCL(ncclAllGather(sb[d], rb[d], cnt / n, ncclBfloat16, comm[d], st[d])); break;
+                case 2: CHECK_NCCL(ncclReduceScatter(sb[d], rb[d], cnt / n, ncclBfloat16, ncclSum, comm[d], st[d])); break;
+                case 3:
+                    if (d == 0) CHECK_NCCL(ncclSend(sb[0], cnt, ncclBfloat16, 1, comm[0], st[0]));
+                    if (d == 1) CHECK_NCCL(ncclRecv(rb[1], cnt, ncclBfloat16, 0, comm[1], st[1]));
+                    break;
+                }
+            }
+            CHECK_NCCL(ncclGroupEnd());
+        };
+        for (int i = 0; i < 3; i++) once();
+        for (int d = 0; d < n; d++) { CHECK_CUDA(cudaSetDevice(d)); CHECK_CUDA(cudaStreamSynchronize(st[d])); }
+        CHECK_CUDA(cudaSetDevice(0));
+        int reps = bytes >= ((size_t)1 << 28) ? 5 : 20;
+        CHECK_CUDA(cudaEventRecord(e0, st[0]));
+        for (int i = 0; i < reps; i++) once();
+        for (int d = 0; d < n; d++) { CHECK_CUDA(cudaSetDevice(d)); CHECK_CUDA(cudaStreamSynchronize(st[d])); }
+        CHECK_CUDA(cudaSetDevice(0));
+        CHECK_CUDA(cudaEventRecord(e1, st[0]));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        return ms * 1e-3 / reps;
+    };
+    double f = (double)(n - 1) / n;
+    rep->nccl_n = KC_NCCL_SIZES;
+    double t_small = 0;
+    for (int i = 0; i < KC_NCCL_SIZES; i++) {
+        size_t bytes = ((size_t)1 << 16) << (2 * i);   // 64 KiB .. 1 GiB
+        if (bytes > maxb) bytes = maxb;
+        rep->nccl_bytes[i] = (double)bytes;
+        double ta = timed(0, bytes), tg = timed(1, bytes), tr = timed(2, bytes), ts = timed(3, bytes);
+        if (i == 0) t_small = ta;
+        rep->allreduce_busbw[i] = 2 * f * bytes / ta;
+        rep->allgather_busbw[i] = f * bytes / tg;
+        rep->reducescatter_busbw[i] = f * bytes / tr;
+        rep->sendrecv_bw[i] = bytes / ts;
+        logf_(log, "nccl   %10zu B  all-reduce %6.1f  all-gather %6.1f  reduce-scatter %6.1f  send-recv %6.1f GB/s\n",
+              bytes, rep->allreduce_busbw[i] / 1e9, rep->allgather_busbw[i] / 1e9,
+              rep->reducescatter_busbw[i] / 1e9, rep->sendrecv_bw[i] / 1e9);
+    }
+    hw->intra.bw = rep->allreduce_busbw[KC_NCCL_SIZES - 1];
+    hw->intra.lat = t_small / (2.0 * (n - 1));   // α of a 2(n−1)-step ring at 64 KiB
+    hw->gpus_per_node = n;
+    for (int d = 0; d < n; d++) {
+        CHECK_CUDA(cudaSetDevice(d));
+        cudaFree(sb[d]); cudaFree(rb[d]);
+        cudaStreamDestroy(st[d]);
+        ncclCommDestroy(comm[d]);
+    }
+    CHECK_CUDA(cudaSetDevice(0));
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    free(comm); free(st); free(sb); free(rb);
+}
+#endif
+
+int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep_out, FILE *log, char *err, int errlen) {
+    KcCalibReport rep;
+    memset(&rep, 0, sizeof rep);
+    rep.ngpus = kc_device_count();
+    if (rep.ngpus == 0) {
+        snprintf(err, errlen, "calibrate --backend cuda: no CUDA device visible (cudaGetDeviceCount)");
+        return -1;
+    }
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    snprintf(rep.device, sizeof rep.device, "%.95s", prop.name);
+    logf_(log, "device %s, %d SMs, %.1f GiB, %d visible\n", prop.name, prop.multiProcessorCount,
+          prop.totalGlobalMem / 1073741824.0, rep.ngpus);
+    if (!hw->name[0]) {
+        int j = 0;
+        for (const char *s = prop.name; *s && j < (int)sizeof hw->name - 1; s++)
+            hw->name[j++] = (*s == ' ') ? '-' : (char)((*s >= 'A' && *s <= 'Z') ? *s + 32 : *s);
+        hw->name[j] = 0;
+    }
+    if (!hw->desc[0]) snprintf(hw->desc, sizeof hw->desc, "%.100s (calibrated)", prop.name);
+    hw->hbm_bytes = (double)prop.totalGlobalMem;
+    kc_init();
+    sweep_gemm(hw, &rep, log);
+    sweep_copy(hw, &rep, log);
+    sweep_attention(hw, &rep, log);
+#ifdef KC_HAVE_NCCL
+    if (rep.ngpus > 1) sweep_nccl(hw, &rep, log, rep.ngpus);
+#endif
+    if (hw->gpus_per_node < 1) hw->gpus_per_node = rep.ngpus;
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (rep_out) *rep_out = rep;
+    return 0;
+}
+
+int kc_calibrate(HwProfile *hw, char *err, int errlen) {
+    return kc_calibrate_report(hw, NULL, NULL, err, errlen);
+}

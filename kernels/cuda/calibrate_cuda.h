@@ -1,0 +1,57 @@
+/* calibrate_cuda.h — measure this machine's GPU into a HwProfile, for
+ * `ultraplan calibrate --backend cuda` (cli/cmd_calibrate.c calls it, then
+ * profiles/profile_write_json).
+ *
+ * Starts from the profile it is given (a builtin such as "h200", or zeros)
+ * and overwrites only what it measures:
+ *   peak[bf16]   kept when given (datasheet); else the best GEMM measured
+ *   hbm_bytes    the device's total memory
+ *   hbm_bw       kept when given; else the best device-to-device copy
+ *   gemm_eff     cuBLASLt bf16 GEMMs, square and transformer-shaped, as
+ *                achieved/peak[bf16] by FLOPs of one GEMM
+ *   mem_eff      device-to-device copies, achieved/hbm_bw by bytes moved
+ *                (read + write)
+ *   attn_eff     kc_attention_fwd, causal FLOPs (4·B·T²·NH·HS/2) over time,
+ *                as a fraction of peak[bf16]
+ *   with 2+ GPUs and NCCL: intra.bw (all-reduce bus bandwidth at the largest
+ *   size), intra.lat (small all-reduce time per ring hop), gpus_per_node
+ *   (the GPUs of this machine).
+ * What it doesn't: links between nodes, failure rates, storage, overheads.
+ * Needs a GPU: returns -1 with err filled when there is none. Takes about a
+ * minute on an H200. */
+#ifndef ULTRAPLAN_KERNELS_CALIBRATE_CUDA_H
+#define ULTRAPLAN_KERNELS_CALIBRATE_CUDA_H
+
+#include <stdio.h>
+#include "hw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KC_NCCL_SIZES 8
+
+typedef struct {
+    char device[96];          // cudaDeviceProp.name
+    int ngpus;                // devices visible
+    double gemm_best;         // FLOP/s, best bf16 GEMM of the sweep
+    double copy_bw;           // bytes/s (read + write), best device copy
+    double attn_best;         // FLOP/s, best kc_attention_fwd
+    int nccl_n;               // sizes measured below, 0 without NCCL or 1 GPU
+    double nccl_bytes[KC_NCCL_SIZES];       // message bytes per rank
+    double allreduce_busbw[KC_NCCL_SIZES];  // bytes/s, nccl-tests' busbw
+    double allgather_busbw[KC_NCCL_SIZES];
+    double reducescatter_busbw[KC_NCCL_SIZES];
+    double sendrecv_bw[KC_NCCL_SIZES];      // bytes/s, GPU 0 → 1
+} KcCalibReport;
+
+int kc_calibrate(HwProfile *hw, char *err, int errlen);
+
+/* The same, also filling rep (nullable) and printing one line per
+ * measurement to log (nullable). */
+int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,112 @@
+/* common.cuh — what every kernels/cuda/ source shares: bf16 types, 16-byte
+ * packs, warp and block reductions, the cuBLASLt context made by kc_init.
+ * Internal to up_kernels_cuda; the public contract is kernels_cuda.h. */
+#ifndef ULTRAPLAN_KERNELS_CUDA_COMMON_CUH
+#define ULTRAPLAN_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+#include <stdint.h>
+#include "kernels_cuda.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define CHECK_CUBLAS(call) do { cublasStatus_t s_ = (call); \
+    if (s_ != CUBLAS_STATUS_SUCCESS) kc_fail(#call, cublasLtGetStatusString(s_), __FILE__, __LINE__); } while (0)
+
+/* state created once by kc_init (linear.cu) */
+typedef struct {
+    int ready;
+    cublasLtHandle_t lt;
+    void *workspace;        // cuBLASLt workspace
+    size_t workspace_bytes;
+    double *scratch;        // device, KC_SCRATCH doubles for reductions
+} KcContext;
+#define KC_SCRATCH 1024
+extern KcContext kc_ctx;
+void kc_require_init(void);   // kc_init on first use
+
+static inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+/* eight bf16 in one 16-byte load or store */
+struct __align__(16) Pack8 { bf16 v[8]; };
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+/* sum over a block of up to 1024 threads; every thread gets the result.
+ * smem holds 32 floats; two barriers so it can be called back to back. */
+__device__ __forceinline__ float block_sum(float x, float *smem) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    x = warp_sum(x);
+    __syncthreads();
+    if (lane == 0) smem[wid] = x;
+    __syncthreads();
+    x = lane < nw ? smem[lane] : 0.0f;
+    return warp_sum(x);
+}
+__device__ __forceinline__ float block_max(float x, float *smem) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    x = warp_max(x);
+    __syncthreads();
+    if (lane == 0) smem[wid] = x;
+    __syncthreads();
+    x = lane < nw ? smem[lane] : -INFINITY;
+    return warp_max(x);
+}
+
+/* grid for a grid-stride loop over n items, capped so a launch stays cheap */
+static inline unsigned grid_for(size_t n, int threads) {
+    size_t g = (n + threads - 1) / threads;
+    if (g > 65535u * 16) g = 65535u * 16;
+    return g ? (unsigned)g : 1u;
+}
+
+/* elementwise maps: 8 elements a thread, 16-byte accesses when every
+ * pointer is aligned (vec), scalar otherwise. Op has one(i) and vec8(i). */
+template <typename Op>
+__global__ void map8_kernel(size_t n, bool vec, Op op) {
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
+        if (vec && i + 8 <= n) op.vec8(i);
+        else for (size_t j = i; j < n && j < i + 8; j++) op.one(j);
+    }
+}
+
+template <typename Op>
+static void map8(size_t n, bool vec, Op op, cudaStream_t st) {
+    if (n == 0) return;
+    map8_kernel<<<grid_for((n + 7) / 8, 256), 256, 0, st>>>(n, vec, op);
+    CHECK_LAUNCH();
+}
+
+/* up to 8 consecutive elements of a row starting at c (zeros past C);
+ * one 16-byte access when vec (C % 8 == 0 and the row is aligned) */
+__device__ __forceinline__ void load8(float x[8], const bf16 *row, int c, int C, bool vec) {
+    if (vec) {
+        Pack8 p = *(const Pack8 *)(row + c);
+        for (int j = 0; j < 8; j++) x[j] = __bfloat162float(p.v[j]);
+    } else {
+        for (int j = 0; j < 8; j++) x[j] = c + j < C ? __bfloat162float(row[c + j]) : 0.0f;
+    }
+}
+__device__ __forceinline__ void store8(bf16 *row, const float x[8], int c, int C, bool vec) {
+    if (vec) {
+        Pack8 p;
+        for (int j = 0; j < 8; j++) p.v[j] = __float2bfloat16(x[j]);
+        *(Pack8 *)(row + c) = p;
+    } else {
+        for (int j = 0; j < 8; j++) if (c + j < C) row[c + j] = __float2bfloat16(x[j]);
+    }
+}
+
+#endif

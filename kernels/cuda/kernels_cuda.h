@@ -1,0 +1,165 @@
+/* kernels_cuda.h — the compute kernels of the GPT/Llama training step on an
+ * NVIDIA GPU, bf16 mixed precision. Each kc_X mirrors k_X of
+ * kernels/cpu/kernels.h: same argument order, shapes and semantics (forward
+ * kernels overwrite, backward kernels accumulate, nullable gradients skip),
+ * and tests/test_kernels_cuda.c holds each one against its CPU twin.
+ *
+ * What differs from the CPU contract, and only this:
+ *   - every pointer is a device pointer (tokens and targets too), and every
+ *     kernel takes a cudaStream_t last; launches are asynchronous unless the
+ *     kernel says otherwise;
+ *   - precision: activations, weights as the GEMMs read them, and activation
+ *     gradients are bf16 (kc_bf16); everything that accumulates over many
+ *     steps or feeds the optimizer is fp32: parameter gradients (dw, dbias,
+ *     dweight, dwte, dwpe), master weights, AdamW's m and v, and the saved
+ *     statistics (mean, rstd, lse, losses);
+ *   - GEMMs go through cuBLASLt with fp32 accumulation: kc_init() creates the
+ *     one handle and workspace first, kc_free() releases them;
+ *   - parameter-gradient reductions over rows use fp32 atomics, so those
+ *     gradients are not bitwise deterministic from run to run (activation
+ *     gradients, attention included, are).
+ *
+ * What this deliberately doesn't do: no communication, no allocation of
+ * activations (the executor carves its slabs), no fp8. Attention is a tiled
+ * FlashAttention-style kernel on the SIMT units (fp32 arithmetic, smem
+ * tiles); a tensor-core (mma/wgmma) version is a later optimisation, see
+ * docs/gpu/NOTES.md.
+ */
+#ifndef ULTRAPLAN_KERNELS_CUDA_H
+#define ULTRAPLAN_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 kc_bf16;       // bf16 element, device pointers only
+extern "C" {
+#else
+typedef unsigned short kc_bf16;      // same 16 bits as __nv_bfloat16
+#endif
+
+/* Library faults: name file, line and CUDA's own message, then exit. */
+void kc_fail(const char *what, const char *msg, const char *file, int line);
+#define CHECK_CUDA(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) kc_fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
+/* after a launch: the launch error, without synchronising */
+#define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
+
+/* Number of CUDA devices, 0 when there is no driver or no device (never
+ * exits): tests call it first and skip with 77 on 0. */
+int kc_device_count(void);
+
+/* The cuBLASLt handle, its workspace (32 MiB) and a small scratch for
+ * reductions, on the current device. kc_init is idempotent; kc_free
+ * accepts being called without kc_init. */
+void kc_init(void);
+void kc_free(void);
+
+/* ---- linear layer ------------------------------------------------------- */
+
+/* out (BT, OC) = inp (BT, C) · wᵀ + bias; w (OC, C), bias (OC) nullable. */
+void kc_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
+                   const kc_bf16 *bias, int BT, int C, int OC, cudaStream_t st);
+
+/* dinp (BT, C) bf16 += dout · w; dw (OC, C) fp32 += doutᵀ · inp; dbias (OC)
+ * fp32 += column sums of dout. Each nullable. */
+void kc_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias,
+                   const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w,
+                   int BT, int C, int OC, cudaStream_t st);
+
+/* ---- normalisation ------------------------------------------------------ */
+
+void kc_layernorm_fwd(kc_bf16 *out, float *mean, float *rstd,
+                      const kc_bf16 *inp, const kc_bf16 *weight, const kc_bf16 *bias,
+                      int N, int C, float eps, cudaStream_t st);
+/* dinp bf16 +=; dweight, dbias fp32 += (dbias nullable) */
+void kc_layernorm_bwd(kc_bf16 *dinp, float *dweight, float *dbias,
+                      const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *weight,
+                      const float *mean, const float *rstd, int N, int C,
+                      cudaStream_t st);
+
+void kc_rmsnorm_fwd(kc_bf16 *out, float *rstd, const kc_bf16 *inp,
+                    const kc_bf16 *weight, int N, int C, float eps, cudaStream_t st);
+void kc_rmsnorm_bwd(kc_bf16 *dinp, float *dweight, const kc_bf16 *dout,
+                    const kc_bf16 *inp, const kc_bf16 *weight, const float *rstd,
+                    int N, int C, cudaStream_t st);
+
+/* ---- activations -------------------------------------------------------- */
+
+void kc_gelu_fwd(kc_bf16 *out, const kc_bf16 *inp, size_t N, cudaStream_t st);
+void kc_gelu_bwd(kc_bf16 *dinp, const kc_bf16 *inp, const kc_bf16 *dout, size_t N,
+                 cudaStream_t st);
+void kc_swiglu_fwd(kc_bf16 *out, const kc_bf16 *inp, int N, int F, cudaStream_t st);
+void kc_swiglu_bwd(kc_bf16 *dinp, const kc_bf16 *inp, const kc_bf16 *dout, int N, int F,
+                   cudaStream_t st);
+
+/* ---- rotary position embedding (angles in double, as on the CPU) --------- */
+
+void kc_rope_fwd(kc_bf16 *out, const kc_bf16 *inp, int B, int T, int NH, int HS,
+                 int pos0, float theta, cudaStream_t st);
+void kc_rope_bwd(kc_bf16 *dinp, const kc_bf16 *dout, int B, int T, int NH, int HS,
+                 int pos0, float theta, cudaStream_t st);
+
+/* ---- attention ---------------------------------------------------------- */
+
+/* Causal GQA attention, tiled; lse (B, NH, T) fp32. HS must be one of
+ * 32, 64, 96, 128 (kc_attention_supported tells). */
+int kc_attention_supported(int HS);
+void kc_attention_fwd(kc_bf16 *out, float *lse, const kc_bf16 *q, const kc_bf16 *k,
+                      const kc_bf16 *v, int B, int T, int NH, int NKV, int HS,
+                      cudaStream_t st);
+/* dq, dk, dv bf16 +=. Two passes: one over kv tiles (dk, dv), one over query
+ * tiles (dq), each recomputing the probabilities: no atomics. */
+void kc_attention_bwd(kc_bf16 *dq, kc_bf16 *dk, kc_bf16 *dv, const kc_bf16 *dout,
+                      const kc_bf16 *q, const kc_bf16 *k, const kc_bf16 *v,
+                      const kc_bf16 *out, const float *lse,
+                      int B, int T, int NH, int NKV, int HS, cudaStream_t st);
+
+/* ---- embeddings and residual -------------------------------------------- */
+
+void kc_embedding_fwd(kc_bf16 *out, const int *tokens, const kc_bf16 *wte,
+                      const kc_bf16 *wpe, int B, int T, int C, int pos0, cudaStream_t st);
+/* dwte, dwpe fp32 += (atomics); either nullable */
+void kc_embedding_bwd(float *dwte, float *dwpe, const kc_bf16 *dout,
+                      const int *tokens, int B, int T, int C, int pos0, cudaStream_t st);
+void kc_residual_fwd(kc_bf16 *out, const kc_bf16 *a, const kc_bf16 *b, size_t N,
+                     cudaStream_t st);
+void kc_residual_bwd(kc_bf16 *da, kc_bf16 *db, const kc_bf16 *dout, size_t N,
+                     cudaStream_t st);
+
+/* ---- loss --------------------------------------------------------------- */
+
+/* logits bf16 (BT, V); losses, lse fp32 (BT); targets (BT) device ints. */
+void kc_crossentropy_fwd(float *losses, float *lse, const kc_bf16 *logits,
+                         const int *targets, int BT, int V, int V_valid, cudaStream_t st);
+/* dlogits bf16 OVERWRITTEN; may alias logits. */
+void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *lse,
+                         const int *targets, float scale, int BT, int V, int V_valid,
+                         cudaStream_t st);
+
+/* ---- optimizer and helpers ---------------------------------------------- */
+
+/* AdamW on fp32 master weights, grads, m, v, exactly k_adamw's formula.
+ * params_bf16 (n), nullable, receives the updated weights rounded to bf16
+ * (the copy the GEMMs read): one pass instead of two. */
+void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
+              float lr, float beta1, float beta2, float eps, float weight_decay,
+              int t, kc_bf16 *params_bf16, cudaStream_t st);
+
+void kc_zero(float *x, size_t n, cudaStream_t st);
+void kc_scale(float *x, float s, size_t n, cudaStream_t st);
+/* Σ x² in double; SYNCHRONISES the stream to return it (uses the scratch
+ * from kc_init). */
+double kc_sumsq(const float *x, size_t n, cudaStream_t st);
+
+/* bf16 <-> fp32 conversions of device arrays (round to nearest even). */
+void kc_to_bf16(kc_bf16 *out, const float *inp, size_t n, cudaStream_t st);
+void kc_to_float(float *out, const kc_bf16 *inp, size_t n, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

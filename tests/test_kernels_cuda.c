@@ -1,0 +1,463 @@
+/* test_kernels_cuda.c — every kc_ kernel (kernels/cuda/) against its k_ twin
+ * (kernels/cpu/), the CPU running in fp32 on the same bf16-rounded inputs.
+ *
+ * Inputs are random (never zeros); gradient buffers start random too, so the
+ * check also proves that backward kernels accumulate. A check passes when
+ * |gpu − cpu| ≤ atol + rtol·|cpu| for every element (NaN never passes); a
+ * failure prints the first mismatches and the maximum difference. Exit 0 all
+ * passed, 1 a check failed, 77 no CUDA device (CTest: skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kernels_cuda.h"
+
+static cudaStream_t st;
+
+/* ---- host helpers ------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static float frand(void) {   // uniform in [-1, 1)
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static unsigned short f2bf(float f) {   // round to nearest even
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;   // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+static float bf2f(unsigned short b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float roundbf(float f) { return bf2f(f2bf(f)); }
+
+/* random host vector, already rounded to bf16 when bf is set */
+static float *hrand(size_t n, float scale, int bf) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = bf ? roundbf(scale * frand()) : scale * frand();
+    return x;
+}
+
+static float *hcopy(const float *x, size_t n) {
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+static kc_bf16 *up_bf(const float *h, size_t n) {
+    unsigned short *tmp = malloc((n ? n : 1) * 2);
+    for (size_t i = 0; i < n; i++) tmp[i] = f2bf(h[i]);
+    kc_bf16 *d;
+    CHECK_CUDA(cudaMalloc((void **)&d, (n ? n : 1) * 2));
+    CHECK_CUDA(cudaMemcpy(d, tmp, n * 2, cudaMemcpyHostToDevice));
+    free(tmp);
+    return d;
+}
+
+static float *up_f(const float *h, size_t n) {
+    float *d;
+    CHECK_CUDA(cudaMalloc((void **)&d, (n ? n : 1) * 4));
+    CHECK_CUDA(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static int *up_i(const int *h, size_t n) {
+    int *d;
+    CHECK_CUDA(cudaMalloc((void **)&d, (n ? n : 1) * sizeof(int)));
+    CHECK_CUDA(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void *dalloc(size_t bytes) {
+    void *d;
+    CHECK_CUDA(cudaMalloc(&d, bytes ? bytes : 1));
+    return d;
+}
+
+static float *down_bf(const kc_bf16 *d, size_t n) {
+    unsigned short *tmp = malloc((n ? n : 1) * 2);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(tmp, d, n * 2, cudaMemcpyDeviceToHost));
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = bf2f(tmp[i]);
+    free(tmp);
+    return h;
+}
+
+static float *down_f(const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* 1 when every |got − want| ≤ atol + rtol·|want|; frees got */
+static int check(const char *name, float *got, const float *want, size_t n,
+                 double atol, double rtol) {
+    int bad = 0;
+    double maxdiff = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > maxdiff) maxdiff = d;
+        if (!(d <= atol + rtol * fabs(want[i]))) {
+            if (bad < 5) printf("    %s[%zu]: gpu %.7g, cpu %.7g\n", name, i, got[i], want[i]);
+            bad++;
+        }
+    }
+    printf("  %-26s %s  n=%-7zu max|diff| %.3g%s\n", name, bad ? "FAIL" : "ok  ", n, maxdiff,
+           bad ? "" : "");
+    if (bad) printf("    %d of %zu elements out of tolerance (atol %g, rtol %g)\n", bad, n, atol, rtol);
+    free(got);
+    return bad == 0;
+}
+
+static int failures;
+#define CHECK(...) do { if (!check(__VA_ARGS__)) failures++; } while (0)
+
+/* bf16 tolerances: outputs round to 8 significant bits (2⁻⁹ relative), and
+ * accumulating into a bf16 gradient rounds once more */
+#define ATOL 2e-2
+#define RTOL 1.6e-2
+
+/* ---- linear -------------------------------------------------------------- */
+
+static void test_matmul(int BT, int C, int OC) {
+    printf("matmul BT=%d C=%d OC=%d\n", BT, C, OC);
+    float *inp = hrand((size_t)BT * C, 1, 1), *w = hrand((size_t)OC * C, 0.5f, 1);
+    float *bias = hrand(OC, 1, 1), *out = malloc(sizeof(float) * BT * OC);
+    kc_bf16 *d_inp = up_bf(inp, (size_t)BT * C), *d_w = up_bf(w, (size_t)OC * C),
+            *d_bias = up_bf(bias, OC), *d_out = dalloc(sizeof(kc_bf16) * BT * OC);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        k_matmul_fwd(out, inp, w, with_bias ? bias : NULL, BT, C, OC);
+        kc_matmul_fwd(d_out, d_inp, d_w, with_bias ? d_bias : NULL, BT, C, OC, st);
+        CHECK(with_bias ? "matmul_fwd out (bias)" : "matmul_fwd out", down_bf(d_out, (size_t)BT * OC),
+              out, (size_t)BT * OC, ATOL, RTOL);
+    }
+    // backward: dout random bf16, gradients start random
+    float *dout = hrand((size_t)BT * OC, 1, 1), *dinp = hrand((size_t)BT * C, 1, 1);
+    float *dw = hrand((size_t)OC * C, 1, 0), *dbias = hrand(OC, 1, 0);
+    kc_bf16 *d_dout = up_bf(dout, (size_t)BT * OC), *d_dinp = up_bf(dinp, (size_t)BT * C);
+    float *d_dw = up_f(dw, (size_t)OC * C), *d_dbias = up_f(dbias, OC);
+    k_matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC);
+    kc_matmul_bwd(d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, BT, C, OC, st);
+    CHECK("matmul_bwd dinp", down_bf(d_dinp, (size_t)BT * C), dinp, (size_t)BT * C, ATOL, RTOL);
+    CHECK("matmul_bwd dw", down_f(d_dw, (size_t)OC * C), dw, (size_t)OC * C, 1e-3, 1e-3);
+    CHECK("matmul_bwd dbias", down_f(d_dbias, OC), dbias, OC, 1e-3, 1e-4);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out);
+    cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_dbias);
+    free(inp); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(dbias);
+}
+
+/* ---- norms -------------------------------------------------------------- */
+
+static void test_norms(int N, int C) {
+    printf("layernorm / rmsnorm N=%d C=%d\n", N, C);
+    size_t n = (size_t)N * C;
+    float *inp = hrand(n, 2, 1), *w = hrand(C, 1, 1), *b = hrand(C, 1, 1);
+    for (size_t i = 0; i < n; i++) inp[i] = roundbf(inp[i] + 0.5f);   // non-zero mean
+    float *out = malloc(n * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
+    kc_bf16 *d_inp = up_bf(inp, n), *d_w = up_bf(w, C), *d_b = up_bf(b, C), *d_out = dalloc(n * 2);
+    float *d_mean, *d_rstd;
+    CHECK_CUDA(cudaMalloc((void **)&d_mean, N * 4));
+    CHECK_CUDA(cudaMalloc((void **)&d_rstd, N * 4));
+    k_layernorm_fwd(out, mean, rstd, inp, w, b, N, C, 1e-5f);
+    kc_layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, 1e-5f, st);
+    CHECK("layernorm_fwd out", down_bf(d_out, n), out, n, ATOL, RTOL);
+    CHECK("layernorm_fwd mean", down_f(d_mean, N), mean, N, 1e-5, 1e-4);
+    CHECK("layernorm_fwd rstd", down_f(d_rstd, N), rstd, N, 1e-5, 1e-4);
+
+    float *dout = hrand(n, 1, 1), *dinp = hrand(n, 1, 1), *dw = hrand(C, 1, 0), *db = hrand(C, 1, 0);
+    kc_bf16 *d_dout = up_bf(dout, n), *d_dinp = up_bf(dinp, n);
+    float *d_dw = up_f(dw, C), *d_db = up_f(db, C);
+    // the GPU backward reads the GPU's own mean/rstd: give the CPU the same
+    float *gmean = down_f(d_mean, N), *grstd = down_f(d_rstd, N);
+    k_layernorm_bwd(dinp, dw, db, dout, inp, w, gmean, grstd, N, C);
+    kc_layernorm_bwd(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, st);
+    CHECK("layernorm_bwd dinp", down_bf(d_dinp, n), dinp, n, ATOL, RTOL);
+    CHECK("layernorm_bwd dweight", down_f(d_dw, C), dw, C, 1e-3, 1e-3);
+    CHECK("layernorm_bwd dbias", down_f(d_db, C), db, C, 1e-3, 1e-3);
+    free(gmean); free(grstd);
+
+    k_rmsnorm_fwd(out, rstd, inp, w, N, C, 1e-5f);
+    kc_rmsnorm_fwd(d_out, d_rstd, d_inp, d_w, N, C, 1e-5f, st);
+    CHECK("rmsnorm_fwd out", down_bf(d_out, n), out, n, ATOL, RTOL);
+    CHECK("rmsnorm_fwd rstd", down_f(d_rstd, N), rstd, N, 1e-5, 1e-4);
+    float *dinp2 = hrand(n, 1, 1), *dw2 = hrand(C, 1, 0);
+    kc_bf16 *d_dinp2 = up_bf(dinp2, n);
+    float *d_dw2 = up_f(dw2, C);
+    grstd = down_f(d_rstd, N);
+    k_rmsnorm_bwd(dinp2, dw2, dout, inp, w, grstd, N, C);
+    kc_rmsnorm_bwd(d_dinp2, d_dw2, d_dout, d_inp, d_w, d_rstd, N, C, st);
+    CHECK("rmsnorm_bwd dinp", down_bf(d_dinp2, n), dinp2, n, ATOL, RTOL);
+    CHECK("rmsnorm_bwd dweight", down_f(d_dw2, C), dw2, C, 1e-3, 1e-3);
+    free(grstd);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_out); cudaFree(d_mean);
+    cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_db);
+    cudaFree(d_dinp2); cudaFree(d_dw2);
+    free(inp); free(w); free(b); free(out); free(mean); free(rstd); free(dout); free(dinp);
+    free(dw); free(db); free(dinp2); free(dw2);
+}
+
+/* ---- activations and rope ----------------------------------------------- */
+
+static void test_gelu(size_t N) {
+    printf("gelu N=%zu\n", N);
+    float *inp = hrand(N, 3, 1), *out = malloc(N * 4), *dout = hrand(N, 1, 1), *dinp = hrand(N, 1, 1);
+    kc_bf16 *d_inp = up_bf(inp, N), *d_out = up_bf(inp, N), *d_dout = up_bf(dout, N), *d_dinp = up_bf(dinp, N);
+    k_gelu_fwd(out, inp, N);
+    kc_gelu_fwd(d_out, d_inp, N, st);
+    CHECK("gelu_fwd out", down_bf(d_out, N), out, N, 1e-2, RTOL);
+    k_gelu_bwd(dinp, inp, dout, N);
+    kc_gelu_bwd(d_dinp, d_inp, d_dout, N, st);
+    CHECK("gelu_bwd dinp", down_bf(d_dinp, N), dinp, N, ATOL, RTOL);
+    kc_gelu_fwd(d_inp, d_inp, N, st);   // in place
+    CHECK("gelu_fwd in place", down_bf(d_inp, N), out, N, 1e-2, RTOL);
+    cudaFree(d_inp); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp);
+    free(inp); free(out); free(dout); free(dinp);
+}
+
+static void test_swiglu(int N, int F) {
+    printf("swiglu N=%d F=%d\n", N, F);
+    size_t ni = (size_t)N * 2 * F, no = (size_t)N * F;
+    float *inp = hrand(ni, 3, 1), *out = malloc(no * 4), *dout = hrand(no, 1, 1), *dinp = hrand(ni, 1, 1);
+    kc_bf16 *d_inp = up_bf(inp, ni), *d_out = dalloc(no * 2), *d_dout = up_bf(dout, no), *d_dinp = up_bf(dinp, ni);
+    k_swiglu_fwd(out, inp, N, F);
+    kc_swiglu_fwd(d_out, d_inp, N, F, st);
+    CHECK("swiglu_fwd out", down_bf(d_out, no), out, no, 1e-2, RTOL);
+    k_swiglu_bwd(dinp, inp, dout, N, F);
+    kc_swiglu_bwd(d_dinp, d_inp, d_dout, N, F, st);
+    CHECK("swiglu_bwd dinp", down_bf(d_dinp, ni), dinp, ni, ATOL, RTOL);
+    cudaFree(d_inp); cudaFree(d_out); cudaFree(d_dout); cudaFree(d_dinp);
+    free(inp); free(out); free(dout); free(dinp);
+}
+
+static void test_rope(int B, int T, int NH, int HS, int pos0) {
+    printf("rope B=%d T=%d NH=%d HS=%d pos0=%d\n", B, T, NH, HS, pos0);
+    size_t n = (size_t)B * T * NH * HS;
+    float *inp = hrand(n, 1, 1), *out = malloc(n * 4), *dinp = hrand(n, 1, 1);
+    kc_bf16 *d_inp = up_bf(inp, n), *d_out = up_bf(inp, n), *d_dinp = up_bf(dinp, n);
+    k_rope_fwd(out, inp, B, T, NH, HS, pos0, 10000.0f);
+    kc_rope_fwd(d_out, d_inp, B, T, NH, HS, pos0, 10000.0f, st);
+    CHECK("rope_fwd out", down_bf(d_out, n), out, n, 1e-2, RTOL);
+    k_rope_bwd(dinp, inp, B, T, NH, HS, pos0, 10000.0f);
+    kc_rope_bwd(d_dinp, d_inp, B, T, NH, HS, pos0, 10000.0f, st);
+    CHECK("rope_bwd dinp", down_bf(d_dinp, n), dinp, n, ATOL, RTOL);
+    kc_rope_fwd(d_inp, d_inp, B, T, NH, HS, pos0, 10000.0f, st);   // in place
+    CHECK("rope_fwd in place", down_bf(d_inp, n), out, n, 1e-2, RTOL);
+    cudaFree(d_inp); cudaFree(d_out); cudaFree(d_dinp);
+    free(inp); free(out); free(dinp);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+static void test_attention(int B, int T, int NH, int NKV, int HS) {
+    printf("attention B=%d T=%d NH=%d NKV=%d HS=%d\n", B, T, NH, NKV, HS);
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
+    float *q = hrand(nq, 1, 1), *k = hrand(nk, 1, 1), *v = hrand(nk, 1, 1);
+    float *out = malloc(nq * 4), *lse = malloc(nl * 4);
+    kc_bf16 *d_q = up_bf(q, nq), *d_k = up_bf(k, nk), *d_v = up_bf(v, nk), *d_out = up_bf(q, nq);
+    float *d_lse;
+    CHECK_CUDA(cudaMalloc((void **)&d_lse, nl * 4));
+    k_attention_fwd(out, lse, q, k, v, B, T, NH, NKV, HS);
+    kc_attention_fwd(d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV, HS, st);
+    CHECK("attention_fwd out", down_bf(d_out, nq), out, nq, 1e-2, RTOL);
+    CHECK("attention_fwd lse", down_f(d_lse, nl), lse, nl, 1e-3, 1e-4);
+
+    float *dout = hrand(nq, 1, 1), *dq = hrand(nq, 1, 1), *dk = hrand(nk, 1, 1), *dv = hrand(nk, 1, 1);
+    kc_bf16 *d_dout = up_bf(dout, nq), *d_dq = up_bf(dq, nq), *d_dk = up_bf(dk, nk), *d_dv = up_bf(dv, nk);
+    // the CPU backward reads the GPU's forward (bf16 out, fp32 lse), as the
+    // GPU backward does, so the check is about the backward alone
+    float *gout = down_bf(d_out, nq), *glse = down_f(d_lse, nl);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, gout, glse, B, T, NH, NKV, HS);
+    kc_attention_bwd(d_dq, d_dk, d_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, NH, NKV, HS, st);
+    CHECK("attention_bwd dq", down_bf(d_dq, nq), dq, nq, ATOL, RTOL);
+    CHECK("attention_bwd dk", down_bf(d_dk, nk), dk, nk, ATOL, RTOL);
+    CHECK("attention_bwd dv", down_bf(d_dv, nk), dv, nk, ATOL, RTOL);
+    cudaFree(d_q); cudaFree(d_k); cudaFree(d_v); cudaFree(d_out); cudaFree(d_lse);
+    cudaFree(d_dout); cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv);
+    free(q); free(k); free(v); free(out); free(lse); free(dout); free(dq); free(dk); free(dv);
+    free(gout); free(glse);
+}
+
+/* ---- embeddings, residual ----------------------------------------------- */
+
+static void test_embedding(int B, int T, int C, int V, int maxT, int pos0) {
+    printf("embedding B=%d T=%d C=%d V=%d pos0=%d\n", B, T, C, V, pos0);
+    size_t n = (size_t)B * T * C;
+    int *tok = malloc(sizeof(int) * B * T);
+    for (int i = 0; i < B * T; i++) tok[i] = (int)((frand() + 1.0f) * 0.5f * V) % V;
+    tok[0] = tok[1];   // a repeated token: its gradient rows add up
+    float *wte = hrand((size_t)V * C, 1, 1), *wpe = hrand((size_t)maxT * C, 1, 1), *out = malloc(n * 4);
+    kc_bf16 *d_wte = up_bf(wte, (size_t)V * C), *d_wpe = up_bf(wpe, (size_t)maxT * C), *d_out = dalloc(n * 2);
+    int *d_tok = up_i(tok, (size_t)B * T);
+    k_embedding_fwd(out, tok, wte, wpe, B, T, C, pos0);
+    kc_embedding_fwd(d_out, d_tok, d_wte, d_wpe, B, T, C, pos0, st);
+    CHECK("embedding_fwd out", down_bf(d_out, n), out, n, 1e-2, RTOL);
+    k_embedding_fwd(out, tok, wte, NULL, B, T, C, pos0);
+    kc_embedding_fwd(d_out, d_tok, d_wte, NULL, B, T, C, pos0, st);
+    CHECK("embedding_fwd out (no wpe)", down_bf(d_out, n), out, n, 0, 0);
+    float *dout = hrand(n, 1, 1), *dwte = hrand((size_t)V * C, 1, 0), *dwpe = hrand((size_t)maxT * C, 1, 0);
+    kc_bf16 *d_dout = up_bf(dout, n);
+    float *d_dwte = up_f(dwte, (size_t)V * C), *d_dwpe = up_f(dwpe, (size_t)maxT * C);
+    k_embedding_bwd(dwte, dwpe, dout, tok, B, T, C, pos0);
+    kc_embedding_bwd(d_dwte, d_dwpe, d_dout, d_tok, B, T, C, pos0, st);
+    CHECK("embedding_bwd dwte", down_f(d_dwte, (size_t)V * C), dwte, (size_t)V * C, 1e-5, 1e-5);
+    CHECK("embedding_bwd dwpe", down_f(d_dwpe, (size_t)maxT * C), dwpe, (size_t)maxT * C, 1e-5, 1e-5);
+    cudaFree(d_wte); cudaFree(d_wpe); cudaFree(d_out); cudaFree(d_tok); cudaFree(d_dout);
+    cudaFree(d_dwte); cudaFree(d_dwpe);
+    free(tok); free(wte); free(wpe); free(out); free(dout); free(dwte); free(dwpe);
+}
+
+static void test_residual(size_t N) {
+    printf("residual N=%zu\n", N);
+    float *a = hrand(N, 1, 1), *b = hrand(N, 1, 1), *out = malloc(N * 4), *dout = hrand(N, 1, 1);
+    kc_bf16 *d_a = up_bf(a, N), *d_b = up_bf(b, N), *d_out = up_bf(a, N), *d_dout = up_bf(dout, N);
+    k_residual_fwd(out, a, b, N);
+    kc_residual_fwd(d_out, d_a, d_b, N, st);
+    CHECK("residual_fwd out", down_bf(d_out, N), out, N, 1e-2, RTOL);
+    k_residual_bwd(a, b, dout, N);
+    kc_residual_bwd(d_a, d_b, d_dout, N, st);
+    CHECK("residual_bwd da", down_bf(d_a, N), a, N, 1e-2, RTOL);
+    CHECK("residual_bwd db", down_bf(d_b, N), b, N, 1e-2, RTOL);
+    cudaFree(d_a); cudaFree(d_b); cudaFree(d_out); cudaFree(d_dout);
+    free(a); free(b); free(out); free(dout);
+}
+
+/* ---- loss --------------------------------------------------------------- */
+
+static void test_crossentropy(int BT, int V, int V_valid) {
+    printf("crossentropy BT=%d V=%d V_valid=%d\n", BT, V, V_valid);
+    size_t n = (size_t)BT * V;
+    float *logits = hrand(n, 4, 1), *losses = malloc(BT * 4), *lse = malloc(BT * 4), *dl = malloc(n * 4);
+    int *tgt = malloc(sizeof(int) * BT);
+    for (int i = 0; i < BT; i++) tgt[i] = (int)((frand() + 1.0f) * 0.5f * V_valid) % V_valid;
+    tgt[BT / 2] = -1;   // an ignored position
+    kc_bf16 *d_logits = up_bf(logits, n), *d_dl = up_bf(logits, n);
+    int *d_tgt = up_i(tgt, BT);
+    float *d_losses, *d_lse;
+    CHECK_CUDA(cudaMalloc((void **)&d_losses, BT * 4));
+    CHECK_CUDA(cudaMalloc((void **)&d_lse, BT * 4));
+    k_crossentropy_fwd(losses, lse, logits, tgt, BT, V, V_valid);
+    kc_crossentropy_fwd(d_losses, d_lse, d_logits, d_tgt, BT, V, V_valid, st);
+    CHECK("crossentropy_fwd losses", down_f(d_losses, BT), losses, BT, 1e-4, 1e-5);
+    CHECK("crossentropy_fwd lse", down_f(d_lse, BT), lse, BT, 1e-4, 1e-5);
+    float scale = 1.0f / BT;
+    k_crossentropy_bwd(dl, logits, lse, tgt, scale, BT, V, V_valid);
+    kc_crossentropy_bwd(d_dl, d_logits, d_lse, d_tgt, scale, BT, V, V_valid, st);
+    CHECK("crossentropy_bwd dlogits", down_bf(d_dl, n), dl, n, 1e-4, RTOL);
+    kc_crossentropy_bwd(d_logits, d_logits, d_lse, d_tgt, scale, BT, V, V_valid, st);   // in place
+    CHECK("crossentropy_bwd in place", down_bf(d_logits, n), dl, n, 1e-4, RTOL);
+    cudaFree(d_logits); cudaFree(d_dl); cudaFree(d_tgt); cudaFree(d_losses); cudaFree(d_lse);
+    free(logits); free(losses); free(lse); free(dl); free(tgt);
+}
+
+/* ---- optimizer and helpers ---------------------------------------------- */
+
+static void test_adamw(size_t n) {
+    printf("adamw n=%zu\n", n);
+    float *p = hrand(n, 1, 0), *g = hrand(n, 1, 0), *m = hrand(n, 0.1f, 0), *v = hrand(n, 0.1f, 0);
+    for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *d_p = up_f(p, n), *d_g = up_f(g, n), *d_m = up_f(m, n), *d_v = up_f(v, n);
+    kc_bf16 *d_pb;
+    CHECK_CUDA(cudaMalloc((void **)&d_pb, n * 2));
+    for (int t = 1; t <= 3; t++) {
+        k_adamw(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        kc_adamw(d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, d_pb, st);
+    }
+    CHECK("adamw params", down_f(d_p, n), p, n, 1e-6, 1e-5);
+    CHECK("adamw m", down_f(d_m, n), m, n, 1e-7, 1e-5);
+    CHECK("adamw v", down_f(d_v, n), v, n, 1e-7, 1e-5);
+    float *pb = hcopy(p, n);
+    for (size_t i = 0; i < n; i++) pb[i] = roundbf(pb[i]);
+    CHECK("adamw params_bf16", down_bf(d_pb, n), pb, n, 1e-6, 8e-3);
+    kc_adamw(d_p + 1, d_g + 1, d_m + 1, d_v + 1, n - 1, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, NULL, st);
+    k_adamw(p + 1, g + 1, m + 1, v + 1, n - 1, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    CHECK("adamw misaligned", down_f(d_p, n), p, n, 1e-6, 1e-5);
+    cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v); cudaFree(d_pb);
+    free(p); free(g); free(m); free(v); free(pb);
+}
+
+static void test_helpers(size_t n) {
+    printf("zero / scale / sumsq / conversions n=%zu\n", n);
+    float *x = hrand(n, 1, 0);
+    float *d_x = up_f(x, n);
+    double want = k_sumsq(x, n), got = kc_sumsq(d_x, n, st);
+    float fg = (float)got, fw = (float)want;
+    CHECK("sumsq", hcopy(&fg, 1), &fw, 1, 0, 1e-9);
+    k_scale(x, 0.37f, n);
+    kc_scale(d_x, 0.37f, n, st);
+    CHECK("scale", down_f(d_x, n), x, n, 0, 1e-7);
+    kc_bf16 *d_b;
+    CHECK_CUDA(cudaMalloc((void **)&d_b, n * 2));
+    kc_to_bf16(d_b, d_x, n, st);
+    float *xb = hcopy(x, n);
+    for (size_t i = 0; i < n; i++) xb[i] = roundbf(xb[i]);
+    CHECK("to_bf16", down_bf(d_b, n), xb, n, 0, 0);
+    kc_to_float(d_x, d_b, n, st);
+    CHECK("to_float", down_f(d_x, n), xb, n, 0, 0);
+    k_zero(x, n);
+    kc_zero(d_x, n, st);
+    CHECK("zero", down_f(d_x, n), x, n, 0, 0);
+    cudaFree(d_x); cudaFree(d_b);
+    free(x); free(xb);
+}
+
+int main(void) {
+    int ndev = kc_device_count();
+    if (ndev == 0) {
+        printf("test_kernels_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    kc_init();
+    CHECK_CUDA(cudaStreamCreate(&st));
+
+    test_matmul(96, 72, 136);
+    test_matmul(256, 512, 384);
+    test_norms(70, 200);
+    test_norms(33, 99);            // C % 8 != 0: the scalar path
+    test_norms(8, 4096);
+    test_gelu(1003);
+    test_swiglu(17, 40);
+    test_swiglu(5, 13);
+    test_rope(2, 19, 3, 16, 5);
+    test_rope(1, 64, 4, 128, 0);
+    test_attention(2, 77, 4, 2, 64);
+    test_attention(1, 130, 2, 1, 128);
+    test_attention(2, 40, 3, 3, 32);
+    test_attention(1, 50, 4, 1, 96);
+    test_embedding(2, 9, 24, 50, 16, 3);
+    test_residual(1003);
+    test_crossentropy(9, 136, 130);
+    test_crossentropy(7, 101, 97);   // V % 8 != 0: the scalar path
+    test_crossentropy(4, 50304, 50257);
+    test_adamw(1003);
+    test_helpers(100003);
+    test_matmul(33, 50, 70);       // unaligned rows: last, a cuBLASLt refusal exits
+
+    CHECK_CUDA(cudaStreamDestroy(st));
+    kc_free();
+    if (failures) {
+        printf("test_kernels_cuda: %d checks FAILED\n", failures);
+        return 1;
+    }
+    printf("test_kernels_cuda: all checks passed\n");
+    return 0;
+}
