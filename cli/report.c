@@ -157,7 +157,7 @@ static const char *human(double v, char *buf, int len)
 {
     const char *u[] = {"", "K", "M", "B", "T", "P"};
     int i = 0;
-    while (fabs(v) >= 1000 && i < 5) {
+    while (fabs(v) >= 999.5 && i < 5) {   /* 999.7T prints as 1e+03T otherwise */
         v /= 1000;
         i++;
     }
@@ -227,8 +227,13 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             spec_flops_name(lo->flops), c->thr.flops_per_token, hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
     const Training *tr = &c->train;
     char b3[32];
-    fprintf(f, "training %s tokens: %s steps, %.1f days ideal, %s GPU-hours\n", human(tr->tokens, b1, 32),
-            human(tr->steps, b2, 32), tr->days, human(tr->gpu_hours, b3, 32));
+    fprintf(f, "training %s tokens: %s steps, %.1f days ideal, ", human(tr->tokens, b1, 32),
+            human(tr->steps, b2, 32), tr->days);
+    if (isfinite(tr->days_with_failures))
+        fprintf(f, "%.1f days with failures", tr->days_with_failures);
+    else
+        fprintf(f, "never finishes with failures");
+    fprintf(f, ", %s GPU-hours\n", human(tr->gpu_hours, b3, 32));
     fprintf(f, "  failures: %.2f per day (P(>=1 per day) %.1f%%), %.1f over the run, job MTBF ", tr->fail_per_day,
             100 * tr->p_fail_day, tr->failures);
     print_duration(f, tr->job_mtbf_s);
@@ -236,7 +241,16 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
     print_duration(f, tr->ckpt_write_s);
     fprintf(f, "; Daly interval ");
     print_duration(f, tr->daly_s);
-    fprintf(f, "; waste %.1f%% -> %.1f days with failures\n", 100 * tr->waste, tr->days_with_failures);
+    if (isfinite(tr->days_with_failures)) {
+        fprintf(f, "; waste %.1f%% -> %.1f days with failures\n", 100 * tr->waste, tr->days_with_failures);
+    } else {
+        /* waste >= 1: checkpoint stalls, rework and restarts take all the time */
+        fprintf(f, "; waste %.3g%%: the job never finishes (each failure costs ", 100 * tr->waste);
+        print_duration(f, (tr->waste - tr->ckpt_write_s / tr->daly_s) * tr->job_mtbf_s);   /* restart + daly/2 */
+        fprintf(f, " of restart and rework, and failures come every ");
+        print_duration(f, tr->job_mtbf_s);
+        fprintf(f, ")\n");
+    }
 }
 
 /* ---- JSON in ---- */
@@ -421,12 +435,14 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
     char *text = read_all(path, err, errlen);
     if (!text)
         return -1;
-    cJSON *j = cJSON_Parse(text);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
+    /* the error position points into text: take it before freeing */
+    long at = end && end >= text ? (long)(end - text) : -1L;
     free(text);
     int rc = -1;
     if (!j) {
-        snprintf(err, errlen, "%s: not valid JSON (near byte %ld)", path,
-                 cJSON_GetErrorPtr() ? (long)(strlen(cJSON_GetErrorPtr())) : -1L);
+        snprintf(err, errlen, "%s: not valid JSON (near byte %ld)", path, at);
         return -1;
     }
     const char *fmt = get_str(j, "format");
@@ -440,23 +456,41 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
         goto out;
     char *hwtext = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(j, "hardware"));
     int hrc = hwtext ? profile_parse_json(hwtext, path, &pf->hw, e2, sizeof e2) : -1;
-    free(hwtext);
-    if (hrc != 0) {
+    if (hrc != 0)
         snprintf(err, errlen, "%s: field \"hardware\": %s", path, hwtext ? e2 : "missing");
+    free(hwtext);
+    if (hrc != 0)
         goto out;
-    }
     if (report_parse_layout(cJSON_GetObjectItemCaseSensitive(j, "layout"), path, &pf->layout, err, errlen))
         goto out;
     cost_opts_default(&pf->opts);
     const cJSON *oj = cJSON_GetObjectItemCaseSensitive(j, "options");
     if (cJSON_IsObject(oj)) {
+        /* the ranges of --tokens, --mtbf and --restart-time (0 and < 0 = defaults) */
         const cJSON *v;
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "tokens")) && v->valuedouble >= 0)
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "tokens"))) {
+            if (!(v->valuedouble >= 0 && v->valuedouble <= 1e30)) {
+                snprintf(err, errlen, "%s: field \"options.tokens\": expected 0 to 1e30, got %g", path, v->valuedouble);
+                goto out;
+            }
             pf->opts.tokens = v->valuedouble;
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "mtbf_gpu_hours")) && v->valuedouble >= 0)
+        }
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "mtbf_gpu_hours"))) {
+            if (!(v->valuedouble == 0 || (v->valuedouble >= 1e-6 && v->valuedouble <= 1e15))) {
+                snprintf(err, errlen, "%s: field \"options.mtbf_gpu_hours\": expected 0 or 1e-6 to 1e15, got %g", path,
+                         v->valuedouble);
+                goto out;
+            }
             pf->opts.mtbf_gpu_hours = v->valuedouble;
-        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "restart_s")))
-            pf->opts.restart_s = v->valuedouble;
+        }
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "restart_s"))) {
+            if (!(v->valuedouble <= 1e12)) {
+                snprintf(err, errlen, "%s: field \"options.restart_s\": expected at most 1e12, got %g", path,
+                         v->valuedouble);
+                goto out;
+            }
+            pf->opts.restart_s = v->valuedouble < 0 ? -1 : v->valuedouble;
+        }
     }
     if (layout_check(&pf->layout, &pf->model, &pf->hw, e2, sizeof e2) != 0) {
         snprintf(err, errlen, "%s: %s", path, e2);
