@@ -320,13 +320,14 @@ int args_handle(CliInputs *in, int id, const char *arg, char *err, int errlen)
         in->opts.tokens = v;
         return 0;
     case O_MTBF:
-        if (args_parse_count(arg, &v) != 0 || v <= 0)
-            BAD("--mtbf: expected per-GPU hours > 0, got \"%s\"", arg);
+        /* bounded so that failures per day and over the run stay finite at 1e8 GPUs */
+        if (args_parse_count(arg, &v) != 0 || v < 1e-6 || v > 1e15)
+            BAD("--mtbf: expected per-GPU hours from 1e-6 to 1e15, got \"%s\"", arg);
         in->opts.mtbf_gpu_hours = v;
         return 0;
     case O_RESTART:
-        if (args_parse_count(arg, &v) != 0)
-            BAD("--restart-time: expected seconds >= 0, got \"%s\"", arg);
+        if (args_parse_count(arg, &v) != 0 || v > 1e12)
+            BAD("--restart-time: expected seconds from 0 to 1e12, got \"%s\"", arg);
         in->opts.restart_s = v;
         return 0;
     case O_JSON: in->json = true; return 0;
@@ -415,7 +416,12 @@ int args_finish(CliInputs *in, bool need_layout, char *err, int errlen)
     }
     if (!need_layout)
         return 0;
-    int mp = lo->tp * lo->pp * lo->cp;
+    /* in 64 bits: --tp 65536 --pp 65536 must be an error, not a wrapped zero */
+    long long mpl = (long long)lo->tp * lo->pp * lo->cp;
+    if (mpl > 100000000LL)
+        BAD("--tp %d, --pp %d and --cp %d give %lld GPUs per model replica, beyond any cluster (1e8)", lo->tp,
+            lo->pp, lo->cp, mpl);
+    int mp = (int)mpl;
     if (in->gpus > 0) {
         if (in->fixed & FIX_DP) {
             if ((long long)lo->dp * mp != in->gpus)

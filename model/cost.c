@@ -132,8 +132,6 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
             bott = s;
     }
     double z = c->stage_mb_s[bott];
-    /* 1F1B: (m - 1) z + sum of stage times; interleaved: the fill shrinks by v */
-    double pipe = lo->vp > 1 ? mb * z + (lo->pp - 1) * z / lo->vp : (mb - 1) * z + sum;
 
     /* phases of the bottleneck stage, m times; the rest of the pipeline is bubble */
     int n = lo->layers[bott], f = lo->full_rc[bott], e = lo->sel_rc[bott];
@@ -146,7 +144,10 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     c->time[T_CP] = mb * cpt;
     c->time[T_PP] = mb * pp;
     c->time[T_COMPUTE] = mb * (z - rc - tp - cpt - pp);
-    c->time[T_BUBBLE] = pipe - mb * z;
+    /* 1F1B: the pipeline takes (m - 1) z + sum of stage times, so the bubble
+     * is sum - z; interleaved, the fill shrinks by v. Written without the
+     * m z that cancelled to -1e-9 s at m = 2^28. */
+    c->time[T_BUBBLE] = lo->vp > 1 ? (lo->pp - 1) * z / lo->vp : sum - z;
 
     double dp = 0, opt = 0;
     for (int s = 0; s < lo->pp; s++) {

@@ -60,6 +60,9 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
         FAIL("layout: dp*tp*pp*cp = %.0f GPUs is beyond any cluster", (double)lo->dp * lo->tp * lo->pp * lo->cp);
     if (lo->pp > LAYOUT_MAX_PP)
         FAIL("layout: pp %d exceeds the supported %d stages", lo->pp, LAYOUT_MAX_PP);
+    if (spec_params_estimate(m, lo->tp) > SPEC_MAX_PARAMS)
+        FAIL("layout: with the vocabulary padded for tp %d the model has about %.3g parameters, beyond %.0e",
+             lo->tp, spec_params_estimate(m, lo->tp), SPEC_MAX_PARAMS);
     if (m->a % lo->tp != 0)
         FAIL("layout: tp %d does not divide heads %d", lo->tp, m->a);
     if (m->g % lo->tp != 0)

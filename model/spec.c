@@ -25,22 +25,50 @@ int spec_validate(ModelSpec *m, char *err, int errlen)
         }
         m->d_head = m->h / m->a;
     }
-    if (m->f <= 0)
-        m->f = m->mlp == MLP_SWIGLU ? (int)(((8LL * m->h / 3) + 255) / 256 * 256) : 4 * m->h;
+    /* bounds first, so that the derived widths below cannot overflow an int */
+    if ((double)m->L * m->h > 1e9 || (double)m->s > 1e8) {
+        snprintf(err, errlen, "model: shape out of range (layers*hidden %.3g > 1e9 or seq %d > 1e8)",
+                 (double)m->L * m->h, m->s);
+        return -1;
+    }
+    if ((int64_t)m->a * m->d_head > 100000000) {
+        snprintf(err, errlen, "model: heads*head-dim = %d*%d is out of range (at most 1e8)", m->a, m->d_head);
+        return -1;
+    }
+    if (m->f <= 0) {
+        int64_t f = m->mlp == MLP_SWIGLU ? ((8LL * m->h / 3) + 255) / 256 * 256 : 4LL * m->h;
+        if (f > 1000000000) {
+            snprintf(err, errlen, "model: the default ffn of hidden %d is %lld, beyond 1e9 (give --ffn)", m->h,
+                     (long long)f);
+            return -1;
+        }
+        m->f = (int)f;
+    }
     if (m->vocab_div < 0) {
         snprintf(err, errlen, "model: vocab divisor must be >= 0 (got %d)", m->vocab_div);
         return -1;
     }
     if (m->vocab_div == 0)
         m->vocab_div = 128;
-    if ((double)m->L * m->h > 1e9 || (double)m->s > 1e8 || (double)m->f > 1e9) {
-        snprintf(err, errlen, "model: shape out of range (layers*hidden %.3g, seq %d, ffn %d)",
-                 (double)m->L * m->h, m->s, m->f);
+    if ((double)m->f > 1e9) {
+        snprintf(err, errlen, "model: ffn %d is out of range (at most 1e9)", m->f);
+        return -1;
+    }
+    if (spec_params_estimate(m, 1) > SPEC_MAX_PARAMS) {
+        snprintf(err, errlen, "model: about %.3g parameters, beyond the %.0e this model handles",
+                 spec_params_estimate(m, 1), SPEC_MAX_PARAMS);
         return -1;
     }
     if (!m->name[0])
         strcpy(m->name, "custom");
     return 0;
+}
+
+double spec_params_estimate(const ModelSpec *m, int tp)
+{
+    double h = m->h, q = (double)m->a * spec_head_dim(m), f = m->f;
+    double V = ((double)m->vocab + 128.0 * (tp > 0 ? tp : 1)) * h;
+    return (double)m->L * h * (4.0 * q + 3.0 * f + 4.0) + 2.0 * V + (double)m->s * h;
 }
 
 int spec_head_dim(const ModelSpec *m) { return m->d_head > 0 ? m->d_head : m->h / m->a; }

@@ -55,6 +55,12 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
  * Returns 0, or -1 with err filled when the shape is inconsistent. */
 int spec_validate(ModelSpec *m, char *err, int errlen);
 
+/* Upper bound on the parameters of a shape in double arithmetic (no
+ * overflow whatever the fields): spec_validate and layout_check refuse
+ * shapes above SPEC_MAX_PARAMS, which keeps every int64 count below exact. */
+#define SPEC_MAX_PARAMS 1e17
+double spec_params_estimate(const ModelSpec *m, int tp);
+
 int spec_head_dim(const ModelSpec *m);
 int64_t spec_padded_vocab(const ModelSpec *m, int tp);   // V after Megatron padding for this tp
 int spec_q_width(const ModelSpec *m);                    // a * d_head
