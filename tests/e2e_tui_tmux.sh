@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# e2e_tui_tmux.sh — drive the real TUI in a tmux pane: open it, change the
+# GPU count and the layout, check that memory, MFU and days equal what
+# `predict --json` gives for the same inputs, refuse a bad value, load a plan
+# from the plans pane, save the plan, quit; then quit a second one with
+# SIGTERM. Every wait polls capture-pane with a deadline (no fixed sleeps).
+# Needs tmux and python3; skips (77) without tmux.
+set -euo pipefail
+: "${ULTRAPLAN:?set by CTest}"
+command -v tmux >/dev/null || { echo "tmux not installed: skipped"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 not installed: skipped"; exit 77; }
+
+work=$(mktemp -d)
+sock="up-tui-$$"
+T() { tmux -L "$sock" -f /dev/null "$@"; }
+cleanup() { T kill-server 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    echo "---- screen ----" >&2
+    T capture-pane -t tui -p >&2 2>/dev/null || true
+    exit 1
+}
+
+screen() { T capture-pane -t "${1:-tui}" -p; }
+
+# wait_for PATTERN [SESSION]: until the screen matches (extended regex), 20 s at most
+wait_for() {
+    local pat=$1 sess=${2:-tui}
+    for _ in $(seq 200); do
+        if screen "$sess" | grep -Eq -- "$pat"; then return 0; fi
+        sleep 0.1
+    done
+    fail "timed out waiting for /$pat/"
+}
+
+wait_file() {
+    for _ in $(seq 200); do [[ -s $1 ]] && return 0; sleep 0.1; done
+    fail "timed out waiting for $1"
+}
+
+# check_predict FLAGS...: the screen's MFU, days and peak memory equal
+# predict --json for these flags (to the two decimals the TUI prints).
+check_predict() {
+    "$ULTRAPLAN" predict "$@" --json > "$work/predict.json"
+    screen > "$work/screen.txt"
+    python3 - "$work/predict.json" "$work/screen.txt" "$*" <<'EOF' || fail "numbers differ from predict"
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+s = open(sys.argv[2]).read()
+def shown(pat):
+    m = re.search(pat, s)
+    if not m:
+        sys.exit(f"not on screen: /{pat}/")
+    return float(m.group(1))
+want = {
+    "MFU %": (100 * p["throughput"]["mfu"], shown(r"MFU\s+([\d.]+) %")),
+    "days": (p["training"]["days"], shown(r"days\s+([\d.]+)")),
+    "peak GiB": (p["memory"]["peak_bytes"] / 2**30, shown(r"peak ([\d.]+) GiB")),
+    "step s": (p["time"]["step_s"], shown(r"step\s+([\d.]+) s")),
+}
+bad = [f"{k}: screen {got} vs predict {w:.4f}" for k, (w, got) in want.items() if abs(round(w, 2 if k != "step s" else 3) - got) > 0.0051]
+if bad:
+    sys.exit(f"predict {sys.argv[3]}: " + "; ".join(bad))
+print(f"ok: {sys.argv[3]}: " + ", ".join(f"{k} {got}" for k, (w, got) in want.items()))
+EOF
+}
+
+model=(--params 175B --gpu h100-sxm)
+cd "$work"
+T new-session -d -s tui -x 120 -y 40 \
+    "TERM=xterm-256color '$ULTRAPLAN' tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-color; echo \$? > '$work/exit1'; sleep 60"
+
+# 1. opens, shows the inputs given
+wait_for 'gpt3-175b on 512 x h100-sxm  tp 8 pp 8 dp 8'
+wait_for 'MFU +[0-9.]+ %'
+check_predict "${model[@]}" --gpus 512 --tp 8 --pp 8
+
+# 2. GPUs 512 -> 1024 with the + key (field 2)
+T send-keys -t tui Down Right
+wait_for 'on 1024 x h100-sxm  tp 8 pp 8 dp 16'
+check_predict "${model[@]}" --gpus 1024 --tp 8 --pp 8
+
+# 3. a value that does not divide is refused in place, with the reason
+T send-keys -t tui 1 0 0 Enter
+wait_for 'GPUs: refused: GPUs 100 is not a multiple of tp\*pp\*cp'
+wait_for 'on 1024 x h100-sxm'
+
+# 4. the layout: pp typed as 4 (8 fields down), then ZeRO stepped to zero1
+T send-keys -t tui Down Down Down Down Down Down Down Down 4 Enter
+wait_for 'tp 8 pp 4 dp 32'
+T send-keys -t tui Down Down Down Down Down Right
+wait_for 'ZeRO +zero1'
+check_predict "${model[@]}" --gpus 1024 --tp 8 --pp 4 --zero 1
+T send-keys -t tui Down Right
+wait_for 'recompute +selective'
+check_predict "${model[@]}" --gpus 1024 --tp 8 --pp 4 --zero 1 --recompute selective
+
+# 5. pin, change, see a difference, unpin
+T send-keys -t tui p
+wait_for 'PINNED'
+T send-keys -t tui Left
+wait_for 'recompute +none +\(selective\)'
+T send-keys -t tui p
+wait_for 'baseline unpinned'
+
+# 6. the plans pane fills in the background; Tab + Enter loads the best plan
+wait_for 'Plans: top [0-9]+'
+T send-keys -t tui Tab Enter
+wait_for 'loaded plan 1: tp [0-9]+ pp [0-9]+'
+loaded=$(screen | grep -Eo 'loaded plan 1: tp [0-9]+ pp [0-9]+ vp [0-9]+ cp [0-9]+ dp [0-9]+ mbs [0-9]+ [a-z0-9]+')
+echo "ok: $loaded"
+# the loaded plan's MFU on the Time pane is the plan row's MFU
+mfu_plan=$(screen | grep -E '>1 ' | grep -Eo '[0-9]+\.[0-9]{2} +[0-9]+\.[0-9]{2} +[0-9]+\.[0-9]{2}' | head -1 | awk '{print $1}')
+mfu_time=$(screen | grep -Eo 'MFU +[0-9.]+ %' | head -1 | awk '{print $2}')
+[[ -n $mfu_plan && $mfu_plan == "$mfu_time" ]] || fail "plan row MFU '$mfu_plan' != time pane MFU '$mfu_time'"
+echo "ok: plan 1 MFU $mfu_plan on both panes"
+
+# 7. save the plan; it is a plan file predict's numbers can be checked against
+T send-keys -t tui s
+wait_for 'saved plan.json'
+wait_file "$work/plan.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format"]=="ultraplan.plan/1", d["format"]' "$work/plan.json" \
+    || fail "plan.json is not a plan file"
+T send-keys -t tui m
+wait_for 'Megatron'
+echo "ok: saved plan.json"
+
+# 8. help overlay opens and closes, q quits with status 0 and the screen restored
+T send-keys -t tui '?'
+wait_for 'any key closes this help'
+T send-keys -t tui x
+T send-keys -t tui q
+wait_file "$work/exit1"
+[[ $(cat "$work/exit1") == 0 ]] || fail "tui exited with $(cat "$work/exit1")"
+screen | grep -q 'Inputs' && fail "the TUI's screen is still up after quitting"
+echo "ok: q quits with 0, terminal restored"
+
+# 9. SIGTERM (a signal handler only sets a flag) also restores the terminal
+T new-session -d -s sig -x 80 -y 24 \
+    "sh -c 'echo \$\$ > \"$work/pid\"; exec \"$ULTRAPLAN\" tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-plans'; echo \$? > '$work/exit2'; sleep 60"
+wait_for 'MFU +[0-9.]+ %' sig
+wait_file "$work/pid"
+kill -TERM "$(cat "$work/pid")"
+wait_file "$work/exit2"
+screen sig | grep -q 'Inputs' && fail "the screen is still up after SIGTERM"
+echo "ok: SIGTERM exits with $(cat "$work/exit2"), terminal restored"
+echo "PASS"

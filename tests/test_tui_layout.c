@@ -1,0 +1,441 @@
+/* test_tui_layout.c — the TUI's pure parts: pane rectangles for terminal
+ * sizes (80x24, 120x40, tiny ones, every size in a range), the key table,
+ * knob editing with refusal, evaluation against cost(), the pin, panes drawn
+ * into a canvas, and the run.json reader. No terminal is needed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "canvas.h"
+#include "follow.h"
+#include "layout.h"
+#include "panes.h"
+#include "state.h"
+
+/* ---- layout ---------------------------------------------------------------- */
+
+static bool inside(const TuiRect *r, int rows, int cols)
+{
+    return r->y >= 0 && r->x >= 0 && r->y + r->h <= rows && r->x + r->w <= cols;
+}
+
+static bool overlap(const TuiRect *a, const TuiRect *b)
+{
+    if (!tui_rect_visible(a) || !tui_rect_visible(b))
+        return false;
+    return a->y < b->y + b->h && b->y < a->y + a->h && a->x < b->x + b->w && b->x < a->x + a->w;
+}
+
+/* Every visible rectangle on screen, none overlapping, inputs tall enough. */
+static void check_layout(int rows, int cols, bool mon, TuiView view)
+{
+    TuiLayout l;
+    tui_layout(rows, cols, mon, view, &l);
+    if (l.too_small)
+        return;
+    const TuiRect *all[] = {&l.title, &l.inputs, &l.memory, &l.time, &l.plans, &l.monitor, &l.status};
+    int n = (int)(sizeof all / sizeof *all);
+    for (int i = 0; i < n; i++) {
+        if (!tui_rect_visible(all[i]))
+            continue;
+        if (!inside(all[i], rows, cols)) {
+            print_error("%dx%d: rect %d (%d,%d %dx%d) leaves the screen\n", cols, rows, i, all[i]->y, all[i]->x,
+                        all[i]->h, all[i]->w);
+            fail();
+        }
+        for (int j = i + 1; j < n; j++)
+            if (overlap(all[i], all[j])) {
+                print_error("%dx%d: rects %d and %d overlap\n", cols, rows, i, j);
+                fail();
+            }
+    }
+    assert_true(l.inputs.h >= TUI_INPUTS_ROWS);
+    assert_true(l.memory.h >= 6);
+    assert_int_equal(l.title.h, 1);
+    assert_int_equal(l.status.y, rows - 1);
+}
+
+static void test_layout_80x24(void **unused)
+{
+    (void)unused;
+    TuiLayout l;
+    tui_layout(24, 80, false, VIEW_TIME, &l);
+    assert_false(l.too_small);
+    assert_true(l.compact);
+    assert_true(tui_rect_visible(&l.inputs) && tui_rect_visible(&l.memory) && tui_rect_visible(&l.time));
+    assert_false(tui_rect_visible(&l.plans));
+    assert_int_equal(l.inputs.h, 22);
+    assert_int_equal(l.memory.h + l.time.h, 22);
+    assert_true(l.time.h >= 13);
+    /* the view swaps the lower-right pane, same place */
+    TuiLayout p;
+    tui_layout(24, 80, false, VIEW_PLANS, &p);
+    assert_true(tui_rect_visible(&p.plans));
+    assert_false(tui_rect_visible(&p.time));
+    assert_memory_equal(&p.plans, &l.time, sizeof p.plans);
+    /* the run view needs --follow */
+    tui_layout(24, 80, false, VIEW_MONITOR, &p);
+    assert_true(tui_rect_visible(&p.time));
+    tui_layout(24, 80, true, VIEW_MONITOR, &p);
+    assert_true(tui_rect_visible(&p.monitor));
+    for (int v = 0; v < VIEW_COUNT; v++) {
+        check_layout(24, 80, false, (TuiView)v);
+        check_layout(24, 80, true, (TuiView)v);
+    }
+}
+
+static void test_layout_120x40(void **unused)
+{
+    (void)unused;
+    TuiLayout l;
+    tui_layout(40, 120, false, VIEW_TIME, &l);
+    assert_false(l.too_small);
+    assert_false(l.compact);
+    assert_true(tui_rect_visible(&l.inputs) && tui_rect_visible(&l.memory) && tui_rect_visible(&l.time) &&
+                tui_rect_visible(&l.plans));
+    assert_false(tui_rect_visible(&l.monitor));
+    assert_int_equal(l.inputs.w + l.memory.w, 120);
+    assert_int_equal(l.inputs.h + l.time.h, 38);
+    assert_int_equal(l.memory.h + l.plans.h, 38);
+    tui_layout(40, 120, true, VIEW_TIME, &l);
+    assert_true(tui_rect_visible(&l.monitor) && tui_rect_visible(&l.plans));
+    check_layout(40, 120, false, VIEW_TIME);
+    check_layout(40, 120, true, VIEW_TIME);
+}
+
+static void test_layout_tiny(void **unused)
+{
+    (void)unused;
+    int sizes[][2] = {{0, 0}, {1, 1}, {5, 20}, {21, 80}, {24, 63}, {10, 200}, {200, 10}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        TuiLayout l;
+        tui_layout(sizes[i][0], sizes[i][1], true, VIEW_TIME, &l);
+        assert_true(l.too_small);
+        assert_false(tui_rect_visible(&l.inputs));
+        assert_false(tui_rect_visible(&l.memory));
+    }
+    TuiLayout l;
+    tui_layout(TUI_MIN_ROWS, TUI_MIN_COLS, false, VIEW_TIME, &l);
+    assert_false(l.too_small);
+}
+
+static void test_layout_every_size(void **unused)
+{
+    (void)unused;
+    for (int rows = TUI_MIN_ROWS; rows <= 80; rows++)
+        for (int cols = TUI_MIN_COLS; cols <= 260; cols += 3)
+            for (int v = 0; v < VIEW_COUNT; v++) {
+                check_layout(rows, cols, false, (TuiView)v);
+                check_layout(rows, cols, true, (TuiView)v);
+            }
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+/* 175B on 512 H100, tp 8 pp 8, as the command line would give it. */
+static void inputs_175b(CliInputs *in)
+{
+    char err[256];
+    args_init(in);
+    const struct option *o = args_common_options();
+    struct { const char *name, *arg; } flags[] = {{"params", "175B"}, {"gpus", "512"}, {"tp", "8"}, {"pp", "8"}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        int id = -1;
+        for (int k = 0; o[k].name; k++)
+            if (!strcmp(o[k].name, flags[i].name))
+                id = o[k].val;
+        assert_int_not_equal(id, -1);
+        assert_int_equal(args_handle(in, id, flags[i].arg, err, sizeof err), 0);
+    }
+    if (args_finish(in, true, err, sizeof err) != 0) {
+        print_error("%s\n", err);
+        fail();
+    }
+}
+
+static TuiState *new_state(void)
+{
+    CliInputs in;
+    inputs_175b(&in);
+    TuiState *st = malloc(sizeof *st);
+    assert_non_null(st);
+    state_init(st, &in, 2.0);
+    return st;
+}
+
+/* The state's numbers are cost() of the same inputs, nothing else. */
+static void assert_cost_of_inputs(const TuiState *st)
+{
+    Cost *c = malloc(sizeof *c);
+    Layout lo = st->in.layout;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &st->in.model, &st->in.hw, err, sizeof err), 0);
+    cost(&st->in.model, &st->in.hw, &lo, &st->in.opts, c);
+    assert_true(c->step_s == st->cost.step_s);
+    assert_true(c->peak_bytes == st->cost.peak_bytes);
+    assert_true(c->thr.mfu == st->cost.thr.mfu);
+    assert_true(c->train.days == st->cost.train.days);
+    free(c);
+}
+
+static void test_key_table(void **unused)
+{
+    (void)unused;
+    int n;
+    const TuiKeyBinding *k = tui_keys(&n);
+    assert_true(n > 10);
+    bool seen[A_COUNT] = {false};
+    for (int i = 0; i < n; i++) {
+        assert_true(k[i].action > A_NONE && k[i].action < A_COUNT);
+        seen[k[i].action] = true;
+        for (int j = i + 1; j < n; j++)
+            assert_int_not_equal(k[i].key, k[j].key);   /* one action per key */
+        if (k[i].help)
+            assert_non_null(k[i].name);
+    }
+    for (int a = A_NONE + 1; a < A_COUNT; a++)
+        assert_true(seen[a]);                            /* every action has a key */
+    assert_int_equal(tui_key_action('q'), A_QUIT);
+    assert_int_equal(tui_key_action('?'), A_HELP);
+    assert_int_equal(tui_key_action('7'), A_NONE);       /* digits type */
+}
+
+static void test_edit_gpus_and_layout(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    assert_int_equal(st->in.layout.dp, 8);
+    assert_cost_of_inputs(st);
+    double days512 = st->cost.train.days;
+    /* + on GPUs doubles them, dp follows */
+    st->sel = F_GPUS;
+    assert_int_equal(state_key(st, '+'), A_NONE);
+    assert_int_equal(layout_gpus(&st->in.layout), 1024);
+    assert_int_equal(st->in.layout.dp, 16);
+    assert_cost_of_inputs(st);
+    assert_true(st->cost.train.days < days512);
+    /* typing a value */
+    assert_int_equal(state_key(st, '2'), A_NONE);
+    assert_true(st->editing);
+    state_key(st, '5');
+    state_key(st, '6');
+    state_key(st, TK_ENTER);
+    assert_false(st->editing);
+    assert_int_equal(layout_gpus(&st->in.layout), 256);
+    assert_int_equal(st->in.layout.dp, 4);
+    /* a GPU count that does not divide is refused, state unchanged, reason given */
+    Cost *before = malloc(sizeof *before);
+    *before = st->cost;
+    assert_int_equal(state_set(st, F_GPUS, "100"), -1);
+    assert_true(st->msg_error);
+    assert_non_null(strstr(st->msg, "not a multiple of tp*pp*cp"));
+    assert_int_equal(layout_gpus(&st->in.layout), 256);
+    assert_true(before->step_s == st->cost.step_s);
+    free(before);
+    /* tp 16 divides 96 heads, tp 64 does not */
+    assert_int_equal(state_set(st, F_TP, "16"), 0);
+    assert_int_equal(st->in.layout.dp, 2);
+    assert_int_equal(state_set(st, F_GPUS, "512"), 0);
+    assert_int_equal(st->in.layout.dp, 4);
+    assert_int_equal(state_set(st, F_TP, "64"), -1);
+    assert_non_null(strstr(st->msg, "does not divide heads"));
+    assert_int_equal(st->bad_field, -1);   /* only keys mark the field */
+    assert_int_equal(st->in.layout.tp, 16);
+    assert_int_equal(state_set(st, F_GPUS, "256"), 0);
+    assert_int_equal(st->in.layout.dp, 2);
+    /* dp is derived */
+    assert_int_equal(state_step(st, F_DP, +1), -1);
+    /* pp skips values that do not divide the GPUs: 8 -> 16 (9..15 refused) */
+    assert_int_equal(state_step(st, F_PP, +1), 0);
+    assert_int_equal(st->in.layout.pp, 16);
+    assert_int_equal(st->in.layout.dp, 1);
+    int sum = 0;
+    for (int s = 0; s < st->in.layout.pp; s++)
+        sum += st->in.layout.layers[s];
+    assert_int_equal(sum, 96);
+    assert_cost_of_inputs(st);
+    /* recomputation and ZeRO cycle */
+    assert_int_equal(state_set(st, F_RECOMPUTE, "full"), 0);
+    assert_int_equal(st->in.layout.full_rc[0], st->in.layout.layers[0]);
+    assert_int_equal(state_set(st, F_ZERO, "3"), -1);     /* ZeRO-3 with pp > 1 */
+    assert_non_null(strstr(st->msg, "ZeRO-3"));
+    assert_int_equal(state_set(st, F_ZERO, "distopt"), 0);
+    assert_cost_of_inputs(st);
+    assert_int_equal(state_set(st, F_MODEL, "nonsense"), -1);
+    assert_int_equal(state_set(st, F_MODEL, "llama2-70b"), -1);   /* tp 16 vs its 8 KV heads */
+    assert_non_null(strstr(st->msg, "kv-heads"));
+    assert_int_equal(state_set(st, F_TP, "8"), 0);
+    assert_int_equal(state_set(st, F_MODEL, "llama2-70b"), 0);
+    assert_string_equal(st->in.model.name, "llama2-70b");
+    assert_int_equal(state_set(st, F_GPU, "h200"), 0);
+    assert_cost_of_inputs(st);
+    free(st);
+}
+
+static void test_pin(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    unsigned gen = st->problem_gen;
+    assert_int_equal(state_key(st, 'p'), A_NONE);
+    assert_true(st->pinned);
+    char pin[64];
+    state_field_pin_text(st, F_GPUS, pin, sizeof pin);
+    assert_string_equal(pin, "");
+    assert_int_equal(state_set(st, F_GPUS, "1024"), 0);
+    assert_true(st->problem_gen != gen);     /* the planner re-runs on GPU changes */
+    state_field_pin_text(st, F_GPUS, pin, sizeof pin);
+    assert_string_equal(pin, "512");
+    assert_true(st->pin_cost.train.days > st->cost.train.days);
+    gen = st->problem_gen;
+    assert_int_equal(state_set(st, F_MBS, "2"), 0);
+    assert_true(st->problem_gen == gen);     /* ... not on layout knobs */
+    state_key(st, 'p');
+    assert_false(st->pinned);
+    free(st);
+}
+
+static void test_load_plan(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    /* a plan with uneven stages and per-stage recomputation */
+    TuiPlanRow *p = &st->plans[0];
+    memset(p, 0, sizeof *p);
+    p->layout = st->in.layout;
+    p->layout.tp = 4;
+    p->layout.pp = 4;
+    p->layout.dp = 32;
+    int layers[4] = {23, 25, 25, 23};
+    for (int s = 0; s < 4; s++) {
+        p->layout.layers[s] = layers[s];
+        p->layout.full_rc[s] = s < 2 ? 5 : 0;
+        p->layout.sel_rc[s] = 0;
+    }
+    for (int s = 4; s < LAYOUT_MAX_PP; s++)
+        p->layout.layers[s] = p->layout.full_rc[s] = p->layout.sel_rc[s] = 0;
+    st->n_plans = 1;
+    st->focus = FOCUS_INPUTS;
+    assert_int_equal(state_key(st, TK_TAB), A_NONE);
+    assert_int_equal(st->focus, FOCUS_PLANS);
+    assert_int_equal(state_key(st, TK_ENTER), A_NONE);
+    assert_int_equal(st->in.layout.tp, 4);
+    assert_int_equal(st->in.layout.layers[1], 25);
+    assert_int_equal(st->in.layout.full_rc[1], 5);
+    assert_true(st->rc_mixed);
+    char v[64];
+    state_field_text(st, F_RECOMPUTE, v, sizeof v);
+    assert_string_equal(v, "per-stage");
+    assert_cost_of_inputs(st);
+    /* a knob that keeps the split keeps the plan's recomputation */
+    assert_int_equal(state_set(st, F_MBS, "2"), 0);
+    assert_int_equal(st->in.layout.full_rc[1], 5);
+    /* changing pp re-splits evenly */
+    assert_int_equal(state_set(st, F_PP, "8"), 0);
+    assert_false(st->rc_mixed);
+    assert_int_equal(st->in.layout.layers[1], 12);
+    free(st);
+}
+
+/* ---- panes ------------------------------------------------------------------ */
+
+static bool canvas_has(const Canvas *cv, const char *text)
+{
+    char line[512];
+    for (int y = 0; y < cv->rows; y++) {
+        canvas_row_text(cv, y, line, sizeof line);
+        if (strstr(line, text))
+            return true;
+    }
+    return false;
+}
+
+static void test_panes_render(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    int sizes[][2] = {{24, 80}, {40, 120}, {22, 64}, {60, 200}, {10, 30}};
+    char want[64];
+    snprintf(want, sizeof want, "%.2f %%", 100 * st->cost.thr.mfu);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        Canvas cv;
+        assert_int_equal(canvas_init(&cv, sizes[i][0], sizes[i][1]), 0);
+        TuiLayout l;
+        tui_layout(cv.rows, cv.cols, false, VIEW_TIME, &l);
+        panes_render(st, &l, &cv);
+        if (l.too_small) {
+            assert_true(canvas_has(&cv, "too small"));
+        } else {
+            assert_true(canvas_has(&cv, want));
+            assert_true(canvas_has(&cv, "gpt3-175b"));
+            assert_true(canvas_has(&cv, "peak"));
+        }
+        st->help = true;
+        panes_render(st, &l, &cv);
+        st->help = false;
+        canvas_free(&cv);
+    }
+    /* a layout that does not fit shows the overflow */
+    assert_int_equal(state_set(st, F_PP, "1"), 0);
+    Canvas cv;
+    assert_int_equal(canvas_init(&cv, 40, 120), 0);
+    TuiLayout l;
+    tui_layout(40, 120, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, "OVER by"));
+    assert_true(canvas_has(&cv, "!!!"));
+    canvas_free(&cv);
+    free(st);
+}
+
+/* ---- run.json --------------------------------------------------------------- */
+
+static void test_follow_parse(void **unused)
+{
+    (void)unused;
+    TuiRun *run = malloc(sizeof *run);
+    follow_init(run, "run.json");
+    assert_int_equal(follow_parse(run, "{\"format\":\"ultraplan.run/1\",\"status\":\"running\",\"steps\":["
+                                       "{\"step\":1,\"time_s\":2.5,\"loss\":10.9},"
+                                       "{\"step\":2,\"step_s\":2.0,\"loss\":9.5,\"mfu\":0.41},"
+                                       "{\"step\":3}]}"), 0);
+    assert_true(run->loaded);
+    assert_int_equal(run->steps, 3);
+    assert_true(run->time_s[0] == 2.5 && run->time_s[1] == 2.0 && run->time_s[2] < 0);
+    assert_true(run->mfu[1] == 0.41 && run->mfu[0] < 0);
+    assert_string_equal(run->status, "running");
+    /* a half-written file keeps the last good reading */
+    assert_int_equal(follow_parse(run, "{\"steps\":[{\"time_s\":"), -1);
+    assert_int_equal(run->steps, 3);
+    assert_true(run->err[0] != 0);
+    assert_int_equal(follow_parse(run, "{\"format\":\"ultraplan.plan/1\"}"), -1);
+    assert_int_equal(follow_parse(run, "{\"steps\":5}"), -1);
+    assert_int_equal(follow_parse(run, "{}"), 0);
+    assert_int_equal(run->steps, 0);
+    free(run);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_80x24),
+        cmocka_unit_test(test_layout_120x40),
+        cmocka_unit_test(test_layout_tiny),
+        cmocka_unit_test(test_layout_every_size),
+        cmocka_unit_test(test_key_table),
+        cmocka_unit_test(test_edit_gpus_and_layout),
+        cmocka_unit_test(test_pin),
+        cmocka_unit_test(test_load_plan),
+        cmocka_unit_test(test_panes_render),
+        cmocka_unit_test(test_follow_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
