@@ -2,6 +2,7 @@
 #include "runlog.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void runlog_init(RunLog *r, double flops_per_token, double peak)
@@ -58,12 +59,34 @@ void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, d
     cJSON_AddItemToObject(s, "phases_s", phases_json(t));
     cJSON_AddItemToArray(r->steps, s);
     if (r->n > 1) {   // the first step is warm-up
-        for (int k = 0; k < PH_COUNT; k++)
-            r->sum_t[k] += t[k];
-        r->sum_step += st->step_s;
+        if (r->nsum == r->cap) {
+            r->cap = r->cap ? 2 * r->cap : 64;
+            r->hist = realloc(r->hist, (size_t)r->cap * (PH_COUNT + 1) * sizeof *r->hist);
+        }
+        double *h = r->hist + (size_t)r->nsum * (PH_COUNT + 1);
+        memcpy(h, t, sizeof t);
+        h[PH_COUNT] = st->step_s;
         r->nsum++;
     }
-    r->sum_loss = st->loss;
+    r->last_loss = st->loss;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of column k of the history. */
+static double median(const RunLog *r, int k)
+{
+    if (!r->nsum)
+        return 0;
+    double v[r->nsum];
+    for (int i = 0; i < r->nsum; i++)
+        v[i] = r->hist[(size_t)i * (PH_COUNT + 1) + k];
+    qsort(v, r->nsum, sizeof v[0], cmp_double);
+    return r->nsum % 2 ? v[r->nsum / 2] : 0.5 * (v[r->nsum / 2 - 1] + v[r->nsum / 2]);
 }
 
 cJSON *runlog_finish(RunLog *r, const Exec *e)
@@ -81,6 +104,8 @@ cJSON *runlog_finish(RunLog *r, const Exec *e)
     if (e->d.rank != 0) {
         cJSON_Delete(r->steps);
         r->steps = NULL;
+        free(r->hist);
+        r->hist = NULL;
         return NULL;
     }
     cJSON *doc = cJSON_CreateObject();
@@ -91,17 +116,18 @@ cJSON *runlog_finish(RunLog *r, const Exec *e)
     cJSON_AddNumberToObject(doc, "flops_per_token", r->flops_per_token);
     cJSON_AddNumberToObject(doc, "peak_flops_per_rank", r->peak);
     cJSON *sum = cJSON_CreateObject();
-    int n = r->nsum ? r->nsum : 1;
-    double step = r->nsum ? r->sum_step / n : 0;
+    double step = median(r, PH_COUNT);
     double mean_t[PH_COUNT];
     for (int k = 0; k < PH_COUNT; k++)
-        mean_t[k] = r->sum_t[k] / n;
+        mean_t[k] = median(r, k);
     double ts = step > 0 ? (double)e->lo.gbs * e->T / step : 0;
     cJSON_AddNumberToObject(sum, "steps_averaged", r->nsum);
     cJSON_AddNumberToObject(sum, "step_s", step);
     cJSON_AddNumberToObject(sum, "tokens_per_s", ts);
     cJSON_AddNumberToObject(sum, "mfu", r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0);
-    cJSON_AddNumberToObject(sum, "final_loss", r->sum_loss);
+    cJSON_AddNumberToObject(sum, "final_loss", r->last_loss);
+    free(r->hist);
+    r->hist = NULL;
     cJSON_AddItemToObject(sum, "phases_s", phases_json(mean_t));
     cJSON_AddItemToObject(doc, "summary", sum);
     cJSON_AddItemToObject(doc, "steps", r->steps);

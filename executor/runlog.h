@@ -3,8 +3,8 @@
  * (the maximum over ranks: the critical path), and per rank the bytes
  * allocated by category and the process's peak RSS (VmHWM).
  *
- * The first step is reported but left out of the summary (warm-up: first
- * touch of the slabs, BLAS thread start).
+ * The summary is the median over the steps after the first (warm-up: first
+ * touch of the slabs, BLAS thread start); medians resist a noisy neighbour.
  */
 #ifndef ULTRAPLAN_EXECUTOR_RUNLOG_H
 #define ULTRAPLAN_EXECUTOR_RUNLOG_H
@@ -19,7 +19,9 @@ typedef struct {
     cJSON *steps;          // rank 0 only
     double flops_per_token;   // model FLOPs per token (the plan's convention)
     double peak;           // FLOP/s of one rank (the profile's peak for the precision)
-    double sum_t[PH_COUNT], sum_step, sum_loss;
+    double *hist;          // (cap, PH_COUNT + 1) phases and step time of the averaged steps
+    int cap;
+    double last_loss;
     int n, nsum;
 } RunLog;
 

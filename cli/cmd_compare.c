@@ -1,0 +1,186 @@
+/* cmd_compare.c — `ultraplan compare plan.json run.json`: the plan's
+ * prediction against what `run` measured, phase by phase, with the error of
+ * each (error = (measured − predicted) / measured). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "command.h"
+#include "report.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static double num(const cJSON *o, const char *k, int *ok)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(v)) {
+        *ok = 0;
+        return 0;
+    }
+    return v->valuedouble;
+}
+
+static double err_pct(double pred, double meas) { return meas != 0 ? 100.0 * (pred - meas) / meas : 0; }
+
+static void add_row(cJSON *arr, FILE *f, const char *name, double pred, double meas, const char *unit,
+                    double scale)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "predicted", pred);
+    cJSON_AddNumberToObject(r, "measured", meas);
+    cJSON_AddNumberToObject(r, "error_pct", err_pct(pred, meas));
+    cJSON_AddItemToObject(arr, name, r);
+    if (f)
+        fprintf(f, "  %-22s %14.4f %14.4f %10s %+9.1f%%\n", name, pred * scale, meas * scale, unit,
+                err_pct(pred, meas));
+}
+
+static int compare_main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'},
+                                         {"output", required_argument, 0, 'o'}, {0, 0, 0, 0}};
+    int c, json = 0;
+    const char *out = NULL;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (c == 'h') {
+            printf("usage: ultraplan compare plan.json run.json [--json] [-o FILE]\n\n"
+                   "Predicted vs measured: step time and each phase, tokens/s, MFU, memory per rank.\n"
+                   "error = (predicted - measured) / measured.\n");
+            return 0;
+        } else if (c == 'j') {
+            json = 1;
+        } else if (c == 'o') {
+            out = optarg;
+        } else {
+            fprintf(stderr, "ultraplan compare: option %s: unknown or missing its value\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (argc - optind != 2) {
+        fprintf(stderr, "ultraplan compare: give a plan file and a run file (see --help)\n");
+        return 2;
+    }
+    const char *plan = argv[optind], *runp = argv[optind + 1];
+    char err[1024];
+    PlanFile pf;
+    if (planfile_read(plan, &pf, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan compare: %s\n", err);
+        return 1;
+    }
+    char *text = slurp(runp);
+    if (!text) {
+        fprintf(stderr, "ultraplan compare: cannot read %s\n", runp);
+        return 1;
+    }
+    cJSON *run = cJSON_Parse(text);
+    free(text);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(run, "format");
+    if (!run || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "ultraplan.run/1") != 0) {
+        fprintf(stderr, "ultraplan compare: %s: field \"format\": expected \"ultraplan.run/1\"\n", runp);
+        cJSON_Delete(run);
+        return 1;
+    }
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(run, "summary");
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(sum, "phases_s");
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(run, "memory");
+    int ok = 1;
+    double step = num(sum, "step_s", &ok), tok = num(sum, "tokens_per_s", &ok), mfu = num(sum, "mfu", &ok);
+    double fwd = num(ph, "forward", &ok), bwd = num(ph, "backward", &ok), rc = num(ph, "recompute", &ok);
+    double tp = num(ph, "tp_comm", &ok), pp = num(ph, "pp_wait", &ok), dp = num(ph, "dp_comm", &ok);
+    double opt = num(ph, "optimizer", &ok);
+    if (!ok || !cJSON_IsArray(mem)) {
+        fprintf(stderr, "ultraplan compare: %s: missing summary, phases_s or memory (not a finished run?)\n", runp);
+        cJSON_Delete(run);
+        return 1;
+    }
+    const Cost *k = &pf.cost;
+    FILE *f = json ? NULL : stdout;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "format", "ultraplan.compare/1");
+    if (f)
+        printf("%s vs %s\n  %-22s %14s %14s %10s %10s\n", plan, runp, "", "predicted", "measured", "unit", "error");
+    cJSON *rows = cJSON_CreateObject();
+    add_row(rows, f, "step_time", k->step_s, step, "ms", 1e3);
+    add_row(rows, f, "compute", k->time[T_COMPUTE], fwd + bwd, "ms", 1e3);
+    add_row(rows, f, "recompute", k->time[T_RECOMPUTE], rc, "ms", 1e3);
+    add_row(rows, f, "tp_comm", k->time[T_TP], tp, "ms", 1e3);
+    add_row(rows, f, "pp_wait+bubble", k->time[T_PP] + k->time[T_BUBBLE], pp, "ms", 1e3);
+    add_row(rows, f, "dp_comm", k->time[T_DP], dp, "ms", 1e3);
+    add_row(rows, f, "optimizer", k->time[T_OPTIM], opt, "ms", 1e3);
+    add_row(rows, f, "tokens_per_s", k->thr.tokens_per_s, tok, "tok/s", 1);
+    add_row(rows, f, "mfu", k->thr.mfu, mfu, "%", 100);
+    cJSON_AddItemToObject(doc, "step_time", cJSON_DetachItemFromObject(rows, "step_time"));
+    cJSON_AddItemToObject(doc, "phases", rows);
+    /* step_time.{predicted_s, measured_s, error_pct} as scripts read them */
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_time");
+    cJSON_AddNumberToObject(st, "predicted_s", k->step_s);
+    cJSON_AddNumberToObject(st, "measured_s", step);
+
+    cJSON *mj = cJSON_CreateArray();
+    static const char *cats[] = {"weights", "grads", "optim", "acts", "buffers"};
+    static const int kinds[] = {MEM_WEIGHTS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_BUFFERS};
+    if (f)
+        printf("\n  memory per rank (MiB)   predicted / measured (error)\n");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, mem) {
+        int okm = 1, s = (int)num(r, "stage", &okm), rank = (int)num(r, "rank", &okm);
+        if (!okm || s < 0 || s >= pf.cost.pp)
+            continue;
+        const StageMem *sm = &k->stage[s];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", rank);
+        cJSON_AddNumberToObject(e, "stage", s);
+        if (f)
+            printf("  rank %-3d stage %-2d", rank, s);
+        for (int i = 0; i < 5; i++) {
+            double meas = num(r, cats[i], &okm), pred = sm->bytes[kinds[i]];
+            cJSON *c2 = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c2, "predicted", pred);
+            cJSON_AddNumberToObject(c2, "measured", meas);
+            cJSON_AddNumberToObject(c2, "error_pct", err_pct(pred, meas));
+            cJSON_AddItemToObject(e, cats[i], c2);
+            if (f)
+                printf(" %s %.2f/%.2f (%+.0f%%)", cats[i], pred / 1048576, meas / 1048576, err_pct(pred, meas));
+        }
+        cJSON_AddNumberToObject(e, "rss_peak", num(r, "rss_peak", &okm));
+        if (f)
+            printf(" rss %.1f\n", num(r, "rss_peak", &okm) / 1048576);
+        cJSON_AddItemToArray(mj, e);
+    }
+    cJSON_AddItemToObject(doc, "memory", mj);
+    int rcode = 0;
+    if (json || out) {
+        char *s = cJSON_Print(doc);
+        if (!s || report_write_atomic(out ? out : "-", s, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan compare: %s\n", s ? err : "out of memory");
+            rcode = 1;
+        }
+        free(s);
+    }
+    cJSON_Delete(doc);
+    cJSON_Delete(run);
+    return rcode;
+}
+
+const Command cmd_compare = {"compare", "predicted vs measured: plan.json against run.json", compare_main};
