@@ -67,10 +67,16 @@ print(f"ok: {sys.argv[3]}: " + ", ".join(f"{k} {got}" for k, (w, got) in want.it
 EOF
 }
 
+# Under the sanitizer build: GLPK keeps one environment per thread that
+# called it and frees it only on glp_free_env() from that thread, which the
+# planner does not expose yet; the TUI's search thread leaves that behind.
+printf 'leak:glp_init_env\n' > "$work/lsan.supp"
+export LSAN_OPTIONS="suppressions=$work/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
 model=(--params 175B --gpu h100-sxm)
 cd "$work"
 T new-session -d -s tui -x 120 -y 40 \
-    "TERM=xterm-256color '$ULTRAPLAN' tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-color; echo \$? > '$work/exit1'; sleep 60"
+    "LSAN_OPTIONS='$LSAN_OPTIONS' TERM=xterm-256color '$ULTRAPLAN' tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-color; echo \$? > '$work/exit1'; sleep 60"
 
 # 1. opens, shows the inputs given
 wait_for 'gpt3-175b on 512 x h100-sxm  tp 8 pp 8 dp 8'
@@ -124,8 +130,11 @@ wait_file "$work/plan.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format"]=="ultraplan.plan/1", d["format"]' "$work/plan.json" \
     || fail "plan.json is not a plan file"
 T send-keys -t tui m
-wait_for 'Megatron'
-echo "ok: saved plan.json"
+wait_for 'saved Megatron-LM arguments to megatron_args.txt'
+wait_file "$work/megatron_args.txt"
+grep -q -- "--pipeline-model-parallel-size $(echo "$loaded" | awk '{print $7}')" "$work/megatron_args.txt" \
+    || fail "megatron_args.txt does not carry the loaded plan's pp"
+echo "ok: saved plan.json and megatron_args.txt"
 
 # 8. help overlay opens and closes, q quits with status 0 and the screen restored
 T send-keys -t tui '?'

@@ -160,12 +160,17 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
     int yp = r->y + r->h - 2;
     int rows = ih - 1;
     char buf[160];
-    if (c->fits)
-        snprintf(buf, sizeof buf, "peak %.2f GiB (stage %d) of %.2f GiB: fits, %.0f%%", c->peak_bytes / GIB,
-                 c->peak_stage, c->capacity_bytes / GIB, 100 * c->peak_bytes / c->capacity_bytes);
+    double pk = c->peak_bytes / GIB, cap = c->capacity_bytes / GIB;
+    if (c->fits && iw >= 60)
+        snprintf(buf, sizeof buf, "peak %.2f GiB (stage %d) of %.2f GiB: fits, %.0f%%", pk, c->peak_stage, cap,
+                 100 * pk / cap);
+    else if (c->fits)
+        snprintf(buf, sizeof buf, "peak %.2f GiB s%d of %.1f: fits %.0f%%", pk, c->peak_stage, cap, 100 * pk / cap);
+    else if (iw >= 60)
+        snprintf(buf, sizeof buf, "peak %.2f GiB (stage %d) of %.2f GiB: OVER by %.2f GiB", pk, c->peak_stage, cap,
+                 pk - cap);
     else
-        snprintf(buf, sizeof buf, "peak %.2f GiB (stage %d) of %.2f GiB: OVER by %.2f GiB", c->peak_bytes / GIB,
-                 c->peak_stage, c->capacity_bytes / GIB, (c->peak_bytes - c->capacity_bytes) / GIB);
+        snprintf(buf, sizeof buf, "peak %.2f GiB s%d: OVER by %.2f", pk, c->peak_stage, pk - cap);
     canvas_put(cv, yp, x, iw, c->fits ? R_GOOD : R_ERROR, buf);
     if (st->pinned)
         diff(cv, yp, x + iw, c->peak_bytes / GIB, st->pin_cost.peak_bytes / GIB, true, false, "G");
@@ -423,12 +428,12 @@ static void title_bar(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     const Layout *lo = &st->in.layout;
     canvas_fill(cv, r->y, r->x, r->w, ' ', R_TITLE);
-    canvas_printf(cv, r->y, r->x, r->w, R_TITLE, " ultraplan  %s on %d x %s  tp %d pp %d dp %d%s",
-                  st->in.model.name, layout_gpus(lo), st->in.hw.name, lo->tp, lo->pp, lo->dp,
-                  st->pinned ? "  [PINNED: showing differences]" : "");
+    int used = canvas_printf(cv, r->y, r->x, r->w, R_TITLE, " ultraplan  %s on %d x %s  tp %d pp %d dp %d%s",
+                             st->in.model.name, layout_gpus(lo), st->in.hw.name, lo->tp, lo->pp, lo->dp,
+                             !st->pinned ? "" : r->w >= 110 ? "  [PINNED: showing differences]" : "  [PINNED]");
     const char *right = "? help  q quit ";
     int n = (int)strlen(right);
-    if (r->w > 60 + n)
+    if (used + 1 + n <= r->w)
         canvas_put(cv, r->y, r->x + r->w - n, n, R_TITLE, right);
 }
 
