@@ -23,11 +23,11 @@
 #define ULTRAPLAN_KERNELS_CALIBRATE_CUDA_H
 
 #include <stdio.h>
-#include "hw.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "hw.h"   // plain C, no extern "C" of its own
 
 #define KC_NCCL_SIZES 8
 

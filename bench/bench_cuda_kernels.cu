@@ -1,0 +1,203 @@
+/* bench_cuda_kernels.cu — times the kc_ kernels at the shapes of a ~1B GPT
+ * step (B·T = 16384 tokens, C = 2048, 16 heads of 128, V = 50304) and prints
+ * each against its ceiling: memory-bound kernels as GB/s over the fewest
+ * bytes they must move (each input read once, each output written once)
+ * against the measured device copy and the 4.8 TB/s datasheet; GEMMs and
+ * attention as TFLOP/s against 989 (H200/H100 dense bf16).
+ *
+ *   bench_cuda_kernels                      the table
+ *   bench_cuda_kernels --calibrate F.json [--profile h200]
+ *                                           also run kc_calibrate_report from
+ *                                           the builtin profile and write F.json
+ * Exit 77 when no GPU is present. Times: CUDA events, warm-up first, median
+ * of 5 batches of ~10 ms, random inputs. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <cuda_runtime.h>
+#include "kernels_cuda.h"
+#include "calibrate_cuda.h"
+extern "C" {
+#include "profile.h"   // a C header without extern "C" of its own
+}
+
+typedef __nv_bfloat16 bf16;
+static const double PEAK_BF16 = 989e12, HBM_DATASHEET = 4.8e12;
+
+__global__ void fill_kernel(bf16 *x, size_t n, uint32_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+        x[i] = __float2bfloat16(scale * ((h >> 8) * (2.0f / 16777216.0f) - 1.0f));
+    }
+}
+
+static uint32_t seed = 1;
+static bf16 *rand_bf(size_t n, float scale) {
+    bf16 *x;
+    CHECK_CUDA(cudaMalloc(&x, n * sizeof *x));
+    fill_kernel<<<4096, 256>>>(x, n, seed++, scale);
+    CHECK_LAUNCH();
+    return x;
+}
+static float *rand_f(size_t n, float scale) {
+    bf16 *t = rand_bf(n, scale);
+    float *x;
+    CHECK_CUDA(cudaMalloc(&x, n * sizeof *x));
+    kc_to_float(x, t, n, 0);
+    CHECK_CUDA(cudaFree(t));
+    return x;
+}
+
+template <typename F>
+static double time_s(F fn) {
+    cudaEvent_t a, b;
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+    fn(); fn();
+    CHECK_CUDA(cudaEventRecord(a));
+    fn();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    int reps = std::max(1, std::min(500, (int)(10.0 / std::max(ms, 1e-3f))));
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        CHECK_CUDA(cudaEventRecord(a));
+        for (int i = 0; i < reps; i++) fn();
+        CHECK_CUDA(cudaEventRecord(b));
+        CHECK_CUDA(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+        t[k] = ms * 1e-3 / reps;
+    }
+    std::sort(t, t + 5);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[2];
+}
+
+static double copy_bw;   // measured, bytes/s (read + write)
+
+static void mem_row(const char *name, double bytes, double t) {
+    double bw = bytes / t;
+    printf("%-24s %9.3f ms  %8.1f GB/s  %5.1f %% of copy  %5.1f %% of 4.8 TB/s\n", name, t * 1e3,
+           bw / 1e9, 100 * bw / copy_bw, 100 * bw / HBM_DATASHEET);
+}
+static void flop_row(const char *name, double flops, double t) {
+    printf("%-24s %9.3f ms  %8.1f TFLOP/s  %5.1f %% of 989\n", name, t * 1e3, flops / t / 1e12,
+           100 * flops / t / PEAK_BF16);
+}
+
+int main(int argc, char **argv) {
+    const char *calib_out = NULL, *profile = "h200";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--calibrate") && i + 1 < argc) calib_out = argv[++i];
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_cuda_kernels [--calibrate OUT.json [--profile NAME]]\n");
+            return 2;
+        }
+    }
+    if (kc_device_count() == 0) {
+        printf("bench_cuda_kernels: no CUDA device, skipped\n");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs, %.0f GiB\n", prop.name, prop.multiProcessorCount,
+           prop.totalGlobalMem / 1073741824.0);
+    kc_init();
+
+    const int B = 8, T = 2048, C = 2048, NH = 16, HS = 128, V = 50304, Vv = 50257;
+    const size_t N = (size_t)B * T, NC = N * C;
+
+    {   // the ceiling: a 1 GiB device-to-device copy
+        size_t bytes = (size_t)1 << 30;
+        void *s, *d;
+        CHECK_CUDA(cudaMalloc(&s, bytes));
+        CHECK_CUDA(cudaMalloc(&d, bytes));
+        CHECK_CUDA(cudaMemset(s, 1, bytes));
+        double t = time_s([&] { CHECK_CUDA(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, 0)); });
+        copy_bw = 2.0 * bytes / t;
+        printf("%-24s %9.3f ms  %8.1f GB/s  (read + write; the ceiling below)\n", "copy 1 GiB", t * 1e3, copy_bw / 1e9);
+        cudaFree(s); cudaFree(d);
+    }
+
+    printf("\n-- GEMMs (cuBLASLt, bf16 in, fp32 accumulate), %zu tokens\n", N);
+    bf16 *x = rand_bf(4 * NC, 1), *w = rand_bf((size_t)4 * C * C, 0.02f), *y = rand_bf(N * 4 * C, 1);
+    float *dw = rand_f((size_t)4 * C * C, 0.01f);
+    struct { const char *name; int C, OC; } g[] = {
+        {"qkv   C->3C", C, 3 * C}, {"proj  C->C", C, C}, {"fc    C->4C", C, 4 * C}, {"fcproj 4C->C", 4 * C, C}};
+    for (auto &s : g) {
+        char name[64];
+        snprintf(name, sizeof name, "matmul_fwd %s", s.name);
+        flop_row(name, 2.0 * N * s.C * s.OC, time_s([&] { kc_matmul_fwd(y, x, w, NULL, (int)N, s.C, s.OC, 0); }));
+        snprintf(name, sizeof name, "matmul_bwd %s", s.name);
+        flop_row(name, 4.0 * N * s.C * s.OC, time_s([&] { kc_matmul_bwd(x, dw, NULL, y, x, w, (int)N, s.C, s.OC, 0); }));
+    }
+    bf16 *wte = rand_bf((size_t)V * C, 0.02f), *logits = rand_bf((size_t)4096 * V, 4);
+    flop_row("matmul_fwd lm head", 2.0 * 4096 * C * V,
+             time_s([&] { kc_matmul_fwd(logits, x, wte, NULL, 4096, C, V, 0); }));
+
+    printf("\n-- attention (tiled, SIMT fp32), B=%d T=%d NH=%d HS=%d causal\n", B, T, NH, HS);
+    bf16 *q = rand_bf(NC, 1), *k = rand_bf(NC, 1), *v = rand_bf(NC, 1), *o = rand_bf(NC, 1);
+    bf16 *dq = rand_bf(NC, 1), *dk = rand_bf(NC, 1), *dv = rand_bf(NC, 1);
+    float *lse = rand_f((size_t)B * NH * T, 1);
+    double af = 4.0 * B * (double)T * T * NH * HS * 0.5;
+    flop_row("attention_fwd", af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); }));
+    flop_row("attention_bwd", 2.5 * af, time_s([&] {
+        kc_attention_bwd(dq, dk, dv, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
+    flop_row("attention_fwd GQA 4:1", af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH / 4, HS, 0); }));
+
+    printf("\n-- memory-bound kernels, fewest bytes moved\n");
+    bf16 *wn = rand_bf(C, 1), *bn = rand_bf(C, 1), *dx = rand_bf(NC, 1);
+    float *mean = rand_f(N, 1), *rstd = rand_f(N, 1), *dwn = rand_f(C, 1), *dbn = rand_f(C, 1);
+    mem_row("layernorm_fwd", 4.0 * NC, time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
+    mem_row("layernorm_bwd", 8.0 * NC, time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
+    mem_row("rmsnorm_fwd", 4.0 * NC, time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
+    mem_row("rmsnorm_bwd", 8.0 * NC, time_s([&] { kc_rmsnorm_bwd(dx, dwn, y, x, wn, rstd, (int)N, C, 0); }));
+    mem_row("gelu_fwd (4C)", 4.0 * 4 * NC, time_s([&] { kc_gelu_fwd(y, y, 4 * NC, 0); }));
+    mem_row("gelu_bwd (4C)", 8.0 * 4 * NC, time_s([&] { kc_gelu_bwd(y, y, y, 4 * NC, 0); }));
+    mem_row("swiglu_fwd (F=2C)", 12.0 * NC, time_s([&] { kc_swiglu_fwd(x, y, (int)N, 2 * C, 0); }));
+    mem_row("residual_fwd", 6.0 * NC, time_s([&] { kc_residual_fwd(o, x, dx, NC, 0); }));
+    mem_row("rope_fwd (q)", 4.0 * NC, time_s([&] { kc_rope_fwd(q, q, B, T, NH, HS, 0, 10000.0f, 0); }));
+    int *tgt;
+    CHECK_CUDA(cudaMalloc(&tgt, 4096 * sizeof(int)));
+    CHECK_CUDA(cudaMemset(tgt, 0, 4096 * sizeof(int)));
+    float *losses = rand_f(4096, 1), *clse = rand_f(4096, 1);
+    mem_row("crossentropy_fwd", 2.0 * 4096 * V, time_s([&] { kc_crossentropy_fwd(losses, clse, logits, tgt, 4096, V, Vv, 0); }));
+    mem_row("crossentropy_bwd", 4.0 * 4096 * V, time_s([&] {
+        kc_crossentropy_bwd(logits, logits, clse, tgt, 1e-4f, 4096, V, Vv, 0); }));
+    size_t np = (size_t)256 << 20;   // 268M parameters: 7.5 GB of optimizer traffic
+    float *p = rand_f(np, 1), *gr = rand_f(np, 1), *m = rand_f(np, 0.1f), *vv = rand_f(np, 0.1f);
+    kc_scale(vv, 0.0f, np, 0);
+    bf16 *pb = rand_bf(np, 1);
+    mem_row("adamw (+bf16 copy)", 30.0 * np, time_s([&] {
+        kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, pb, 0); }));
+    mem_row("adamw", 28.0 * np, time_s([&] { kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, NULL, 0); }));
+    CHECK_CUDA(cudaDeviceSynchronize());
+
+    if (calib_out) {
+        HwProfile hw;
+        char err[256];
+        if (profile_load_builtin(profile, &hw, err, sizeof err)) {
+            fprintf(stderr, "bench_cuda_kernels: %s\n", err);
+            return 2;
+        }
+        printf("\n-- calibration from builtin '%s'\n", profile);
+        KcCalibReport rep;
+        if (kc_calibrate_report(&hw, &rep, stdout, err, sizeof err) ||
+            profile_write_json(&hw, calib_out, err, sizeof err)) {
+            fprintf(stderr, "bench_cuda_kernels: %s\n", err);
+            return 1;
+        }
+        printf("best GEMM %.1f TFLOP/s, copy %.1f GB/s, attention %.1f TFLOP/s; wrote %s\n",
+               rep.gemm_best / 1e12, rep.copy_bw / 1e9, rep.attn_best / 1e12, calib_out);
+    }
+    kc_free();
+    return 0;
+}
