@@ -136,7 +136,16 @@ grep -q -- "--pipeline-model-parallel-size $(echo "$loaded" | awk '{print $7}')"
     || fail "megatron_args.txt does not carry the loaded plan's pp"
 echo "ok: saved plan.json and megatron_args.txt"
 
-# 8. help overlay opens and closes, q quits with status 0 and the screen restored
+# 8. resizing re-lays the panes out: compact at 80x24, a message when too small
+T resize-window -t tui -x 80 -y 24
+wait_for 'W=wei G=gra'
+T resize-window -t tui -x 50 -y 15
+wait_for 'too small'
+T resize-window -t tui -x 120 -y 40
+wait_for 'W weights G grads'
+echo "ok: resize 120x40 -> 80x24 -> 50x15 -> 120x40"
+
+# 9. help overlay opens and closes, q quits with status 0 and the screen restored
 T send-keys -t tui '?'
 wait_for 'any key closes this help'
 T send-keys -t tui x
@@ -146,7 +155,7 @@ wait_file "$work/exit1"
 screen | grep -q 'Inputs' && fail "the TUI's screen is still up after quitting"
 echo "ok: q quits with 0, terminal restored"
 
-# 9. SIGTERM (a signal handler only sets a flag) also restores the terminal
+# 10. SIGTERM (a signal handler only sets a flag) also restores the terminal
 T new-session -d -s sig -x 80 -y 24 \
     "sh -c 'echo \$\$ > \"$work/pid\"; exec \"$ULTRAPLAN\" tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-plans'; echo \$? > '$work/exit2'; sleep 60"
 wait_for 'MFU +[0-9.]+ %' sig
@@ -155,4 +164,21 @@ kill -TERM "$(cat "$work/pid")"
 wait_file "$work/exit2"
 screen sig | grep -q 'Inputs' && fail "the screen is still up after SIGTERM"
 echo "ok: SIGTERM exits with $(cat "$work/exit2"), terminal restored"
+
+# 11. --follow: the Run pane re-reads run.json as the run appends steps
+run="$work/run.json"
+step() { printf '{"step":%d,"time_s":%s,"loss":%s,"mfu":%s}' "$@"; }
+printf '{"format":"ultraplan.run/1","status":"running","steps":[%s,%s]}\n' \
+    "$(step 1 18.5 10.9 0.48)" "$(step 2 17.9 9.8 0.50)" > "$run.tmp" && mv "$run.tmp" "$run"
+T new-session -d -s run -x 120 -y 40 \
+    "LSAN_OPTIONS='$LSAN_OPTIONS' '$ULTRAPLAN' tui ${model[*]} --gpus 512 --tp 8 --pp 8 --no-plans --follow '$run'; echo \$? > '$work/exit3'; sleep 60"
+wait_for '2 steps measured' run
+wait_for 'MFU +49\.00 %  predicted' run
+printf '{"format":"ultraplan.run/1","status":"done","steps":[%s,%s,%s]}\n' \
+    "$(step 1 18.5 10.9 0.48)" "$(step 2 17.9 9.8 0.50)" "$(step 3 17.7 9.1 0.52)" > "$run.tmp" && mv "$run.tmp" "$run"
+wait_for '3 steps measured' run
+wait_for 'run.json: done' run
+T send-keys -t run q
+wait_file "$work/exit3"
+echo "ok: --follow picks up new steps"
 echo "PASS"

@@ -682,6 +682,8 @@ TuiAction state_key(TuiState *st, int key)
         st->view = (TuiView)((st->view + 1) % VIEW_COUNT);
         if (st->view == VIEW_MONITOR && !st->run.active)
             st->view = VIEW_TIME;
+        if (st->view != VIEW_PLANS)
+            st->focus = FOCUS_INPUTS;   /* the plans pane may be hidden now */
         return A_NONE;
     case A_PIN:
         if (st->pinned) {
