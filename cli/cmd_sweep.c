@@ -1,0 +1,459 @@
+/* cmd_sweep.c — `ultraplan sweep`: the scaling picture of the Ultra-Scale
+ * Playbook in seconds. For every (model, GPU count) the planner finds the
+ * best layout; the sweep prints its MFU and tokens/s per GPU as a table, and
+ * optionally as CSV, JSON and a gnuplot heatmap of MFU.
+ *
+ * Each cell is one planner_search with the shared flags as fixed knobs
+ * (--seq, --gbs, --tp, ... apply to every cell). A cell where no layout fits
+ * is shown as "—" and keeps the planner's reason; it is not an error.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "command.h"
+#include "planner.h"
+#include "report.h"
+
+#define SWEEP_MAX 32   /* models or GPU counts in one list */
+
+enum { S_PARAMS = 1, S_MODELS, S_GPUS, S_CSV, S_PLOT };
+
+typedef struct {
+    char name[64];            // preset name, or the --params text ("70B")
+    CliInputs in;             // resolved model, profile and fixed knobs (gpus unset)
+} SweepModel;
+
+typedef struct {
+    bool ok;                  // a layout fits
+    Plan plan;                // best plan when ok
+    char reason[512];         // why not, when !ok
+} SweepCell;
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: ultraplan sweep [--params 7B,70B,... | --models NAME,...] [--gpus 64,256,...]\n"
+               "                       [--gpu NAME | --profile FILE] [--seq N] [--gbs N] [fixed layout knobs]\n"
+               "                       [--csv FILE] [--plot FILE.png] [--json]\n\n"
+               "For each model and GPU count, searches every layout (as `plan` does) and reports the best one's\n"
+               "MFU, tokens/s per GPU and layout. Cells where nothing fits show \"—\" (the reason is in --json/--csv).\n\n"
+               "Sweep options:\n"
+               "  --params LIST     model sizes, comma-separated (default 7B,70B,175B,405B)\n"
+               "  --models LIST     presets instead (see `ultraplan models`)\n"
+               "  --gpus LIST       GPU counts, comma-separated (default 64,256,1024,4096)\n"
+               "  --csv FILE        one row per cell\n"
+               "  --plot FILE.png   heatmap of MFU with the values in the cells (needs gnuplot)\n\n%s\n"
+               "example: ultraplan sweep --params 7B,70B --gpus 64,512 --gpu h100-sxm\n",
+            args_common_help());
+}
+
+/* Split a comma-separated list into at most SWEEP_MAX items of < 64 chars. */
+static int split_list(const char *flag, const char *arg, char items[][64], int *n, char *err, int errlen)
+{
+    *n = 0;
+    const char *p = arg;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0 || len >= 64) {
+            snprintf(err, errlen, "%s: expected a comma-separated list of non-empty items, got \"%s\"", flag, arg);
+            return -1;
+        }
+        if (*n >= SWEEP_MAX) {
+            snprintf(err, errlen, "%s: at most %d items", flag, SWEEP_MAX);
+            return -1;
+        }
+        memcpy(items[*n], p, len);
+        items[(*n)++][len] = 0;
+        if (!e)
+            return 0;
+        p = e + 1;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* "tp8 pp4 dp32 mbs1 dist-opt sp full-rc" */
+static const char *layout_short(const Layout *lo, char *buf, int len)
+{
+    int k = snprintf(buf, len, "tp%d pp%d dp%d", lo->tp, lo->pp, lo->dp);
+    if (lo->cp > 1) k += snprintf(buf + k, len - k, " cp%d", lo->cp);
+    if (lo->vp > 1) k += snprintf(buf + k, len - k, " vp%d", lo->vp);
+    k += snprintf(buf + k, len - k, " mbs%d %s", lo->mbs, layout_opt_name(lo->opt));
+    if (lo->tp > 1 && lo->sp) k += snprintf(buf + k, len - k, " sp");
+    int full = 0, sel = 0, layers = 0;
+    for (int s = 0; s < lo->pp; s++) {
+        full += lo->full_rc[s];
+        sel += lo->sel_rc[s];
+        layers += lo->layers[s];
+    }
+    if (full && k < len)
+        k += snprintf(buf + k, len - k, full == layers ? " rc:full" : " rc:full%d/%d", full, layers);
+    if (sel && k < len)
+        snprintf(buf + k, len - k, sel == layers ? " rc:sel" : " rc:sel%d/%d", sel, layers);
+    if (lo->prec == PREC_FP8 && (int)strlen(buf) + 4 < len)
+        strcat(buf, " fp8");
+    return buf;
+}
+
+static double per_gpu(const Plan *p) { return p->cost.thr.tokens_per_s / layout_gpus(&p->layout); }
+
+static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
+{
+    PlanRequest req;
+    planner_request_default(&req);
+    req.top_k = 1;
+    req.gpus = gpus;
+    req.fixed = sm->in.fixed;
+    req.base = sm->in.layout;
+    req.recompute = sm->in.recompute;
+    PlanResult res = {0};
+    char err[512];
+    memset(cell, 0, sizeof *cell);
+    if (planner_search(&sm->in.model, &sm->in.hw, &sm->in.opts, &req, &res, err, sizeof err) != 0) {
+        snprintf(cell->reason, sizeof cell->reason, "%s", err);   /* e.g. a fixed --tp that does not divide */
+    } else if (res.n == 0) {
+        snprintf(cell->reason, sizeof cell->reason, "%s", res.infeasible[0] ? res.infeasible : "no layout fits");
+    } else {
+        cell->ok = true;
+        cell->plan = res.plans[0];
+    }
+    planner_result_free(&res);
+    return 0;
+}
+
+static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
+{
+    const HwProfile *hw = &ms[0].in.hw;
+    printf("best layout per model and GPU count on %s (%d per node); MFU under the full FLOP convention\n\n",
+           hw->name, hw->gpus_per_node);
+    printf("%-14s %8s %6s %6s %7s %13s %9s  %-36s %s\n", "model", "params", "gpus", "gbs", "MFU", "tokens/s/GPU",
+           "step s", "layout", "bottleneck");
+    for (int i = 0; i < nm; i++) {
+        const ModelSpec *m = &ms[i].in.model;
+        double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
+        for (int j = 0; j < ng; j++) {
+            const SweepCell *c = &cells[i * ng + j];
+            char lay[128];
+            if (!c->ok) {
+                /* "—" is one column but three bytes: widen its fields by two */
+                printf("%-14s %7.1fB %6d %6d %9s %15s %11s  %s\n", ms[i].name, pb, gpus[j], ms[i].in.layout.gbs,
+                       "—", "—", "—", "does not fit (reason in --json and --csv)");
+                continue;
+            }
+            const Plan *p = &c->plan;
+            printf("%-14s %7.1fB %6d %6d %6.1f%% %13.0f %9.3f  %-36s %s\n", ms[i].name, pb, gpus[j], p->layout.gbs,
+                   100 * p->cost.thr.mfu, per_gpu(p), p->cost.step_s, layout_short(&p->layout, lay, sizeof lay),
+                   p->bottleneck);
+        }
+    }
+}
+
+static int write_csv(const char *path, const SweepModel *ms, int nm, const int *gpus, int ng,
+                     const SweepCell *cells, char *err, int errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "--csv: cannot write %s", path);
+        return -1;
+    }
+    fprintf(f, "model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,optim,sp,layout,step_s,mfu,"
+               "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason\n");
+    for (int i = 0; i < nm; i++) {
+        const ModelSpec *m = &ms[i].in.model;
+        double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
+        for (int j = 0; j < ng; j++) {
+            const SweepCell *c = &cells[i * ng + j];
+            if (!c->ok) {
+                /* the reason in quotes, its own quotes doubled */
+                fprintf(f, "%s,%.3f,%d,%d,%d,0,,,,,,,,,,,,,,,\"", ms[i].name, pb, gpus[j], ms[i].in.layout.gbs, m->s);
+                for (const char *r = c->reason; *r; r++) {
+                    if (*r == '"')
+                        fputc('"', f);
+                    fputc(*r, f);
+                }
+                fputs("\"\n", f);
+                continue;
+            }
+            const Layout *lo = &c->plan.layout;
+            char lay[128];
+            fprintf(f, "%s,%.3f,%d,%d,%d,1,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.6g,%s,\n", ms[i].name, pb,
+                    gpus[j], lo->gbs, m->s, lo->tp, lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt),
+                    lo->sp ? 1 : 0, layout_short(lo, lay, sizeof lay), c->plan.cost.step_s, c->plan.cost.thr.mfu,
+                    per_gpu(&c->plan), c->plan.cost.thr.tokens_per_s, c->plan.bottleneck);
+        }
+    }
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "--csv: error writing %s", path);
+        return -1;
+    }
+    return 0;
+}
+
+static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "gpu", ms[0].in.hw.name);
+    cJSON_AddNumberToObject(j, "gpus_per_node", ms[0].in.hw.gpus_per_node);
+    cJSON *arr = cJSON_AddArrayToObject(j, "cells");
+    for (int i = 0; i < nm; i++) {
+        for (int g = 0; g < ng; g++) {
+            const SweepCell *c = &cells[i * ng + g];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "model", ms[i].name);
+            cJSON_AddNumberToObject(o, "params", (double)spec_params(&ms[i].in.model, 1, PARAMS_EXACT));
+            cJSON_AddNumberToObject(o, "gpus", gpus[g]);
+            cJSON_AddNumberToObject(o, "seq", ms[i].in.model.s);
+            cJSON_AddBoolToObject(o, "feasible", c->ok);
+            if (c->ok) {
+                const Plan *p = &c->plan;
+                char lay[128];
+                cJSON_AddNumberToObject(o, "gbs", p->layout.gbs);
+                cJSON_AddStringToObject(o, "summary", layout_short(&p->layout, lay, sizeof lay));
+                cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
+                cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
+                cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
+                cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
+                cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", per_gpu(p));
+                cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
+                cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
+            } else {
+                cJSON_AddNumberToObject(o, "gbs", ms[i].in.layout.gbs);
+                cJSON_AddStringToObject(o, "reason", c->reason);
+            }
+            cJSON_AddItemToArray(arr, o);
+        }
+    }
+    return j;
+}
+
+/* Heatmap of MFU: models down, GPU counts across, the value printed in each cell. */
+static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells,
+                char *err, int errlen)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox); the table is unaffected");
+        return -1;
+    }
+    char data[] = "/tmp/ultraplan-sweep-XXXXXX";
+    int fd = mkstemp(data);
+    FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!d) {
+        snprintf(err, errlen, "--plot: cannot create a temporary data file");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* x y mfu label: infeasible cells get NaN (left blank) and a dash */
+    for (int i = 0; i < nm; i++)
+        for (int g = 0; g < ng; g++) {
+            const SweepCell *c = &cells[i * ng + g];
+            if (c->ok)
+                fprintf(d, "%d %d %.4f %.1f%%\n", g, i, 100 * c->plan.cost.thr.mfu, 100 * c->plan.cost.thr.mfu);
+            else
+                fprintf(d, "%d %d NaN —\n", g, i);
+        }
+    fclose(d);
+    FILE *gp = popen("gnuplot 2>&1", "w");
+    if (!gp) {
+        snprintf(err, errlen, "--plot: cannot run gnuplot");
+        unlink(data);
+        return -1;
+    }
+    fprintf(gp, "set terminal pngcairo size %d,%d font ',11'\nset output '%s'\n", 260 + 110 * ng, 200 + 60 * nm, png);
+    fprintf(gp, "set title \"MFU of the best layout on %s, %d per node\" noenhanced\n", ms[0].in.hw.name,
+            ms[0].in.hw.gpus_per_node);
+    fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%'\nset cbrange [0:*]\n"
+                "set palette defined (0 '#fff7bc', 1 '#c2e699', 2 '#78c679', 3 '#31a354')\n"
+                "set xrange [-0.5:%g]\nset yrange [-0.5:%g]\nset tics scale 0\nunset key\n",
+            ng - 0.5, nm - 0.5);
+    fprintf(gp, "set xtics (");
+    for (int g = 0; g < ng; g++)
+        fprintf(gp, "%s\"%d\" %d", g ? ", " : "", gpus[g], g);
+    fprintf(gp, ")\nset ytics (");
+    for (int i = 0; i < nm; i++)
+        fprintf(gp, "%s\"%s\" %d", i ? ", " : "", ms[i].name, i);
+    fprintf(gp, ")\nset datafile missing 'NaN'\n"
+                "set style fill solid 1.0 noborder\n"
+                "plot '%s' u 1:2:(0.5):(0.5):3 w boxxy fc palette notitle, '' u 1:2:4 w labels tc 'black' font ',12' notitle\n",
+            data);
+    int rc = pclose(gp);
+    unlink(data);
+    if (rc != 0) {
+        snprintf(err, errlen, "--plot: gnuplot failed writing %s", png);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_gpus(const char *arg, int *gpus, int *ng, char *err, int errlen)
+{
+    char items[SWEEP_MAX][64];
+    if (split_list("--gpus", arg, items, ng, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < *ng; i++)
+        if (args_parse_int(items[i], &gpus[i]) != 0 || gpus[i] < 1 || gpus[i] > 100000000) {
+            snprintf(err, errlen, "--gpus: expected GPU counts from 1 to 1e8, got \"%.60s\"", items[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static int sweep_main(int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"help", no_argument, 0, 'h'},          {"params", required_argument, 0, S_PARAMS},
+        {"models", required_argument, 0, S_MODELS}, {"gpus", required_argument, 0, S_GPUS},
+        {"csv", required_argument, 0, S_CSV},   {"plot", required_argument, 0, S_PLOT},
+    };
+    struct option *opts = command_options(own, (int)(sizeof own / sizeof *own));
+    CliInputs base;
+    args_init(&base);
+    char err[512];
+    char items[SWEEP_MAX][64];
+    int ni = 0, by_name = 0, ng = 0, gpus[SWEEP_MAX];
+    const char *csv = NULL, *png = NULL, *params = NULL, *models = NULL;
+    SweepModel *ms = NULL;
+    SweepCell *cells = NULL;
+    int c, rc = 2;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            help(stdout);
+            rc = 0;
+            goto out;
+        } else if (c == S_PARAMS) {
+            params = optarg;
+        } else if (c == S_MODELS) {
+            models = optarg;
+        } else if (c == S_GPUS) {
+            if (parse_gpus(optarg, gpus, &ng, err, sizeof err) != 0) {
+                fprintf(stderr, "ultraplan sweep: %s\n", err);
+                goto out;
+            }
+        } else if (c == S_CSV) {
+            csv = optarg;
+        } else if (c == S_PLOT) {
+            png = optarg;
+        } else if (c == '?' || c == ':') {
+            if (optopt && optopt < 256)
+                fprintf(stderr, "ultraplan sweep: option -%c: unknown or missing its value (see --help)\n", optopt);
+            else
+                fprintf(stderr, "ultraplan sweep: option %s: unknown or missing its value (see --help)\n",
+                        argv[optind - 1]);
+            goto out;
+        } else if (args_handle(&base, c, optarg, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan sweep: %s\n", err);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ultraplan sweep: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        goto out;
+    }
+    if (params && models) {
+        fprintf(stderr, "ultraplan sweep: --params and --models exclude each other\n");
+        goto out;
+    }
+    if (base.model_name || base.params > 0) {
+        fprintf(stderr, "ultraplan sweep: give models as lists: --params 7B,70B or --models NAME,NAME\n");
+        goto out;
+    }
+    if (base.out_path) {
+        fprintf(stderr, "ultraplan sweep: -o is not a sweep output; use --csv FILE or --json\n");
+        goto out;
+    }
+    if (base.fixed & FIX_STAGES) {
+        fprintf(stderr, "ultraplan sweep: --stage-layers depends on the model; it cannot apply to a sweep\n");
+        goto out;
+    }
+    by_name = models != NULL;
+    if (split_list(by_name ? "--models" : "--params", models ? models : params ? params : "7B,70B,175B,405B",
+                   items, &ni, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan sweep: %s\n", err);
+        goto out;
+    }
+    if (ng == 0)
+        parse_gpus("64,256,1024,4096", gpus, &ng, err, sizeof err);
+    ms = calloc((size_t)ni, sizeof *ms);
+    cells = calloc((size_t)ni * ng, sizeof *cells);
+    if (!ms || !cells) {
+        fprintf(stderr, "ultraplan sweep: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    /* resolve every model first: a bad name is a usage error before any search */
+    for (int i = 0; i < ni; i++) {
+        SweepModel *sm = &ms[i];
+        snprintf(sm->name, sizeof sm->name, "%.63s", items[i]);
+        sm->in = base;
+        if (by_name) {
+            sm->in.model_name = sm->name;
+        } else if (args_parse_count(items[i], &sm->in.params) != 0 || sm->in.params <= 0) {
+            fprintf(stderr, "ultraplan sweep: --params: expected parameter counts such as 7B,70B, got \"%s\"\n",
+                    items[i]);
+            goto out;
+        }
+        if (args_finish(&sm->in, false, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan sweep: %s: %s\n", items[i], err);
+            goto out;
+        }
+    }
+    rc = 1;
+    double t0 = now_s();
+    bool shown = false;
+    for (int i = 0; i < ni; i++)
+        for (int g = 0; g < ng; g++) {
+            if (now_s() - t0 > 1.0) {
+                fprintf(stderr, "\rsweep: %d of %d cells (%s on %d GPUs) ...   ", i * ng + g + 1, ni * ng,
+                        ms[i].name, gpus[g]);
+                shown = true;
+            }
+            run_cell(&ms[i], gpus[g], &cells[i * ng + g]);
+        }
+    if (shown)
+        fprintf(stderr, "\r%70s\r", "");
+    if (csv && write_csv(csv, ms, ni, gpus, ng, cells, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan sweep: %s\n", err);
+        goto out;
+    }
+    if (base.json) {
+        cJSON *j = sweep_json(ms, ni, gpus, ng, cells);
+        char *text = cJSON_Print(j);
+        cJSON_Delete(j);
+        if (!text) {
+            fprintf(stderr, "ultraplan sweep: out of memory\n");
+            goto out;
+        }
+        printf("%s\n", text);
+        free(text);
+    } else {
+        print_table(ms, ni, gpus, ng, cells);
+    }
+    if (png && plot(png, ms, ni, gpus, ng, cells, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan sweep: %s\n", err);
+        goto out;
+    }
+    if (!base.json && (csv || png))
+        printf("\n%s%s%s%s\n", csv ? "wrote " : "", csv ? csv : "", csv && png ? " and " : png ? "wrote " : "",
+               png ? png : "");
+    rc = 0;
+out:
+    free(ms);
+    free(cells);
+    free(opts);
+    return rc;
+}
+
+const Command cmd_sweep = {"sweep", "best plan's MFU and tokens/s per GPU over model sizes and GPU counts", sweep_main};

@@ -1,0 +1,71 @@
+#!/bin/bash
+# e2e: `ultraplan sweep`. Bad flags give one error line and exit 2; a small
+# sweep's CSV has one row per (model, GPU count), feasible cells carry a
+# layout whose GPUs multiply to the cell's count and an MFU in (0, 1], and an
+# infeasible cell keeps its reason.
+set -u
+U=${ULTRAPLAN:?}
+fails=0
+check() {  # check NAME WANT_RC CMD...: WANT_RC "nz" = any non-zero, with one stderr line
+    local name=$1 want=$2; shift 2
+    local out rc
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ "$want" = nz ] && [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ]; then
+        echo "ok   $name: $out"
+    elif [ "$want" != nz ] && [ $rc -eq "$want" ]; then
+        echo "ok   $name"
+    else
+        echo "FAIL $name: rc=$rc, stderr: $out"; fails=$((fails + 1))
+    fi
+}
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+check "sweep: bad flag" nz "$U" sweep --bogus
+check "sweep: bad --gpus" nz "$U" sweep --gpus 64,x
+check "sweep: empty --gpus item" nz "$U" sweep --gpus 64,,128
+check "sweep: zero --gpus" nz "$U" sweep --gpus 0
+check "sweep: bad --params" nz "$U" sweep --params 7B,warp
+check "sweep: unknown preset" nz "$U" sweep --models no-such-model
+check "sweep: --params and --models" nz "$U" sweep --params 7B --models llama2-7b
+check "sweep: unknown gpu" nz "$U" sweep --params 7B --gpus 8 --gpu z100
+check "sweep: stray argument" nz "$U" sweep --params 7B extra
+check "sweep: -o" nz "$U" sweep --params 7B -o x.json
+check "sweep: help" 0 "$U" sweep --help
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# 1.3B and 13B on 8 and 16 A100s, plus 405B on 8 GPUs, which cannot fit
+if ! "$U" sweep --params 1.3B,13B,405B --gpus 8,16 --gpu a100-80g --csv "$tmp/s.csv" > "$tmp/out.txt"; then
+    fail "small sweep exited non-zero"
+else
+    [ "$(wc -l < "$tmp/s.csv")" -eq 7 ] || fail "csv has $(wc -l < "$tmp/s.csv") lines, want header + 6"
+    head -1 "$tmp/s.csv" | grep -q '^model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,' || fail "csv header"
+    # feasible rows: tp*pp*dp*cp = gpus and 0 < mfu <= 1; the 405B rows are infeasible with a reason
+    awk -F, 'NR > 1 && $1 != "405B" {
+                 if ($6 != 1) { print "FAIL " $1 " on " $3 " not feasible"; bad++ ; next }
+                 if ($7 * $8 * $9 * $10 != $3) { print "FAIL " $1 " on " $3 ": tp*pp*dp*cp = " $7*$8*$9*$10; bad++ }
+                 if (!($17 > 0 && $17 <= 1)) { print "FAIL " $1 " on " $3 ": mfu " $17; bad++ }
+                 if (!($18 > 0)) { print "FAIL " $1 " on " $3 ": tokens/s/GPU " $18; bad++ }
+             }
+             NR > 1 && $1 == "405B" && ($6 != 0 || $0 !~ /does not fit/) { print "FAIL 405B row: " $0; bad++ }
+             END { exit bad > 0 }' "$tmp/s.csv" || fails=$((fails + 1))
+    grep -q "—" "$tmp/out.txt" || fail "table shows no dash for the infeasible cell"
+    grep -q "1.3B .* 8 " "$tmp/out.txt" || fail "table has no 1.3B row"
+fi
+"$U" sweep --params 1.3B,405B --gpus 8 --gpu a100-80g --json > "$tmp/s.json" || fail "json sweep exited non-zero"
+python3 - "$tmp/s.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["cells"]
+assert len(c) == 2, c
+assert c[0]["feasible"] and 0 < c[0]["mfu"] <= 1 and c[0]["layout"]["tp"] >= 1, c[0]
+assert not c[1]["feasible"] and "fit" in c[1]["reason"], c[1]
+PY
+if command -v gnuplot > /dev/null; then
+    "$U" sweep --params 1.3B --gpus 8,16 --gpu a100-80g --plot "$tmp/s.png" > /dev/null || fail "plot exited non-zero"
+    [ -s "$tmp/s.png" ] || fail "no png written"
+else
+    check "sweep: --plot without gnuplot" nz "$U" sweep --params 1.3B --gpus 8 --plot "$tmp/s.png"
+fi
+[ $fails -eq 0 ] || { echo "$fails failed"; exit 1; }
+echo "all passed"
