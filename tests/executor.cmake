@@ -7,3 +7,6 @@ if(TARGET up_executor)
   up_script_test(mpi_layouts SCRIPT mpi_layouts.sh LABELS mpi
                  ARGS $<TARGET_FILE:test_executor_mpi>)
 endif()
+if(TARGET up_executor)
+  up_script_test(mpi_run SCRIPT mpi_run.sh LABELS mpi)
+endif()

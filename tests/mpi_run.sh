@@ -1,0 +1,42 @@
+#!/bin/bash
+# ultraplan run end to end: resume gives bit-identical losses, compare reads
+# the run, and bad input (world size, data, plan file) fails cleanly.
+set -u
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+U=$ULTRAPLAN
+MPI="mpirun --oversubscribe -np"
+fail() { echo "FAIL: $*"; exit 1; }
+for i in $(seq 1 40); do cat "$SRC/executor/exec.c"; done > "$D/text.txt"
+$U plan --gpus 2 --dp 2 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout -o "$D/plan.json" > /dev/null || fail "plan"
+losses() { grep -o '"loss":[^,]*' "$1" | tr -d '"loss:\t '; }
+
+# resume: 6 steps straight against 3 + 3 with a checkpoint in between
+$MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 6 -o "$D/a.json" > /dev/null || fail "run 6 steps"
+$MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 3 --checkpoint-dir "$D/ck" > /dev/null || fail "run 3 steps"
+[ -f "$D/ck/manifest.json" ] && [ -f "$D/ck/rank_00001.ckpt" ] || fail "checkpoint files"
+$MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 6 --checkpoint-dir "$D/ck" --resume -o "$D/b.json" > /dev/null || fail "resume"
+diff <(losses "$D/a.json" | tail -n 3) <(losses "$D/b.json") || fail "resumed losses differ"
+echo "resume: bit-identical losses"
+
+# compare
+$U compare "$D/plan.json" "$D/a.json" --json > "$D/cmp.json" || fail "compare"
+grep -q '"predicted_s"' "$D/cmp.json" && grep -q '"error_pct"' "$D/cmp.json" || fail "compare json"
+
+# clean errors, never a crash
+expect_err() {   # expect_err PATTERN CMD...
+    local pat=$1; shift
+    "$@" > "$D/err" 2>&1; local rc=$?
+    [ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "$* returned $rc"
+    grep -q "$pat" "$D/err" || { cat "$D/err"; fail "$* did not say '$pat'"; }
+}
+expect_err "needs dp 2" $MPI 1 $U run "$D/plan.json" --data "$D/text.txt" --steps 1
+expect_err "cannot open" $MPI 2 $U run "$D/plan.json" --data "$D/missing.bin" --steps 1
+expect_err "no training data" $U run "$D/plan.json"
+echo '{"format": "ultraplan.plan/1", "model": 3}' > "$D/bad.json"
+expect_err "bad.json" $U run "$D/bad.json" --data "$D/text.txt"
+expect_err "no checkpoint" $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --checkpoint-dir "$D/none" --resume
+echo "errors: clean"
