@@ -206,6 +206,31 @@ static const char *time_label(TimeKind k)
     return names[k];
 }
 
+/* "label     value" and, when it fits in w, a secondary note. `left` is
+ * the rows still free (nothing is drawn when none). */
+static void summary_text(Canvas *cv, int y, int x, int w, int left, const char *label, const char *value,
+                         const char *secondary)
+{
+    if (left <= 0)
+        return;
+    char line[128];
+    int n = snprintf(line, sizeof line, "%-9s %11s", label, value);
+    if (n + (int)strlen(secondary) <= w)
+        snprintf(line + n, sizeof line - n, "%s", secondary);
+    canvas_put(cv, y, x, w, R_VALUE, line);
+}
+
+static void summary_line(Canvas *cv, int y, int x, int w, int left, const char *label, const char *fmt, double v,
+                         const char *secondary)
+{
+    char value[32];
+    snprintf(value, sizeof value, fmt, v);
+    char *p = value;
+    while (*p == ' ')
+        p++;
+    summary_text(cv, y, x, w, left, label, p, secondary);
+}
+
 static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     const Cost *c = &st->cost, *p = &st->pin_cost;
@@ -214,29 +239,35 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
     int iw = r->w - 2, ih = r->h - 2, x = r->x + 1, y = r->y + 1, xe = x + iw;
     if (ih < 1 || iw < 24)
         return;
-    int row = 0;
-    char b1[32], b2[32];
+    int row = 0, tw = iw - (pin ? 9 : 0);   /* room left of the differences */
+    char b1[32], b2[32], money[40], sec[64];
     double dollars = state_cost_dollars(c, st->price);
 #define LINE(role, ...) (row < ih ? canvas_printf(cv, y + row, x, iw, role, __VA_ARGS__) : 0)
-    LINE(R_VALUE, "step      %9.3f s", c->step_s);
-    if (pin && row < ih) diff(cv, y + row, xe, c->step_s, p->step_s, true, true, "");
+    snprintf(sec, sizeof sec, "  HFU %.2f %%", 100 * c->thr.hfu);
+    summary_line(cv, y + row, x, tw, ih - row, "step", "%9.3f s", c->step_s, "");
     row++;
-    LINE(R_VALUE, "MFU       %8.2f %%  HFU %.2f %%", 100 * c->thr.mfu, 100 * c->thr.hfu);
-    if (pin && row < ih) diff(cv, y + row, xe, 100 * c->thr.mfu, 100 * p->thr.mfu, false, false, "pt");
+    summary_line(cv, y + row, x, tw, ih - row, "MFU", "%8.2f %%", 100 * c->thr.mfu, sec);
     row++;
-    LINE(R_VALUE, "tokens/s  %9s  %.0f TFLOP/s/GPU", human(c->thr.tokens_per_s, b1, sizeof b1),
-         c->thr.tflops_per_gpu);
-    if (pin && row < ih) diff(cv, y + row, xe, c->thr.tokens_per_s, p->thr.tokens_per_s, false, true, "");
+    snprintf(sec, sizeof sec, "  %.0f TFLOP/s/GPU", c->thr.tflops_per_gpu);
+    summary_text(cv, y + row, x, tw, ih - row, "tokens/s", human(c->thr.tokens_per_s, b1, sizeof b1), sec);
     row++;
-    LINE(R_VALUE, "days      %9.2f  (%.1f w/ failures)", c->train.days, c->train.days_with_failures);
-    if (pin && row < ih) diff(cv, y + row, xe, c->train.days, p->train.days, true, false, "");
+    snprintf(sec, sizeof sec, "  (%.1f w/ failures)", c->train.days_with_failures);
+    summary_line(cv, y + row, x, tw, ih - row, "days", "%9.2f", c->train.days, sec);
     row++;
-    char money[40];
     snprintf(money, sizeof money, "$%s", human(dollars, b2, sizeof b2));
-    LINE(R_VALUE, "cost      %9s  at $%.2f/GPU-h", money, st->price);
-    if (pin && row < ih)
-        diff(cv, y + row, xe, dollars, state_cost_dollars(p, st->pin_price), true, true, "");
+    snprintf(sec, sizeof sec, "  at $%.2f/GPU-h", st->price);
+    summary_text(cv, y + row, x, tw, ih - row, "cost", money, sec);
     row++;
+    if (pin) {
+        int d = 0;
+        if (d < ih) diff(cv, y + d, xe, c->step_s, p->step_s, true, true, "");
+        if (++d < ih) diff(cv, y + d, xe, 100 * c->thr.mfu, 100 * p->thr.mfu, false, false, "pt");
+        if (++d < ih) diff(cv, y + d, xe, c->thr.tokens_per_s, p->thr.tokens_per_s, false, true, "");
+        if (++d < ih) diff(cv, y + d, xe, c->train.days, p->train.days, true, false, "");
+        if (++d < ih) diff(cv, y + d, xe, dollars, state_cost_dollars(p, st->pin_price), true, true, "");
+    }
+    if (row > ih)
+        row = ih;
     int nz = 0;
     for (int k = 0; k < T_COUNT; k++)
         nz += c->time[k] > 0 || (pin && p->time[k] > 0);

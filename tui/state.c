@@ -330,8 +330,10 @@ int state_step(TuiState *st, TuiField f, int dir)
         if ((v = dbl(c.hw.gpus_per_node, dir)) < 1)
             goto floor1;
         c.hw.gpus_per_node = v;
+        if (apply(st, &c, f, false) != 0)
+            return -1;
         st->gpn_override = v;
-        return apply(st, &c, f, false);
+        return 0;
     case F_SEQ:
         if ((v = dbl(c.model.s, dir)) < 1)
             goto floor1;
@@ -461,8 +463,10 @@ int state_set(TuiState *st, TuiField f, const char *text)
         if (want_int(st, f, text, &v))
             return -1;
         c.hw.gpus_per_node = v;
+        if (apply(st, &c, f, false) != 0)
+            return -1;
         st->gpn_override = v;
-        break;
+        return 0;
     case F_SEQ:
         if (want_int(st, f, text, &v))
             return -1;
