@@ -25,10 +25,10 @@ fail() {
 
 screen() { T capture-pane -t "${1:-tui}" -p; }
 
-# wait_for PATTERN [SESSION]: until the screen matches (extended regex), 20 s at most
+# wait_for PATTERN [SESSION]: until the screen matches (extended regex), 60 s at most
 wait_for() {
     local pat=$1 sess=${2:-tui}
-    for _ in $(seq 200); do
+    for _ in $(seq 600); do
         if screen "$sess" | grep -Eq -- "$pat"; then return 0; fi
         sleep 0.1
     done
@@ -36,7 +36,7 @@ wait_for() {
 }
 
 wait_file() {
-    for _ in $(seq 200); do [[ -s $1 ]] && return 0; sleep 0.1; done
+    for _ in $(seq 600); do [[ -s $1 ]] && return 0; sleep 0.1; done
     fail "timed out waiting for $1"
 }
 
