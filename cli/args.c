@@ -404,6 +404,13 @@ int args_finish(CliInputs *in, bool need_layout, char *err, int errlen)
     if (resolve_model(in, err, errlen) != 0 || resolve_hw(in, err, errlen) != 0)
         return -1;
     Layout *lo = &in->layout;
+    /* a profile without bf16 (a calibrated CPU) trains in the best it has */
+    if (!(in->fixed & FIX_PREC) && in->hw.peak[lo->prec] <= 0) {
+        static const Precision order[] = {PREC_BF16, PREC_FP32, PREC_FP16, PREC_FP8};
+        for (int i = 3; i >= 0; i--)
+            if (in->hw.peak[order[i]] > 0)
+                lo->prec = order[i];
+    }
     if (!(in->fixed & FIX_GBS))
         lo->gbs = args_default_gbs(&in->model);
     if (in->n_stage_layers) {

@@ -27,7 +27,10 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     /* norm inputs (2), QKV input, FC1 input; attention and MLP dropout masks */
     double nontp = 4.0 * ab + 2.0 * mask;
     /* Q, K, V, attention output (projection input); MLP intermediates */
-    double mlp = m->mlp == MLP_SWIGLU ? 4.0 * ab * f : 2.0 * ab * f;
+    /* GELU keeps its input and output (FC2 input); a fused SwiGLU keeps the
+     * FC1 output [gate | up] and the product, not the SiLU output (Megatron's
+     * bias_swiglu saves only its input) */
+    double mlp = m->mlp == MLP_SWIGLU ? 3.0 * ab * f : 2.0 * ab * f;
     double tpart = ab * (2.0 * q + 2.0 * kv) + mlp;
     double bytes = sbh * (nontp * rep + tpart / t);
 

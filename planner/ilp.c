@@ -312,3 +312,5 @@ done:
     glp_error_hook(NULL, NULL);
     return out->status;
 }
+
+void ilp_thread_end(void) { glp_free_env(); }

@@ -38,6 +38,10 @@ void ilp_opts_default(IlpOpts *o);
 /* Solve. Returns the status (also in out->status). */
 IlpStatus ilp_solve(const InnerProblem *p, const IlpOpts *o, IlpResult *out);
 
+/* Free the solver state GLPK keeps per thread; call before a thread that
+ * solved ILPs exits. */
+void ilp_thread_end(void);
+
 const char *ilp_status_name(IlpStatus s);
 
 #endif

@@ -64,6 +64,10 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
 
 void planner_result_free(PlanResult *r);
 
+/* A thread that called planner_search calls this before it exits, so the
+ * solver's per-thread state is freed (the TUI's search thread). */
+void planner_thread_end(void);
+
 /* The phase that dominates a plan's step (see Plan.bottleneck). */
 const char *planner_bottleneck(const Layout *lo, const Cost *c);
 

@@ -52,6 +52,8 @@ void planner_request_default(PlanRequest *r)
     r->recompute = RECOMPUTE_NONE;
 }
 
+void planner_thread_end(void) { ilp_thread_end(); }
+
 void planner_result_free(PlanResult *r)
 {
     if (!r)

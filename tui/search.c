@@ -83,6 +83,7 @@ static void *worker(void *arg)
     s->out = o;
     s->done = true;
     pthread_mutex_unlock(&s->mu);
+    planner_thread_end();
     return NULL;
 }
 
