@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# device-check.sh [OUT] — the one prepared check for an NVIDIA H200 (or any
+# Hopper) machine with the CUDA toolkit, CMake and PyTorch, and nothing else
+# of ours: unpacks the Debian packages carried in .debs/ (made here by
+# scripts/fetch-device-debs.sh) into a prefix, builds Release, runs the GPU
+# tests, times the kernels, calibrates, plans and runs the ~1B GPT
+# (gpt3-1.3b, dp=tp=pp=1, seq 2048, 20 steps) and the 175B tp-8 stage proxy
+# when `ultraplan run` can, runs the plain-PyTorch reference, and prints a
+# one-screen summary. Budget: under 8 minutes on one H200.
+#
+# OUT (default ./device-out) gets at most 8 files, because the device tool
+# brings back no more: summary.txt build.log tests.log bench.log
+# profile.json run.log run.json pytorch.json.
+#
+# Every step runs under a timeout and its failure is recorded, never fatal:
+# the summary says what passed, failed or was skipped and why.
+#
+# Environment: UPDEPS (prefix for the .debs, default /tmp/updeps), JOBS
+# (default 16), DEVICE_CHECK_COMPILE=1 (also time torch.compile);
+# for trying the script where there is no GPU: B (build folder),
+# DEVICE_CHECK_TARGETS (build only these), DEVICE_CHECK_UNTIL=build (stop
+# after the build).
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${1:-./device-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export P=${UPDEPS:-/tmp/updeps} ROOT
+JOBS=${JOBS:-16}
+B=${B:-$ROOT/build-device}
+T0=$(date +%s)
+: > "$OUT/summary.txt"
+for f in build.log tests.log bench.log run.log; do : > "$OUT/$f"; done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+
+STEPS=()
+# step NAME LOG TIMEOUT_S CMD...: run, append to LOG, record status and time
+step() {
+    local name=$1 log=$2 limit=$3; shift 3
+    local t=$(date +%s) rc
+    echo "=== $name: $*" >> "$OUT/$log"
+    if declare -F "$1" >/dev/null; then   # a shell function: timeout needs a program
+        timeout "$limit" bash -c "$(declare -f "$1"); $*" >> "$OUT/$log" 2>&1
+    else
+        timeout "$limit" "$@" >> "$OUT/$log" 2>&1
+    fi
+    rc=$?
+    local st=ok
+    [ $rc -eq 77 ] && st=skipped
+    [ $rc -eq 124 ] && st="TIMEOUT(${limit}s)"
+    [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $rc -ne 124 ] && st="FAILED(rc=$rc)"
+    echo "=== $name: $st in $(( $(date +%s) - t )) s" >> "$OUT/$log"
+    STEPS+=("$(printf '%-28s %-16s %4ss  %s' "$name" "$st" "$(( $(date +%s) - t ))" "$log")")
+    return $rc
+}
+skip() { STEPS+=("$(printf '%-28s %-16s %4s   %s' "$1" "skipped" "-" "$2")"); echo "=== $1: skipped: $2" >> "$OUT/run.log"; }
+
+# ---- 0. the machine ---------------------------------------------------------
+{
+    echo "date: $(date -u)"; uname -a
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
+    nvcc --version 2>&1 | tail -2
+    cmake --version | head -1
+    python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1
+    grep -E '^(PRETTY_NAME)' /etc/os-release; ldd --version | head -1
+} >> "$OUT/build.log" 2>&1
+
+# ---- 1. our Debian packages into a prefix ----------------------------------
+unpack() {
+    [ -d .debs ] || { echo "no .debs/: run scripts/fetch-device-debs.sh here and carry .debs"; return 1; }
+    mkdir -p "$P"
+    for f in .debs/*.deb; do
+        if command -v dpkg >/dev/null; then dpkg -x "$f" "$P" || return 1
+        else (cd "$P" && ar p "$ROOT/$f" "$(ar t "$ROOT/$f" | grep '^data.tar')" | tar xJ) || return 1; fi
+    done
+    # what Debian's alternatives would have linked
+    for t in mpicc mpirun mpiexec; do ln -sf "$t.openmpi" "$P/usr/bin/$t"; done
+    ls "$P/usr/include/glpk.h" "$P/usr/include/cjson/cJSON.h" >/dev/null
+}
+export PATH=/usr/local/cuda/bin:$PATH
+if [ -d .debs ]; then
+    step "unpack .debs" build.log 120 unpack
+    L=$P/usr/lib/x86_64-linux-gnu
+    export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$P/usr/bin:$PATH
+    export OPAL_PREFIX=$P/usr            # the relocated OpenMPI finds its own files
+    export PKG_CONFIG_LIBDIR=$L/pkgconfig:$P/usr/share/pkgconfig
+    export PKG_CONFIG_SYSROOT_DIR=$P     # the .pc files say prefix=/usr
+    CMAKE_DEPS=(-DCMAKE_PREFIX_PATH="$P/usr"
+        -DCMAKE_LIBRARY_PATH="$L;$L/openblas-pthread"
+        -DCMAKE_INCLUDE_PATH="$P/usr/include"
+        -DCBLAS_INCLUDE="$P/usr/include/x86_64-linux-gnu/openblas-pthread"
+        -DBLAS_LIBRARIES="$L/openblas-pthread/libopenblas.so"
+        -DMPI_C_COMPILER="$P/usr/bin/mpicc.openmpi"
+        -DPKG_CONFIG_EXECUTABLE="$P/usr/bin/pkgconf")
+else
+    skip "unpack .debs" "no .debs/ carried: using the system's libraries"
+    CMAKE_DEPS=()
+fi
+
+# ---- 2. build ---------------------------------------------------------------
+step "configure" build.log 120 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release "${CMAKE_DEPS[@]}"
+BUILD_TARGETS=()
+[ -n "${DEVICE_CHECK_TARGETS:-}" ] && BUILD_TARGETS=(--target $DEVICE_CHECK_TARGETS)
+step "build" build.log 300 cmake --build "$B" -j "$JOBS" "${BUILD_TARGETS[@]}"
+grep -E '✓|✗' "$OUT/build.log" | sed 's/^-- //' | tr '\n' ' ' > "$OUT/.features"
+if [ "${DEVICE_CHECK_UNTIL:-}" = build ]; then   # for checking the script without a GPU
+    printf '%s\n' "${STEPS[@]}"; cat "$OUT/.features"; echo; exit 0
+fi
+U=$B/ultraplan
+
+# ---- 3. GPU tests (and the unit tests, which check the unpacked libraries) --
+step "ctest -L gpu" tests.log 180 ctest --test-dir "$B" -L gpu --output-on-failure
+step "test_kernels_cuda" tests.log 120 "$B/tests/test_kernels_cuda"
+step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
+
+# ---- 4. kernel timings and calibration --------------------------------------
+step "bench_cuda_kernels+calib" bench.log 240 "$B/bench/bench_cuda_kernels" --calibrate "$OUT/profile.json" --profile h200
+if [ -x "$U" ] && "$U" calibrate --help 2>&1 | grep -q cuda; then
+    step "ultraplan calibrate cuda" bench.log 180 "$U" calibrate --backend cuda -o "$OUT/profile.json"
+else
+    skip "ultraplan calibrate cuda" "calibrate has no --backend cuda yet (profile.json from bench_cuda_kernels)"
+fi
+
+# ---- 5. the ~1B GPT and the 175B stage proxy --------------------------------
+PROFILE_ARGS=(--gpu h200)
+[ -s "$OUT/profile.json" ] && PROFILE_ARGS=(--profile "$OUT/profile.json")
+D=$(mktemp -d)
+# one llm.c shard of random GPT-2 tokens: 256 int32 header, then uint16
+python3 - "$D/tok.bin" <<'PY' 2>> "$OUT/run.log"
+import struct, sys, random
+n = 4_000_000
+random.seed(1)
+hdr = [20240520, 1, n] + [0] * 253
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", *hdr))
+    f.write(struct.pack(f"<{n}H", *(random.randrange(50257) for _ in range(n))))
+PY
+if [ -x "$U" ]; then
+    step "plan 1.3B dp=tp=pp=1" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 --tp 1 --pp 1 \
+        --mbs 8 --gbs 8 "${PROFILE_ARGS[@]}" -o "$D/plan.json"
+    if "$U" run --help 2>&1 | grep -qi cuda; then
+        step "run 1.3B 20 steps" run.log 240 "$U" run "$D/plan.json" --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
+        [ -s "$OUT/run.json" ] && step "compare" run.log 30 "$U" compare "$D/plan.json" "$OUT/run.json"
+    else
+        skip "run 1.3B 20 steps" "ultraplan run has no CUDA backend yet (run --help names no cuda)"
+    fi
+    if "$U" run --help 2>&1 | grep -qi proxy; then
+        step "plan 175B tp=8" run.log 60 "$U" plan --gpus 8 --model gpt3-175b --tp 8 "${PROFILE_ARGS[@]}" -o "$D/plan175.json"
+        step "run 175B stage proxy" run.log 180 "$U" run "$D/plan175.json" --proxy --data "$D/tok.bin" --steps 5 -o "$D/run175.json"
+        [ -s "$D/run175.json" ] && { echo "--- run175.json"; cat "$D/run175.json"; } >> "$OUT/run.log"
+    else
+        skip "run 175B stage proxy" "ultraplan run has no stage proxy yet"
+    fi
+else
+    skip "plan/run" "no ultraplan binary (build failed)"
+fi
+
+# ---- 6. the plain-PyTorch reference ------------------------------------------
+step "pytorch_gpt (eager)" run.log 240 python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
+if [ "${DEVICE_CHECK_COMPILE:-0}" = 1 ] && [ $(( $(date +%s) - T0 )) -lt 330 ]; then
+    step "pytorch_gpt (compile)" run.log 200 python3 bench/pytorch_gpt.py --steps 20 --compile --json "$D/pytorch-compile.json"
+    [ -s "$D/pytorch-compile.json" ] && { echo "--- pytorch-compile.json"; cat "$D/pytorch-compile.json"; } >> "$OUT/run.log"
+fi
+rm -rf "$D"
+
+# ---- 7. summary --------------------------------------------------------------
+{
+    echo "ultraplan device check — $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(( $(date +%s) - T0 )) s in all"
+    echo "features: $(cat "$OUT/.features" 2>/dev/null)"
+    echo
+    printf '%s\n' "${STEPS[@]}"
+    echo
+    echo "-- kernels (bench.log; targets: memory-bound >= 80 % of HBM, every kernel matches its CPU twin)"
+    grep -E '^test_kernels_cuda:|FAIL' "$OUT/tests.log" | head -8
+    grep -E '^(copy|matmul_fwd|attention_|layernorm|rmsnorm|adamw|crossentropy|gelu|swiglu|residual|rope)' "$OUT/bench.log" | head -30
+    grep -E '^best GEMM' "$OUT/bench.log"
+    echo
+    echo "-- 1.3B GPT (targets: MFU >= 45 % of 989 TFLOP/s, tokens/s >= PyTorch)"
+    grep -E '^summary:' "$OUT/run.log" | sed 's/^/pytorch eager: /'
+    [ -s "$OUT/run.json" ] && grep -E '"(tokens_per_s|mfu|step_time)"' "$OUT/run.json" | head -5
+    grep -A12 '=== compare' "$OUT/run.log" | tail -n +2 | head -12
+} > "$OUT/summary.txt" 2>&1
+rm -f "$OUT/.features"
+cat "$OUT/summary.txt"
