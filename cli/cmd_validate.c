@@ -139,18 +139,21 @@ static int run(const Opts *o, char **files, int nfiles)
             return 1;
         }
     double *pred = malloc((size_t)set.n * sizeof *pred), *ape = malloc((size_t)set.n * sizeof *ape);
-    if (!pred || !ape) {
+    double (*phase)[T_COUNT] = malloc((size_t)set.n * sizeof *phase);   /* seconds by phase, for --json */
+    if (!pred || !ape || !phase) {
         fprintf(stderr, "ultraplan validate: out of memory\n");
         rc = 1;
         goto out;
     }
     for (int i = 0; i < set.n; i++) {
-        if (val_predict(&set.rows[i], &hw, set.path, &pred[i], NULL, err, sizeof err)) {
+        Cost c;
+        if (val_predict(&set.rows[i], &hw, set.path, &pred[i], &c, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
             rc = 1;
             goto out;
         }
         ape[i] = val_ape(pred[i], set.rows[i].measured_s);
+        memcpy(phase[i], c.time, sizeof phase[i]);
     }
     ValStats st;
     val_stats(ape, set.n, &st);
@@ -194,6 +197,9 @@ static int run(const Opts *o, char **files, int nfiles)
             cJSON_AddNumberToObject(j, "measured_ms", r->measured_s * 1e3);
             cJSON_AddNumberToObject(j, "predicted_ms", pred[i] * 1e3);
             cJSON_AddNumberToObject(j, "ape", ape[i]);
+            cJSON *ph = cJSON_AddObjectToObject(j, "phases_ms");
+            for (int k = 0; k < T_COUNT; k++)
+                cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), phase[i][k] * 1e3);
             cJSON_AddItemToArray(rows, j);
         }
         cJSON *s = stats_json(&st);
@@ -260,6 +266,7 @@ out_groups:
 out:
     free(pred);
     free(ape);
+    free(phase);
     val_free(&set);
     return rc;
 }

@@ -21,14 +21,21 @@ check() {  # check NAME WANT_RC CMD...: WANT_RC "nz" = any non-zero
 if [ ! -f "$V/single_node.csv" ]; then echo "no $V; skipped"; exit 77; fi
 
 # Accuracy: the current figures plus a small margin (docs/accuracy/NOTES.md).
-# Targets of issue 5 are 8 % on both; single-node meets it, multi-node does not yet.
+# Issue 5 targets 8 % on both and 3 % regret per group: multi-node meets its MAPE
+# (7.38 %), single-node is at 8.27 %; multi-node regret is 4.46 % at worst.
 check "vtrain single-node MAPE <= 8.5%" 0 "$U" validate "$V/single_node.csv" --summary --max-mape 8.5
-check "vtrain multi-node MAPE <= 13.5%" 0 "$U" validate "$V/multi_node.csv" --summary --max-mape 13.5
+check "vtrain multi-node MAPE <= 8%" 0 "$U" validate "$V/multi_node.csv" --summary --max-mape 8
+check "vtrain multi-node regret <= 5%" 0 "$U" validate "$V/multi_node.csv" --summary --max-regret 5
 out=$("$U" validate "$V/multi_node.csv" --json)
 echo "$out" | grep -q '"mape"' || { echo "FAIL json has no summary mape"; fails=$((fails + 1)); }
 echo "$out" | grep -q '"regret"' || { echo "FAIL json has no group regret"; fails=$((fails + 1)); }
-check "fit with hold-out runs" 0 "$U" fit "$V/single_node.csv" "$V/multi_node.csv" --gpu a100-80g \
-      --holdout-where 'gpus>=256' -o "${TMPDIR:-/tmp}/ultraplan-fit-$$.json"
+fitout=$("$U" fit "$V/single_node.csv" "$V/multi_node.csv" --gpu a100-80g \
+      --holdout-where 'gpus>=256' -o "${TMPDIR:-/tmp}/ultraplan-fit-$$.json" 2>&1)
+if [ $? -ne 0 ]; then echo "FAIL fit with hold-out runs: $fitout"; fails=$((fails + 1)); fi
+# the 256/512-GPU rows predicted from a fit on the rest: target 8 %
+held=$(printf '%s\n' "$fitout" | awk '/held-out rows, after/ {print $5}')
+if awk -v h="${held:-999}" 'BEGIN {exit !(h <= 8)}'; then echo "ok   fit held-out MAPE $held% <= 8%"
+else echo "FAIL fit held-out MAPE ${held:-?}% > 8%"; fails=$((fails + 1)); fi
 check "fitted profile loads" 0 "$U" validate "$V/multi_node.csv" --profile "${TMPDIR:-/tmp}/ultraplan-fit-$$.json" --summary
 rm -f "${TMPDIR:-/tmp}/ultraplan-fit-$$.json"
 
