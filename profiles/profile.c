@@ -97,6 +97,13 @@ static int fail(Ctx *c, const char *field, const char *expected, const cJSON *go
 
 /* ---- checkers ------------------------------------------------------------- */
 
+/* Every number lies in [PROFILE_MIN, PROFILE_MAX] unless it is 0 where 0 is
+ * allowed: wide enough for any machine, narrow enough that no product or
+ * quotient the cost model forms overflows (a denormal link bandwidth made
+ * step times infinite and then NaN; fuzz_profile found it). */
+#define PROFILE_MIN 1e-12
+#define PROFILE_MAX 1e30
+
 typedef enum { R_POS, R_NONNEG, R_FRAC, R_FRAC_OPEN1, R_FRAC_POS } Rule;
 
 static const char *rule_text(Rule r)
@@ -111,7 +118,7 @@ static const char *rule_text(Rule r)
     return "a number";
 }
 
-static int rule_ok(Rule r, double x)
+static int sign_ok(Rule r, double x)
 {
     if (!isfinite(x))
         return 0;
@@ -125,12 +132,27 @@ static int rule_ok(Rule r, double x)
     return 0;
 }
 
+/* Where the sign is right but the magnitude is not: what is expected. */
+static const char *range_text(Rule r, double x)
+{
+    if (x == 0 || (x >= PROFILE_MIN && x <= PROFILE_MAX))
+        return NULL;
+    switch (r) {
+    case R_POS: return "a number from 1e-12 to 1e30";
+    case R_NONNEG: return "0 or a number from 1e-12 to 1e30";
+    case R_FRAC_POS: return "a number in [1e-12, 1]";
+    default: return NULL;   /* fractions that may be 0: any size is harmless */
+    }
+}
+
 static int get_number(Ctx *c, const cJSON *obj, const char *key, const char *field,
                       Rule r, double *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsNumber(v) || !rule_ok(r, v->valuedouble))
+    if (!cJSON_IsNumber(v) || !sign_ok(r, v->valuedouble))
         return fail(c, field, rule_text(r), v);
+    if (range_text(r, v->valuedouble))
+        return fail(c, field, range_text(r, v->valuedouble), v);
     *out = v->valuedouble;
     return 0;
 }
@@ -196,10 +218,14 @@ static int get_curve(Ctx *c, const cJSON *obj, const char *key, EffCurve *out)
             !cJSON_IsNumber(cJSON_GetArrayItem(p, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(p, 1)))
             return fail(c, f, "a [size, eff] pair of numbers", p);
         const cJSON *s = cJSON_GetArrayItem(p, 0), *e = cJSON_GetArrayItem(p, 1);
-        if (!rule_ok(R_POS, s->valuedouble))
+        if (!sign_ok(R_POS, s->valuedouble))
             return fail(c, f, "a positive size", s);
-        if (!(isfinite(e->valuedouble) && e->valuedouble > 0 && e->valuedouble <= 1))
+        if (range_text(R_POS, s->valuedouble))
+            return fail(c, f, "a size from 1e-12 to 1e30", s);
+        if (!sign_ok(R_FRAC_POS, e->valuedouble))
             return fail(c, f, "an efficiency in (0, 1]", e);
+        if (range_text(R_FRAC_POS, e->valuedouble))
+            return fail(c, f, "an efficiency in [1e-12, 1]", e);
         if (i > 0 && !(s->valuedouble > out->pt[i - 1].size)) {
             char want2[80];
             snprintf(want2, sizeof want2, "a size above the previous point's %.6g (ascending)",

@@ -25,6 +25,10 @@
  *   kernel_lat, coll_lat     >= 0, optional (default 0)
  *   coll_eff                 in (0, 1], optional (default 1)
  *
+ * Every number besides fractions and gpus_per_node also lies in
+ * [1e-12, 1e30] where it is not 0, so that no cost the model derives from a
+ * profile can overflow or turn NaN.
+ *
  * All functions return 0 on success or -1 with err filled (one line).
  */
 #ifndef ULTRAPLAN_PROFILES_PROFILE_H

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "profile.h"
 #include "report.h"
 
 typedef struct {
@@ -398,6 +399,31 @@ static void test_planfile_options(void **st)
     run_free(&r);
 }
 
+/* a profile may not hold numbers that overflow the model: a denormal link
+ * bandwidth gave infinite then NaN step times (fuzz_profile found it) */
+static void test_profile_ranges(void **st)
+{
+    (void)st;
+    HwProfile hw, back;
+    char err[512];
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    struct { double *field; double bad; const char *name; } cases[] = {
+        {&hw.intra.bw, 2e-315, "intra.bw"}, {&hw.hbm_bw, 1e-300, "hbm_bw"}, {&hw.peak[PREC_BF16], 1e-300, "peak.bf16"},
+        {&hw.ckpt_bw_per_node, 1e300, "ckpt_bw_per_node"}, {&hw.gemm_eff.pt[0].eff, 1e-300, "gemm_eff[0]"},
+        {&hw.fail_per_gpu_hour, 1e200, "fail_per_gpu_hour"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double keep = *cases[i].field;
+        *cases[i].field = cases[i].bad;
+        char *text = profile_to_json(&hw);
+        *cases[i].field = keep;
+        int rc = profile_parse_json(text, "x.json", &back, err, sizeof err);
+        free(text);
+        if (rc == 0 || !strstr(err, cases[i].name))
+            fail_msg("%s = %g: %s", cases[i].name, cases[i].bad, rc == 0 ? "accepted" : err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,7 +432,7 @@ int main(void)
         cmocka_unit_test(test_vocab_padding),    cmocka_unit_test(test_tiny_and_huge_batch),
         cmocka_unit_test(test_failure_flags),    cmocka_unit_test(test_int_overflow),
         cmocka_unit_test(test_many_stages),      cmocka_unit_test(test_reliability_flags),
-        cmocka_unit_test(test_planfile_options),
+        cmocka_unit_test(test_planfile_options), cmocka_unit_test(test_profile_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
