@@ -1,7 +1,13 @@
 /* cmd_run.c — `mpirun -np N ultraplan run plan.json`: execute a plan on the
- * CPU backend, print one progress line per step on rank 0, write run.json. */
+ * CPU backend, print one progress line per step on rank 0, write run.json.
+ *
+ * Faults (docs/reliability/FAULTS.md): a lost or hung rank is caught by the
+ * communication watchdog (dist.h); a NaN/Inf loss stops the run without a
+ * checkpoint of the bad step; SIGTERM (and SIGUSR1) make every rank stop
+ * after the same step, write a checkpoint and exit 0. */
 #include <getopt.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +31,15 @@ static void help(FILE *f)
                "  --resume              continue from the checkpoint in --checkpoint-dir\n"
                "  --lr X                AdamW learning rate (default 1e-3)\n"
                "  --seed N              initialisation seed (default 1337)\n"
+               "  --comm-timeout S      stop a rank whose communication makes no progress for S\n"
+               "                        seconds (a lost or hung rank; default 20, 0 = never)\n"
                "  -o FILE               write run.json (ultraplan.run/1)\n");
 }
 
 typedef struct {
     const char *plan, *data, *ckpt_dir, *out;
     int steps, ckpt_every, resume;
+    double comm_timeout;       // seconds, 0 = no watchdog
     TrainOpts opt;
 } RunArgs;
 
@@ -42,9 +51,11 @@ static int parse(int argc, char **argv, RunArgs *a, int rank)
         {"data", required_argument, 0, 'd'}, {"checkpoint-dir", required_argument, 0, 'c'},
         {"checkpoint-every", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
         {"lr", required_argument, 0, 'l'}, {"seed", required_argument, 0, 'S'},
-        {"output", required_argument, 0, 'o'}, {0, 0, 0, 0}};
+        {"output", required_argument, 0, 'o'}, {"comm-timeout", required_argument, 0, 'T'},
+        {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->steps = 20;
+    a->comm_timeout = 20;
     exec_default_opts(&a->opt);
     optind = 1;
     opterr = 0;
@@ -61,6 +72,7 @@ static int parse(int argc, char **argv, RunArgs *a, int rank)
         case 'l': a->opt.lr = strtof(optarg, &end); if (*end || !(a->opt.lr > 0)) goto bad; break;
         case 'S': a->opt.seed = strtoull(optarg, &end, 10); if (*end) goto bad; break;
         case 'o': a->out = optarg; break;
+        case 'T': a->comm_timeout = strtod(optarg, &end); if (*end || !(a->comm_timeout >= 0)) goto bad; break;
         default:
             if (rank == 0)
                 fprintf(stderr, "ultraplan run: option %s: unknown or missing its value (see --help)\n",
@@ -95,7 +107,7 @@ bad:
 static int report_failure(int failed, const char *msg, int rank)
 {
     int first = failed ? rank : 1 << 30;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == (1 << 30))
         return 0;
     if (rank == first)
@@ -112,6 +124,84 @@ static void progress(const Exec *e, int total, const StepStats *st, double tok_s
     fflush(stdout);
 }
 
+/* Set by SIGTERM (Slurm's warning before the time limit) or SIGUSR1 (what
+ * mpirun forwards, and sbatch --signal=B:USR1@T sends); the step loop reads it. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* The signal any rank received, agreed by all so that every rank stops after the same step. */
+static int stop_requested(void)
+{
+    int sig = g_stop_signal;
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return sig;
+}
+
+static void last_good(char *buf, size_t n, const RunArgs *a, int step)
+{
+    if (!a->ckpt_dir)
+        snprintf(buf, n, "none (no --checkpoint-dir)");
+    else if (step < 0)
+        snprintf(buf, n, "none written yet in %s", a->ckpt_dir);
+    else
+        exec_ckpt_path(buf, n, a->ckpt_dir, step);
+}
+
+/* The step loop: 0 when it ran to the end or stopped on a signal with its
+ * checkpoint written, 1 on a failure (reported on one rank). */
+static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
+{
+    char err[1024], where[1100], msg[2200];
+    double t0 = MPI_Wtime();
+    int start = e->step, saved = a->resume ? e->step : -1;
+    while (e->step < a->steps) {
+        StepStats st;
+        int bad = exec_step(e, &st, err, sizeof err) != 0;
+        if (bad) {   // the bad step is never checkpointed
+            last_good(where, sizeof where, a, saved);
+            snprintf(msg, sizeof msg, "%s. Last good checkpoint: %s", err, where);
+        }
+        if (report_failure(bad, msg, rank))
+            return 1;
+        double tok_s, mfu;
+        runlog_step(log, e, &st, &tok_s, &mfu);
+        if (rank == 0)
+            progress(e, a->steps, &st, tok_s, mfu, MPI_Wtime() - t0, e->step - start);
+        int sig = stop_requested(), at_end = e->step == a->steps;
+        if (a->ckpt_dir && ((a->ckpt_every && e->step % a->ckpt_every == 0) || at_end || sig)) {
+            if (exec_save(e, a->ckpt_dir, err, sizeof err) != 0) {
+                last_good(where, sizeof where, a, saved);
+                if (rank == 0)
+                    fprintf(stderr, "ultraplan run: %s. The previous checkpoint is still valid: %s\n", err, where);
+                return 1;
+            }
+            saved = e->step;
+        }
+        if (sig && !at_end) {
+            last_good(where, sizeof where, a, saved);
+            if (rank == 0)
+                printf("ultraplan run: %s received: stopped after step %d; checkpoint: %s%s\n",
+                       sig == SIGTERM ? "SIGTERM" : "SIGUSR1", e->step, where,
+                       a->ckpt_dir ? " (continue with --resume)" : "");
+            fflush(stdout);
+            return 0;
+        }
+    }
+    return 0;
+}
+
 static int run_main(int argc, char **argv)
 {
     int inited = 0, rank = 0, rc = 1;
@@ -125,6 +215,8 @@ static int run_main(int argc, char **argv)
         MPI_Finalize();
         return prc == 1 ? 0 : 2;
     }
+    catch_stop_signals();
+    dist_watchdog_start(a.comm_timeout);
     char err[1024] = "";
     PlanFile pf;
     if (report_failure(planfile_read(a.plan, &pf, err, sizeof err) != 0, err, rank))
@@ -154,29 +246,7 @@ static int run_main(int argc, char **argv)
                e.lo.opt != OPT_ZERO0 ? " zero1" : "", e.nmb, e.B, e.T);
     RunLog log;
     runlog_init(&log, train_model_flops_per_token(&pf.model, &e.lo), pf.hw.peak[PREC_FP32]);
-    double t0 = MPI_Wtime();
-    int start = e.step, ok = 1;
-    while (e.step < a.steps) {
-        StepStats st;
-        bad = exec_step(&e, &st, err, sizeof err) != 0;
-        if (report_failure(bad, err, rank)) {
-            ok = 0;
-            break;
-        }
-        double tok_s, mfu;
-        runlog_step(&log, &e, &st, &tok_s, &mfu);
-        if (rank == 0)
-            progress(&e, a.steps, &st, tok_s, mfu, MPI_Wtime() - t0, e.step - start);
-        int at_end = e.step == a.steps;
-        if (a.ckpt_dir && ((a.ckpt_every && e.step % a.ckpt_every == 0) || at_end)) {
-            if (exec_save(&e, a.ckpt_dir, err, sizeof err) != 0) {
-                if (rank == 0)
-                    fprintf(stderr, "ultraplan run: %s\n", err);
-                ok = 0;
-                break;
-            }
-        }
-    }
+    int ok = train(&e, &a, &log, rank) == 0;
     cJSON *doc = runlog_finish(&log, &e);
     if (doc && ok) {
         cJSON_AddStringToObject(doc, "plan", a.plan);
@@ -192,9 +262,11 @@ static int run_main(int argc, char **argv)
         }
     }
     cJSON_Delete(doc);
+    dist_watchdog_stop();
     exec_free(&e);
     rc = ok ? 0 : 1;
 done:
+    dist_watchdog_stop();
     MPI_Finalize();
     return rc;
 }

@@ -1,10 +1,30 @@
-/* ckpt.c — checkpoints: one file per rank (weights, AdamW moments, step,
- * data position) plus a manifest, each written to a temporary name,
- * fsynced and renamed, so a crash never leaves a half-written checkpoint
- * that --resume would trust. The manifest is written last, by rank 0, after
- * every rank's file is in place. Part of exec.h. */
+/* ckpt.c — checkpoints. Layout of DIR:
+ *
+ *   DIR/step-000100/rank_00000.ckpt ...   one file per rank: header, weights,
+ *                                         AdamW moments
+ *   DIR/manifest.json                     the commit point: step, layout, and
+ *                                         per rank file its size and CRC-32
+ *
+ * Every file is written to a temporary name, fsynced and renamed. Rank 0
+ * writes the manifest only after every rank's file is in place, and deletes
+ * older step directories only after the new manifest is. A crash, a kill or
+ * a full disk at any moment therefore leaves the manifest naming a complete
+ * checkpoint: the new one or the previous one.
+ *
+ * Load checks every file's size and CRC-32 (over the whole file but the
+ * checksum field) against the manifest and its header before trusting it,
+ * and refuses a mismatch with the file's name. Part of exec.h.
+ *
+ * Test hook (documented in docs/reliability/FAULTS.md): the environment
+ * variable ULTRAPLAN_FAULT_INJECT=kill_in_ckpt:STEP makes rank 0 SIGKILL
+ * itself halfway through writing its file of step STEP.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +34,54 @@
 #include "exec.h"
 
 #define CKPT_MAGIC 0x4B435055u   // "UPCK"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
+#define CKPT_FORMAT "ultraplan.checkpoint/2"
 
 typedef struct {
     unsigned magic, version;
     int step, world, rank, dp, tp, pp, vp, opt;
     long long n_alloc, opt_n;
     DataPos pos;
+    uint32_t crc;                // CRC-32 of the file with this field zero
+    uint32_t pad;
 } CkptHeader;
+
+/* ---- CRC-32 (IEEE 802.3, as zlib's crc32) ---------------------------- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void)
+{
+    if (crc_table[0][1])
+        return;
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)   // slicing by 8: eight bytes per step
+        for (int i = 0; i < 256; i++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* crc of the bytes so far (0 to start) extended by p[0..n). */
+static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    crc = ~crc;
+    for (; n >= 8; n -= 8, b += 8) {
+        uint32_t lo = crc ^ (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24);
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+              crc_table[4][lo >> 24] ^ crc_table[3][b[4]] ^ crc_table[2][b[5]] ^ crc_table[1][b[6]] ^
+              crc_table[0][b[7]];
+    }
+    while (n--)
+        crc = crc_table[0][(crc ^ *b++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- writing ------------------------------------------------------------ */
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -38,8 +98,18 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* Write the pieces to path atomically. */
-static int atomic_write(const char *path, const void **parts, const size_t *lens, int nparts,
+/* Byte offset at which the test hook kills this process, or 0. */
+static size_t inject_kill_at(const Exec *e, size_t total)
+{
+    const char *s = getenv("ULTRAPLAN_FAULT_INJECT");
+    int step;
+    if (s && sscanf(s, "kill_in_ckpt:%d", &step) == 1 && step == e->step && e->d.rank == 0)
+        return total / 2;
+    return 0;
+}
+
+/* Write the pieces to path atomically: temp name, fsync, rename. */
+static int atomic_write(const char *path, const void **parts, const size_t *lens, int nparts, size_t kill_at,
                         char *err, int errlen)
 {
     char tmp[1100];
@@ -49,118 +119,310 @@ static int atomic_write(const char *path, const void **parts, const size_t *lens
         snprintf(err, errlen, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }
-    int bad = 0;
-    for (int i = 0; i < nparts && !bad; i++)
+    int bad = 0, saved = 0;
+    size_t done = 0;
+    for (int i = 0; i < nparts && !bad; i++) {
+        if (kill_at && done + lens[i] >= kill_at) {
+            bad = write_all(fd, parts[i], kill_at - done) != 0;
+            raise(SIGKILL);
+        }
         bad = write_all(fd, parts[i], lens[i]) != 0;
+        done += lens[i];
+    }
     bad = bad || fsync(fd) != 0;
-    bad = close(fd) != 0 || bad;
-    if (bad || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "checkpoint: cannot write %s: %s", path, strerror(errno));
+    saved = bad ? errno : 0;
+    if (close(fd) != 0 && !bad)
+        bad = 1, saved = errno;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1, saved = errno;
+    if (bad) {
+        snprintf(err, errlen, "checkpoint: cannot write %s: %s", path, strerror(saved));
         unlink(tmp);
         return -1;
     }
     return 0;
 }
 
-static void rank_path(char *buf, size_t n, const char *dir, int rank)
+/* fsync a directory so that the renames in it survive a power cut. */
+static void sync_dir(const char *dir)
 {
-    snprintf(buf, n, "%s/rank_%05d.ckpt", dir, rank);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
 }
 
-/* All ranks agree on failure: the first rank's message wins on rank 0's output. */
-static int agree(int rc)
+void exec_ckpt_path(char *buf, size_t n, const char *dir, int step)
 {
-    int bad = rc != 0;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return bad ? -1 : 0;
+    snprintf(buf, n, "%s/step-%06d", dir, step);
 }
 
-int exec_save(Exec *e, const char *dir, char *err, int errlen)
+static void rank_name(char *buf, size_t n, int rank)
 {
-    int rc = 0;
-    if (e->d.rank == 0 && mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    snprintf(buf, n, "rank_%05d.ckpt", rank);
+}
+
+/* Every rank learns whether any failed, and the lowest failing rank's
+ * message replaces err everywhere, so rank 0 can print it. */
+static int agree(int rc, char *err, int errlen)
+{
+    int me, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int first = rc != 0 ? me : world;
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == world)
+        return 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", me == first ? err : "");
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, first, MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
+    snprintf(err, errlen, "%s", msg);
+    return -1;
+}
+
+static int make_dir(const char *dir, char *err, int errlen)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "checkpoint: cannot create directory %s: %s", dir, strerror(errno));
-        rc = -1;
-    }
-    if (agree(rc) != 0) {
-        if (e->d.rank != 0)
-            snprintf(err, errlen, "checkpoint: rank 0 could not create %s", dir);
-        return -1;
-    }
-    CkptHeader h = {CKPT_MAGIC, CKPT_VERSION, e->step, e->d.world, e->d.rank, e->lo.dp, e->lo.tp,
-                    e->lo.pp, e->lo.vp, e->lo.opt, (long long)e->ps.n_alloc, (long long)e->opt_n,
-                    data_get_pos(&e->dl)};
-    const void *parts[] = {&h, e->ps.w, e->om, e->ov};
-    size_t lens[] = {sizeof h, e->ps.n_alloc * sizeof(float), e->opt_n * sizeof(float),
-                     e->opt_n * sizeof(float)};
-    char path[1100];
-    rank_path(path, sizeof path, dir, e->d.rank);
-    rc = atomic_write(path, parts, lens, 4, err, errlen);
-    if (agree(rc) != 0) {
-        if (rc == 0)
-            snprintf(err, errlen, "checkpoint: another rank failed to write its file in %s", dir);
-        return -1;
-    }
-    if (e->d.rank == 0) {
-        char text[512];
-        int n = snprintf(text, sizeof text,
-                         "{\n  \"format\": \"ultraplan.checkpoint/1\",\n  \"step\": %d,\n  \"world\": %d,\n"
-                         "  \"dp\": %d, \"tp\": %d, \"pp\": %d, \"vp\": %d,\n  \"files\": \"rank_NNNNN.ckpt\"\n}\n",
-                         e->step, e->d.world, e->lo.dp, e->lo.tp, e->lo.pp, e->lo.vp);
-        const void *mp[] = {text};
-        size_t ml[] = {(size_t)n};
-        snprintf(path, sizeof path, "%s/manifest.json", dir);
-        rc = atomic_write(path, mp, ml, 1, err, errlen);
-    }
-    if (agree(rc) != 0) {
-        if (rc == 0)
-            snprintf(err, errlen, "checkpoint: rank 0 failed to write the manifest in %s", dir);
         return -1;
     }
     return 0;
 }
 
-static int load_rank(Exec *e, const char *dir, char *err, int errlen)
+/* Remove DIR/step-NNNNNN directories other than keep (rank 0, after the
+ * manifest names keep). Only our own names are touched. */
+static void remove_old(const char *dir, const char *keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int step, len = 0;
+        if (sscanf(de->d_name, "step-%d%n", &step, &len) != 1 || len != 11 || strcmp(de->d_name, keep) == 0)
+            continue;
+        char sub[1100], f[1400];
+        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+        DIR *s = opendir(sub);
+        struct dirent *fe;
+        while (s && (fe = readdir(s)))
+            if (strncmp(fe->d_name, "rank_", 5) == 0) {
+                snprintf(f, sizeof f, "%s/%s", sub, fe->d_name);
+                unlink(f);
+            }
+        if (s)
+            closedir(s);
+        rmdir(sub);
+    }
+    closedir(d);
+}
+
+static int write_manifest(const Exec *e, const char *dir, const char *stepdir, const unsigned long long *info,
+                          char *err, int errlen)
+{
+    cJSON *m = cJSON_CreateObject(), *files = cJSON_CreateArray();
+    cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(m, "step", e->step);
+    cJSON_AddNumberToObject(m, "world", e->d.world);
+    cJSON_AddNumberToObject(m, "dp", e->lo.dp);
+    cJSON_AddNumberToObject(m, "tp", e->lo.tp);
+    cJSON_AddNumberToObject(m, "pp", e->lo.pp);
+    cJSON_AddNumberToObject(m, "vp", e->lo.vp);
+    cJSON_AddStringToObject(m, "dir", stepdir);
+    cJSON_AddStringToObject(m, "checksum", "crc32");
+    for (int r = 0; r < e->d.world; r++) {
+        char name[32];
+        rank_name(name, sizeof name, r);
+        cJSON *f = cJSON_CreateObject();
+        cJSON_AddStringToObject(f, "name", name);
+        cJSON_AddNumberToObject(f, "bytes", (double)info[2 * r]);
+        cJSON_AddNumberToObject(f, "crc32", (double)info[2 * r + 1]);
+        cJSON_AddItemToArray(files, f);
+    }
+    cJSON_AddItemToObject(m, "files", files);
+    char *text = cJSON_Print(m);
+    cJSON_Delete(m);
+    if (!text) {
+        snprintf(err, errlen, "checkpoint: out of memory for the manifest");
+        return -1;
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    size_t n = strlen(text);
+    text[n] = '\n';   // cJSON_Print leaves room: replace the terminator, write n+1 bytes
+    const void *parts[] = {text};
+    size_t lens[] = {n + 1};
+    int rc = atomic_write(path, parts, lens, 1, 0, err, errlen);
+    free(text);
+    return rc;
+}
+
+int exec_save(Exec *e, const char *dir, char *err, int errlen)
+{
+    crc_init();
+    char stepdir[1100], path[1200], name[32];
+    exec_ckpt_path(stepdir, sizeof stepdir, dir, e->step);
+    int rc = 0;
+    if (e->d.rank == 0)
+        rc = make_dir(dir, err, errlen) || make_dir(stepdir, err, errlen) ? -1 : 0;
+    if (agree(rc, err, errlen) != 0)
+        return -1;
+
+    CkptHeader h;
+    memset(&h, 0, sizeof h);   // padding too: the checksum covers the bytes
+    h.magic = CKPT_MAGIC, h.version = CKPT_VERSION, h.step = e->step, h.world = e->d.world;
+    h.rank = e->d.rank, h.dp = e->lo.dp, h.tp = e->lo.tp, h.pp = e->lo.pp, h.vp = e->lo.vp;
+    h.opt = e->lo.opt, h.n_alloc = (long long)e->ps.n_alloc, h.opt_n = (long long)e->opt_n;
+    h.pos = data_get_pos(&e->dl);
+    const void *parts[] = {&h, e->ps.w, e->om, e->ov};
+    size_t lens[] = {sizeof h, e->ps.n_alloc * sizeof(float), e->opt_n * sizeof(float), e->opt_n * sizeof(float)};
+    uint32_t crc = 0;
+    size_t total = 0;
+    for (int i = 0; i < 4; i++)
+        crc = crc_update(crc, parts[i], lens[i]), total += lens[i];
+    h.crc = crc;
+    rank_name(name, sizeof name, e->d.rank);
+    snprintf(path, sizeof path, "%s/%s", stepdir, name);
+    rc = atomic_write(path, parts, lens, 4, inject_kill_at(e, total), err, errlen);
+    if (agree(rc, err, errlen) != 0) {
+        unlink(path);   // nothing points at it; free the space
+        return -1;
+    }
+
+    unsigned long long mine[2] = {total, crc}, *all = NULL;
+    if (e->d.rank == 0 && !(all = malloc(2 * sizeof *all * e->d.world))) {
+        snprintf(err, errlen, "checkpoint: out of memory");
+        rc = -1;
+    }
+    if (agree(rc, err, errlen) != 0)
+        return -1;
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2,
+                                                  MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (e->d.rank == 0) {
+        sync_dir(stepdir);
+        rc = write_manifest(e, dir, stepdir + strlen(dir) + 1, all, err, errlen);
+        if (rc == 0) {
+            sync_dir(dir);
+            remove_old(dir, stepdir + strlen(dir) + 1);
+        }
+    }
+    free(all);
+    return agree(rc, err, errlen);
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+typedef struct {
+    int step, world;
+    char stepdir[64];
+    long long bytes;             // of this rank's file
+    uint32_t crc;
+} Manifest;
+
+static int read_manifest(const Exec *e, const char *dir, Manifest *mf, char *err, int errlen)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "resume: no checkpoint in %s (%s missing)", dir, path);
         return -1;
     }
-    char text[1024];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *text = size >= 0 && size < (1L << 30) ? malloc(size + 1) : NULL;
+    size_t n = text && fseek(f, 0, SEEK_SET) == 0 ? fread(text, 1, size, f) : 0;
     fclose(f);
-    text[n] = 0;
-    const char *w = strstr(text, "\"world\":");
-    int world = w ? atoi(w + 8) : -1;
-    if (!strstr(text, "ultraplan.checkpoint/1") || world != e->d.world) {
-        snprintf(err, errlen, "resume: %s is not a checkpoint of a %d-rank run (world %d)", path,
-                 e->d.world, world);
+    if (text)
+        text[n] = 0;
+    cJSON *m = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *fmt = cJSON_GetObjectItem(m, "format"), *step = cJSON_GetObjectItem(m, "step");
+    const cJSON *world = cJSON_GetObjectItem(m, "world"), *sd = cJSON_GetObjectItem(m, "dir");
+    const cJSON *files = cJSON_GetObjectItem(m, "files");
+    const cJSON *mine = cJSON_GetArrayItem(files, e->d.rank);
+    const cJSON *bytes = cJSON_GetObjectItem(mine, "bytes"), *crc = cJSON_GetObjectItem(mine, "crc32");
+    int ok = m && cJSON_IsString(fmt) && strcmp(fmt->valuestring, CKPT_FORMAT) == 0 && cJSON_IsNumber(step) &&
+             cJSON_IsNumber(world) && cJSON_IsString(sd) && strlen(sd->valuestring) < sizeof mf->stepdir &&
+             !strchr(sd->valuestring, '/') && cJSON_IsNumber(bytes) && cJSON_IsNumber(crc);
+    if (!ok) {
+        snprintf(err, errlen, "resume: %s is not a readable %s manifest (damaged, or from another version); "
+                 "refusing to load", path, CKPT_FORMAT);
+    } else if (world->valueint != e->d.world || cJSON_GetArraySize(files) != e->d.world) {
+        snprintf(err, errlen, "resume: %s is a checkpoint of a %d-rank run, this run has %d ranks", path,
+                 world->valueint, e->d.world);
+        ok = 0;
+    } else {
+        mf->step = step->valueint;
+        mf->world = world->valueint;
+        snprintf(mf->stepdir, sizeof mf->stepdir, "%s", sd->valuestring);
+        mf->bytes = (long long)bytes->valuedouble;
+        mf->crc = (uint32_t)crc->valuedouble;
+    }
+    cJSON_Delete(m);
+    return ok ? 0 : -1;
+}
+
+/* Read n bytes into p, extending *crc. */
+static int read_crc(FILE *f, void *p, size_t n, uint32_t *crc)
+{
+    if (fread(p, 1, n, f) != n)
+        return -1;
+    *crc = crc_update(*crc, p, n);
+    return 0;
+}
+
+static int load_rank(Exec *e, const char *dir, char *err, int errlen)
+{
+    crc_init();
+    Manifest mf;
+    if (read_manifest(e, dir, &mf, err, errlen) != 0)
+        return -1;
+    char path[1200], name[32];
+    rank_name(name, sizeof name, e->d.rank);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, mf.stepdir, name);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
         return -1;
     }
-    rank_path(path, sizeof path, dir, e->d.rank);
-    f = fopen(path, "rb");
+    if ((long long)st.st_size != mf.bytes) {
+        snprintf(err, errlen, "checkpoint %s: %lld bytes, the manifest says %lld (file truncated or "
+                 "overwritten); refusing to load", path, (long long)st.st_size, mf.bytes);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "resume: cannot open %s", path);
+        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
         return -1;
     }
     CkptHeader h;
-    int ok = fread(&h, sizeof h, 1, f) == 1 && h.magic == CKPT_MAGIC && h.version == CKPT_VERSION;
-    if (!ok || h.rank != e->d.rank || h.dp != e->lo.dp || h.tp != e->lo.tp || h.pp != e->lo.pp ||
-        h.vp != e->lo.vp || h.opt != (int)e->lo.opt || h.n_alloc != (long long)e->ps.n_alloc ||
-        h.opt_n != (long long)e->opt_n) {
+    uint32_t crc = 0, want;
+    int ok = fread(&h, sizeof h, 1, f) == 1;
+    want = h.crc;
+    h.crc = 0;
+    crc = crc_update(crc, &h, sizeof h);
+    h.crc = want;
+    if (ok && h.magic == CKPT_MAGIC && h.version == CKPT_VERSION && h.rank == e->d.rank &&
+        (h.dp != e->lo.dp || h.tp != e->lo.tp || h.pp != e->lo.pp || h.vp != e->lo.vp ||
+         h.opt != (int)e->lo.opt || h.n_alloc != (long long)e->ps.n_alloc || h.opt_n != (long long)e->opt_n)) {
         fclose(f);
         snprintf(err, errlen, "resume: %s does not match this plan's layout and model", path);
         return -1;
     }
-    ok = fread(e->ps.w, sizeof(float), e->ps.n_alloc, f) == e->ps.n_alloc &&
-         fread(e->om, sizeof(float), e->opt_n, f) == e->opt_n &&
-         fread(e->ov, sizeof(float), e->opt_n, f) == e->opt_n;
+    ok = ok && h.magic == CKPT_MAGIC && h.version == CKPT_VERSION && h.rank == e->d.rank &&
+         read_crc(f, e->ps.w, e->ps.n_alloc * sizeof(float), &crc) == 0 &&
+         read_crc(f, e->om, e->opt_n * sizeof(float), &crc) == 0 &&
+         read_crc(f, e->ov, e->opt_n * sizeof(float), &crc) == 0 && fgetc(f) == EOF;
     fclose(f);
-    if (!ok) {
-        snprintf(err, errlen, "resume: %s is truncated", path);
+    if (!ok || crc != want || want != mf.crc) {
+        snprintf(err, errlen, "checkpoint %s: checksum mismatch (file corrupted or truncated); refusing to load",
+                 path);
+        return -1;
+    }
+    if (h.step != mf.step) {
+        snprintf(err, errlen, "checkpoint %s: holds step %d, the manifest says %d; refusing to load", path,
+                 h.step, mf.step);
         return -1;
     }
     if (data_set_pos(&e->dl, h.pos, err, errlen) != 0)
@@ -171,11 +433,5 @@ static int load_rank(Exec *e, const char *dir, char *err, int errlen)
 
 int exec_load(Exec *e, const char *dir, char *err, int errlen)
 {
-    int rc = load_rank(e, dir, err, errlen);
-    if (agree(rc) != 0) {
-        if (rc == 0)
-            snprintf(err, errlen, "resume: another rank could not load its part of %s", dir);
-        return -1;
-    }
-    return 0;
+    return agree(load_rank(e, dir, err, errlen), err, errlen);
 }

@@ -1,12 +1,183 @@
 /* dist.c — see dist.h. */
 #include "dist.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static int g_rank = -1;
 static const char *g_last_call = "?";
+
+/* Communicators the watchdog can name: world ranks of their members, filled
+ * when they are created, so that the watchdog thread never calls MPI. */
+enum { MAX_COMMS = 8 };
+static struct {
+    MPI_Comm c;
+    char name[16];
+    int n;
+    int *world;          // (n) world rank of each member
+} g_comms[MAX_COMMS];
+static int g_ncomms;
+
+static void comm_register(MPI_Comm c, const char *name)
+{
+    if (g_ncomms == MAX_COMMS)
+        return;
+    MPI_Group g, wg;
+    int n = 0;
+    MPI_Comm_group(c, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_size(g, &n);
+    int *local = malloc(n * sizeof *local), *world = malloc(n * sizeof *world);
+    if (!local || !world) {
+        free(local), free(world);
+    } else {
+        for (int i = 0; i < n; i++)
+            local[i] = i;
+        MPI_Group_translate_ranks(g, n, local, wg, world);
+        free(local);
+        g_comms[g_ncomms].c = c;
+        snprintf(g_comms[g_ncomms].name, sizeof g_comms[0].name, "%s", name);
+        g_comms[g_ncomms].n = n;
+        g_comms[g_ncomms++].world = world;
+    }
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+}
+
+static void comm_unregister_all(void)
+{
+    for (int i = 0; i < g_ncomms; i++)
+        free(g_comms[i].world);
+    memset(g_comms, 0, sizeof g_comms);
+    g_ncomms = 0;
+}
+
+static int comm_index(MPI_Comm c)
+{
+    for (int i = 0; i < g_ncomms; i++)
+        if (g_comms[i].c == c)
+            return i;
+    return -1;
+}
+
+/* The watched call: written by the rank's thread, read by the watchdog. */
+static struct {
+    atomic_int armed;            // 1 while a watched call blocks
+    atomic_uint gen;             // bumped by every begin: a new call is progress
+    atomic_int step, comm, peer; // comm: index in g_comms, -1 unknown
+    _Atomic(const char *) call;
+    double timeout;              // seconds
+    atomic_int stop;
+    int running;
+    pthread_t th;
+} wd;
+
+/* "1", "1 2 3", or "the other ranks of dp" for the watched call. */
+static void peers_str(char *buf, size_t len, int ci, int peer)
+{
+    if (ci < 0 || ci >= g_ncomms) {
+        snprintf(buf, len, "an unknown rank");
+        return;
+    }
+    if (peer >= 0 && peer < g_comms[ci].n) {
+        snprintf(buf, len, "%d", g_comms[ci].world[peer]);
+        return;
+    }
+    size_t at = 0;
+    int listed = 0;
+    buf[0] = 0;
+    for (int i = 0; i < g_comms[ci].n && at + 16 < len; i++) {
+        if (g_comms[ci].world[i] == g_rank)
+            continue;
+        if (listed == 16) {
+            at += snprintf(buf + at, len - at, " ...");
+            break;
+        }
+        at += snprintf(buf + at, len - at, "%s%d", listed++ ? " " : "", g_comms[ci].world[i]);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    unsigned last = 0;
+    double since = 0;
+    const struct timespec tick = {0, 100 * 1000 * 1000};
+    while (!atomic_load(&wd.stop)) {
+        nanosleep(&tick, NULL);
+        unsigned gen = atomic_load(&wd.gen);
+        if (!atomic_load(&wd.armed) || gen != last) {
+            last = gen;
+            since = now_s();
+            continue;
+        }
+        double waited = now_s() - since;
+        if (waited < wd.timeout)
+            continue;
+        int ci = atomic_load(&wd.comm);
+        char peers[256], msg[768];
+        peers_str(peers, sizeof peers, ci, atomic_load(&wd.peer));
+        int n = snprintf(msg, sizeof msg,
+                         "rank %d: no progress in communication with rank(s) %s for %.0f s (lost rank?) "
+                         "during %s on %s at step %d; stopping this rank\n",
+                         g_rank, peers, waited, atomic_load(&wd.call), ci >= 0 ? g_comms[ci].name : "?",
+                         atomic_load(&wd.step));
+        if (write(2, msg, n > 0 && n < (int)sizeof msg ? (size_t)n : strlen(msg)) < 0)
+            _exit(1);
+        _exit(1);
+    }
+    return NULL;
+}
+
+void dist_watchdog_start(double timeout_s)
+{
+    if (timeout_s <= 0 || wd.running)
+        return;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    if (comm_index(MPI_COMM_WORLD) < 0)
+        comm_register(MPI_COMM_WORLD, "world");
+    wd.timeout = timeout_s;
+    atomic_store(&wd.stop, 0);
+    atomic_store(&wd.comm, -1);
+    atomic_store(&wd.call, "?");
+    wd.running = pthread_create(&wd.th, NULL, watchdog, NULL) == 0;
+}
+
+void dist_watchdog_stop(void)
+{
+    if (wd.running) {
+        atomic_store(&wd.stop, 1);
+        pthread_join(wd.th, NULL);
+        wd.running = 0;
+    }
+    comm_unregister_all();
+}
+
+void dist_watch_step(int step) { atomic_store(&wd.step, step); }
+
+void dist_watch_begin(MPI_Comm c, int peer, const char *call)
+{
+    g_last_call = call;
+    atomic_store(&wd.comm, comm_index(c));
+    atomic_store(&wd.peer, peer);
+    atomic_store(&wd.call, call);
+    atomic_fetch_add(&wd.gen, 1);
+    atomic_store(&wd.armed, 1);
+}
+
+void dist_watch_end(void) { atomic_store(&wd.armed, 0); }
 
 void dist_check(int rc, const char *call, const char *file, int line)
 {
@@ -27,8 +198,11 @@ static void on_error(MPI_Comm *comm, int *code, ...)
     int len = 0, nlen = 0;
     MPI_Error_string(*code, msg, &len);
     MPI_Comm_get_name(*comm, name, &nlen);
-    fprintf(stderr, "[rank %d] MPI failure in %s on communicator %s: %s\n", g_rank, g_last_call,
-            nlen ? name : "?", msg);
+    char peers[256] = "";
+    if (atomic_load(&wd.armed))
+        peers_str(peers, sizeof peers, atomic_load(&wd.comm), atomic_load(&wd.peer));
+    fprintf(stderr, "[rank %d] MPI failure in %s on communicator %s%s%s%s: %s\n", g_rank, g_last_call,
+            nlen ? name : "?", *peers ? " (waiting for rank(s) " : "", peers, *peers ? ")" : "", msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -44,6 +218,7 @@ static MPI_Comm split(int color, int key, const char *name, MPI_Errhandler eh)
     if (c != MPI_COMM_NULL) {
         MPI_Comm_set_name(c, (char *)name);
         MPI_Comm_set_errhandler(c, eh);
+        comm_register(c, name);
     }
     return c;
 }
@@ -75,6 +250,8 @@ int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
     MPI_Errhandler eh;
     CHECK_MPI(MPI_Comm_create_errhandler(on_error, &eh));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
+    if (comm_index(MPI_COMM_WORLD) < 0)
+        comm_register(MPI_COMM_WORLD, "world");
     int tp_color = d->cp_rank + cp * (d->dp_rank + dp * d->pp_rank);
     int dp_color = d->tp_rank + tp * (d->cp_rank + cp * d->pp_rank);
     int pp_color = d->tp_rank + tp * (d->cp_rank + cp * d->dp_rank);
@@ -93,6 +270,7 @@ void dist_free(Dist *d)
     for (int i = 0; i < 4; i++)
         if (*cs[i] != MPI_COMM_NULL)
             MPI_Comm_free(cs[i]);
+    comm_unregister_all();   // freed handles may be reused by MPI
 }
 
 static int comm_size(MPI_Comm c)
@@ -107,8 +285,7 @@ void dist_allreduce(float *x, int n, MPI_Comm c, double *t)
     if (comm_size(c) == 1)
         return;
     double t0 = MPI_Wtime();
-    g_last_call = "MPI_Allreduce";
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, c));
+    CHECK_MPI_WAIT(c, -1, MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, c));
     if (t)
         *t += MPI_Wtime() - t0;
 }
@@ -121,8 +298,7 @@ void dist_allgather(float *out, const float *in, int n, MPI_Comm c, double *t)
         return;
     }
     double t0 = MPI_Wtime();
-    g_last_call = "MPI_Allgather";
-    CHECK_MPI(MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, c));
+    CHECK_MPI_WAIT(c, -1, MPI_Allgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, c));
     if (t)
         *t += MPI_Wtime() - t0;
 }
@@ -135,8 +311,7 @@ void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t)
         return;
     }
     double t0 = MPI_Wtime();
-    g_last_call = "MPI_Reduce_scatter_block";
-    CHECK_MPI(MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, c));
+    CHECK_MPI_WAIT(c, -1, MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, c));
     if (t)
         *t += MPI_Wtime() - t0;
 }

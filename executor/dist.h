@@ -35,6 +35,28 @@ int dist_rank_of(const Dist *d, int tp, int cp, int dp, int pp);
 
 void dist_check(int rc, const char *call, const char *file, int line);
 
+/* The communication watchdog: a thread that ends this rank when one
+ * blocking call has waited timeout_s seconds with no progress (a lost or
+ * hung peer), after printing
+ *   rank R: no progress in communication with rank(s) X for N s (lost rank?)
+ *   during CALL on COMM at step S
+ * and exiting 1, so that mpirun (or srun) ends the job. It never calls MPI.
+ * timeout_s <= 0 leaves it off. Start after MPI_Init, stop before
+ * MPI_Finalize. */
+void dist_watchdog_start(double timeout_s);
+void dist_watchdog_stop(void);
+void dist_watch_step(int step);      // the step that the next waits belong to
+/* Bracket a blocking call: peer is its rank in c, or -1 for all of c. */
+void dist_watch_begin(MPI_Comm c, int peer, const char *call);
+void dist_watch_end(void);
+
+/* A blocking MPI call under the watchdog. */
+#define CHECK_MPI_WAIT(comm, peer, call) do { \
+        dist_watch_begin((comm), (peer), #call); \
+        dist_check((call), #call, __FILE__, __LINE__); \
+        dist_watch_end(); \
+    } while (0)
+
 /* Collectives on floats that time themselves into *t (seconds, may be NULL).
  * With a group of one they are copies or no-ops. */
 void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                       // in place, sum

@@ -1,6 +1,8 @@
 /* exec.c — see exec.h. Setup, slabs, the schedule loop, DP/ZeRO-1, AdamW. */
 #include "exec.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,8 +277,8 @@ static void pp_recv(Exec *e, float *buf, int vstage_from, int mb, int vstage_to,
 {
     double t0 = MPI_Wtime();
     int src = vstage_from % e->lo.pp;
-    CHECK_MPI(MPI_Recv(buf, e->Nl * e->C, MPI_FLOAT, src, tag_of(e, mb, vstage_to, dir), e->d.pp_comm,
-                       MPI_STATUS_IGNORE));
+    CHECK_MPI_WAIT(e->d.pp_comm, src, MPI_Recv(buf, e->Nl * e->C, MPI_FLOAT, src, tag_of(e, mb, vstage_to, dir),
+                                               e->d.pp_comm, MPI_STATUS_IGNORE));
     e->t[PH_PP] += MPI_Wtime() - t0;
 }
 
@@ -287,7 +289,7 @@ static float *send_buf(Exec *e, int *slot)
     e->send_next = (k + 1) % e->nsend;
     if (e->send_req[k] != MPI_REQUEST_NULL) {
         double t0 = MPI_Wtime();
-        CHECK_MPI(MPI_Wait(&e->send_req[k], MPI_STATUS_IGNORE));
+        CHECK_MPI_WAIT(e->d.pp_comm, -1, MPI_Wait(&e->send_req[k], MPI_STATUS_IGNORE));
         e->t[PH_PP] += MPI_Wtime() - t0;
     }
     *slot = k;
@@ -404,13 +406,13 @@ static void finish_grads(Exec *e)
     double t0 = MPI_Wtime();
     if (e->m.tied && e->lo.pp > 1 && e->d.emb_comm != MPI_COMM_NULL) {
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, params_stage(ps, ps->g, id), (int)ps->len[id], MPI_FLOAT,
-                                MPI_SUM, e->d.emb_comm));
+        CHECK_MPI_WAIT(e->d.emb_comm, -1, MPI_Allreduce(MPI_IN_PLACE, params_stage(ps, ps->g, id), (int)ps->len[id],
+                                                        MPI_FLOAT, MPI_SUM, e->d.emb_comm));
     }
     if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
         CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, ps->g + ps->layers_end, (int)(ps->n - ps->layers_end),
                                  MPI_FLOAT, MPI_SUM, e->d.dp_comm, &e->dp_req[e->ndp_req++]));
-    CHECK_MPI(MPI_Waitall(e->ndp_req, e->dp_req, MPI_STATUSES_IGNORE));
+    CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Waitall(e->ndp_req, e->dp_req, MPI_STATUSES_IGNORE));
     e->ndp_req = 0;
     e->t[PH_DP] += MPI_Wtime() - t0;
 }
@@ -422,14 +424,16 @@ static void optimizer_step(Exec *e)
     int t = e->step + 1;
     if (e->lo.opt != OPT_ZERO0 && e->lo.dp > 1) {
         double t0 = MPI_Wtime();
-        CHECK_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, ps->g, (int)e->opt_n, MPI_FLOAT, MPI_SUM, e->d.dp_comm));
+        CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Reduce_scatter_block(MPI_IN_PLACE, ps->g, (int)e->opt_n, MPI_FLOAT,
+                                                                  MPI_SUM, e->d.dp_comm));
         e->t[PH_DP] += MPI_Wtime() - t0;
         t0 = MPI_Wtime();
         k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
         e->t[PH_OPTIM] += MPI_Wtime() - t0;
         t0 = MPI_Wtime();
-        CHECK_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, ps->w, (int)e->opt_n, MPI_FLOAT, e->d.dp_comm));
+        CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, ps->w, (int)e->opt_n, MPI_FLOAT,
+                                                       e->d.dp_comm));
         e->t[PH_DP] += MPI_Wtime() - t0;
         return;
     }
@@ -448,7 +452,8 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
                             derr, sizeof derr) != 0)
             FAIL("%s", derr);
     }
-    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    dist_watch_step(e->step + 1);
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();
     k_zero(e->ps.g, e->ps.n_alloc);
     int ns = e->nslots;
@@ -464,14 +469,22 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     e->nslots = ns;
     if (e->nsend) {
         double w0 = MPI_Wtime();
-        CHECK_MPI(MPI_Waitall(e->nsend, e->send_req, MPI_STATUSES_IGNORE));
+        CHECK_MPI_WAIT(e->d.pp_comm, -1, MPI_Waitall(e->nsend, e->send_req, MPI_STATUSES_IGNORE));
         e->t[PH_PP] += MPI_Wtime() - w0;
     }
     finish_grads(e);
     optimizer_step(e);
     e->step++;
     double sum = e->loss_sum;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (!isfinite(sum)) {
+        /* every rank holds the same sum, so all take this branch; name the first bad rank */
+        int first = isfinite(e->loss_sum) ? INT_MAX : e->d.rank;
+        CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        if (first == INT_MAX)
+            FAIL("step %d: loss is %s (summed over ranks); stopping", e->step, isnan(sum) ? "NaN" : "Inf");
+        FAIL("step %d: loss is %s (rank %d); stopping", e->step, isnan(sum) ? "NaN" : "Inf", first);
+    }
     st->step_s = MPI_Wtime() - t0;
     st->loss = sum / ((double)e->lo.gbs * e->T);
     memcpy(st->t, e->t, sizeof e->t);

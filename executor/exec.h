@@ -121,11 +121,18 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen);
 /* Bytes this rank allocated by category. */
 void exec_memory(const Exec *e, double out[XM_COUNT]);
 
-/* Checkpoint: one file per rank in dir plus a manifest written by rank 0;
- * temp name, fsync, rename. Load checks the layout and restores weights,
- * optimizer moments, step and data position. Collective. */
+/* Checkpoint: one file per rank in dir/step-NNNNNN/ plus dir/manifest.json
+ * (sizes and CRC-32s) written by rank 0 last; temp name, fsync, rename; older
+ * step directories are removed once the new manifest is in place, so a
+ * failure at any point leaves the previous checkpoint valid. Load verifies
+ * sizes and checksums, checks the layout and restores weights, optimizer
+ * moments, step and data position; on failure (err names the file) the
+ * weights are undefined and the run must stop. Collective: every rank gets
+ * the same result and the first failing rank's message. */
 int exec_save(Exec *e, const char *dir, char *err, int errlen);
 int exec_load(Exec *e, const char *dir, char *err, int errlen);
+/* dir/step-NNNNNN: where the checkpoint of a step lives. */
+void exec_ckpt_path(char *buf, size_t n, const char *dir, int step);
 
 void exec_free(Exec *e);
 

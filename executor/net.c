@@ -238,7 +238,7 @@ static double vocab_parallel_ce(Exec *e, const int *targets, float scale)
         mx[i] = m;
     }
     double t0 = MPI_Wtime();
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, mx, N, MPI_FLOAT, MPI_MAX, e->d.tp_comm));
+    CHECK_MPI_WAIT(e->d.tp_comm, -1, MPI_Allreduce(MPI_IN_PLACE, mx, N, MPI_FLOAT, MPI_MAX, e->d.tp_comm));
     e->t[PH_TP] += MPI_Wtime() - t0;
     for (int i = 0; i < N; i++) {
         const float *l = e->logits + (size_t)i * Vl;

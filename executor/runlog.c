@@ -39,7 +39,7 @@ void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, d
 {
     double t[PH_COUNT];
     memcpy(t, st->t, sizeof t);
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t, PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, t, PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     double tokens = (double)e->lo.gbs * e->T;
     double ts = tokens / st->step_s;
     double u = r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0;
@@ -100,7 +100,7 @@ cJSON *runlog_finish(RunLog *r, const Exec *e)
     mine[XM_COUNT + 3] = e->d.dp_rank;
     mine[XM_COUNT + 4] = 0;
     double all[nv * (e->d.world > 0 ? e->d.world : 1)];
-    CHECK_MPI(MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (e->d.rank != 0) {
         cJSON_Delete(r->steps);
         r->steps = NULL;

@@ -17,7 +17,7 @@ losses() { grep -o '"loss":[^,]*' "$1" | tr -d '"loss:\t '; }
 # resume: 6 steps straight against 3 + 3 with a checkpoint in between
 $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 6 -o "$D/a.json" > /dev/null || fail "run 6 steps"
 $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 3 --checkpoint-dir "$D/ck" > /dev/null || fail "run 3 steps"
-[ -f "$D/ck/manifest.json" ] && [ -f "$D/ck/rank_00001.ckpt" ] || fail "checkpoint files"
+[ -f "$D/ck/manifest.json" ] && [ -f "$D/ck/step-000003/rank_00001.ckpt" ] || fail "checkpoint files"
 $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --steps 6 --checkpoint-dir "$D/ck" --resume -o "$D/b.json" > /dev/null || fail "resume"
 diff <(losses "$D/a.json" | tail -n 3) <(losses "$D/b.json") || fail "resumed losses differ"
 echo "resume: bit-identical losses"
