@@ -357,11 +357,13 @@ static void test_attention_fwd(void **state) {
     attn_case(2, 7, 4, 2, 8, 0);    // GQA
     attn_case(1, 9, 6, 1, 4, 0);    // MQA
     attn_case(1, 1, 2, 1, 4, 0);    // a single token
+    attn_case(2, 150, 4, 2, 16, 0); // three query tiles, the last one short
 }
 
 static void test_attention_bwd(void **state) {
     attn_case(2, 5, 4, 2, 4, 1);    // GQA
     attn_case(1, 4, 2, 2, 3, 1);    // MHA, odd head size
+    attn_case(1, 70, 2, 1, 4, 1);   // two query tiles
 }
 
 /* ---- embedding, residual ------------------------------------------------ */

@@ -1,26 +1,62 @@
 /* act.c — GELU (tanh approximation) and SwiGLU. */
 #include <math.h>
 #include "kernels.h"
+#include "vmath.h"
 
 #define GELU_K 0.7978845608028654f   // sqrt(2/π)
 #define GELU_A 0.044715f
 
+/* tanh(u) = 1 − 2/(e^{2u} + 1), with e^{2u} from vm_exp over blocks of GELU_BLK
+ * elements so the loops vectorise; |u| ≤ 9 keeps e finite (tanh(9) is 1 in
+ * float) and lets the backward use sech² = 4e/(e + 1)² without cancellation. */
+enum { GELU_BLK = 256 };
+
+static int gelu_args(float *e, const float *x, size_t i0, size_t N) {
+    int n = N - i0 < GELU_BLK ? (int)(N - i0) : GELU_BLK;
+    #pragma omp simd
+    for (int j = 0; j < n; j++) {
+        float v = x[i0 + j];
+        e[j] = 2.0f * GELU_K * (v + GELU_A * v * v * v);
+    }
+    #pragma omp simd
+    for (int j = 0; j < n; j++) {   // a pass of its own, as in vm_exp
+        float u = e[j] > -18.0f ? e[j] : -18.0f;
+        e[j] = u < 18.0f ? u : 18.0f;
+    }
+    vm_exp(e, e, n);
+    return n;
+}
+
 void k_gelu_fwd(float *out, const float *inp, size_t N) {
+    size_t nblk = (N + GELU_BLK - 1) / GELU_BLK;
     #pragma omp parallel for
-    for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_A * x * x * x)));
+    for (size_t b = 0; b < nblk; b++) {
+        float e[GELU_BLK];
+        size_t i0 = b * GELU_BLK;
+        int n = gelu_args(e, inp, i0, N);
+        #pragma omp simd
+        for (int j = 0; j < n; j++) {
+            float x = inp[i0 + j], th = 1.0f - 2.0f / (e[j] + 1.0f);
+            out[i0 + j] = 0.5f * x * (1.0f + th);
+        }
     }
 }
 
 void k_gelu_bwd(float *dinp, const float *inp, const float *dout, size_t N) {
+    size_t nblk = (N + GELU_BLK - 1) / GELU_BLK;
     #pragma omp parallel for
-    for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        float th = tanhf(GELU_K * (x + GELU_A * x * x * x));
-        float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);   // d(tanh arg)/dx
-        float g = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-        dinp[i] += g * dout[i];
+    for (size_t b = 0; b < nblk; b++) {
+        float e[GELU_BLK];
+        size_t i0 = b * GELU_BLK;
+        int n = gelu_args(e, inp, i0, N);
+        #pragma omp simd
+        for (int j = 0; j < n; j++) {
+            float x = inp[i0 + j], ep1 = e[j] + 1.0f;
+            float th = 1.0f - 2.0f / ep1, sech2 = 4.0f * e[j] / (ep1 * ep1);
+            float du = GELU_K * (1.0f + 3.0f * GELU_A * x * x);   // d(tanh arg)/dx
+            float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;
+            dinp[i0 + j] += g * dout[i0 + j];
+        }
     }
 }
 

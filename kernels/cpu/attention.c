@@ -1,55 +1,86 @@
 /* attention.c — causal grouped-query self-attention, FlashAttention-style:
  * the forward keeps only the log-sum-exp of each score row, the backward
- * recomputes the probabilities p = exp(s − lse) row by row.
+ * recomputes the probabilities p = exp(s − lse).
+ *
+ * Work goes in tiles of ATT_BQ queries against the keys 0..t1 they can see,
+ * so the masked upper triangle is skipped (but for the diagonal tile) and
+ * every product is one BLAS GEMM on strided rows of q, k, v: the scalar
+ * dot-product loops this replaced ran at a tenth of GEMM speed.
  *
  * Forward is parallel over (b, query head). Backward is parallel over
  * (b, kv head): the query heads of a group all add into the same dk, dv, so
- * one thread owns the whole group. */
+ * one thread owns the whole group. Each thread has its own score tiles. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include "kernels.h"
+#include "vmath.h"
 
-static float dot(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+enum { ATT_BQ = 64 };   // queries per tile
+
+/* Row i of the tile s (nq, ld) holds the scaled scores of query t0+i against
+ * keys 0..t1−1; keys past the query are masked. Turns each row into
+ * exp(s − m) with m the row max (lse == NULL) or the given lse row. */
+static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in)
+{
+    for (int i = 0; i < nq; i++) {
+        float *r = s + (size_t)i * ld;
+        int nv = t0 + i + 1;   // keys this query sees
+        float m;
+        if (lse_in) {
+            m = lse_in[i];
+        } else {
+            m = -INFINITY;
+            #pragma omp simd reduction(max:m)
+            for (int j = 0; j < nv; j++)
+                m = r[j] > m ? r[j] : m;
+        }
+        #pragma omp simd
+        for (int j = 0; j < nv; j++)
+            r[j] -= m;
+        vm_exp(r, r, nv);
+        for (int j = nv; j < t1; j++)
+            r[j] = 0.0f;
+        if (lse_out) {
+            float sum = 0.0f;
+            #pragma omp simd reduction(+:sum)
+            for (int j = 0; j < nv; j++)
+                sum += r[j];
+            float inv = 1.0f / sum;
+            #pragma omp simd
+            for (int j = 0; j < nv; j++)
+                r[j] *= inv;
+            lse_out[i] = m + logf(sum);
+        }
+    }
 }
 
 void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
                      const float *v, int B, int T, int NH, int NKV, int HS) {
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
-    size_t qs = (size_t)NH * HS, ks = (size_t)NKV * HS;   // row strides over t
+    int qs = NH * HS, ks = NKV * HS;   // row strides over t
     #pragma omp parallel
     {
-        float *p = malloc(sizeof(float) * (size_t)T);
+        float *s = malloc(sizeof(float) * (size_t)ATT_BQ * T);
         #pragma omp for collapse(2)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 const float *kb = k + (size_t)b * T * ks + (size_t)(h / rep) * HS;
                 const float *vb = v + (size_t)b * T * ks + (size_t)(h / rep) * HS;
-                for (int t = 0; t < T; t++) {
-                    const float *qt = q + (size_t)b * T * qs + t * qs + (size_t)h * HS;
-                    float *ot = out + (size_t)b * T * qs + t * qs + (size_t)h * HS;
-                    float mx = -INFINITY;
-                    for (int j = 0; j <= t; j++) {
-                        p[j] = dot(qt, kb + j * ks, HS) * scale;
-                        if (p[j] > mx) mx = p[j];
-                    }
-                    float sum = 0.0f;
-                    for (int j = 0; j <= t; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
-                    float inv = 1.0f / sum;
-                    for (int d = 0; d < HS; d++) ot[d] = 0.0f;
-                    for (int j = 0; j <= t; j++) {
-                        const float *vj = vb + j * ks;
-                        float pj = p[j] * inv;
-                        for (int d = 0; d < HS; d++) ot[d] += pj * vj[d];
-                    }
-                    lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
+                for (int t0 = 0; t0 < T; t0 += ATT_BQ) {
+                    int nq = T - t0 < ATT_BQ ? T - t0 : ATT_BQ, t1 = t0 + nq;
+                    const float *qt = q + ((size_t)b * T + t0) * qs + (size_t)h * HS;
+                    float *ot = out + ((size_t)b * T + t0) * qs + (size_t)h * HS;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                scale, qt, qs, kb, ks, 0.0f, s, T);
+                    tile_exp(s, T, t0, nq, t1, lse + ((size_t)b * NH + h) * T + t0, NULL);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
+                                1.0f, s, T, vb, ks, 0.0f, ot, qs);
                 }
             }
         }
-        free(p);
+        free(s);
     }
 }
 
@@ -59,31 +90,51 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                      int B, int T, int NH, int NKV, int HS) {
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
-    size_t qs = (size_t)NH * HS, ks = (size_t)NKV * HS;
-    #pragma omp parallel for collapse(2)
-    for (int b = 0; b < B; b++) {
-        for (int g = 0; g < NKV; g++) {
-            size_t kvoff = (size_t)b * T * ks + (size_t)g * HS;
-            for (int h = g * rep; h < (g + 1) * rep; h++) {
-                for (int t = 0; t < T; t++) {
-                    size_t qoff = (size_t)b * T * qs + t * qs + (size_t)h * HS;
-                    const float *qt = q + qoff, *ot = out + qoff, *dyt = dout + qoff;
-                    float *dqt = dq + qoff;
-                    float l = lse[((size_t)b * NH + h) * T + t];
-                    float D = dot(dyt, ot, HS);       // Σ_j p_j · dp_j
-                    for (int j = 0; j <= t; j++) {
-                        const float *kj = k + kvoff + j * ks, *vj = v + kvoff + j * ks;
-                        float *dkj = dk + kvoff + j * ks, *dvj = dv + kvoff + j * ks;
-                        float pj = expf(dot(qt, kj, HS) * scale - l);
-                        float ds = pj * (dot(dyt, vj, HS) - D) * scale;
-                        for (int d = 0; d < HS; d++) {
-                            dqt[d] += ds * kj[d];
-                            dkj[d] += ds * qt[d];
-                            dvj[d] += pj * dyt[d];
+    int qs = NH * HS, ks = NKV * HS;
+    #pragma omp parallel
+    {
+        float *p = malloc(sizeof(float) * (size_t)ATT_BQ * T);
+        float *dp = malloc(sizeof(float) * (size_t)ATT_BQ * T);
+        #pragma omp for collapse(2)
+        for (int b = 0; b < B; b++) {
+            for (int g = 0; g < NKV; g++) {
+                size_t kvoff = (size_t)b * T * ks + (size_t)g * HS;
+                const float *kb = k + kvoff, *vb = v + kvoff;
+                float *dkb = dk + kvoff, *dvb = dv + kvoff;
+                for (int h = g * rep; h < (g + 1) * rep; h++) {
+                    for (int t0 = 0; t0 < T; t0 += ATT_BQ) {
+                        int nq = T - t0 < ATT_BQ ? T - t0 : ATT_BQ, t1 = t0 + nq;
+                        size_t qoff = ((size_t)b * T + t0) * qs + (size_t)h * HS;
+                        const float *qt = q + qoff, *ot = out + qoff, *dyt = dout + qoff;
+                        /* p = exp(scale·q kᵀ − lse); dp = dy vᵀ */
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                    scale, qt, qs, kb, ks, 0.0f, p, T);
+                        tile_exp(p, T, t0, nq, t1, NULL, lse + ((size_t)b * NH + h) * T + t0);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                    1.0f, dyt, qs, vb, ks, 0.0f, dp, T);
+                        /* ds = p·(dp − Σ_j p_j dp_j)·scale, and Σ_j p_j dp_j = dy·o */
+                        for (int i = 0; i < nq; i++) {
+                            const float *dyi = dyt + (size_t)i * qs, *oi = ot + (size_t)i * qs;
+                            float D = 0.0f;
+                            #pragma omp simd reduction(+:D)
+                            for (int d = 0; d < HS; d++)
+                                D += dyi[d] * oi[d];
+                            float *pi = p + (size_t)i * T, *dpi = dp + (size_t)i * T;
+                            #pragma omp simd
+                            for (int j = 0; j < t1; j++)
+                                dpi[j] = pi[j] * (dpi[j] - D) * scale;
                         }
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
+                                    1.0f, dp, T, kb, ks, 1.0f, dq + qoff, qs);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
+                                    1.0f, dp, T, qt, qs, 1.0f, dkb, ks);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
+                                    1.0f, p, T, dyt, qs, 1.0f, dvb, ks);
                     }
                 }
             }
         }
+        free(p);
+        free(dp);
     }
 }
