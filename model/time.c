@@ -197,6 +197,20 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     }
 }
 
+/* Kernels launched once per micro-batch outside the layers (Megatron GPT,
+ * eager PyTorch), each costing the host kernel_lat like a layer's:
+ * get_batch builds the causal mask, position ids and loss mask and slices
+ * tokens and labels (6); embedding forward: word and position lookups, add,
+ * dropout (4), backward: dropout and two dense embedding backwards, the tied
+ * weight's gradient accumulation (4); final norm and output GEMM forward (2),
+ * backward (3); the unfused vocab-parallel cross-entropy: cast to fp32, max,
+ * subtract, target masking and gather, exp, sum, log, divide (12), backward:
+ * index update, scale, cast (4); loss mask, mean, DP average, loss scale (4). */
+enum {
+    K_MB_EMBED = 6 + 4 + 4,
+    K_MB_HEAD = 2 + 3 + 12 + 4 + 4,
+};
+
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double ab = hw_precision_bytes(lo->prec);
@@ -204,8 +218,12 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double bytes = ab * tok * m->h;
     /* gather rows forward, scatter-add backward; vocab-parallel all-reduce of the output */
     double t = mem_s(hw, 2.0 * bytes) + mem_s(hw, 3.0 * bytes);
+    /* the embedding backward is a dense V/tp x h gradient: zero-filled, then
+     * accumulated into the tied weight's gradient (read two, write one) */
+    double V = (double)spec_padded_vocab(m, lo->tp);
+    t += mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
     t += coll_ar(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
-    return t;
+    return t + K_MB_EMBED * hw->kernel_lat;
 }
 
 double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
@@ -215,11 +233,16 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double V = (double)spec_padded_vocab(m, lo->tp);
     double g = 2.0 * tok * m->h * V / lo->tp;
     double t = 3.0 * gemm_s(hw, lo->prec, g);
-    /* fused cross-entropy: read logits, write fp32 softmax-grad, a few passes */
-    t += mem_s(hw, (ab + 3.0 * 4.0) * tok * V / lo->tp);
+    /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
+     * pass per op, bytes per logit: cast (read ab, write 4), max (4),
+     * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast
+     * back (4 + ab) */
+    t += mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
         t += 2.0 * coll_ag(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
-    return t;
+    /* the loss is where the schedule meets the host (loss scaling, the
+     * backward's start): its kernels' launch time adds to the GPU time */
+    return t + K_MB_HEAD * hw->kernel_lat;
 }
 
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
