@@ -44,10 +44,7 @@ static int export_main(int argc, char **argv)
         case E_TIME: eo.time_limit = optarg; break;
         case E_CKPT: eo.ckpt_dir = optarg; break;
         default:
-            if (optopt && optopt < 256)
-                fprintf(stderr, "ultraplan export: option -%c: unknown or missing its value (see --help)\n", optopt);
-            else
-                fprintf(stderr, "ultraplan export: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            command_bad_option("export", argv);
             return 2;
         }
     }

@@ -314,7 +314,7 @@ static int fit_main(int argc, char **argv)
             }
             break;
         default:
-            fprintf(stderr, "ultraplan fit: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            command_bad_option("fit", argv);
             return 2;
         }
     }

@@ -162,10 +162,7 @@ static int plan_main(int argc, char **argv)
         } else if (c == P_SEARCH_PREC) {
             req.search_precision = true;
         } else if (c == '?' || c == ':') {
-            if (optopt && optopt < 256)
-                fprintf(stderr, "ultraplan plan: option -%c: unknown or missing its value (see --help)\n", optopt);
-            else
-                fprintf(stderr, "ultraplan plan: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            command_bad_option("plan", argv);
             goto out;
         } else if (args_handle(&in, c, optarg, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan plan: %s\n", err);

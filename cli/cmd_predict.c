@@ -36,10 +36,7 @@ static int predict_main(int argc, char **argv)
         } else if (c == 'o') {
             in.out_path = optarg;
         } else if (c == '?' || c == ':') {
-            if (optopt && optopt < 256)
-                fprintf(stderr, "ultraplan predict: option -%c: unknown or missing its value (see --help)\n", optopt);
-            else
-                fprintf(stderr, "ultraplan predict: option %s: unknown or missing its value (see --help)\n", argv[optind - 1]);
+            command_bad_option("predict", argv);
             goto out;
         } else if (args_handle(&in, c, optarg, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan predict: %s\n", err);

@@ -347,11 +347,7 @@ static int sweep_main(int argc, char **argv)
         } else if (c == S_PLOT) {
             png = optarg;
         } else if (c == '?' || c == ':') {
-            if (optopt && optopt < 256)
-                fprintf(stderr, "ultraplan sweep: option -%c: unknown or missing its value (see --help)\n", optopt);
-            else
-                fprintf(stderr, "ultraplan sweep: option %s: unknown or missing its value (see --help)\n",
-                        argv[optind - 1]);
+            command_bad_option("sweep", argv);
             goto out;
         } else if (args_handle(&base, c, optarg, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan sweep: %s\n", err);

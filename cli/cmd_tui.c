@@ -92,11 +92,7 @@ static int tui_main(int argc, char **argv)
         }
         case O_KEYS: to.keys = optarg; break;
         case '?': case ':':
-            if (optopt && optopt < 256)
-                fprintf(stderr, "ultraplan tui: option -%c: unknown or missing its value (see --help)\n", optopt);
-            else
-                fprintf(stderr, "ultraplan tui: option %s: unknown or missing its value (see --help)\n",
-                        argv[optind - 1]);
+            command_bad_option("tui", argv);
             goto out;
         default:
             if (args_handle(&in, c, optarg, err, sizeof err) != 0) {

@@ -308,8 +308,7 @@ static int validate_main(int argc, char **argv)
         case O_MAX_MAPE: if (parse_pct("--max-mape", optarg, &o.max_mape)) return 2; break;
         case O_MAX_REGRET: if (parse_pct("--max-regret", optarg, &o.max_regret)) return 2; break;
         default:
-            fprintf(stderr, "ultraplan validate: option %s: unknown or missing its value (see --help)\n",
-                    argv[optind - 1]);
+            command_bad_option("validate", argv);
             return 2;
         }
     }

@@ -19,4 +19,8 @@ typedef struct {
 struct option;
 struct option *command_options(const struct option *own, int n_own);
 
+/* After getopt_long returned '?' or ':': one line on stderr naming the
+ * option that was unknown or lacked its value. */
+void command_bad_option(const char *cmd, char **argv);
+
 #endif

@@ -22,6 +22,14 @@ struct option *command_options(const struct option *own, int n_own)
     return o;
 }
 
+void command_bad_option(const char *cmd, char **argv)
+{
+    if (optopt && optopt < 256)
+        fprintf(stderr, "ultraplan %s: option -%c: unknown or missing its value (see --help)\n", cmd, optopt);
+    else
+        fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, argv[optind - 1]);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "ultraplan %s — plan LLM pretraining on GPU clusters, then prove the plan by running it\n\n"
