@@ -16,5 +16,8 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
 echo "== tests (AddressSanitizer + UBSan)"
 BUILD_DIR=build-asan BUILD_TYPE=Asan scripts/setup.sh --no-run
+# Open MPI keeps allocations past MPI_Finalize: tests/lsan.supp names only its
+# libraries; full unwinding lets LSan see those frames (Open MPI has no frame pointers)
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 1800 -LE 'slow|gpu'
