@@ -363,13 +363,25 @@ static int read_manifest(const Exec *e, const char *dir, Manifest *mf, char *err
     return ok ? 0 : -1;
 }
 
-/* Read n bytes into p, extending *crc. */
-static int read_crc(FILE *f, void *p, size_t n, uint32_t *crc)
+/* The CRC-32 of a checkpoint file with its checksum field taken as zero,
+ * read in chunks so nothing is loaded before the file is known good. Its
+ * header goes to *h. -1 if it cannot be read whole. */
+static int file_crc(FILE *f, CkptHeader *h, uint32_t *crc)
 {
-    if (fread(p, 1, n, f) != n)
+    if (fread(h, sizeof *h, 1, f) != 1)
         return -1;
-    *crc = crc_update(*crc, p, n);
-    return 0;
+    CkptHeader z = *h;
+    z.crc = 0;
+    *crc = crc_update(0, &z, sizeof z);
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return -1;
+    size_t n;
+    while ((n = fread(buf, 1, CHUNK, f)) > 0)
+        *crc = crc_update(*crc, buf, n);
+    free(buf);
+    return ferror(f) ? -1 : 0;
 }
 
 static int load_rank(Exec *e, const char *dir, char *err, int errlen)
@@ -396,33 +408,35 @@ static int load_rank(Exec *e, const char *dir, char *err, int errlen)
         snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
         return -1;
     }
+    /* 1. integrity: the whole file against its header and the manifest */
     CkptHeader h;
-    uint32_t crc = 0, want;
-    int ok = fread(&h, sizeof h, 1, f) == 1;
-    want = h.crc;
-    h.crc = 0;
-    crc = crc_update(crc, &h, sizeof h);
-    h.crc = want;
-    if (ok && h.magic == CKPT_MAGIC && h.version == CKPT_VERSION && h.rank == e->d.rank &&
-        (h.dp != e->lo.dp || h.tp != e->lo.tp || h.pp != e->lo.pp || h.vp != e->lo.vp ||
-         h.opt != (int)e->lo.opt || h.n_alloc != (long long)e->ps.n_alloc || h.opt_n != (long long)e->opt_n)) {
+    uint32_t crc = 0;
+    if (file_crc(f, &h, &crc) != 0 || crc != h.crc || crc != mf.crc) {
         fclose(f);
-        snprintf(err, errlen, "resume: %s does not match this plan's layout and model", path);
-        return -1;
-    }
-    ok = ok && h.magic == CKPT_MAGIC && h.version == CKPT_VERSION && h.rank == e->d.rank &&
-         read_crc(f, e->ps.w, e->ps.n_alloc * sizeof(float), &crc) == 0 &&
-         read_crc(f, e->om, e->opt_n * sizeof(float), &crc) == 0 &&
-         read_crc(f, e->ov, e->opt_n * sizeof(float), &crc) == 0 && fgetc(f) == EOF;
-    fclose(f);
-    if (!ok || crc != want || want != mf.crc) {
         snprintf(err, errlen, "checkpoint %s: checksum mismatch (file corrupted or truncated); refusing to load",
                  path);
         return -1;
     }
-    if (h.step != mf.step) {
-        snprintf(err, errlen, "checkpoint %s: holds step %d, the manifest says %d; refusing to load", path,
-                 h.step, mf.step);
+    /* 2. a sound file of the right run */
+    const char *why = h.magic != CKPT_MAGIC || h.version != CKPT_VERSION ? "is not a version-2 checkpoint file"
+                      : h.rank != e->d.rank || h.step != mf.step     ? "belongs to another rank or step"
+                      : h.dp != e->lo.dp || h.tp != e->lo.tp || h.pp != e->lo.pp || h.vp != e->lo.vp ||
+                              h.opt != (int)e->lo.opt || h.n_alloc != (long long)e->ps.n_alloc ||
+                              h.opt_n != (long long)e->opt_n
+                          ? "does not match this plan's layout and model"
+                          : NULL;
+    if (why) {
+        fclose(f);
+        snprintf(err, errlen, "resume: %s %s; refusing to load", path, why);
+        return -1;
+    }
+    /* 3. load */
+    int ok = fseek(f, sizeof h, SEEK_SET) == 0 && fread(e->ps.w, sizeof(float), e->ps.n_alloc, f) == e->ps.n_alloc &&
+             fread(e->om, sizeof(float), e->opt_n, f) == e->opt_n &&
+             fread(e->ov, sizeof(float), e->opt_n, f) == e->opt_n;
+    fclose(f);
+    if (!ok) {
+        snprintf(err, errlen, "checkpoint %s: read failed after its checksum passed; refusing to continue", path);
         return -1;
     }
     if (data_set_pos(&e->dl, h.pos, err, errlen) != 0)

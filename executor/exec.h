@@ -126,8 +126,8 @@ void exec_memory(const Exec *e, double out[XM_COUNT]);
  * step directories are removed once the new manifest is in place, so a
  * failure at any point leaves the previous checkpoint valid. Load verifies
  * sizes and checksums, checks the layout and restores weights, optimizer
- * moments, step and data position; on failure (err names the file) the
- * weights are undefined and the run must stop. Collective: every rank gets
+ * moments, step and data position; a file that fails its check is never
+ * loaded (err names it). Collective: every rank gets
  * the same result and the first failing rank's message. */
 int exec_save(Exec *e, const char *dir, char *err, int errlen);
 int exec_load(Exec *e, const char *dir, char *err, int errlen);
