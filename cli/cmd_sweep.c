@@ -17,6 +17,7 @@
 
 #include "args.h"
 #include "command.h"
+#include "plot.h"
 #include "planner.h"
 #include "report.h"
 
@@ -241,36 +242,21 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
 static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells,
                 char *err, int errlen)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox); the table is unaffected");
+    Plot pl;
+    if (plot_begin(&pl, png, err, errlen) != 0)
         return -1;
-    }
-    char data[] = "/tmp/ultraplan-sweep-XXXXXX";
-    int fd = mkstemp(data);
-    FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!d) {
-        snprintf(err, errlen, "--plot: cannot create a temporary data file");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
     /* x y mfu label: infeasible cells get NaN (left blank) and a dash */
     for (int i = 0; i < nm; i++)
         for (int g = 0; g < ng; g++) {
             const SweepCell *c = &cells[i * ng + g];
             if (c->ok)
-                fprintf(d, "%d %d %.4f %.1f%%\n", g, i, 100 * c->plan.cost.thr.mfu, 100 * c->plan.cost.thr.mfu);
+                fprintf(pl.data, "%d %d %.4f %.1f%%\n", g, i, 100 * c->plan.cost.thr.mfu, 100 * c->plan.cost.thr.mfu);
             else
-                fprintf(d, "%d %d NaN —\n", g, i);
+                fprintf(pl.data, "%d %d NaN —\n", g, i);
         }
-    fclose(d);
-    FILE *gp = popen("gnuplot 2>&1", "w");
-    if (!gp) {
-        snprintf(err, errlen, "--plot: cannot run gnuplot");
-        unlink(data);
+    FILE *gp = plot_script(&pl, 260 + 110 * ng, 200 + 60 * nm, err, errlen);
+    if (!gp)
         return -1;
-    }
-    fprintf(gp, "set terminal pngcairo size %d,%d font ',11'\nset output '%s'\n", 260 + 110 * ng, 200 + 60 * nm, png);
     fprintf(gp, "set title \"MFU of the best layout on %s, %d per node\" noenhanced\n", ms[0].in.hw.name,
             ms[0].in.hw.gpus_per_node);
     fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%'\nset cbrange [0:*]\n"
@@ -286,14 +272,8 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
     fprintf(gp, ")\nset datafile missing 'NaN'\n"
                 "set style fill solid 1.0 noborder\n"
                 "plot '%s' u 1:2:(0.5):(0.5):3 w boxxy fc palette notitle, '' u 1:2:4 w labels tc 'black' font ',12' notitle\n",
-            data);
-    int rc = pclose(gp);
-    unlink(data);
-    if (rc != 0) {
-        snprintf(err, errlen, "--plot: gnuplot failed writing %s", png);
-        return -1;
-    }
-    return 0;
+            pl.data_path);
+    return plot_end(&pl, err, errlen);
 }
 
 static int parse_gpus(const char *arg, int *gpus, int *ng, char *err, int errlen)

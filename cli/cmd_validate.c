@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "command.h"
+#include "plot.h"
 #include "profile.h"
 #include "validate_lib.h"
 
@@ -51,38 +52,22 @@ typedef struct {
 /* Predicted vs measured, log-log, y = x and ±10 % bands, through gnuplot. */
 static int plot(const char *png, const ValSet *set, const double *pred, const char *title, char *err, int errlen)
 {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox); the rest of the report is unaffected");
+    Plot pl;
+    if (plot_begin(&pl, png, err, errlen) != 0)
         return -1;
-    }
-    char data[] = "/tmp/ultraplan-validate-XXXXXX";
-    int fd = mkstemp(data);
-    FILE *d = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!d) {
-        snprintf(err, errlen, "--plot: cannot create a temporary data file");
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
     double lo = 1e30, hi = 0;
     for (int i = 0; i < set->n; i++) {
         double m = set->rows[i].measured_s * 1e3, p = pred[i] * 1e3;
-        fprintf(d, "%g %g %d\n", m, p, set->rows[i].gpus);
+        fprintf(pl.data, "%g %g %d\n", m, p, set->rows[i].gpus);
         lo = m < lo ? m : lo;
         lo = p < lo ? p : lo;
         hi = m > hi ? m : hi;
         hi = p > hi ? p : hi;
     }
-    fclose(d);
-    FILE *g = popen("gnuplot 2>&1", "w");
-    if (!g) {
-        snprintf(err, errlen, "--plot: cannot run gnuplot");
-        unlink(data);
+    FILE *g = plot_script(&pl, 900, 800, err, errlen);
+    if (!g)
         return -1;
-    }
     fprintf(g,
-            "set terminal pngcairo size 900,800 font ',11'\n"
-            "set output '%s'\n"
             "set logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n"
             "set xlabel 'measured iteration time (ms)'\nset ylabel 'predicted iteration time (ms)'\n"
             "set title \"%s\" noenhanced\nset key top left\nset grid\n"
@@ -90,14 +75,8 @@ static int plot(const char *png, const ValSet *set, const double *pred, const ch
             "set logscale cb\nset cblabel 'GPUs'\n"
             "plot x w l lc 'black' dt 1 t 'y = x', 1.1*x w l lc 'gray' dt 2 t '+-10%%', 0.9*x w l lc 'gray' dt 2 notitle, "
             "'%s' u 1:2:3 w p pt 7 ps 0.6 lc palette notitle\n",
-            png, lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, title, data);
-    int rc = pclose(g);
-    unlink(data);
-    if (rc != 0) {
-        snprintf(err, errlen, "--plot: gnuplot failed writing %s", png);
-        return -1;
-    }
-    return 0;
+            lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, title, pl.data_path);
+    return plot_end(&pl, err, errlen);
 }
 
 static cJSON *stats_json(const ValStats *s)
