@@ -1,0 +1,207 @@
+#!/bin/bash
+# ultraplan run under faults (docs/reliability/FAULTS.md), 2 ranks under mpirun:
+#   1. a rank SIGKILLed mid-step: the job ends non-zero within 30 s naming
+#      rank 1, and --resume continues bit-identically from the last checkpoint
+#   2. a rank lost without the launcher noticing (mpirun --enable-recovery)
+#      and a hung rank (SIGSTOP): the watchdog ends rank 0 non-zero, naming rank 1
+#   3. killed while writing a checkpoint: the previous one is used, bit-identical
+#   4. corrupted, truncated checkpoint files and a damaged manifest: refused
+#   5. a NaN loss: stops naming the step; no checkpoint of the bad step
+#   6. disk full during a checkpoint (a small tmpfs; skipped if mount fails):
+#      an error, the previous checkpoint still loads
+#   7. SIGTERM to the ranks (Slurm) and SIGUSR1 to mpirun: checkpoint, exit 0,
+#      --resume bit-identical
+# Every run is bounded in time; a hang is a failure, not a stuck CI job.
+set -u
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export UP_FAULTS_TAG="faults-$$"        # marks this test's ranks among other tests' processes
+D=$(mktemp -d)
+U=$ULTRAPLAN
+BG=""                                   # pid of the background mpirun, if any
+cleanup() {
+    [ -n "$BG" ] && kill -9 "$BG" 2>/dev/null
+    for p in $(our_pids); do kill -9 "$p" 2>/dev/null; done
+    mountpoint -q "$D/full" 2>/dev/null && umount "$D/full"
+    rm -rf "$D"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$D"/out "$D"/err; do [ -f "$f" ] && { echo "--- $f"; tail -n 15 "$f"; }; done; exit 1; }
+
+MPI="mpirun --oversubscribe -x UP_FAULTS_TAG -np 2"
+RUN=(run "$D/plan.json" --data "$D/text.txt")
+for i in $(seq 1 40); do cat "$SRC/executor/exec.c"; done > "$D/text.txt"
+$U plan --gpus 2 --dp 2 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout -o "$D/plan.json" > /dev/null || fail "plan"
+
+losses() { grep -o '"loss":[^,]*' "$1" | tr -d '"loss:\t '; }
+last_step() { grep -o '^step *[0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
+manifest_step() { grep -o '"step":[[:space:]]*[0-9]*' "$1/manifest.json" | grep -o '[0-9]*$'; }
+# pids of this test's ultraplan ranks: our_pids [RANK]
+our_pids() {
+    for p in $(pgrep -f "^$U run" 2>/dev/null); do
+        env=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null) || continue
+        grep -qx "UP_FAULTS_TAG=$UP_FAULTS_TAG" <<< "$env" || continue
+        [ $# -eq 0 ] || grep -qx "OMPI_COMM_WORLD_RANK=$1" <<< "$env" && echo "$p"
+    done
+}
+# start_bg ARGS...: mpirun in the background, output to $D/out and $D/err
+start_bg() { "$@" > "$D/out" 2> "$D/err" & BG=$!; }
+# until_step N DIR: wait (≤ 60 s) for step N to be printed and a checkpoint in DIR (if given)
+until_step() {
+    for _ in $(seq 1 600); do
+        s=$(last_step "$D/out")
+        if [ -n "$s" ] && [ "$s" -ge "$1" ] && { [ -z "${2:-}" ] || [ -f "$2/manifest.json" ]; }; then return 0; fi
+        kill -0 "$BG" 2>/dev/null || fail "the run ended before step $1"
+        sleep 0.1
+    done
+    fail "no step $1 within 60 s"
+}
+# finish SECS: wait for the background mpirun at most SECS; its status in $RC, seconds in $T
+finish() {
+    local t0=$SECONDS
+    for _ in $(seq 1 $(($1 * 10))); do
+        kill -0 "$BG" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$BG" 2>/dev/null; then kill -9 "$BG"; BG=""; fail "the job still ran after $1 s"; fi
+    wait "$BG"; RC=$?; BG=""; T=$((SECONDS - t0))
+}
+# resume_matches DIR STEPS: --resume from DIR to STEPS gives the uninterrupted run's losses
+resume_matches() {
+    local from
+    from=$(manifest_step "$1")
+    timeout 120 $MPI $U "${RUN[@]}" --steps "$2" -o "$D/ref.json" > /dev/null 2>&1 || fail "reference run to $2"
+    timeout 120 $MPI $U "${RUN[@]}" --steps "$2" --checkpoint-dir "$1" --resume -o "$D/res.json" > "$D/out" 2> "$D/err" \
+        || fail "resume from $1"
+    grep -q "resumed from $1 at step $from" "$D/out" || fail "did not resume at step $from"
+    diff <(losses "$D/ref.json" | tail -n $(($2 - from))) <(losses "$D/res.json") > /dev/null \
+        || fail "losses after resuming from step $from differ from the uninterrupted run"
+}
+# expect_err PATTERN CMD...: fails cleanly (no signal) saying PATTERN
+expect_err() {
+    local pat=$1; shift
+    timeout 120 "$@" > "$D/out" 2> "$D/err"; local rc=$?
+    [ $rc -ne 0 ] && [ $rc -lt 124 ] || fail "$* returned $rc"
+    grep -q -- "$pat" "$D/out" "$D/err" || fail "$* did not say '$pat'"
+}
+
+# ---- 1. a rank SIGKILLed mid-step ------------------------------------------
+start_bg $MPI $U "${RUN[@]}" --steps 100000 --checkpoint-dir "$D/ck1" --checkpoint-every 10
+until_step 25 "$D/ck1"
+victim=$(our_pids 1); survivor=$(our_pids 0)
+[ -n "$victim" ] && [ -n "$survivor" ] || fail "rank pids not found"
+kill -9 $victim
+finish 30
+[ $RC -ne 0 ] || fail "the job exited 0 after rank 1 was killed"
+for _ in $(seq 1 20); do kill -0 $survivor 2>/dev/null || break; sleep 0.1; done
+kill -0 $survivor 2>/dev/null && fail "rank 0 still runs after rank 1 was killed"
+grep -q "rank 1" "$D/err" || fail "no message names the lost rank 1"
+S=$(manifest_step "$D/ck1")
+resume_matches "$D/ck1" $((S + 5))
+echo "killed rank: job ended in ${T} s naming rank 1; resume from step $S bit-identical"
+
+# ---- 2. a lost rank the launcher ignores, a hung rank: the watchdog ----------
+cat > "$D/rank.sh" <<'EOF'
+#!/bin/bash
+# one rank: record the exit status of ultraplan
+"$@"; echo $? > "$UP_RC_DIR/rc.$OMPI_COMM_WORLD_RANK"
+EOF
+chmod +x "$D/rank.sh"
+export UP_RC_DIR=$D
+watchdog_case() {   # watchdog_case NAME SIGNAL MPIRUN-OPTIONS...
+    local name=$1 sig=$2; shift 2
+    rm -f "$D"/rc.*
+    start_bg mpirun --oversubscribe -np 2 "$@" -x UP_RC_DIR -x UP_FAULTS_TAG "$D/rank.sh" \
+        $U "${RUN[@]}" --steps 100000 --comm-timeout 5
+    until_step 10
+    local victim
+    victim=$(our_pids 1)
+    [ -n "$victim" ] || fail "$name: rank 1 pid not found"
+    kill -$sig $victim
+    finish 30
+    grep -q "rank 0: no progress in communication with rank(s) 1 for [0-9]* s (lost rank?) during MPI_[A-Za-z_]* on [a-z]* at step [0-9]*" \
+        "$D/err" || fail "$name: no watchdog message naming rank 1"
+    [ -f "$D/rc.0" ] && [ "$(cat "$D/rc.0")" -ne 0 ] || fail "$name: rank 0 did not exit non-zero"
+    kill -9 $victim 2>/dev/null   # a stopped rank, if mpirun left it
+    echo "$name: rank 0 exited $(cat "$D/rc.0") in ${T} s naming rank 1"
+}
+if mpirun --enable-recovery --oversubscribe -np 1 true > /dev/null 2>&1; then
+    watchdog_case "lost rank (mpirun --enable-recovery)" KILL --enable-recovery
+else
+    echo "lost rank without launcher teardown: skipped (mpirun has no --enable-recovery)"
+fi
+watchdog_case "hung rank (SIGSTOP)" STOP
+
+# ---- 3. killed while writing a checkpoint ------------------------------------
+timeout 120 $MPI -x ULTRAPLAN_FAULT_INJECT=kill_in_ckpt:20 $U "${RUN[@]}" --steps 30 \
+    --checkpoint-dir "$D/ck3" --checkpoint-every 10 > "$D/out" 2> "$D/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "kill_in_ckpt: returned $rc"
+[ "$(manifest_step "$D/ck3")" = 10 ] || fail "kill_in_ckpt: the manifest no longer names step 10"
+ls "$D"/ck3/step-000020/rank_00000.ckpt.tmp.* > /dev/null 2>&1 || fail "kill_in_ckpt: no half-written file"
+resume_matches "$D/ck3" 30
+echo "killed while writing: step 10 used, resume bit-identical"
+
+# ---- 4. corrupted and truncated checkpoints -----------------------------------
+good=$D/ck3      # now at step 30
+corrupt() { rm -rf "$D/bad"; cp -r "$good" "$D/bad"; }
+resume_bad() { expect_err "$1" $MPI $U "${RUN[@]}" --steps 40 --checkpoint-dir "$D/bad" --resume; }
+corrupt; printf '\x55' | dd of="$D/bad/step-000030/rank_00001.ckpt" bs=1 seek=300000 conv=notrunc 2> /dev/null
+resume_bad "checkpoint $D/bad/step-000030/rank_00001.ckpt: checksum mismatch (file corrupted or truncated); refusing to load"
+corrupt; printf '\x01' | dd of="$D/bad/step-000030/rank_00000.ckpt" bs=1 seek=8 conv=notrunc 2> /dev/null
+resume_bad "rank_00000.ckpt: checksum mismatch"
+corrupt; truncate -s 100000 "$D/bad/step-000030/rank_00001.ckpt"
+resume_bad "rank_00001.ckpt: 100000 bytes, the manifest says [0-9]* (file truncated"
+corrupt; head -c 40 "$good/manifest.json" > "$D/bad/manifest.json"
+resume_bad "manifest.json is not a readable ultraplan.checkpoint/2 manifest"
+corrupt; rm "$D/bad/step-000030/rank_00000.ckpt"
+resume_bad "rank_00000.ckpt: No such file"
+echo "corrupted, truncated, missing checkpoint files: refused by name"
+
+# ---- 5. NaN loss ---------------------------------------------------------------
+expect_err "loss is NaN (rank [0-9]*); stopping. Last good checkpoint: $D/ck5/step-" \
+    $MPI $U "${RUN[@]}" --steps 20 --lr 1e30 --checkpoint-dir "$D/ck5" --checkpoint-every 1
+bad=$(grep -o 'step [0-9]*: loss is NaN' "$D/err" | grep -o '[0-9]*' | head -n 1)
+[ "$(manifest_step "$D/ck5")" = $((bad - 1)) ] || fail "NaN: the last checkpoint is not step $((bad - 1))"
+[ -e "$D/ck5/step-$(printf %06d "$bad")" ] && fail "NaN: the bad step $bad was checkpointed"
+echo "NaN loss: stopped at step $bad, last good checkpoint step $((bad - 1))"
+
+# ---- 6. disk full during a checkpoint -----------------------------------------
+one_ckpt_kb=$(du -sk "$good/step-000030" | cut -f1)
+mkdir -p "$D/full"
+if mount -t tmpfs -o size=$((one_ckpt_kb * 3 / 2))k tmpfs "$D/full" 2> /dev/null; then
+    expect_err "checkpoint: cannot write $D/full/ck/step-000006/rank_0000[01].ckpt: No space left on device. The previous checkpoint is still valid: $D/full/ck/step-000003" \
+        $MPI $U "${RUN[@]}" --steps 9 --checkpoint-dir "$D/full/ck" --checkpoint-every 3
+    [ "$(manifest_step "$D/full/ck")" = 3 ] || fail "disk full: the manifest no longer names step 3"
+    cp -r "$D/full/ck" "$D/ck6"
+    umount "$D/full"
+    resume_matches "$D/ck6" 9
+    echo "disk full: error names the file, step 3 still valid, resume bit-identical"
+else
+    echo "disk full: skipped (cannot mount a tmpfs here)"
+fi
+
+# ---- 7. SIGTERM and SIGUSR1 ------------------------------------------------------
+start_bg $MPI $U "${RUN[@]}" --steps 100000 --checkpoint-dir "$D/ck7"
+until_step 15
+pids=$(our_pids)
+[ -n "$pids" ] || fail "SIGTERM: rank pids not found"
+kill -TERM $pids
+finish 30
+[ $RC -eq 0 ] || fail "SIGTERM: the job exited $RC"
+S=$(grep -o 'SIGTERM received: stopped after step [0-9]*' "$D/out" | grep -o '[0-9]*$')
+[ -n "$S" ] || fail "SIGTERM: no message"
+grep -q "checkpoint: $D/ck7/step-$(printf %06d "$S") (continue with --resume)" "$D/out" || fail "SIGTERM: message"
+[ "$(manifest_step "$D/ck7")" = "$S" ] || fail "SIGTERM: no checkpoint of step $S"
+resume_matches "$D/ck7" $((S + 5))
+echo "SIGTERM: checkpoint at step $S, exit 0 in ${T} s, resume bit-identical"
+
+start_bg $MPI $U "${RUN[@]}" --steps 100000
+until_step 5
+kill -USR1 "$BG"
+finish 30
+[ $RC -eq 0 ] || fail "SIGUSR1 to mpirun: the job exited $RC"
+grep -q "SIGUSR1 received: stopped after step [0-9]*; checkpoint: none (no --checkpoint-dir)" "$D/out" \
+    || fail "SIGUSR1: message"
+echo "SIGUSR1 to mpirun: clean stop, says no checkpoint was requested"
