@@ -32,7 +32,8 @@ static void help(FILE *f)
                "  --lr X                AdamW learning rate (default 1e-3)\n"
                "  --seed N              initialisation seed (default 1337)\n"
                "  --comm-timeout S      stop a rank whose communication makes no progress for S\n"
-               "                        seconds (a lost or hung rank; default 20, 0 = never)\n"
+               "                        seconds, or 3x the slowest step so far if longer (a lost\n"
+               "                        or hung rank; default 20, 0 = never)\n"
                "  -o FILE               write run.json (ultraplan.run/1)\n");
 }
 
@@ -175,12 +176,14 @@ static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
         }
         if (report_failure(bad, msg, rank))
             return 1;
+        dist_watchdog_floor(3 * st.step_s);
         double tok_s, mfu;
         runlog_step(log, e, &st, &tok_s, &mfu);
         if (rank == 0)
             progress(e, a->steps, &st, tok_s, mfu, MPI_Wtime() - t0, e->step - start);
         int sig = stop_requested(), at_end = e->step == a->steps;
         if (a->ckpt_dir && ((a->ckpt_every && e->step % a->ckpt_every == 0) || at_end || sig)) {
+            double c0 = MPI_Wtime();
             if (exec_save(e, a->ckpt_dir, err, sizeof err) != 0) {
                 last_good(where, sizeof where, a, saved);
                 if (rank == 0)
@@ -188,6 +191,7 @@ static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
                 return 1;
             }
             saved = e->step;
+            dist_watchdog_floor(3 * (MPI_Wtime() - c0));
         }
         if (sig && !at_end) {
             last_good(where, sizeof where, a, saved);

@@ -72,6 +72,7 @@ static struct {
     atomic_int step, comm, peer; // comm: index in g_comms, -1 unknown
     _Atomic(const char *) call;
     double timeout;              // seconds
+    atomic_llong floor_ms;       // never fire before this (slow healthy steps)
     atomic_int stop;
     int running;
     pthread_t th;
@@ -123,16 +124,17 @@ static void *watchdog(void *arg)
             since = now_s();
             continue;
         }
-        double waited = now_s() - since;
-        if (waited < wd.timeout)
+        double waited = now_s() - since, floor_s = 1e-3 * atomic_load(&wd.floor_ms);
+        if (waited < wd.timeout || waited < floor_s)
             continue;
         int ci = atomic_load(&wd.comm);
+        const char *call = atomic_load(&wd.call);   // "MPI_Recv(buf, ...)": print the name
         char peers[256], msg[768];
         peers_str(peers, sizeof peers, ci, atomic_load(&wd.peer));
         int n = snprintf(msg, sizeof msg,
                          "rank %d: no progress in communication with rank(s) %s for %.0f s (lost rank?) "
-                         "during %s on %s at step %d; stopping this rank\n",
-                         g_rank, peers, waited, atomic_load(&wd.call), ci >= 0 ? g_comms[ci].name : "?",
+                         "during %.*s on %s at step %d; stopping this rank\n",
+                         g_rank, peers, waited, (int)strcspn(call, "("), call, ci >= 0 ? g_comms[ci].name : "?",
                          atomic_load(&wd.step));
         if (write(2, msg, n > 0 && n < (int)sizeof msg ? (size_t)n : strlen(msg)) < 0)
             _exit(1);
@@ -166,6 +168,13 @@ void dist_watchdog_stop(void)
 }
 
 void dist_watch_step(int step) { atomic_store(&wd.step, step); }
+
+void dist_watchdog_floor(double s)
+{
+    long long ms = (long long)(1e3 * s);
+    if (ms > atomic_load(&wd.floor_ms))
+        atomic_store(&wd.floor_ms, ms);
+}
 
 void dist_watch_begin(MPI_Comm c, int peer, const char *call)
 {

@@ -46,6 +46,9 @@ void dist_check(int rc, const char *call, const char *file, int line);
 void dist_watchdog_start(double timeout_s);
 void dist_watchdog_stop(void);
 void dist_watch_step(int step);      // the step that the next waits belong to
+/* Never fire before s seconds: the caller raises this to a multiple of the
+ * slowest step or checkpoint seen, so a slow but healthy run is not stopped. */
+void dist_watchdog_floor(double s);
 /* Bracket a blocking call: peer is its rank in c, or -1 for all of c. */
 void dist_watch_begin(MPI_Comm c, int peer, const char *call);
 void dist_watch_end(void);
