@@ -249,11 +249,9 @@ static int write_manifest(const Exec *e, const char *dir, const char *stepdir, c
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    size_t n = strlen(text);
-    text[n] = '\n';   // cJSON_Print leaves room: replace the terminator, write n+1 bytes
-    const void *parts[] = {text};
-    size_t lens[] = {n + 1};
-    int rc = atomic_write(path, parts, lens, 1, 0, err, errlen);
+    const void *parts[] = {text, "\n"};
+    size_t lens[] = {strlen(text), 1};
+    int rc = atomic_write(path, parts, lens, 2, 0, err, errlen);
     free(text);
     return rc;
 }
