@@ -131,10 +131,12 @@ static int get_int(const Where *w, int col, const char *name, const char *s, int
     return 0;
 }
 
+/* Times, bandwidths and rates: positive, and within what any real run has,
+ * so a denormal or a 1e300 cannot turn into an infinite prediction. */
 static int get_pos(const Where *w, int col, const char *name, const char *s, double *out)
 {
-    if (parse_double(s, out) || !(*out > 0))
-        return bad(w, col, name, "a positive number", s);
+    if (parse_double(s, out) || !(*out >= 1e-9 && *out <= 1e15))
+        return bad(w, col, name, "a positive number from 1e-9 to 1e15", s);
     return 0;
 }
 
