@@ -64,6 +64,12 @@ static int export_main(int argc, char **argv)
                     eo.job_name);
             return 2;
         }
+    for (const char *p = eo.time_limit; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || *p == ':' || *p == '-')) {
+            fprintf(stderr, "ultraplan export: --time: expected a Slurm time such as 2-00:00:00, got \"%s\"\n",
+                    eo.time_limit);
+            return 2;
+        }
     PlanFile *pf = malloc(sizeof *pf);
     if (!pf) {
         fprintf(stderr, "ultraplan export: out of memory\n");

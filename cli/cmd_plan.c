@@ -82,18 +82,23 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
            req->base.gbs, m->s, req->base.gbs * (double)m->s / 1e6, c0->train.tokens / 1e12);
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
-    printf("%3s %3s %3s %5s %3s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
+    printf("%3s %3s %3s %5s %3s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
            "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB", "step s", "MFU", "tokens/s",
-           "days", "bottleneck");
+           "days", "w/fail", "bottleneck");
     for (int i = 0; i < res->n; i++) {
         const Layout *lo = &res->plans[i].layout;
         const Cost *c = &res->plans[i].cost;
         char mem[32];
         snprintf(mem, sizeof mem, "%.1f/%.1f", c->peak_bytes / 1073741824.0, c->capacity_bytes / 1073741824.0);
-        printf("%3d %3d %3d %5d %3d %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f  %s\n", i + 1, lo->tp,
+        char fail[16];
+        if (isfinite(c->train.days_with_failures))
+            snprintf(fail, sizeof fail, "%.1f", c->train.days_with_failures);
+        else
+            snprintf(fail, sizeof fail, "never");   /* failures outpace checkpoints */
+        printf("%3d %3d %3d %5d %3d %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f %8s  %s\n", i + 1, lo->tp,
                lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
                runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
-               c->train.days, res->plans[i].bottleneck);
+               c->train.days, fail, res->plans[i].bottleneck);
     }
 }
 

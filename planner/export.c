@@ -42,6 +42,19 @@ static void put(Buf *b, const char *fmt, ...)
     }
 }
 
+/* Append s as one single-quoted shell word: 'it'\''s' for it's. */
+static void put_quoted(Buf *b, const char *s)
+{
+    put(b, "'");
+    for (; *s; s++) {
+        if (*s == '\'')
+            put(b, "'\\''");
+        else
+            put(b, "%c", *s);
+    }
+    put(b, "'");
+}
+
 static char *finish(Buf *b)
 {
     if (b->failed) {
@@ -217,8 +230,13 @@ char *export_slurm(const ModelSpec *m, const HwProfile *hw, const Layout *lo, co
             gpus % per_node);
     put(&b, "set -euo pipefail\n\n");
     put(&b, "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-8}\n");
-    put(&b, "mkdir -p %s\n", o->ckpt_dir);
-    put(&b, "srun --ntasks=%d --kill-on-bad-exit=1 ultraplan run %s --checkpoint-dir %s\n", gpus, o->plan_path,
-        o->ckpt_dir);
+    /* paths are the user's: quoted, so spaces and shell characters stay data */
+    put(&b, "mkdir -p ");
+    put_quoted(&b, o->ckpt_dir);
+    put(&b, "\nsrun --ntasks=%d --kill-on-bad-exit=1 ultraplan run ", gpus);
+    put_quoted(&b, o->plan_path);
+    put(&b, " --checkpoint-dir ");
+    put_quoted(&b, o->ckpt_dir);
+    put(&b, "\n");
     return finish(&b);
 }

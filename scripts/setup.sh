@@ -14,7 +14,7 @@ run_main=1
 [ "${1:-}" = "--no-run" ] && run_main=0
 
 pkgs=(cmake pkg-config gcc make libglpk-dev libcjson-dev libopenmpi-dev openmpi-bin libopenblas-dev
-      libcmocka-dev libgsl-dev libncurses-dev gnuplot-nox tmux python3)
+      libcmocka-dev libgsl-dev libncurses-dev gnuplot-nox tmux python3 clang)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

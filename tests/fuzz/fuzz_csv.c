@@ -13,22 +13,6 @@
 #include "common.h"
 #include "validate_lib.h"
 
-/* Open in cli/validate_lib.c (see docs/reliability/FUZZING.md and open/):
- * time_ms, intra_bw_gbs and inter_bw_gbs take any positive number, and
- * 1e-305 makes days or APE infinite. Until that is fixed such rows are
- * skipped here so that fuzz_smoke keeps guarding the rest; FUZZ_STRICT=1
- * checks them too (and reproduces open/). */
-static int known_open(const ValRow *r)
-{
-    static int strict = -1;
-    if (strict < 0)
-        strict = getenv("FUZZ_STRICT") && atoi(getenv("FUZZ_STRICT")) > 0;
-    if (strict)
-        return 0;
-    return r->measured_s < 1e-12 || (r->intra_bw > 0 && r->intra_bw < 1e-12)
-           || (r->inter_bw > 0 && r->inter_bw < 1e-12);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 65536)
@@ -54,8 +38,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n = 0;
     for (int i = 0; i < set.n; i++) {
         const ValRow *r = &set.rows[i];
-        if (known_open(r))
-            continue;
         if (!(isfinite(r->measured_s) && r->measured_s > 0)) {
             fprintf(stderr, "fuzz_csv: line %d: measured time %g accepted\n", r->line, r->measured_s);
             abort();
