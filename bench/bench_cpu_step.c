@@ -122,7 +122,7 @@ static double replay_step(Replay *r, int L, int nmb, int C)
 static void usage(void)
 {
     printf("usage: bench_cpu_step [--layers 12] [--hidden 768] [--heads 12] [--seq 256] [--mbs 2]\n"
-           "                      [--vocab 50304] [--steps 3]\n"
+           "                      [--gbs MBS] [--vocab 50304] [--steps 3]\n"
            "A single-rank GPT training step against the same GEMMs alone (threads: OMP_NUM_THREADS).\n");
 }
 
@@ -130,7 +130,8 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"layers", required_argument, 0, 'L'}, {"hidden", required_argument, 0, 'h'},
                                          {"heads", required_argument, 0, 'a'}, {"seq", required_argument, 0, 's'},
-                                         {"mbs", required_argument, 0, 'b'}, {"vocab", required_argument, 0, 'V'},
+                                         {"mbs", required_argument, 0, 'b'}, {"gbs", required_argument, 0, 'g'},
+                                         {"vocab", required_argument, 0, 'V'},
                                          {"steps", required_argument, 0, 'n'}, {"help", no_argument, 0, '?'},
                                          {0, 0, 0, 0}};
     ModelSpec m;
@@ -138,7 +139,7 @@ int main(int argc, char **argv)
     snprintf(m.name, sizeof m.name, "custom");
     m.L = 12, m.h = 768, m.a = 12, m.s = 256, m.vocab = 50304, m.vocab_div = 1;
     m.bias = true, m.tied = true;
-    int mbs = 2, steps = 3, c;
+    int mbs = 2, gbs = 0, steps = 3, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'L': m.L = atoi(optarg); break;
@@ -146,6 +147,7 @@ int main(int argc, char **argv)
         case 'a': m.a = atoi(optarg); break;
         case 's': m.s = atoi(optarg); break;
         case 'b': mbs = atoi(optarg); break;
+        case 'g': gbs = atoi(optarg); break;
         case 'V': m.vocab = atoi(optarg); break;
         case 'n': steps = atoi(optarg); break;
         default: usage(); return c == '?' ? 0 : 2;
@@ -164,7 +166,7 @@ int main(int argc, char **argv)
     }
     Layout lo;
     layout_default(&lo);
-    lo.prec = PREC_FP32, lo.mbs = mbs, lo.gbs = mbs;
+    lo.prec = PREC_FP32, lo.mbs = mbs, lo.gbs = gbs > 0 ? gbs : mbs;
     if (layout_check(&lo, &m, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "bench_cpu_step: %s\n", err);
         MPI_Finalize();
@@ -178,7 +180,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    for (long i = 0; i < 4L * mbs * m.s * (steps + 2); i++)
+    for (long i = 0; i < 4L * lo.gbs * m.s * (steps + 2); i++)
         fputc("the quick brown fox jumps over the lazy dog. "[i % 45], f);
     fclose(f);
 
@@ -197,11 +199,20 @@ int main(int argc, char **argv)
            m.a, m.s, mbs, m.vocab, e.ps.n / 1e6, e.N * e.nmb, thr ? thr : "(default)");
 
     double step[100], gemm[100], ph[PH_COUNT] = {0};
+    int C = e.C, nmb = e.nmb;
+    Replay r;
+    replay_init(&r, &e, m.L);
+    double flops = 0;
+    for (int i = 0; i < r.nlin; i++)
+        flops += 6.0 * r.N * r.lin[i].K * r.lin[i].OC * m.L;
+    flops = (flops + 6.0 * r.N * C * r.Vl) * nmb;
     StepStats st;
     if (exec_step(&e, &st, err, sizeof err) != 0) {   // warm-up: first touch of every slab
         fprintf(stderr, "bench_cpu_step: %s\n", err);
         rc = 1;
     }
+    replay_step(&r, m.L, nmb, C);
+    /* steps and replays alternate so that a busy neighbour slows both alike */
     for (int i = 0; i < steps && rc == 0; i++) {
         if (exec_step(&e, &st, err, sizeof err) != 0) {
             fprintf(stderr, "bench_cpu_step: %s\n", err);
@@ -210,20 +221,11 @@ int main(int argc, char **argv)
         step[i] = st.step_s;
         for (int p = 0; p < PH_COUNT; p++)
             ph[p] += st.t[p] / steps;
+        gemm[i] = replay_step(&r, m.L, nmb, C);
     }
-    int C = e.C, nmb = e.nmb;
-    Replay r;
-    replay_init(&r, &e, m.L);
-    double flops = 0;
-    for (int i = 0; i < r.nlin; i++)
-        flops += 6.0 * r.N * r.lin[i].K * r.lin[i].OC * m.L;
-    flops = (flops + 6.0 * r.N * C * r.Vl) * nmb;
+    replay_free(&r, m.L);
     exec_free(&e);
     remove(path);
-    replay_step(&r, m.L, nmb, C);   // warm-up
-    for (int i = 0; i < steps && rc == 0; i++)
-        gemm[i] = replay_step(&r, m.L, nmb, C);
-    replay_free(&r, m.L);
     if (rc == 0) {
         double ts = median(step, steps), tg = median(gemm, steps);
         printf("  step (median of %d)      %9.1f ms   (forward %.1f, backward %.1f, optimizer %.1f ms, mean)\n", steps,

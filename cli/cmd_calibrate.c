@@ -1,14 +1,30 @@
 /* cmd_calibrate.c — `[mpirun -np N] ultraplan calibrate --backend cpu -o cpu.json`:
  * measures this machine and writes a hardware profile the cost model reads.
  *
- * Every rank runs the compute and memory benchmarks at once (as every rank
- * computes at once in a run, sharing cores and memory bandwidth); rank 0's
- * figures are kept. GEMM throughput over a table of the shapes a small
- * decoder uses gives the peak (the best one) and the efficiency curve;
- * the flash-style attention kernel gives attn_eff; a streaming add gives
- * the memory bandwidth and mem_eff. With two or more ranks, ping-pong
- * between ranks 0 and 1 gives the link latency and bandwidth. */
+ * Calibrate measures what the model reads, the way a run executes it: every
+ * rank runs the benchmarks at once (as every rank computes at once in a run,
+ * sharing cores, caches and memory bandwidth) with the thread count the run
+ * will have (OMP_NUM_THREADS, which OpenBLAS follows too); rank 0's figures
+ * are kept. Each figure is the median of several short timings, so a busy
+ * neighbour for a moment does not set it.
+ *
+ *   gemm_eff, peak   a linear layer's forward, input-gradient and weight-
+ *                    gradient GEMM together (the model times backward as 2x
+ *                    forward), at tokens x hidden shapes of small decoders
+ *   attn_eff         the flash-style attention kernel forward + backward, at
+ *                    the FLOPs the model counts (causal half) and its 3.5x
+ *   mem_eff, hbm_bw  a streaming add by size (cache levels, then DRAM)
+ *   act_bytes_per_layer  a layer's own non-GEMM kernels (norms, residuals,
+ *                    GELU, the gradient buffers zeroed), forward + backward,
+ *                    as the elements per token (in units of h) that the
+ *                    memory term would have to move to take that long
+ *   kernel_lat       one empty parallel kernel
+ *   link, coll_lat, coll_eff  ping-pong between ranks 0 and 1, and the
+ *                    all-reduce, reduce-scatter and all-gather of the world
+ *                    by size (N >= 2 ranks)
+ */
 #include <getopt.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +32,33 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "cost.h"
 #include "kernels.h"
 #include "profile.h"
 
-/* Seconds per call of fn, repeated until ~budget seconds have gone by. */
+enum { SAMPLES = 7 };
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median7(double *v)
+{
+    qsort(v, SAMPLES, sizeof *v, cmp_double);
+    return v[SAMPLES / 2];
+}
+
+/* Seconds per call: the median of SAMPLES timings, each repeating the call
+ * until budget/SAMPLES seconds have gone by (after one warm-up call). */
 #define TIME_IT(budget, secs, call) do { \
-    call; int reps_ = 0; double t0_ = MPI_Wtime(), el_; \
-    do { call; reps_++; el_ = MPI_Wtime() - t0_; } while (el_ < (budget)); \
-    secs = el_ / reps_; } while (0)
+    double smp_[SAMPLES]; call; \
+    for (int s_ = 0; s_ < SAMPLES; s_++) { \
+        int reps_ = 0; double t0_ = MPI_Wtime(), el_; \
+        do { call; reps_++; el_ = MPI_Wtime() - t0_; } while (el_ < (budget) / SAMPLES); \
+        smp_[s_] = el_ / reps_; } \
+    secs = median7(smp_); } while (0)
 
 static void fill(float *x, size_t n)
 {
@@ -55,31 +90,34 @@ static void curve_finish(EffCurve *c, double peak)
 
 static void bench_gemm(EffCurve *c, double *peak)
 {
-    /* (rows, in, out): tokens x hidden shapes of small decoders */
+    /* (tokens, in, out): the linear layers of small decoders, as net.c calls them */
     static const int shapes[][3] = {{64, 64, 64}, {128, 64, 192}, {256, 128, 128}, {512, 128, 512},
-                                    {512, 256, 768}, {1024, 256, 1024}, {1024, 512, 1536},
-                                    {2048, 768, 768}, {2048, 768, 2304}, {4096, 768, 3072},
-                                    {4096, 1024, 4096}};
+                                    {512, 256, 256}, {512, 256, 768}, {512, 256, 1024}, {1024, 256, 1024},
+                                    {1024, 512, 1536}, {2048, 768, 768}, {2048, 768, 2304},
+                                    {4096, 768, 3072}, {4096, 1024, 4096}};
     int n = sizeof shapes / sizeof shapes[0];
     float *a = malloc(4096 * 4096 * sizeof(float)), *w = malloc(4096 * 4096 * sizeof(float)),
-          *o = malloc(4096 * 4096 * sizeof(float));
+          *o = malloc(4096 * 4096 * sizeof(float)), *da = malloc(4096 * 4096 * sizeof(float)),
+          *dw = malloc(4096 * 4096 * sizeof(float));
     fill(a, 4096 * 4096);
     fill(w, 4096 * 4096);
+    fill(o, 4096 * 4096);
+    k_zero(da, 4096 * 4096);
+    k_zero(dw, 4096 * 4096);
     *peak = 0;
     c->n = 0;
     for (int i = 0; i < n && c->n < HW_MAX_EFF_POINTS; i++) {
         int M = shapes[i][0], K = shapes[i][1], N = shapes[i][2];
-        double s;
-        TIME_IT(0.25, s, k_matmul_fwd(o, a, w, NULL, M, K, N));
-        double flops = 2.0 * M * K * N, rate = flops / s;
+        double sf, sb;
+        TIME_IT(0.25, sf, k_matmul_fwd(o, a, w, NULL, M, K, N));
+        TIME_IT(0.5, sb, k_matmul_bwd(da, dw, NULL, o, a, w, M, K, N));
+        double flops = 2.0 * M * K * N, rate = 3.0 * flops / (sf + sb);
         c->pt[c->n].size = flops;
         c->pt[c->n++].eff = rate;
         if (rate > *peak)
             *peak = rate;
     }
-    free(a);
-    free(w);
-    free(o);
+    free(a), free(w), free(o), free(da), free(dw);
 }
 
 static void bench_attn(EffCurve *c)
@@ -91,15 +129,17 @@ static void bench_attn(EffCurve *c)
         int B = shapes[i][0], T = shapes[i][1], NH = shapes[i][2], HS = shapes[i][3];
         size_t n = (size_t)B * T * NH * HS;
         float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4),
-              *l = malloc((size_t)B * NH * T * 4);
+              *l = malloc((size_t)B * NH * T * 4), *dq = calloc(n, 4), *dk = calloc(n, 4), *dv = calloc(n, 4);
         fill(q, n), fill(k, n), fill(v, n);
-        double s;
-        TIME_IT(0.2, s, k_attention_fwd(o, l, q, k, v, B, T, NH, NH, HS));
-        /* the cost model counts the full s^2 core: 4·B·T²·NH·HS */
-        double flops = 4.0 * B * (double)T * T * NH * HS;
+        double sf, sb;
+        TIME_IT(0.2, sf, k_attention_fwd(o, l, q, k, v, B, T, NH, NH, HS));
+        TIME_IT(0.3, sb, k_attention_bwd(dq, dk, dv, q, q, k, v, o, l, B, T, NH, NH, HS));
+        /* time.c: flash core = 4·B·T²·NH·HS / 2 (the causal half) at attn_eff,
+         * and its backward 2.5x that: fit forward + backward together */
+        double flops = 0.5 * 4.0 * B * (double)T * T * NH * HS;
         c->pt[c->n].size = flops;
-        c->pt[c->n++].eff = flops / s;
-        free(q), free(k), free(v), free(o), free(l);
+        c->pt[c->n++].eff = 3.5 * flops / (sf + sb);
+        free(q), free(k), free(v), free(o), free(l), free(dq), free(dk), free(dv);
     }
 }
 
@@ -120,6 +160,120 @@ static void bench_mem(EffCurve *c, double *bw)
             *bw = rate;
         free(a), free(b), free(o);
     }
+}
+
+/* Seconds of a layer's non-GEMM kernels for tok tokens, hidden h, FFN f, as
+ * net.c runs them without TP: forward two norms, two residual adds, the GELU;
+ * backward two norm backwards, the GELU backward and the gradient buffers it
+ * zeroes (dhact, dhpre, dcol twice, the attention output, dq, dk, dv). */
+static double bench_layer_ew(int tok, int h, int f)
+{
+    size_t nh = (size_t)tok * h, nf = (size_t)tok * f;
+    float *x = malloc(nh * 4), *y = malloc(nh * 4), *z = malloc(nh * 4), *g = malloc(nh * 4), *hp = malloc(nf * 4),
+          *ha = malloc(nf * 4), *dh = malloc(nf * 4), *zb = malloc((2 * nf + 6 * nh) * 4), *w = malloc(h * 4),
+          *b = malloc(h * 4), *dw = calloc(h, 4), *db = calloc(h, 4), *mu = malloc(tok * 4), *rs = malloc(tok * 4);
+    fill(x, nh), fill(g, nh), fill(hp, nf), fill(w, h), fill(b, h);
+    double sf, sb;
+    TIME_IT(0.3, sf, (k_layernorm_fwd(y, mu, rs, x, w, b, tok, h, 1e-5f), k_residual_fwd(z, y, x, nh),
+                      k_layernorm_fwd(y, mu, rs, z, w, b, tok, h, 1e-5f), k_gelu_fwd(ha, hp, nf),
+                      k_residual_fwd(z, y, x, nh)));
+    TIME_IT(0.4, sb, (k_zero(zb, 2 * nf + 6 * nh), k_gelu_bwd(dh, hp, ha, nf),
+                      k_layernorm_bwd(y, dw, db, g, x, w, mu, rs, tok, h),
+                      k_layernorm_bwd(y, dw, db, g, z, w, mu, rs, tok, h)));
+    free(x), free(y), free(z), free(g), free(hp), free(ha), free(dh), free(zb), free(w), free(b), free(dw), free(db),
+        free(mu), free(rs);
+    return sf + sb;
+}
+
+/* time.c counts a layer's memory-bound work as ew = 4·tok·(A·h + 2f) bytes
+ * forward (GELU, no TP) and twice that backward, each at hbm_bw·mem_eff(ew):
+ * the A that makes 3·mem_s(ew) last t seconds (bisection; mem_s grows with ew). */
+static double act_elems_for(const HwProfile *hw, double t, int tok, int h, int f)
+{
+    double lo = 1, hi = 1e13;
+    for (int i = 0; i < 200; i++) {
+        double mid = sqrt(lo * hi);
+        if (3.0 * mid / (hw->hbm_bw * hw_eff(&hw->mem_eff, mid)) < t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double a = (lo / (4.0 * tok) - 2.0 * f) / h;
+    return a > 0 ? a : 0;
+}
+
+/* Seconds per call of a collective over the world: the same fixed number of
+ * calls on every rank (a rank-local stopping rule would deadlock), median of
+ * SAMPLES; rank 0's figure is broadcast. kind: 0 all-reduce, 1 reduce-scatter, 2 all-gather. */
+static double time_coll(int kind, float *buf, int count, int world, int reps)
+{
+    double smp[SAMPLES];
+    int *counts = malloc((size_t)world * sizeof *counts);
+    for (int i = 0; i < world; i++)
+        counts[i] = count / world;
+    for (int s = 0; s < SAMPLES; s++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < reps; i++) {
+            if (kind == 0)
+                MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            else if (kind == 1)   // as dist_reduce_scatter calls it
+                MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            else
+                MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, count / world, MPI_FLOAT, MPI_COMM_WORLD);
+        }
+        smp[s] = (MPI_Wtime() - t0) / reps;
+    }
+    free(counts);
+    double t = median7(smp);
+    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return t;
+}
+
+/* What time.c predicts for those calls at a given coll_eff. */
+static double model_colls(const HwProfile *hw, double eff, const double *bytes, const int *kind, int n, int world)
+{
+    HwProfile v = *hw;
+    v.intra.bw *= eff;
+    v.inter.bw *= eff;
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += hw->coll_lat + (kind[i] == 0 ? time_allreduce(&v, bytes[i], world, world)
+                                          : time_allgather(&v, bytes[i], world, world));
+    return t;
+}
+
+/* coll_lat from a tiny all-reduce; coll_eff so that the model's all-reduce,
+ * reduce-scatter and all-gather of 512 KiB and 16 MiB (a TP activation, DP
+ * gradients) add up to what MPI took. hw->intra must hold the ping-pong link. */
+static void bench_colls(HwProfile *hw, int world)
+{
+    enum { BIG = 4 << 20, MID = 128 << 10 };
+    float *buf = calloc(BIG, sizeof(float));
+    double t8 = time_coll(0, buf, 2 * world, world, 200);
+    hw->coll_lat = 0;
+    hw->coll_lat = fmax(0.0, t8 - time_allreduce(hw, 8.0 * world, world, world));
+    static const int kind[6] = {0, 1, 2, 0, 1, 2};
+    double bytes[6], meas = 0;
+    for (int i = 0; i < 6; i++) {
+        int count = (i < 3 ? MID : BIG) / world * world;
+        bytes[i] = 4.0 * count;
+        meas += time_coll(kind[i], buf, count, world, i < 3 ? 40 : 6);
+    }
+    double lo = 0.01, hi = 1.0;
+    if (model_colls(hw, 1.0, bytes, kind, 6, world) >= meas) {
+        lo = 1.0;
+    } else {
+        for (int i = 0; i < 60; i++) {
+            double mid = 0.5 * (lo + hi);
+            if (model_colls(hw, mid, bytes, kind, 6, world) > meas)
+                lo = mid;
+            else
+                hi = mid;
+        }
+    }
+    hw->coll_eff = lo;
+    free(buf);
 }
 
 /* Latency (s, one way) and bandwidth (bytes/s) between ranks 0 and 1. */
@@ -203,32 +357,54 @@ static int calibrate_main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    double peak, bw, lat = 2e-6, lbw = 0;
+    const char *thr = getenv("OMP_NUM_THREADS");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (rank == 0 && !thr && world > 1)
+        fprintf(stderr, "ultraplan calibrate: OMP_NUM_THREADS is not set: each of the %d ranks may start a thread "
+                        "per core; calibrate and run with the same OMP_NUM_THREADS\n", world);
+    /* the layer whose non-GEMM kernels set act_bytes_per_layer: a small decoder's */
+    enum { EW_TOK = 512, EW_H = 256, EW_F = 1024 };
+    double peak, bw, lat = 2e-6, lbw = 0, t_ew, t_kern;
     bench_gemm(&hw.gemm_eff, &peak);
     bench_attn(&hw.attn_eff);
     bench_mem(&hw.mem_eff, &bw);
-    if (world >= 2)
+    t_ew = bench_layer_ew(EW_TOK, EW_H, EW_F);
+    {
+        float one = 0;
+        TIME_IT(0.05, t_kern, k_residual_fwd(&one, &one, &one, 1));
+    }
+    curve_finish(&hw.gemm_eff, peak);
+    curve_finish(&hw.attn_eff, peak);
+    curve_finish(&hw.mem_eff, bw);
+    hw.hbm_bw = bw;
+    hw.coll_lat = 0;
+    hw.coll_eff = 1;
+    if (world >= 2) {
         bench_link(rank, &lat, &lbw);
+        MPI_Bcast(&lat, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&lbw, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        hw.gpus_per_node = world;
+        hw.intra.bw = hw.inter.bw = lbw;
+        hw.intra.lat = hw.inter.lat = lat;
+        bench_colls(&hw, world);
+    }
     int rc = 0;
     if (rank == 0) {
-        curve_finish(&hw.gemm_eff, peak);
-        curve_finish(&hw.attn_eff, peak);
-        curve_finish(&hw.mem_eff, bw);
         char host[40] = "host";
         gethostname(host, sizeof host - 1);
         snprintf(hw.name, sizeof hw.name, "cpu-%.40s", host);
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        snprintf(hw.desc, sizeof hw.desc, "CPU backend of %.40s, %ld cores, measured with %d rank(s)", host, cores, world);
+        snprintf(hw.desc, sizeof hw.desc, "CPU backend of %.24s, %ld cores, measured with %d rank(s) x %s thread(s)",
+                 host, cores, world, thr ? thr : "default");
         hw.peak[PREC_FP32] = peak;
         hw.peak[PREC_BF16] = hw.peak[PREC_FP16] = hw.peak[PREC_FP8] = 0;   // the CPU executor runs fp32
         hw.hbm_bytes = mem_total();
-        hw.hbm_bw = bw;
         hw.gpus_per_node = (int)(cores > world ? cores : world);
         if (lbw <= 0)
             lbw = bw / 4;   // one rank: no link measured; a copy through shared memory
         hw.intra.bw = hw.inter.bw = lbw;
         hw.intra.lat = hw.inter.lat = lat;
-        hw.act_bytes_per_layer = 14;   // elements per token in units of h: 2 norms 4h, 2 residuals 6h, 2 bias adds 4h
+        hw.act_bytes_per_layer = act_elems_for(&hw, t_ew, EW_TOK, EW_H, EW_F);
+        hw.kernel_lat = t_kern;   // host and device are one: no launch floor beyond an empty kernel
         hw.cuda_context_bytes = 0;
         hw.alloc_frag = 0;
         hw.nccl_buf_bytes = 0;
@@ -239,8 +415,10 @@ static int calibrate_main(int argc, char **argv)
             fprintf(stderr, "ultraplan calibrate: %s\n", err);
             rc = 1;
         } else {
-            printf("calibrated %s: fp32 peak %.1f GFLOP/s (best GEMM), memory %.1f GB/s, "
-                   "link %.2f us / %.2f GB/s -> %s\n", hw.name, peak / 1e9, bw / 1e9, lat * 1e6, lbw / 1e9, out);
+            printf("calibrated %s: fp32 peak %.1f GFLOP/s (best GEMM fwd+bwd), memory %.1f GB/s, "
+                   "layer non-GEMM %.0fh elements/token, link %.2f us / %.2f GB/s, collectives +%.1f us at %.0f%% "
+                   "-> %s\n", hw.name, peak / 1e9, bw / 1e9, hw.act_bytes_per_layer, lat * 1e6, lbw / 1e9,
+                   hw.coll_lat * 1e6, hw.coll_eff * 100, out);
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -64,6 +64,6 @@ void dist_watch_end(void);
  * With a group of one they are copies or no-ops. */
 void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                       // in place, sum
 void dist_allgather(float *out, const float *in, int n, MPI_Comm c, double *t);    // n per rank
-void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t);     // n per rank out
+void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t);     // n per rank out; out == in: in place
 
 #endif

@@ -423,11 +423,8 @@ static void optimizer_step(Exec *e)
     ParamSet *ps = &e->ps;
     int t = e->step + 1;
     if (e->lo.opt != OPT_ZERO0 && e->lo.dp > 1) {
+        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, e->d.dp_comm, &e->t[PH_DP]);   // in place
         double t0 = MPI_Wtime();
-        CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Reduce_scatter_block(MPI_IN_PLACE, ps->g, (int)e->opt_n, MPI_FLOAT,
-                                                                  MPI_SUM, e->d.dp_comm));
-        e->t[PH_DP] += MPI_Wtime() - t0;
-        t0 = MPI_Wtime();
         k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
         e->t[PH_OPTIM] += MPI_Wtime() - t0;

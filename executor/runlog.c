@@ -37,9 +37,14 @@ static cJSON *phases_json(const double *t)
 
 void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, double *mfu)
 {
+    /* the phases of one rank, the one with the most compute (the bottleneck):
+     * a maximum per phase over ranks would add one rank's compute to another's
+     * wait for it, and the phases would no longer sum to the step */
     double t[PH_COUNT];
     memcpy(t, st->t, sizeof t);
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, t, PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    struct { double v; int rank; } busy = {t[PH_FWD] + t[PH_BWD] + t[PH_RECOMPUTE], e->d.rank};
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &busy, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Bcast(t, PH_COUNT, MPI_DOUBLE, busy.rank, MPI_COMM_WORLD));
     double tokens = (double)e->lo.gbs * e->T;
     double ts = tokens / st->step_s;
     double u = r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0;
