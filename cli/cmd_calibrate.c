@@ -35,6 +35,9 @@
 #include "cost.h"
 #include "kernels.h"
 #include "profile.h"
+#if ULTRAPLAN_HAVE_CUDA
+#include "calibrate_cuda.h"
+#endif
 
 enum { SAMPLES = 7 };
 
@@ -344,6 +347,31 @@ static double mem_total(void)
     return kb > 0 ? kb * 1024 : 8e9;
 }
 
+#if ULTRAPLAN_HAVE_CUDA
+/* --backend cuda: GPU 0 (and NCCL between the GPUs of this machine) measured
+ * by kernels/cuda/calibrate_cuda.c over the h200 profile's datasheet figures. */
+static int calibrate_cuda(const char *out)
+{
+    char err[512];
+    HwProfile hw;
+    if (profile_load_builtin("h200", &hw, err, sizeof err) != 0 || kc_calibrate(&hw, err, sizeof err) != 0 ||
+        profile_write_json(&hw, out, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan calibrate: %s\n", err);
+        return 1;
+    }
+    printf("calibrated %s: bf16 peak %.1f TFLOP/s, HBM %.0f GB/s -> %s\n", hw.name, hw.peak[PREC_BF16] / 1e12,
+           hw.hbm_bw / 1e9, out);
+    return 0;
+}
+#else
+static int calibrate_cuda(const char *out)
+{
+    (void)out;
+    fprintf(stderr, "ultraplan calibrate: this build has no CUDA backend (nvcc was not found at configure time)\n");
+    return 1;
+}
+#endif
+
 static int calibrate_main(int argc, char **argv)
 {
     static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"backend", required_argument, 0, 'b'},
@@ -354,9 +382,11 @@ static int calibrate_main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         if (c == 'h') {
-            printf("usage: [mpirun -np N] ultraplan calibrate --backend cpu -o cpu.json\n\n"
+            printf("usage: [mpirun -np N] ultraplan calibrate --backend cpu|cuda -o profile.json\n\n"
                    "Measures GEMM and attention throughput, memory bandwidth and (with N >= 2 ranks)\n"
-                   "MPI latency and bandwidth, and writes a hardware profile for plan/predict --profile.\n");
+                   "MPI latency and bandwidth, and writes a hardware profile for plan/predict --profile.\n"
+                   "--backend cuda (one process): cuBLASLt GEMM sweep, HBM copy, attention kernel and,\n"
+                   "with 2+ GPUs, NCCL collectives, over the h200 profile's datasheet figures.\n");
             return 0;
         } else if (c == 'b') {
             backend = optarg;
@@ -367,14 +397,17 @@ static int calibrate_main(int argc, char **argv)
             return 2;
         }
     }
-    if (strcmp(backend, "cpu") != 0) {
-        fprintf(stderr, "ultraplan calibrate: backend \"%s\" is not built; this binary calibrates \"cpu\"\n", backend);
+    int cuda = strcmp(backend, "cuda") == 0;
+    if (!cuda && strcmp(backend, "cpu") != 0) {
+        fprintf(stderr, "ultraplan calibrate: backend \"%s\" is unknown: give cpu or cuda\n", backend);
         return 2;
     }
     if (!out) {
         fprintf(stderr, "ultraplan calibrate: give -o FILE for the profile\n");
         return 2;
     }
+    if (cuda)
+        return calibrate_cuda(out);
     MPI_Init(NULL, NULL);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -16,6 +16,9 @@
 #include "exec.h"
 #include "report.h"
 #include "runlog.h"
+#if ULTRAPLAN_HAVE_CUDA
+#include "curun.h"
+#endif
 
 static void help(FILE *f)
 {
@@ -34,12 +37,19 @@ static void help(FILE *f)
                "  --comm-timeout S      stop a rank whose communication makes no progress for S\n"
                "                        seconds, or 3x the slowest step so far if longer (a lost\n"
                "                        or hung rank; default 20, 0 = never)\n"
-               "  -o FILE               write run.json (ultraplan.run/1)\n");
+               "  -o FILE               write run.json (ultraplan.run/1)\n"
+               "  --backend cpu|cuda    cpu (default): fp32 under mpirun; cuda: bf16 on one GPU, for\n"
+               "                        plans with dp = tp = pp = cp = 1 (no NCCL yet), no checkpoints\n"
+               "  --proxy-stage S       (cuda) run on one GPU the per-rank work of pipeline stage S of a\n"
+               "                        large plan (its layers, tp-sharded) and compare the time per\n"
+               "                        micro-batch with the prediction less communication; no --data\n");
 }
 
 typedef struct {
     const char *plan, *data, *ckpt_dir, *out;
     int steps, ckpt_every, resume;
+    int cuda;                  // --backend cuda
+    int proxy_stage;           // --proxy-stage S, -1 none
     double comm_timeout;       // seconds, 0 = no watchdog
     TrainOpts opt;
 } RunArgs;
@@ -53,10 +63,12 @@ static int parse(int argc, char **argv, RunArgs *a, int rank)
         {"checkpoint-every", required_argument, 0, 'e'}, {"resume", no_argument, 0, 'r'},
         {"lr", required_argument, 0, 'l'}, {"seed", required_argument, 0, 'S'},
         {"output", required_argument, 0, 'o'}, {"comm-timeout", required_argument, 0, 'T'},
+        {"backend", required_argument, 0, 'b'}, {"proxy-stage", required_argument, 0, 'p'},
         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->steps = 20;
     a->comm_timeout = 20;
+    a->proxy_stage = -1;
     exec_default_opts(&a->opt);
     optind = 1;
     opterr = 0;
@@ -73,6 +85,11 @@ static int parse(int argc, char **argv, RunArgs *a, int rank)
         case 'l': a->opt.lr = strtof(optarg, &end); if (*end || !(a->opt.lr > 0)) goto bad; break;
         case 'S': a->opt.seed = strtoull(optarg, &end, 10); if (*end) goto bad; break;
         case 'o': a->out = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) goto bad;
+            a->cuda = !strcmp(optarg, "cuda");
+            break;
+        case 'p': a->proxy_stage = (int)strtol(optarg, &end, 10); if (*end || a->proxy_stage < 0) goto bad; break;
         case 'T': a->comm_timeout = strtod(optarg, &end); if (*end || !(a->comm_timeout >= 0)) goto bad; break;
         default:
             if (rank == 0)
@@ -87,7 +104,12 @@ static int parse(int argc, char **argv, RunArgs *a, int rank)
         return 2;
     }
     a->plan = argv[optind];
-    if (!a->data) {
+    if (a->proxy_stage >= 0 && !a->cuda) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --proxy-stage runs on one GPU: add --backend cuda\n");
+        return 2;
+    }
+    if (!a->data && a->proxy_stage < 0) {
         if (rank == 0)
             fprintf(stderr, "ultraplan run: no training data: give --data FILE (llm.c .bin shards or any text file)\n");
         return 2;
@@ -103,6 +125,50 @@ bad:
         fprintf(stderr, "ultraplan run: option %s: bad value \"%s\"\n", argv[optind - 1], optarg);
     return 2;
 }
+
+#if ULTRAPLAN_HAVE_CUDA
+/* --backend cuda: one process on one GPU (executor/cuda/); 0 or 1. */
+static int run_cuda(const RunArgs *a, const PlanFile *pf)
+{
+    char err[1024];
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1 || a->ckpt_dir) {
+        fprintf(stderr, "ultraplan run: the CUDA backend runs one process on one GPU without checkpoints "
+                        "(dp = tp = pp = cp = 1, or --proxy-stage S); %s\n",
+                world != 1 ? "multi-GPU NCCL runs are not implemented yet: start it without mpirun"
+                           : "drop --checkpoint-dir/--resume");
+        return 1;
+    }
+    CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, stdout};
+    cJSON *doc = curun(&pf->model, &pf->hw, &pf->layout, &o, err, sizeof err);
+    if (!doc) {
+        fprintf(stderr, "ultraplan run: %s\n", err);
+        return 1;
+    }
+    cJSON_AddStringToObject(doc, "plan", a->plan);
+    cJSON_AddItemToObject(doc, "model", report_model_json(&pf->model));
+    cJSON_AddItemToObject(doc, "layout", report_layout_json(&pf->layout));
+    int rc = 0;
+    if (a->out) {
+        char *text = cJSON_Print(doc);
+        if (!text || report_write_atomic(a->out, text, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan run: %s\n", text ? err : "out of memory");
+            rc = 1;
+        }
+        free(text);
+    }
+    cJSON_Delete(doc);
+    return rc;
+}
+#else
+static int run_cuda(const RunArgs *a, const PlanFile *pf)
+{
+    (void)a, (void)pf;
+    fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
+    return 1;
+}
+#endif
 
 /* Every rank learns whether any failed; the lowest failing rank prints. */
 static int report_failure(int failed, const char *msg, int rank)
@@ -225,6 +291,10 @@ static int run_main(int argc, char **argv)
     PlanFile pf;
     if (report_failure(planfile_read(a.plan, &pf, err, sizeof err) != 0, err, rank))
         goto done;
+    if (a.cuda) {
+        rc = run_cuda(&a, &pf);
+        goto done;
+    }
     if (rank == 0 && pf.layout.prec != PREC_FP32)
         printf("note: the CPU executor computes in fp32; the plan is for %s, so its memory figures differ\n",
                hw_precision_name(pf.layout.prec));
