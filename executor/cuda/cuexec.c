@@ -369,6 +369,8 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     params_layout(&e->ps, &e->m, &e->sm, 1);
     e->n = e->ps.n;
     e->nmb = e->lo.gbs / (e->lo.dp * e->lo.mbs);
+    if (e->proxy && e->nmb > CUEXEC_PROXY_MAX_MB)   // per micro-batch time is what it measures
+        e->nmb = CUEXEC_PROXY_MAX_MB;
     e->rc = calloc(s->layers ? s->layers : 1, sizeof *e->rc);
     e->la = calloc(s->layers ? s->layers : 1, sizeof *e->la);
     e->tokens = malloc((size_t)e->nmb * s->N * sizeof *e->tokens);

@@ -30,6 +30,9 @@
 #include "kernels_cuda.h"
 #include "proxy.h"
 
+/* The proxy runs at most this many of the plan's m micro-batches per step. */
+#define CUEXEC_PROXY_MAX_MB 8
+
 typedef struct {
     kc_bf16 *x;                        // (N, C) layer input
     kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h
@@ -47,7 +50,7 @@ typedef struct {
     DataLoader dl;
     int have_data;
     int step;
-    int nmb;                           // micro-batches per step
+    int nmb;                           // micro-batches per step (proxy: at most CUEXEC_PROXY_MAX_MB)
     int *rc;                           // (layers) 0 none, 1 selective, 2 full
     cudaStream_t st;
     /* slabs */

@@ -71,7 +71,8 @@ static cJSON *proxy_json(const CuExec *e, const ModelSpec *m, const HwProfile *h
     cJSON_AddNumberToObject(x, "layers", e->sh.layers);
     cJSON_AddNumberToObject(x, "full_recompute", e->sh.full_rc);
     cJSON_AddNumberToObject(x, "selective_recompute", e->sh.sel_rc);
-    cJSON_AddNumberToObject(x, "micro_batches", nmb);
+    cJSON_AddNumberToObject(x, "micro_batches_run", nmb);
+    cJSON_AddNumberToObject(x, "micro_batches_plan", layout_microbatches(lo));
     cJSON_AddNumberToObject(x, "params_per_rank", e->sh.stage_params);
     cJSON_AddNumberToObject(x, "predicted_stage_mb_s", p.stage_mb_s);
     cJSON_AddNumberToObject(x, "predicted_comm_mb_s", p.comm_mb_s);

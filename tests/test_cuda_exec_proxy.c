@@ -1,0 +1,78 @@
+/* test_cuda_exec_proxy.c — the stage proxy's arithmetic, no GPU needed: the
+ * parameters the proxy builds for one tp rank of stage S (params.h's table
+ * with tp-sharded shapes) equal what the cost model counts
+ * (memory_stage_params), per layer and per stage, first, middle and last
+ * stages, GPT and Llama (GQA, SwiGLU); the prediction splits into compute
+ * and communication; bad stages are refused with a reason. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "presets.h"
+#include "profile.h"
+#include "proxy.h"
+
+static int fails;
+#define CHECK(cond, ...) do { if (!(cond)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b)); }
+
+static void check_model(const char *name, int tp, int pp, int vp)
+{
+    char err[512];
+    ModelSpec m;
+    HwProfile hw;
+    if (presets_find(name, &m, err, sizeof err) != 0 || profile_load_builtin("h200", &hw, err, sizeof err) != 0) {
+        CHECK(0, "%s: %s", name, err);
+        return;
+    }
+    m.dropout = false;
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = tp, lo.pp = pp, lo.vp = vp, lo.dp = 1, lo.sp = tp > 1, lo.mbs = 1, lo.gbs = 4 * pp;
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0) {
+        CHECK(0, "%s tp %d pp %d: layout_check: %s", name, tp, pp, err);
+        return;
+    }
+    lo.full_rc[pp / 2] = lo.layers[pp / 2] / 2;
+    for (int s = 0; s < pp; s++) {
+        ProxyShape sh;
+        if (proxy_shape(&m, &lo, s, &sh, err, sizeof err) != 0) {
+            CHECK(0, "%s stage %d: %s", name, s, err);
+            continue;
+        }
+        int n = lo.layers[s];
+        double per_layer = memory_stage_params(&m, &lo, s, 1) - memory_stage_params(&m, &lo, s, 0);
+        CHECK(sh.layers == n, "%s stage %d: %d layers, the plan has %d", name, s, sh.layers, n);
+        CHECK(near(sh.layer_params, per_layer), "%s tp %d stage %d: %.0f params per layer, cost model %.0f", name, tp,
+              s, sh.layer_params, per_layer);
+        CHECK(near(sh.stage_params, memory_stage_params(&m, &lo, s, n)),
+              "%s tp %d stage %d: %.0f params on the stage, cost model %.0f", name, tp, s, sh.stage_params,
+              memory_stage_params(&m, &lo, s, n));
+        CHECK(sh.first == (s == 0) && sh.last == (s == pp - 1), "%s stage %d: first/last wrong", name, s);
+        CHECK(sh.ql * tp == spec_q_width(&m) && sh.kvl * tp == spec_kv_width(&m) && sh.Fl * tp == m.f,
+              "%s tp %d: sharded widths %d %d %d", name, tp, sh.ql, sh.kvl, sh.Fl);
+        CHECK(sh.full_rc == lo.full_rc[s], "%s stage %d: recompute %d, plan %d", name, s, sh.full_rc, lo.full_rc[s]);
+        ProxyPredict p;
+        proxy_predict(&m, &hw, &lo, s, &p);
+        CHECK(p.compute_mb_s > 0 && p.comm_mb_s >= 0 && near(p.compute_mb_s + p.comm_mb_s, p.stage_mb_s),
+              "%s stage %d: prediction %.3g = %.3g + %.3g", name, s, p.stage_mb_s, p.compute_mb_s, p.comm_mb_s);
+        CHECK(p.edge_mb_s > -1e-12 && (s == 0 || s == pp - 1 || p.edge_mb_s < 1e-12 * p.stage_mb_s + 1e-15),
+              "%s stage %d: embedding/head time %.3g on a middle stage", name, s, p.edge_mb_s);
+        CHECK(tp == 1 || p.comm_mb_s > 0, "%s stage %d: tp %d but no communication predicted", name, s, tp);
+    }
+    ProxyShape sh;
+    CHECK(proxy_shape(&m, &lo, pp, &sh, err, sizeof err) != 0 && strstr(err, "stages 0.."),
+          "%s: stage %d out of range not refused (%s)", name, pp, err);
+}
+
+int main(void)
+{
+    check_model("gpt3-175b", 8, 16, 1);
+    check_model("gpt3-175b", 8, 8, 3);
+    check_model("llama2-70b", 8, 4, 1);
+    check_model("llama2-7b", 2, 2, 1);
+    check_model("gpt3-1.3b", 1, 1, 1);
+    printf("test_cuda_exec_proxy: %s (%d failures)\n", fails ? "FAIL" : "ok", fails);
+    return fails != 0;
+}
