@@ -139,16 +139,18 @@ with open(sys.argv[1], "wb") as f:
 PY
 if [ -x "$U" ]; then
     step "plan 1.3B dp=tp=pp=1" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 --tp 1 --pp 1 \
-        --mbs 8 --gbs 8 "${PROFILE_ARGS[@]}" -o "$D/plan.json"
+        --mbs 8 --gbs 8 --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan.json"
     if "$U" run --help 2>&1 | grep -qi cuda; then
-        step "run 1.3B 20 steps" run.log 240 "$U" run "$D/plan.json" --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
+        step "run 1.3B 20 steps" run.log 240 "$U" run "$D/plan.json" --backend cuda --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
         [ -s "$OUT/run.json" ] && step "compare" run.log 30 "$U" compare "$D/plan.json" "$OUT/run.json"
     else
         skip "run 1.3B 20 steps" "ultraplan run has no CUDA backend yet (run --help names no cuda)"
     fi
     if "$U" run --help 2>&1 | grep -qi proxy; then
-        step "plan 175B tp=8" run.log 60 "$U" plan --gpus 8 --model gpt3-175b --tp 8 "${PROFILE_ARGS[@]}" -o "$D/plan175.json"
-        step "run 175B stage proxy" run.log 180 "$U" run "$D/plan175.json" --proxy --data "$D/tok.bin" --steps 5 -o "$D/run175.json"
+        # 175B on 1024 GPUs, tp 8 x pp 16: stage 1 (a middle stage: layers only) on this one GPU,
+        # 3 steps of at most 8 micro-batches; the first is warm-up
+        step "plan 175B tp=8 pp=16" run.log 60 "$U" plan --gpus 1024 --model gpt3-175b --tp 8 --pp 16 "${PROFILE_ARGS[@]}" -o "$D/plan175.json"
+        step "run 175B stage proxy" run.log 180 "$U" run "$D/plan175.json" --backend cuda --proxy-stage 1 --steps 3 -o "$D/run175.json"
         [ -s "$D/run175.json" ] && { echo "--- run175.json"; cat "$D/run175.json"; } >> "$OUT/run.log"
     else
         skip "run 175B stage proxy" "ultraplan run has no stage proxy yet"
@@ -181,6 +183,9 @@ rm -rf "$D"
     grep -E '^summary:' "$OUT/run.log" | sed 's/^/pytorch eager: /'
     [ -s "$OUT/run.json" ] && grep -E '"(tokens_per_s|mfu|step_time)"' "$OUT/run.json" | head -5
     grep -A12 '=== compare' "$OUT/run.log" | tail -n +2 | head -12
+    echo
+    echo "-- 175B stage proxy (target: measured compute per micro-batch within 10 % of the prediction)"
+    grep -E '^proxy stage' "$OUT/run.log" | head -2
 } > "$OUT/summary.txt" 2>&1
 rm -f "$OUT/.features"
 cat "$OUT/summary.txt"

@@ -102,7 +102,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         return NULL;
     }
     double fpt = train_model_flops_per_token(m, lo), peak = hw->peak[PREC_BF16];
-    double tokens = (double)lo->gbs / lo->dp * m->s;   // this GPU's tokens per step
+    double tokens = (double)e.nmb * e.sh.N;   // this GPU's tokens per step (proxy: of the micro-batches it runs)
     double *hist = calloc((size_t)o->steps * (PH_COUNT + 1), sizeof *hist);
     cJSON *steps = cJSON_CreateArray();
     double last_loss = 0;
