@@ -506,8 +506,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaEventRecord(e->step0, e->st));
     kc_zero(e->g, e->n, e->st);
-    if (s->last)
-        kc_zero(e->losses, nt, e->st);
+    kc_zero(e->losses, nt, e->st);   // stays 0 on a proxy stage without the head
     for (int mb = 0; mb < e->nmb; mb++)
         micro_batch(e, mb);
     if (!e->proxy) {
