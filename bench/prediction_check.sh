@@ -12,6 +12,8 @@
 set -eu
 U=${1:-./build/ultraplan}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# with more than one thread a rank, spinning OpenMP threads would take the cores OpenBLAS needs
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if [ "${PRIORITY:-0}" = 1 ]; then
     echo -10 2>/dev/null > /proc/self/autogroup && echo "priority: $(cat /proc/self/autogroup)" \
         || echo "priority: unchanged (needs root and autogroup)"

@@ -18,6 +18,24 @@
 
 enum { ATT_BQ = 64 };   // queries per tile
 
+/* The GEMMs inside the parallel loops must not start BLAS threads of their
+ * own: OpenBLAS's (pthread) pool serves one caller at a time, so OpenMP
+ * threads that each call a threaded GEMM queue and spin behind each other
+ * (a step 3x slower at 2 threads). One BLAS thread inside, restored after. */
+static int blas_single_begin(void)
+{
+    int n = openblas_get_num_threads();
+    if (n > 1)
+        openblas_set_num_threads(1);
+    return n;
+}
+
+static void blas_single_end(int n)
+{
+    if (n > 1)
+        openblas_set_num_threads(n);
+}
+
 /* Row i of the tile s (nq, ld) holds the scaled scores of query t0+i against
  * keys 0..t1−1; keys past the query are masked. Turns each row into
  * exp(s − m) with m the row max (lse == NULL) or the given lse row. */
@@ -60,6 +78,7 @@ void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
     int qs = NH * HS, ks = NKV * HS;   // row strides over t
+    int blas_threads = blas_single_begin();
     #pragma omp parallel
     {
         float *s = malloc(sizeof(float) * (size_t)ATT_BQ * T);
@@ -82,6 +101,7 @@ void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
         }
         free(s);
     }
+    blas_single_end(blas_threads);
 }
 
 void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
@@ -91,6 +111,7 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
     int qs = NH * HS, ks = NKV * HS;
+    int blas_threads = blas_single_begin();
     #pragma omp parallel
     {
         float *p = malloc(sizeof(float) * (size_t)ATT_BQ * T);
@@ -137,4 +158,5 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         free(p);
         free(dp);
     }
+    blas_single_end(blas_threads);
 }
