@@ -297,7 +297,7 @@ static void test_export_megatron(void **state)
     assert_non_null(strstr(t, "#SBATCH --ntasks-per-node=8\n"));
     assert_non_null(strstr(t, "#SBATCH --gpus-per-node=8\n"));
     assert_non_null(strstr(t, "#SBATCH --exclusive\n"));
-    assert_non_null(strstr(t, "srun --ntasks=128 --kill-on-bad-exit=1 ultraplan run my.json --checkpoint-dir"));
+    assert_non_null(strstr(t, "srun --ntasks=128 --kill-on-bad-exit=1 ultraplan run 'my.json' --checkpoint-dir"));
     free(t);
     ExportFormat f;
     assert_int_equal(export_parse_format("Megatron", &f), 0);
