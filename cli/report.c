@@ -153,17 +153,19 @@ cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout
 
 /* ---- text ---- */
 
-static const char *human(double v, char *buf, int len)
+const char *report_si(double v, int digits, char *buf, int len)
 {
     const char *u[] = {"", "K", "M", "B", "T", "P"};
     int i = 0;
-    while (fabs(v) >= 999.5 && i < 5) {   /* 999.7T prints as 1e+03T otherwise */
+    while (fabs(v) >= 1000 && i < 5) {
         v /= 1000;
         i++;
     }
-    snprintf(buf, len, "%.3g%s", v, u[i]);
+    snprintf(buf, len, "%.*g%s", digits, v, u[i]);
     return buf;
 }
+
+static const char *human(double v, char *buf, int len) { return report_si(v, 3, buf, len); }
 
 static void print_duration(FILE *f, double s)
 {

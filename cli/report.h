@@ -52,6 +52,9 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen);
 /* Write text to path atomically (temp + fsync + rename). "-" is stdout. */
 int report_write_atomic(const char *path, const char *text, char *err, int errlen);
 
+/* Format v with a K M B T P suffix and `digits` significant digits ("3.49T"). */
+const char *report_si(double v, int digits, char *buf, int len);
+
 /* Format bytes as "12.34 GiB". */
 const char *report_gib(double bytes, char *buf, int len);
 

@@ -1,5 +1,6 @@
 /* panes.c — Inputs, Memory, Time, Plans and Run panes drawn into a Canvas. */
 #include "panes.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,17 +16,7 @@ _Static_assert(MEM_COUNT == 6, "one letter, role and name per memory kind");
 
 char panes_mem_letter(MemKind k) { return mem_letters[k]; }
 
-static const char *human(double v, char *buf, int len)
-{
-    const char *u[] = {"", "K", "M", "B", "T", "P"};
-    int i = 0;
-    while (fabs(v) >= 1000 && i < 5) {
-        v /= 1000;
-        i++;
-    }
-    snprintf(buf, len, "%.4g%s", v, u[i]);
-    return buf;
-}
+static const char *human(double v, char *buf, int len) { return report_si(v, 4, buf, len); }
 
 /* A difference from the pin, right-aligned at x_end. `lower_better` picks
  * the colour; `rel` prints percent instead of the unit. */

@@ -99,17 +99,7 @@ void state_msg(TuiState *st, bool error, const char *fmt, ...)
     st->msg_error = error;
 }
 
-static const char *human(double v, char *buf, int len)
-{
-    const char *u[] = {"", "K", "M", "B", "T", "P"};
-    int i = 0;
-    while (fabs(v) >= 1000 && i < 5) {
-        v /= 1000;
-        i++;
-    }
-    snprintf(buf, len, "%.3g%s", v, u[i]);
-    return buf;
-}
+static const char *human(double v, char *buf, int len) { return report_si(v, 3, buf, len); }
 
 static bool uniform_recompute(const Layout *lo, Recompute *out)
 {
