@@ -156,8 +156,10 @@ cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout
 const char *report_si(double v, int digits, char *buf, int len)
 {
     const char *u[] = {"", "K", "M", "B", "T", "P"};
+    /* the next unit from where %g would round up to 1000 (999.7 -> "1e+03") */
+    double lim = 1000.0 - 5.0 * pow(10.0, 2 - digits);
     int i = 0;
-    while (fabs(v) >= 1000 && i < 5) {
+    while (fabs(v) >= lim && i < 5) {
         v /= 1000;
         i++;
     }
