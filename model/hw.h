@@ -56,6 +56,9 @@ typedef struct {
     double kernel_lat;             // seconds of host time per launched kernel (framework dispatch + launch); a layer pass lasts at least its kernels times this
     double coll_lat;               // seconds fixed per collective or p2p call (NCCL launch, protocol set-up), on top of alpha-beta
     double coll_eff;               // fraction of link bw that NCCL collectives reach at large sizes (nccl-tests busbw / bw), (0, 1]
+    double sm_count;               // streaming multiprocessors; > 0 times each GEMM by its shape (wave quantization of its output tiles, HBM roofline); 0 = by FLOPs only
+    double gemm_tile_m;            // rows of the output tile one SM computes in a large 16-bit GEMM (cuBLAS), with gemm_tile_n; used when sm_count > 0
+    double gemm_tile_n;            // columns of that tile; the tile may lie either way round (cuBLAS picks the better)
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

@@ -1,6 +1,8 @@
 /* time.c — seconds of compute and communication (COSTMODEL.md §4).
  *
- * GEMMs: FLOPs / (peak · η(size)), η from the profile's curve. Memory-bound
+ * GEMMs: FLOPs / (peak · η(size)), η from the profile's curve; with an SM
+ * count in the profile also by shape (wave quantization of the output tiles,
+ * HBM roofline), forward, dgrad and wgrad each at their own M, N, K. Memory-bound
  * ops: bytes / (HBM · η_mem(bytes)). Collectives: α–β ring within a node,
  * hierarchical (reduce-scatter in the node, all-reduce across nodes on 1/k
  * shards, all-gather in the node) when a group spans nodes. Rank order is
@@ -23,18 +25,68 @@ static double gemm_s(const HwProfile *hw, Precision p, double flops)
     return flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, flops));
 }
 
-static double attn_s(const HwProfile *hw, Precision p, double flops)
-{
-    if (flops <= 0)
-        return 0;
-    return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, flops));
-}
-
 static double mem_s(const HwProfile *hw, double bytes)
 {
     if (bytes <= 0)
         return 0;
     return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
+}
+
+/* Fraction of the SMs a GEMM's last wave keeps busy: cuBLAS cuts the M x N
+ * output into tiles, one per SM at a time, and runs them in waves; a last
+ * wave of a few tiles idles the other SMs. The tile may lie either way round
+ * (cuBLAS picks the better). 1 when the profile gives no SM count. */
+static double wave_eff(const HwProfile *hw, double M, double N)
+{
+    double sm = hw->sm_count, tm = hw->gemm_tile_m, tn = hw->gemm_tile_n;
+    if (sm < 1 || tm < 1 || tn < 1 || M <= 0 || N <= 0)
+        return 1.0;
+    double best = 0;
+    for (int o = 0; o < 2; o++) {
+        double a = o ? tn : tm, b = o ? tm : tn;
+        double tiles = ceil(M / a) * ceil(N / b);
+        double e = tiles / (ceil(tiles / sm) * sm);
+        if (e > best)
+            best = e;
+    }
+    return best;
+}
+
+/* One GEMM C[M x N] = A[M x K] B[K x N] by its shape: FLOPs at the curve's
+ * efficiency for its size times the wave quantization of its tiles, and no
+ * faster than its operands and result cross HBM (narrow N or K lowers the
+ * FLOPs per byte below the roofline's ridge). With no SM count in the
+ * profile this is gemm_s of its FLOPs. */
+static double gemm_mnk_s(const HwProfile *hw, Precision p, double M, double N, double K)
+{
+    double flops = 2.0 * M * N * K;
+    if (flops <= 0)
+        return 0;
+    if (!(hw->sm_count >= 1))
+        return gemm_s(hw, p, flops);
+    double t = flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, flops) * wave_eff(hw, M, N));
+    double bytes = hw_precision_bytes(p) * (M * K + K * N + M * N);
+    return fmax(t, mem_s(hw, bytes));
+}
+
+/* Forward, input-gradient and weight-gradient GEMMs of a linear layer
+ * Y[T x N] = X[T x K] W[K x N]: forward M = T, N, K; dgrad dX = dY W^T has
+ * M = T, N = K, K = N; wgrad dW = X^T dY has M = K, N = N, K = T. */
+static double linear_fwd_s(const HwProfile *hw, Precision p, double T, double N, double K)
+{
+    return gemm_mnk_s(hw, p, T, N, K);
+}
+
+static double linear_bwd_s(const HwProfile *hw, Precision p, double T, double N, double K)
+{
+    return gemm_mnk_s(hw, p, T, K, N) + gemm_mnk_s(hw, p, K, N, T);
+}
+
+static double attn_s(const HwProfile *hw, Precision p, double flops)
+{
+    if (flops <= 0)
+        return 0;
+    return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, flops));
 }
 
 /* Members of a group with this stride that share one node. */
@@ -137,12 +189,14 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double h = m->h, q = spec_q_width(m), kv = spec_kv_width(m), f = m->f;
     double gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
 
-    /* the four GEMMs of a layer, each timed at its own size */
-    double g_qkv = 2.0 * tok * h * (q + 2 * kv) / t;
-    double g_proj = 2.0 * tok * q * h / t;
-    double g_fc1 = 2.0 * tok * h * f * gated / t;
-    double g_fc2 = 2.0 * tok * f * h / t;
-    double gemm = gemm_s(hw, p, g_qkv) + gemm_s(hw, p, g_proj) + gemm_s(hw, p, g_fc1) + gemm_s(hw, p, g_fc2);
+    /* the four GEMMs of a layer, each timed at its own shape (T x N x K per
+     * GPU): QKV T x (q+2kv)/t x h, projection T x h x q/t, FC1 T x gated f/t
+     * x h, FC2 T x h x f/t; the backward's dgrad and wgrad have other shapes */
+    double n_qkv = (q + 2 * kv) / t, k_proj = q / t, n_fc1 = f * gated / t, k_fc2 = f / t;
+    double gemm = linear_fwd_s(hw, p, tok, n_qkv, h) + linear_fwd_s(hw, p, tok, h, k_proj) +
+                  linear_fwd_s(hw, p, tok, n_fc1, h) + linear_fwd_s(hw, p, tok, h, k_fc2);
+    double gemm_bwd = linear_bwd_s(hw, p, tok, n_qkv, h) + linear_bwd_s(hw, p, tok, h, k_proj) +
+                      linear_bwd_s(hw, p, tok, n_fc1, h) + linear_bwd_s(hw, p, tok, h, k_fc2);
 
     /* attention core: flash skips the masked half; an unfused kernel computes it all */
     double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
@@ -165,7 +219,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double ew_s = mem_s(hw, ew);
 
     double gpu_fwd = gemm + core + softmax + ew_s;
-    double gpu_bwd = 2.0 * gemm + core_bwd + 2.0 * softmax + 2.0 * ew_s;
+    double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
 
     /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
     int k_tp = members_per_node(hw, 1, lo->tp);
@@ -231,8 +285,8 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double ab = hw_precision_bytes(lo->prec);
     double tok = (double)lo->mbs * m->s / lo->cp;
     double V = (double)spec_padded_vocab(m, lo->tp);
-    double g = 2.0 * tok * m->h * V / lo->tp;
-    double t = 3.0 * gemm_s(hw, lo->prec, g);
+    /* the output layer: logits T x V/tp x h, forward and both gradients */
+    double t = linear_fwd_s(hw, lo->prec, tok, V / lo->tp, m->h) + linear_bwd_s(hw, lo->prec, tok, V / lo->tp, m->h);
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast

@@ -22,17 +22,23 @@ if [ ! -f "$V/single_node.csv" ]; then echo "no $V; skipped"; exit 77; fi
 
 # Accuracy: the current figures plus a small margin (docs/accuracy/NOTES.md).
 # Issue 5 targets 8 % on both and 3 % regret per group: both MAPEs meet it
-# (single-node 7.62 %, multi-node 7.28 %); multi-node regret is 4.46 % at worst.
+# (single-node 7.31 %, multi-node 7.77 %); multi-node regret is 4.46 % at worst.
 check "vtrain single-node MAPE <= 8%" 0 "$U" validate "$V/single_node.csv" --summary --max-mape 8
 check "vtrain multi-node MAPE <= 8%" 0 "$U" validate "$V/multi_node.csv" --summary --max-mape 8
 check "vtrain multi-node regret <= 5%" 0 "$U" validate "$V/multi_node.csv" --summary --max-regret 5
+# single-node ranking: groups (model, GPU count, global batch) with regret above 3 %:
+# 31 of 144 since GEMM wave quantization (NOTES step 9; 32 before)
+n3=$("$U" validate "$V/single_node.csv" --json |
+     awk '/"by":/ {g = ($0 ~ /model\+gpus/)} g && /"regret":/ {if ($2 + 0 > 3) n++} END {print n + 0}')
+if [ "${n3:-999}" -le 31 ]; then echo "ok   vtrain single-node groups with regret > 3%: $n3 <= 31"
+else echo "FAIL vtrain single-node groups with regret > 3%: ${n3:-?} > 31"; fails=$((fails + 1)); fi
 out=$("$U" validate "$V/multi_node.csv" --json)
 echo "$out" | grep -q '"mape"' || { echo "FAIL json has no summary mape"; fails=$((fails + 1)); }
 echo "$out" | grep -q '"regret"' || { echo "FAIL json has no group regret"; fails=$((fails + 1)); }
 fitout=$("$U" fit "$V/single_node.csv" "$V/multi_node.csv" --gpu a100-80g \
       --holdout-where 'gpus>=256' -o "${TMPDIR:-/tmp}/ultraplan-fit-$$.json" 2>&1)
 if [ $? -ne 0 ]; then echo "FAIL fit with hold-out runs: $fitout"; fails=$((fails + 1)); fi
-# the 256/512-GPU rows predicted from a fit on the rest: target 8 % (7.19 %)
+# the 256/512-GPU rows predicted from a fit on the rest: target 8 % (6.96 %)
 held=$(printf '%s\n' "$fitout" | awk '/held-out rows, after/ {print $5}')
 if awk -v h="${held:-999}" 'BEGIN {exit !(h <= 8)}'; then echo "ok   fit held-out MAPE $held% <= 8%"
 else echo "FAIL fit held-out MAPE ${held:-?}% > 8%"; fails=$((fails + 1)); fi
