@@ -24,6 +24,7 @@
  *   ckpt_bw_per_node                           > 0
  *   kernel_lat, coll_lat     >= 0, optional (default 0)
  *   coll_eff                 in (0, 1], optional (default 1)
+ *   sm_count, gemm_tile_m, gemm_tile_n >= 0, optional (default 0: no wave quantization)
  *
  * Every number besides fractions and gpus_per_node also lies in
  * [1e-12, 1e30] where it is not 0, so that no cost the model derives from a
