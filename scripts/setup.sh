@@ -37,8 +37,12 @@ type=${BUILD_TYPE:-Release}
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 grep -E '✓|✗' "$build.configure.log" | sed 's/^-- /setup: /'
-cmake --build "$build" -j "$jobs" 2>&1 | grep -E 'error|warning:|Error' || true
-[ -x "$build/ultraplan" ] || { echo "setup: build failed (see cmake --build $build)" >&2; exit 1; }
+if ! cmake --build "$build" -j "$jobs" >"$build.build.log" 2>&1; then
+  grep -E 'error|Error' "$build.build.log" | head -40 >&2
+  echo "setup: build failed (full log: $build.build.log)" >&2
+  exit 1
+fi
+grep -E 'warning:' "$build.build.log" | head -20 || true
 echo "setup: built $build/ultraplan"
 
 if [ $run_main -eq 1 ]; then
