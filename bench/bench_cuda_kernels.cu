@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cuda_runtime.h>
 #include "kernels_cuda.h"
+#include "common.cuh"
 #include "calibrate_cuda.h"
 extern "C" {
 #include "profile.h"   // a C header without extern "C" of its own
@@ -53,32 +54,7 @@ static float *rand_f(size_t n, float scale) {
 }
 
 template <typename F>
-static double time_s(F fn) {
-    cudaEvent_t a, b;
-    CHECK_CUDA(cudaEventCreate(&a));
-    CHECK_CUDA(cudaEventCreate(&b));
-    fn(); fn();
-    CHECK_CUDA(cudaEventRecord(a));
-    fn();
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    int reps = std::max(1, std::min(500, (int)(10.0 / std::max(ms, 1e-3f))));
-    double t[5];
-    for (int k = 0; k < 5; k++) {
-        CHECK_CUDA(cudaEventRecord(a));
-        for (int i = 0; i < reps; i++) fn();
-        CHECK_CUDA(cudaEventRecord(b));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-        t[k] = ms * 1e-3 / reps;
-    }
-    std::sort(t, t + 5);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return t[2];
-}
+static double time_s(F fn) { return kc_time_median(fn, 10.0, 500); }
 
 static double copy_bw;   // measured, bytes/s (read + write)
 

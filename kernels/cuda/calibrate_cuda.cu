@@ -28,32 +28,7 @@ static void fill_random(bf16 *x, size_t n, uint32_t seed) {
 
 /* seconds per call of fn(), median of 5 batches after warm-up */
 template <typename F>
-static double time_call(F fn) {
-    cudaEvent_t a, b;
-    CHECK_CUDA(cudaEventCreate(&a));
-    CHECK_CUDA(cudaEventCreate(&b));
-    for (int i = 0; i < 2; i++) fn();
-    CHECK_CUDA(cudaEventRecord(a));
-    fn();
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    int reps = (int)std::min(200.0, std::max(1.0, 4.0 / std::max(ms, 1e-3f)));   // ~4 ms a batch
-    double t[5];
-    for (int k = 0; k < 5; k++) {
-        CHECK_CUDA(cudaEventRecord(a));
-        for (int i = 0; i < reps; i++) fn();
-        CHECK_CUDA(cudaEventRecord(b));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-        t[k] = ms * 1e-3 / reps;
-    }
-    std::sort(t, t + 5);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return t[2];
-}
+static double time_call(F fn) { return kc_time_median(fn, 4.0, 200); }
 
 static void logf_(FILE *log, const char *fmt, ...) {
     if (!log) return;

@@ -4,6 +4,7 @@
 #ifndef ULTRAPLAN_KERNELS_CUDA_COMMON_CUH
 #define ULTRAPLAN_KERNELS_CUDA_COMMON_CUH
 
+#include <algorithm>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cublasLt.h>
@@ -107,6 +108,41 @@ __device__ __forceinline__ void store8(bf16 *row, const float x[8], int c, int C
     } else {
         for (int j = 0; j < 8; j++) if (c + j < C) row[c + j] = __float2bfloat16(x[j]);
     }
+}
+
+
+/* Seconds per call of fn(): two warm-up calls, one to size the batches
+ * (about batch_ms each, at most max_reps calls), then the median of 5
+ * batches timed with CUDA events. Shared by calibration and the benchmark. */
+template <typename F>
+static inline double kc_time_median(F fn, double batch_ms, int max_reps)
+{
+    cudaEvent_t a, b;
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+    fn();
+    fn();
+    CHECK_CUDA(cudaEventRecord(a));
+    fn();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    int reps = (int)std::min((double)max_reps, std::max(1.0, batch_ms / std::max(ms, 1e-3f)));
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        CHECK_CUDA(cudaEventRecord(a));
+        for (int i = 0; i < reps; i++)
+            fn();
+        CHECK_CUDA(cudaEventRecord(b));
+        CHECK_CUDA(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+        t[k] = ms * 1e-3 / reps;
+    }
+    std::sort(t, t + 5);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[2];
 }
 
 #endif
