@@ -6,18 +6,7 @@
 set -u
 U=${ULTRAPLAN:?}
 fails=0
-check() {  # check NAME WANT_RC CMD...: WANT_RC "nz" = any non-zero, with one stderr line
-    local name=$1 want=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ "$want" = nz ] && [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ]; then
-        echo "ok   $name: $out"
-    elif [ "$want" != nz ] && [ $rc -eq "$want" ]; then
-        echo "ok   $name"
-    else
-        echo "FAIL $name: rc=$rc, stderr: $out"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"   # check()
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 
 check "sweep: bad flag" nz "$U" sweep --bogus

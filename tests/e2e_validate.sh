@@ -6,18 +6,7 @@ set -u
 U=${ULTRAPLAN:?}
 V=${SHARED:?}/validation/vtrain
 fails=0
-check() {  # check NAME WANT_RC CMD...: WANT_RC "nz" = any non-zero
-    local name=$1 want=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ "$want" = nz ] && [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ]; then
-        echo "ok   $name: $out"
-    elif [ "$want" != nz ] && [ $rc -eq "$want" ]; then
-        echo "ok   $name"
-    else
-        echo "FAIL $name: rc=$rc, stderr: $out"; fails=$((fails + 1))
-    fi
-}
+. "$(dirname "$0")/lib.sh"   # check()
 if [ ! -f "$V/single_node.csv" ]; then echo "no $V; skipped"; exit 77; fi
 
 # Accuracy: the current figures plus a small margin (docs/accuracy/NOTES.md).
