@@ -25,7 +25,6 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 
 #include "command.h"
 #include "cost.h"
+#include "dist.h"
 #include "kernels.h"
 #include "profile.h"
 #if ULTRAPLAN_HAVE_CUDA
@@ -58,8 +58,8 @@ static double median7(double *v)
 #define TIME_IT(budget, secs, call) do { \
     double smp_[SAMPLES]; call; \
     for (int s_ = 0; s_ < SAMPLES; s_++) { \
-        int reps_ = 0; double t0_ = MPI_Wtime(), el_; \
-        do { call; reps_++; el_ = MPI_Wtime() - t0_; } while (el_ < (budget) / SAMPLES); \
+        int reps_ = 0; double t0_ = dist_now(), el_; \
+        do { call; reps_++; el_ = dist_now() - t0_; } while (el_ < (budget) / SAMPLES); \
         smp_[s_] = el_ / reps_; } \
     secs = median7(smp_); } while (0)
 
@@ -234,34 +234,6 @@ static double act_elems_for(const HwProfile *hw, double t, int tok, int h, int f
     return a > 0 ? a : 0;
 }
 
-/* Seconds per call of a collective over the world: the same fixed number of
- * calls on every rank (a rank-local stopping rule would deadlock), median of
- * SAMPLES; rank 0's figure is broadcast. kind: 0 all-reduce, 1 reduce-scatter, 2 all-gather. */
-static double time_coll(int kind, float *buf, int count, int world, int reps)
-{
-    double smp[SAMPLES];
-    int *counts = malloc((size_t)world * sizeof *counts);
-    for (int i = 0; i < world; i++)
-        counts[i] = count / world;
-    for (int s = 0; s < SAMPLES; s++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < reps; i++) {
-            if (kind == 0)
-                MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            else if (kind == 1)   // as dist_reduce_scatter calls it
-                MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            else
-                MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, count / world, MPI_FLOAT, MPI_COMM_WORLD);
-        }
-        smp[s] = (MPI_Wtime() - t0) / reps;
-    }
-    free(counts);
-    double t = median7(smp);
-    MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    return t;
-}
-
 /* What time.c predicts for those calls at a given coll_eff. */
 static double model_colls(const HwProfile *hw, double eff, const double *bytes, const int *kind, int n, int world)
 {
@@ -282,7 +254,7 @@ static void bench_colls(HwProfile *hw, int world)
 {
     enum { BIG = 4 << 20, MID = 128 << 10 };
     float *buf = calloc(BIG, sizeof(float));
-    double t8 = time_coll(0, buf, 2 * world, world, 200);
+    double t8 = dist_time_collective(0, buf, 2 * world, 200);
     hw->coll_lat = 0;
     hw->coll_lat = fmax(0.0, t8 - time_allreduce(hw, 8.0 * world, world, world));
     static const int kind[6] = {0, 1, 2, 0, 1, 2};
@@ -290,7 +262,7 @@ static void bench_colls(HwProfile *hw, int world)
     for (int i = 0; i < 6; i++) {
         int count = (i < 3 ? MID : BIG) / world * world;
         bytes[i] = 4.0 * count;
-        meas += time_coll(kind[i], buf, count, world, i < 3 ? 40 : 6);
+        meas += dist_time_collective(kind[i], buf, count, i < 3 ? 40 : 6);
     }
     double lo = 0.01, hi = 1.0;
     if (model_colls(hw, 1.0, bytes, kind, 6, world) >= meas) {
@@ -305,32 +277,6 @@ static void bench_colls(HwProfile *hw, int world)
         }
     }
     hw->coll_eff = lo;
-    free(buf);
-}
-
-/* Latency (s, one way) and bandwidth (bytes/s) between ranks 0 and 1. */
-static void bench_link(int rank, double *lat, double *bw)
-{
-    const int big = 4 << 20;
-    char *buf = calloc(big, 1);
-    double t[2];
-    for (int pass = 0; pass < 2; pass++) {
-        int bytes = pass ? big : 8, reps = pass ? 20 : 2000;
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < reps && rank < 2; i++) {
-            if (rank == 0) {
-                MPI_Send(buf, bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-                MPI_Recv(buf, bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else {
-                MPI_Recv(buf, bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-            }
-        }
-        t[pass] = (MPI_Wtime() - t0) / (2.0 * reps);
-    }
-    *lat = t[0];
-    *bw = big / (t[1] - t[0] > 0 ? t[1] - t[0] : t[1]);
     free(buf);
 }
 
@@ -408,15 +354,13 @@ static int calibrate_main(int argc, char **argv)
     }
     if (cuda)
         return calibrate_cuda(out);
-    MPI_Init(NULL, NULL);
     int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    dist_world_init(&rank, &world);
     char err[512];
     HwProfile hw;
     if (profile_load_builtin("h100-sxm", &hw, err, sizeof err) != 0) {   // fields calibrate doesn't measure
         fprintf(stderr, "ultraplan calibrate: %s\n", err);
-        MPI_Finalize();
+        dist_world_finalize();
         return 1;
     }
     const char *thr = getenv("OMP_NUM_THREADS");
@@ -442,9 +386,7 @@ static int calibrate_main(int argc, char **argv)
     hw.coll_lat = 0;
     hw.coll_eff = 1;
     if (world >= 2) {
-        bench_link(rank, &lat, &lbw);
-        MPI_Bcast(&lat, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        MPI_Bcast(&lbw, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        dist_time_link(&lat, &lbw);
         hw.gpus_per_node = world;
         hw.intra.bw = hw.inter.bw = lbw;
         hw.intra.lat = hw.inter.lat = lat;
@@ -483,8 +425,8 @@ static int calibrate_main(int argc, char **argv)
                    hw.coll_lat * 1e6, hw.coll_eff * 100, out);
         }
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Finalize();
+    rc = dist_bcast_int(rc);
+    dist_world_finalize();
     return rc;
 }
 

@@ -128,11 +128,9 @@ bad:
 
 #if ULTRAPLAN_HAVE_CUDA
 /* --backend cuda: one process on one GPU (executor/cuda/); 0 or 1. */
-static int run_cuda(const RunArgs *a, const PlanFile *pf)
+static int run_cuda(const RunArgs *a, const PlanFile *pf, int world)
 {
     char err[1024];
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 1 || a->ckpt_dir) {
         fprintf(stderr, "ultraplan run: the CUDA backend runs one process on one GPU without checkpoints "
                         "(dp = tp = pp = cp = 1, or --proxy-stage S); %s\n",
@@ -162,9 +160,9 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf)
     return rc;
 }
 #else
-static int run_cuda(const RunArgs *a, const PlanFile *pf)
+static int run_cuda(const RunArgs *a, const PlanFile *pf, int world)
 {
-    (void)a, (void)pf;
+    (void)a, (void)pf, (void)world;
     fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
     return 1;
 }
@@ -174,7 +172,7 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf)
 static int report_failure(int failed, const char *msg, int rank)
 {
     int first = failed ? rank : 1 << 30;
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    first = dist_world_min(first);
     if (first == (1 << 30))
         return 0;
     if (rank == first)
@@ -211,9 +209,7 @@ static void catch_stop_signals(void)
 /* The signal any rank received, agreed by all so that every rank stops after the same step. */
 static int stop_requested(void)
 {
-    int sig = g_stop_signal;
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return sig;
+    return dist_world_max(g_stop_signal);
 }
 
 static void last_good(char *buf, size_t n, const RunArgs *a, int step)
@@ -231,7 +227,7 @@ static void last_good(char *buf, size_t n, const RunArgs *a, int step)
 static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
 {
     char err[1024], where[1100], msg[2200];
-    double t0 = MPI_Wtime();
+    double t0 = dist_now();
     int start = e->step, saved = a->resume ? e->step : -1;
     while (e->step < a->steps) {
         StepStats st;
@@ -246,10 +242,10 @@ static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
         double tok_s, mfu;
         runlog_step(log, e, &st, &tok_s, &mfu);
         if (rank == 0)
-            progress(e, a->steps, &st, tok_s, mfu, MPI_Wtime() - t0, e->step - start);
+            progress(e, a->steps, &st, tok_s, mfu, dist_now() - t0, e->step - start);
         int sig = stop_requested(), at_end = e->step == a->steps;
         if (a->ckpt_dir && ((a->ckpt_every && e->step % a->ckpt_every == 0) || at_end || sig)) {
-            double c0 = MPI_Wtime();
+            double c0 = dist_now();
             if (exec_save(e, a->ckpt_dir, err, sizeof err) != 0) {
                 last_good(where, sizeof where, a, saved);
                 if (rank == 0)
@@ -257,7 +253,7 @@ static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
                 return 1;
             }
             saved = e->step;
-            dist_watchdog_floor(3 * (MPI_Wtime() - c0));
+            dist_watchdog_floor(3 * (dist_now() - c0));
         }
         if (sig && !at_end) {
             last_good(where, sizeof where, a, saved);
@@ -274,15 +270,12 @@ static int train(Exec *e, const RunArgs *a, RunLog *log, int rank)
 
 static int run_main(int argc, char **argv)
 {
-    int inited = 0, rank = 0, rc = 1;
-    MPI_Initialized(&inited);
-    if (!inited)
-        MPI_Init(NULL, NULL);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rank = 0, world = 1, rc = 1;
+    dist_world_init(&rank, &world);
     RunArgs a;
     int prc = parse(argc, argv, &a, rank);
     if (prc) {
-        MPI_Finalize();
+        dist_world_finalize();
         return prc == 1 ? 0 : 2;
     }
     catch_stop_signals();
@@ -292,7 +285,7 @@ static int run_main(int argc, char **argv)
     if (report_failure(planfile_read(a.plan, &pf, err, sizeof err) != 0, err, rank))
         goto done;
     if (a.cuda) {
-        rc = run_cuda(&a, &pf);
+        rc = run_cuda(&a, &pf, world);
         goto done;
     }
     if (rank == 0 && pf.layout.prec != PREC_FP32)
@@ -341,7 +334,7 @@ static int run_main(int argc, char **argv)
     rc = ok ? 0 : 1;
 done:
     dist_watchdog_stop();
-    MPI_Finalize();
+    dist_world_finalize();
     return rc;
 }
 

@@ -336,3 +336,110 @@ void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t)
         *t += MPI_Wtime() - t0;
     free(counts);
 }
+
+/* ---- the world, for the commands ---- */
+
+void dist_world_init(int *rank, int *world)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, world);
+}
+
+void dist_world_finalize(void) { MPI_Finalize(); }
+
+double dist_now(void) { return MPI_Wtime(); }
+
+static int world_reduce(int v, MPI_Op op)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, op, MPI_COMM_WORLD));
+    return v;
+}
+
+int dist_world_min(int v) { return world_reduce(v, MPI_MIN); }
+int dist_world_max(int v) { return world_reduce(v, MPI_MAX); }
+
+int dist_bcast_int(int v)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, 0, MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return v;
+}
+
+double dist_bcast_double(double v)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, 0, MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    return v;
+}
+
+/* ---- calibration ---- */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double dist_time_collective(int kind, float *buf, int count, int reps)
+{
+    enum { SAMPLES = 7 };
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    double smp[SAMPLES];
+    int *counts = malloc((size_t)world * sizeof *counts);
+    if (!counts) {
+        fprintf(stderr, "dist: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int i = 0; i < world; i++)
+        counts[i] = count / world;
+    for (int s = 0; s < SAMPLES; s++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < reps; i++) {
+            if (kind == 0)
+                MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            else if (kind == 1)
+                MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            else
+                MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, count / world, MPI_FLOAT, MPI_COMM_WORLD);
+        }
+        smp[s] = (MPI_Wtime() - t0) / reps;
+    }
+    free(counts);
+    qsort(smp, SAMPLES, sizeof *smp, cmp_dbl);
+    return dist_bcast_double(smp[SAMPLES / 2]);
+}
+
+void dist_time_link(double *lat, double *bw)
+{
+    const int big = 4 << 20;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char *buf = calloc(big, 1);
+    if (!buf) {
+        fprintf(stderr, "dist: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double t[2];
+    for (int pass = 0; pass < 2; pass++) {
+        int bytes = pass ? big : 8, reps = pass ? 20 : 2000;
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < reps && rank < 2; i++) {
+            if (rank == 0) {
+                MPI_Send(buf, bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+                MPI_Recv(buf, bytes, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, bytes, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+            }
+        }
+        t[pass] = (MPI_Wtime() - t0) / (2.0 * reps);
+    }
+    free(buf);
+    *lat = dist_bcast_double(t[0]);
+    *bw = dist_bcast_double(big / (t[1] - t[0] > 0 ? t[1] - t[0] : t[1]));
+}

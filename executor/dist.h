@@ -66,4 +66,23 @@ void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                    
 void dist_allgather(float *out, const float *in, int n, MPI_Comm c, double *t);    // n per rank
 void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t);     // n per rank out; out == in: in place
 
+/* The world, for the commands (run, calibrate): start MPI if nobody has,
+ * and learn this rank and the world size. */
+void dist_world_init(int *rank, int *world);
+void dist_world_finalize(void);
+double dist_now(void);                      // seconds (MPI_Wtime)
+int dist_world_min(int v);                  // over all ranks, under the watchdog
+int dist_world_max(int v);
+int dist_bcast_int(int v);                  // rank 0's value, on every rank
+double dist_bcast_double(double v);
+
+/* Calibration over the world. Seconds per call of a collective on `count`
+ * floats (kind 0 all-reduce, 1 reduce-scatter as dist_reduce_scatter calls
+ * it, 2 all-gather): the same `reps` calls on every rank (a rank-local
+ * stopping rule would deadlock), the median of 7 samples, rank 0's figure. */
+double dist_time_collective(int kind, float *buf, int count, int reps);
+/* One-way latency (s) and bandwidth (bytes/s) between ranks 0 and 1 by
+ * ping-pong of 8 bytes and 4 MiB; every rank gets rank 0's figures. */
+void dist_time_link(double *lat, double *bw);
+
 #endif
