@@ -368,6 +368,30 @@ int dist_bcast_int(int v)
     return v;
 }
 
+/* Rank 0 of c sends n bytes to every member (an NCCL unique id, say). */
+void dist_bcast_bytes(void *buf, int n, MPI_Comm c)
+{
+    CHECK_MPI_WAIT(c, 0, MPI_Bcast(buf, n, MPI_BYTE, 0, c));
+}
+
+int dist_local_rank(int *local_size)
+{
+    MPI_Comm node;
+    int r = 0, n = 1;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_rank(node, &r));
+    CHECK_MPI(MPI_Comm_size(node, &n));
+    MPI_Comm_free(&node);
+    if (local_size)
+        *local_size = n;
+    return r;
+}
+
+void dist_barrier(MPI_Comm c)
+{
+    CHECK_MPI_WAIT(c, -1, MPI_Barrier(c));
+}
+
 double dist_bcast_double(double v)
 {
     CHECK_MPI_WAIT(MPI_COMM_WORLD, 0, MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));

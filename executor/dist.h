@@ -76,6 +76,14 @@ int dist_world_max(int v);
 int dist_bcast_int(int v);                  // rank 0's value, on every rank
 double dist_bcast_double(double v);
 
+/* Rank 0's n bytes on every member of c (an NCCL unique id), under the
+ * watchdog. */
+void dist_bcast_bytes(void *buf, int n, MPI_Comm c);
+/* This rank's index among the ranks on its node (the GPU it drives), and
+ * how many share the node. */
+int dist_local_rank(int *local_size);
+void dist_barrier(MPI_Comm c);
+
 /* Calibration over the world. Seconds per call of a collective on `count`
  * floats (kind 0 all-reduce, 1 reduce-scatter as dist_reduce_scatter calls
  * it, 2 all-gather): the same `reps` calls on every rank (a rank-local
