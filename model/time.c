@@ -111,9 +111,31 @@ enum {
     K_GATED_EXTRA = 1,    // SwiGLU's multiply
 };
 
+/* Megatron's fused scale-mask-softmax kernel runs only when its warps can
+ * cover the batch evenly (FusedScaleMaskSoftmax.is_kernel_available: 16 <
+ * sk <= 4096, sq and sk multiples of 4, micro-batch x heads per TP rank a
+ * multiple of 4). Otherwise PyTorch runs it as separate ops in fp32: cast
+ * up, scale, masked fill, softmax, cast down, each a kernel and a pass over
+ * the a·s^2 scores. With 16 heads that is tp 8 at micro-batch 1: the vTrain
+ * rows measure ~0.9 ms more per layer there than at micro-batch 2, where
+ * every other term says it should be cheaper (docs/accuracy/NOTES.md step 10). */
+static bool softmax_fused(const ModelSpec *m, const Layout *lo)
+{
+    long long sq = m->s / (lo->cp > 0 ? lo->cp : 1), sk = m->s;
+    long long batches = (long long)lo->mbs * (m->a / (lo->tp > 0 ? lo->tp : 1));
+    return sk > 16 && sk <= 4096 && sq % 4 == 0 && sk % 4 == 0 && batches % 4 == 0;
+}
+
+/* extra forward kernels of the unfused softmax: cast up, scale, mask, cast
+ * down (the softmax itself replaces the fused kernel); the backward mirrors them */
+enum { K_SOFTMAX_UNFUSED_EXTRA = 4 };
+
 static double kernels_fwd(const ModelSpec *m, const Layout *lo)
 {
-    return K_FWD_BASE + (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + (m->mlp == MLP_SWIGLU ? K_GATED_EXTRA : 0);
+    double k = K_FWD_BASE + (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + (m->mlp == MLP_SWIGLU ? K_GATED_EXTRA : 0);
+    if (!lo->flash && !softmax_fused(m, lo))
+        k += K_SOFTMAX_UNFUSED_EXTRA;
+    return k;
 }
 
 /* The profile as collectives see it: links at their achieved bus bandwidth. */
@@ -210,8 +232,14 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     }
     double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
     double softmax = 0;
-    if (!lo->flash)   /* scale, mask, softmax, dropout passes over a s^2 scores */
-        softmax = mem_s(hw, 4.0 * ab * m->a * tok * (double)m->s / t);
+    if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */
+        double el = m->a * tok * (double)m->s / t;
+        softmax = mem_s(hw, 4.0 * ab * el);
+        /* unfused fallback in fp32: cast (ab + 4), scale (8), mask (9), softmax
+         * (8), cast (4 + ab) bytes per score instead of the fused kernel's 2ab */
+        if (!softmax_fused(m, lo))
+            softmax += mem_s(hw, (4.0 + 8 + 9 + 8 + 4) * el);
+    }
 
     /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
     double rep = lo->sp ? 1.0 / t : 1.0;

@@ -449,6 +449,40 @@ static void test_collectives(void **st)
     assert_rel(time_allgather(&hw, S, 8, 8), 7 * hw.intra.lat + 7.0 / 8 * S / hw.intra.bw, 1e-12);
 }
 
+/* Megatron's fused scale-mask-softmax needs micro-batch x heads per TP rank
+ * to be a multiple of 4; below that PyTorch runs it unfused in fp32. So at
+ * tp 8, micro-batch 1, a GPT-2-style model with 16 heads is slower per layer
+ * than the same model with 32 heads (twice the softmax work, fused); at
+ * micro-batch 2 both are fused and the 32-head model is not faster. */
+static double layer_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    LayerTime t;
+    time_layer(m, hw, lo, &t);
+    return t.fwd + t.bwd + t.rc_full + t.tp_fwd + t.tp_bwd + t.tp_rc;
+}
+
+static void test_softmax_fallback(void **st)
+{
+    (void)st;
+    HwProfile hw = a100();
+    ModelSpec m16 = gpt3();
+    m16.L = 12, m16.h = 2048, m16.a = m16.g = 16, m16.d_head = 0, m16.f = 8192, m16.s = 1024;
+    char err[256];
+    assert_int_equal(spec_validate(&m16, err, sizeof err), 0);
+    ModelSpec m32 = m16;
+    m32.a = m32.g = 32;
+    assert_int_equal(spec_validate(&m32, err, sizeof err), 0);
+    for (int mbs = 1; mbs <= 2; mbs++) {
+        Layout lo = layout_for(&m16, &hw, 1, 8, 1, mbs, 8);
+        lo.flash = false;
+        double t16 = layer_s(&m16, &hw, &lo), t32 = layer_s(&m32, &hw, &lo);
+        if (mbs == 1 && !(t16 > t32))
+            fail_msg("tp 8 mbs 1: 16 heads (unfused softmax) %.4g ms <= 32 heads (fused) %.4g ms", t16 * 1e3, t32 * 1e3);
+        if (mbs == 2 && !(t16 <= t32))
+            fail_msg("tp 8 mbs 2: 16 heads %.4g ms > 32 heads %.4g ms, both fused", t16 * 1e3, t32 * 1e3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_uneven_default),
         cmocka_unit_test(test_eff_curve),
         cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_softmax_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
