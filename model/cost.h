@@ -124,6 +124,11 @@ double time_allreduce(const HwProfile *hw, double bytes, int n, int per_node);
 double time_allgather(const HwProfile *hw, double bytes, int n, int per_node);  // also reduce-scatter
 double time_p2p(const HwProfile *hw, double bytes, bool cross_node);
 
+/* Whether Megatron's fused scale-mask-softmax kernel serves this unfused
+ * attention (micro-batch x heads per TP rank a multiple of 4, 16 < s <= 4096,
+ * s a multiple of 4); else PyTorch runs it in fp32 as separate ops. */
+bool time_softmax_fused(const ModelSpec *m, const Layout *lo);
+
 /* Per-layer, per-micro-batch times on one GPU (seconds). */
 typedef struct {
     double fwd;        // forward compute of one layer

@@ -40,7 +40,9 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     } else if (r == RECOMPUTE_NONE) {
         /* softmax output, dropout mask and dropout output: 5 a s^2 b with
          * dropout; with CP each rank scores its s/cp queries against s keys */
-        double core = (ab + (m->dropout ? mask + ab : 0.0)) * a * s_loc * (double)m->s * b / t;
+        /* the unfused fp32 fallback (time_softmax_fused) keeps its fp32 output */
+        double sm = time_softmax_fused(m, lo) ? ab : 4.0;
+        double core = (sm + (m->dropout ? mask + ab : 0.0)) * a * s_loc * (double)m->s * b / t;
         bytes += core;
     }
     return bytes;

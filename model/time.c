@@ -119,7 +119,7 @@ enum {
  * the a·s^2 scores. With 16 heads that is tp 8 at micro-batch 1: the vTrain
  * rows measure ~0.9 ms more per layer there than at micro-batch 2, where
  * every other term says it should be cheaper (docs/accuracy/NOTES.md step 10). */
-static bool softmax_fused(const ModelSpec *m, const Layout *lo)
+bool time_softmax_fused(const ModelSpec *m, const Layout *lo)
 {
     long long sq = m->s / (lo->cp > 0 ? lo->cp : 1), sk = m->s;
     long long batches = (long long)lo->mbs * (m->a / (lo->tp > 0 ? lo->tp : 1));
@@ -133,7 +133,7 @@ enum { K_SOFTMAX_UNFUSED_EXTRA = 4 };
 static double kernels_fwd(const ModelSpec *m, const Layout *lo)
 {
     double k = K_FWD_BASE + (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + (m->mlp == MLP_SWIGLU ? K_GATED_EXTRA : 0);
-    if (!lo->flash && !softmax_fused(m, lo))
+    if (!lo->flash && !time_softmax_fused(m, lo))
         k += K_SOFTMAX_UNFUSED_EXTRA;
     return k;
 }
@@ -237,7 +237,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         softmax = mem_s(hw, 4.0 * ab * el);
         /* unfused fallback in fp32: cast (ab + 4), scale (8), mask (9), softmax
          * (8), cast (4 + ab) bytes per score instead of the fused kernel's 2ab */
-        if (!softmax_fused(m, lo))
+        if (!time_softmax_fused(m, lo))
             softmax += mem_s(hw, (4.0 + 8 + 9 + 8 + 4) * el);
     }
 

@@ -481,6 +481,12 @@ static void test_softmax_fallback(void **st)
         if (mbs == 2 && !(t16 <= t32))
             fail_msg("tp 8 mbs 2: 16 heads %.4g ms > 32 heads %.4g ms, both fused", t16 * 1e3, t32 * 1e3);
     }
+    /* memory: activations are linear in the micro-batch except that the
+     * fallback keeps its softmax output in fp32 (4 bytes a score, not 2) */
+    Layout l1 = layout_for(&m16, &hw, 1, 8, 1, 1, 8), l2 = layout_for(&m16, &hw, 1, 8, 1, 2, 8);
+    l1.flash = l2.flash = false;
+    double a1 = memory_layer_acts(&m16, &l1, RECOMPUTE_NONE), a2 = memory_layer_acts(&m16, &l2, RECOMPUTE_NONE);
+    assert_rel(2.0 * a1 - a2, 2.0 * (4.0 - 2.0) * m16.a * (double)m16.s * m16.s / 8, 1e-9);
 }
 
 int main(void)
