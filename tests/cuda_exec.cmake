@@ -1,8 +1,12 @@
-# executor/cuda/: the stage proxy's shapes against the cost model (unit, no
-# GPU), and the CUDA trainer's losses against the CPU executor's (gpu: exits
-# 77 where no GPU is present).
+# executor/cuda/: the stage proxy's shapes against the cost model and the
+# multi-GPU plan arithmetic (unit, no GPU), and the CUDA trainer's losses
+# against the CPU executor's, one GPU and several under mpirun (gpu: exits
+# 77 where too few GPUs are present).
 if(TARGET up_proxy)
   up_test(test_cuda_exec_proxy SOURCES test_cuda_exec_proxy.c LIBS up_proxy up_profiles LABELS unit)
+  if(CMOCKA_FOUND)
+    up_test(test_cuda_plan SOURCES test_cuda_plan.c LIBS up_proxy PkgConfig::CMOCKA LABELS unit)
+  endif()
 endif()
 if(TARGET up_executor_cuda)
   up_test(test_cuda_exec SOURCES test_cuda_exec.c LIBS up_executor_cuda up_executor LABELS gpu)

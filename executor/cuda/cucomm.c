@@ -1,0 +1,179 @@
+/* cucomm.c — see cucomm.h. The only file that includes nccl.h. */
+#include "cucomm.h"
+
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct CuComm {
+    int rank;                       // world rank, for messages
+    ncclComm_t g[CC_GROUPS];        // NULL: group of one
+    int size[CC_GROUPS], grank[CC_GROUPS];
+    ncclComm_t link[CL_COUNT];      // by role; NULL: no such link
+    CuLink role[CL_COUNT];
+    cudaStream_t stream;            // communication stream
+};
+
+static int g_rank = -1;
+
+static void nccl_fail(ncclResult_t r, ncclComm_t c, const char *call, const char *file, int line)
+{
+    fprintf(stderr, "[rank %d] NCCL error at %s:%d in %s: %s (%s)\n", g_rank, file, line, call,
+            ncclGetErrorString(r), ncclGetLastError(c));
+    fflush(stderr);
+    exit(1);
+}
+
+#define CHECK_NCCL(call) do { ncclResult_t r_ = (call); \
+        if (r_ != ncclSuccess) nccl_fail(r_, NULL, #call, __FILE__, __LINE__); } while (0)
+#define CHECK_CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+        fprintf(stderr, "[rank %d] CUDA error at %s:%d in %s: %s\n", g_rank, __FILE__, __LINE__, #call, \
+                cudaGetErrorString(e_)); fflush(stderr); exit(1); } } while (0)
+
+int cucomm_available(void) { return 1; }
+
+static ncclDataType_t nt(CuType t) { return t == CC_F32 ? ncclFloat32 : ncclBfloat16; }
+static size_t esize(CuType t) { return t == CC_F32 ? 4 : 2; }
+
+/* rank 0 of the MPI group makes the id; every member joins */
+static ncclComm_t group_init(MPI_Comm mc, int size, int rank)
+{
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0)
+        CHECK_NCCL(ncclGetUniqueId(&id));
+    dist_bcast_bytes(&id, (int)sizeof id, mc);
+    ncclComm_t c = NULL;
+    CHECK_NCCL(ncclCommInitRank(&c, size, id, rank));
+    return c;
+}
+
+CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
+{
+    (void)err, (void)errlen;
+    g_rank = d->rank;
+    CuComm *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "[rank %d] out of host memory for communicators\n", d->rank);
+        exit(1);
+    }
+    c->rank = d->rank;
+    MPI_Comm mc[CC_GROUPS] = {d->tp_comm, d->dp_comm, d->emb_comm};
+    int size[CC_GROUPS] = {d->tp, d->dp, tied && d->pp > 1 ? 2 : 1};
+    int rank[CC_GROUPS] = {d->tp_rank, d->dp_rank, d->pp_rank == 0 ? 0 : 1};
+    for (int g = 0; g < CC_GROUPS; g++) {
+        c->size[g] = 1;
+        if (size[g] > 1 && mc[g] != MPI_COMM_NULL) {
+            c->g[g] = group_init(mc[g], size[g], rank[g]);
+            c->size[g] = size[g];
+            c->grank[g] = rank[g];
+        }
+    }
+    if (d->pp > 1) {
+        /* pp rank 0 makes every link's id; each rank joins its links by ascending id */
+        int nl = 2 * d->pp;
+        ncclUniqueId *ids = calloc(nl, sizeof *ids);
+        if (!ids) {
+            fprintf(stderr, "[rank %d] out of host memory for link ids\n", d->rank);
+            exit(1);
+        }
+        for (int l = 0; l < nl && d->pp_rank == 0; l++) {
+            int s, r;
+            if (cuplan_link_ends(d->pp, wrap, l, &s, &r) == 0)
+                CHECK_NCCL(ncclGetUniqueId(&ids[l]));
+        }
+        dist_bcast_bytes(ids, (int)(nl * sizeof *ids), d->pp_comm);
+        cuplan_links(d->pp, d->pp_rank, wrap, c->role);
+        for (int l = 0; l < nl; l++)
+            for (int r = 0; r < CL_COUNT; r++)
+                if (c->role[r].id == l && !c->link[r]) {
+                    int me = c->role[r].sender ? 0 : 1;
+                    CHECK_NCCL(ncclCommInitRank(&c->link[r], 2, ids[l], me));
+                    /* pp 2 with wrap: one link can't hold two roles, but be safe */
+                    for (int q = r + 1; q < CL_COUNT; q++)
+                        if (c->role[q].id == l)
+                            c->link[q] = c->link[r];
+                }
+        free(ids);
+    } else {
+        for (int r = 0; r < CL_COUNT; r++)
+            c->role[r] = (CuLink){-1, -1, 0};
+    }
+    CHECK_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    return c;
+}
+
+void cucomm_free(CuComm *c)
+{
+    if (!c)
+        return;
+    if (c->stream) {
+        cudaStreamSynchronize(c->stream);
+        cudaStreamDestroy(c->stream);
+    }
+    for (int g = 0; g < CC_GROUPS; g++)
+        if (c->g[g])
+            ncclCommDestroy(c->g[g]);
+    for (int r = 0; r < CL_COUNT; r++) {
+        if (!c->link[r])
+            continue;
+        for (int q = r + 1; q < CL_COUNT; q++)   // a shared handle is destroyed once
+            if (c->link[q] == c->link[r])
+                c->link[q] = NULL;
+        ncclCommDestroy(c->link[r]);
+    }
+    free(c);
+}
+
+int cucomm_size(const CuComm *c, CuGroup g) { return c ? c->size[g] : 1; }
+cudaStream_t cucomm_stream(const CuComm *c) { return c ? c->stream : NULL; }
+
+#define CHECK_ON(comm, call) do { ncclResult_t r_ = (call); \
+        if (r_ != ncclSuccess) nccl_fail(r_, (comm), #call, __FILE__, __LINE__); } while (0)
+
+void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n)
+        return;
+    CHECK_ON(c->g[g], ncclAllReduce(x, x, n, nt(t), op == CC_SUM ? ncclSum : ncclMax, c->g[g], st));
+}
+
+void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n_each)
+        return;
+    char *out = (char *)buf + (size_t)c->grank[g] * n_each * esize(t);
+    CHECK_ON(c->g[g], ncclReduceScatter(buf, out, n_each, nt(t), ncclSum, c->g[g], st));
+}
+
+void cucomm_allgather(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n_each)
+        return;
+    char *in = (char *)buf + (size_t)c->grank[g] * n_each * esize(t);
+    CHECK_ON(c->g[g], ncclAllGather(in, buf, n_each, nt(t), c->g[g], st));
+}
+
+static ncclComm_t link_of(CuComm *c, CuLinkRole r, int send)
+{
+    if (!c || !c->link[r] || c->role[r].sender != send) {
+        fprintf(stderr, "[rank %d] internal: no pipeline %s link for role %d\n", g_rank, send ? "send" : "receive",
+                (int)r);
+        exit(1);
+    }
+    return c->link[r];
+}
+
+/* on a two-rank link the sender is rank 0 and the receiver rank 1 */
+void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    ncclComm_t l = link_of(c, r, 1);
+    CHECK_ON(l, ncclSend(buf, n, nt(t), 1, l, st));
+}
+
+void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    ncclComm_t l = link_of(c, r, 0);
+    CHECK_ON(l, ncclRecv(buf, n, nt(t), 0, l, st));
+}

@@ -1,0 +1,67 @@
+/* cucomm.h — the NCCL communicators of one rank of a multi-GPU CUDA run,
+ * bootstrapped over the executor's MPI groups (dist.h): for tp, dp and the
+ * tied-embedding group, rank 0 of the MPI group calls ncclGetUniqueId and
+ * dist_bcast_bytes carries it to the others, then ncclCommInitRank with the
+ * rank's coordinate in that group; the pipeline's directed links
+ * (cuplan.h) get two-rank communicators whose ids pp rank 0 makes and
+ * broadcasts over the pp group. Groups of one get no communicator (their
+ * collectives are no-ops).
+ *
+ * Creation order is the same on every rank (tp, dp, embedding, then links
+ * by ascending id), so the blocking ncclCommInitRank calls never wait on
+ * each other in a cycle. Also owns the communication stream (non-blocking)
+ * on which the DP buckets overlap backward.
+ *
+ * Faults: every NCCL and CUDA call goes through a check that prints
+ *   [rank R] NCCL error at FILE:LINE in CALL: NCCL's message (last error)
+ * and exits 1 (mpirun then ends the job). In a build without NCCL
+ * (cucomm_none.c) cucomm_available() is 0 and cucomm_init fails with a
+ * message saying so.
+ *
+ * What it doesn't: a world communicator, context parallel, NCCL's
+ * non-blocking (config.blocking = 0) mode.
+ */
+#ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
+#define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#include "cuplan.h"
+#include "dist.h"
+
+typedef enum { CC_TP, CC_DP, CC_EMB, CC_GROUPS } CuGroup;
+typedef enum { CC_F32, CC_BF16 } CuType;
+typedef enum { CC_SUM, CC_MAX } CuOp;
+
+typedef struct CuComm CuComm;
+
+/* 1 when this build has NCCL. */
+int cucomm_available(void);
+
+/* Collective over the world: every rank calls it once, after
+ * cudaSetDevice. wrap: the pipeline has the last -> first links (vp > 1);
+ * tied: a tied embedding with pp > 1 (the embedding group). NULL with err
+ * when the build has no NCCL. */
+CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen);
+void cucomm_free(CuComm *c);
+
+/* Ranks in group g (1 when it has no communicator). */
+int cucomm_size(const CuComm *c, CuGroup g);
+/* The communication stream (DP buckets, ZeRO-1). */
+cudaStream_t cucomm_stream(const CuComm *c);
+
+/* Collectives on st; no-ops for a group of one. n counts elements. */
+void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op, cudaStream_t st);
+/* In place: buf holds size·n_each elements; this rank's reduced part lands
+ * at buf + rank·n_each. */
+void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st);
+/* In place: this rank's n_each elements at buf + rank·n_each go to everyone. */
+void cucomm_allgather(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st);
+
+/* Point-to-point on this stage's link of role r (cuplan.h); the role must
+ * exist and be a send (cucomm_send) or a receive (cucomm_recv) link. */
+void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st);
+void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st);
+
+#endif

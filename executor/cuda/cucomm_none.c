@@ -1,0 +1,38 @@
+/* cucomm_none.c — cucomm.h in a build without NCCL: one GPU only. */
+#include "cucomm.h"
+
+#include <stdio.h>
+
+int cucomm_available(void) { return 0; }
+
+CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
+{
+    (void)d, (void)wrap, (void)tied;
+    snprintf(err, errlen, "this build has no NCCL (nccl.h and libnccl were not found at configure time): "
+                          "the CUDA backend runs one GPU; rebuild with NCCL for dp, tp or pp above 1");
+    return NULL;
+}
+
+void cucomm_free(CuComm *c) { (void)c; }
+int cucomm_size(const CuComm *c, CuGroup g) { (void)c, (void)g; return 1; }
+cudaStream_t cucomm_stream(const CuComm *c) { (void)c; return NULL; }
+void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op, cudaStream_t st)
+{
+    (void)c, (void)g, (void)x, (void)n, (void)t, (void)op, (void)st;
+}
+void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st)
+{
+    (void)c, (void)g, (void)buf, (void)n_each, (void)t, (void)st;
+}
+void cucomm_allgather(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st)
+{
+    (void)c, (void)g, (void)buf, (void)n_each, (void)t, (void)st;
+}
+void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    (void)c, (void)r, (void)buf, (void)n, (void)t, (void)st;
+}
+void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    (void)c, (void)r, (void)buf, (void)n, (void)t, (void)st;
+}

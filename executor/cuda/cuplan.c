@@ -1,0 +1,79 @@
+/* cuplan.c — see cuplan.h. */
+#include "cuplan.h"
+
+int cuplan_buckets(const ParamSet *ps, CuBucket *out)
+{
+    int k = 0;
+    for (int l = 0; l < ps->nlayers; l++) {
+        size_t n = 0;
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (ps->layer_off[l][id] != PARAM_NONE)
+                n += ps->layer_len[l][id];
+        out[k++] = (CuBucket){ps->layer_off[l][P_LN1W], n, l};
+    }
+    if (ps->n > ps->layers_end)
+        out[k++] = (CuBucket){ps->layers_end, ps->n - ps->layers_end, -1};
+    return k;
+}
+
+void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, size_t *opt_n, size_t *off)
+{
+    if (!zero1 || dp <= 1) {
+        *n_alloc = *opt_n = n;
+        *off = 0;
+        return;
+    }
+    *n_alloc = (n + dp - 1) / dp * dp;
+    *opt_n = *n_alloc / dp;
+    *off = (size_t)dp_rank * *opt_n;
+}
+
+void cuplan_recompute(int full, int sel, int nchunks, const int *chunk_layers, int *rc)
+{
+    int i = 0;
+    for (int c = 0; c < nchunks; c++) {
+        int f = full / nchunks + (c < full % nchunks);
+        int s = sel / nchunks + (c < sel % nchunks);
+        for (int j = 0; j < chunk_layers[c]; j++, i++)
+            rc[i] = j < f ? 2 : j < f + s ? 1 : 0;
+    }
+}
+
+static int link_exists(int pp, int wrap, int l) { return pp > 1 && l >= 0 && l < pp && (l < pp - 1 || wrap); }
+
+int cuplan_link_ends(int pp, int wrap, int id, int *sender, int *receiver)
+{
+    int l = id % pp, fwd = id < pp;
+    if (id < 0 || id >= 2 * pp || !link_exists(pp, wrap, l))
+        return -1;
+    *sender = fwd ? l : (l + 1) % pp;
+    *receiver = fwd ? (l + 1) % pp : l;
+    return 0;
+}
+
+void cuplan_links(int pp, int stage, int wrap, CuLink out[CL_COUNT])
+{
+    int prev = (stage - 1 + pp) % pp;
+    int ids[CL_COUNT] = {
+        [CL_FWD_OUT] = stage,        // stage -> stage + 1
+        [CL_FWD_IN] = prev,          // stage − 1 -> stage
+        [CL_BWD_OUT] = pp + prev,    // stage -> stage − 1
+        [CL_BWD_IN] = pp + stage,    // stage + 1 -> stage
+    };
+    for (int r = 0; r < CL_COUNT; r++) {
+        int s, d;
+        if (cuplan_link_ends(pp, wrap, ids[r], &s, &d) != 0) {
+            out[r] = (CuLink){-1, -1, 0};
+            continue;
+        }
+        out[r] = (CuLink){ids[r], s == stage ? d : s, s == stage};
+    }
+}
+
+int cuplan_ring(int pp, int vp, int nmb)
+{
+    if (pp <= 1)
+        return 0;
+    int ring = 2 * pp * vp + 2;
+    return ring < 2 * nmb * vp ? ring : 2 * nmb * vp;
+}

@@ -1,0 +1,67 @@
+/* cuplan.h — the host-side arithmetic of the multi-GPU CUDA executor, as
+ * pure functions so that a unit test holds them without a GPU: the DP
+ * gradient buckets, the ZeRO-1 shard of this rank, the per-chunk
+ * recomputation, and the pipeline's point-to-point links.
+ *
+ * Pipeline links. exec.c sends with MPI_Isend (never blocks the sender) and
+ * receives with a blocking MPI_Recv. NCCL runs every operation of one
+ * communicator in the order it was issued, so one pp communicator carrying
+ * sends and receives both ways could deadlock (stage s queues "send to s+1"
+ * before "receive from s+1" while s+1 queues the reverse). So each directed
+ * link has its own two-rank communicator, its sender only sends on it (from a
+ * send stream, one per direction) and its receiver only receives (on the
+ * compute stream): a FIFO per link, in the same order on both ends because
+ * every stage walks the micro-batches in the same (chunk, mb) order
+ * (sched.c's virt()). That is MPI_Isend/MPI_Recv's semantics.
+ *
+ *   forward link l   (0 <= l < pp): stage l -> stage (l+1) % pp
+ *   backward link l  (id pp + l):   stage (l+1) % pp -> stage l
+ * Link l < pp − 1 always exists (pp > 1); link pp − 1 (the wrap from the last
+ * stage to the first) only with interleaving (vp > 1).
+ */
+#ifndef ULTRAPLAN_EXECUTOR_CUDA_CUPLAN_H
+#define ULTRAPLAN_EXECUTOR_CUDA_CUPLAN_H
+
+#include <stddef.h>
+
+#include "layout.h"
+#include "params.h"
+
+/* One all-reduce of the DP gradients: a contiguous run of the grad slab. */
+typedef struct {
+    size_t start, n;   // floats
+    int layer;         // local layer, or -1 for the stage tensors (embedding, final norm, head)
+} CuBucket;
+
+/* The buckets of exec.c: one per local layer (launched after the last
+ * micro-batch's backward of that layer), then one for the stage-level
+ * tensors when the stage has any. out holds ps->nlayers + 1. Returns the count. */
+int cuplan_buckets(const ParamSet *ps, CuBucket *out);
+
+/* ZeRO-1 over dp ranks of n parameters: the slab padded to a multiple of
+ * dp (n_alloc), the shard length (opt_n = n_alloc / dp) and its offset.
+ * dp 1 or !zero1: the whole slab. */
+void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, size_t *opt_n, size_t *off);
+
+/* Per local layer (chunks in order) 0 none, 1 selective, 2 full recompute:
+ * each chunk takes its share of the stage's full_rc / sel_rc, first layers
+ * first (exec.c's rule). nchunks chunks of chunk_layers[c] layers. */
+void cuplan_recompute(int full, int sel, int nchunks, const int *chunk_layers, int *rc);
+
+typedef enum { CL_FWD_OUT, CL_FWD_IN, CL_BWD_OUT, CL_BWD_IN, CL_COUNT } CuLinkRole;
+
+typedef struct {
+    int id;            // 0..2pp−1, or -1: this stage has no such link
+    int peer;          // the other stage
+    int sender;        // 1: this stage sends on it
+} CuLink;
+
+/* The links of `stage` by role. wrap: vp > 1. */
+void cuplan_links(int pp, int stage, int wrap, CuLink out[CL_COUNT]);
+/* Sender and receiver stage of link id; 0, or -1 when it doesn't exist. */
+int cuplan_link_ends(int pp, int wrap, int id, int *sender, int *receiver);
+
+/* Entries of the send ring (exec.c's count): activations in flight. */
+int cuplan_ring(int pp, int vp, int nmb);
+
+#endif

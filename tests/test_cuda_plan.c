@@ -1,0 +1,271 @@
+/* test_cuda_plan.c — the host-side arithmetic of the multi-GPU CUDA
+ * executor (executor/cuda/cuplan.h), no GPU needed: DP buckets tile the
+ * gradient slab in exec.c's order, ZeRO-1 shards tile the padded slab, the
+ * per-chunk recomputation follows exec.c's rule, every pipeline link has
+ * one sender and one receiver that agree, the messages on each link come in
+ * the same order at both ends for 1F1B and interleaved schedules
+ * (sched_build), and a simulation of the CUDA pipeline (NCCL receives on the
+ * compute stream, rendezvous sends on one send stream per direction, a ring
+ * of send buffers) finishes every schedule without deadlock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuplan.h"
+#include "sched.h"
+
+static void tiny(ModelSpec *m, int llama)
+{
+    memset(m, 0, sizeof *m);
+    m->L = 4, m->h = 64, m->a = 2, m->s = 32, m->vocab = 256, m->vocab_div = 1;
+    if (llama)
+        m->g = 1, m->f = 128, m->mlp = MLP_SWIGLU, m->norm = NORM_RMSNORM, m->pos = POS_ROPE;
+    else
+        m->g = 2, m->f = 256, m->bias = true, m->tied = true;
+}
+
+static void buckets_of(int llama, int pp, int stage, int tp)
+{
+    ModelSpec m;
+    tiny(&m, llama);
+    Layout lo;
+    layout_default(&lo);
+    lo.pp = pp, lo.tp = tp;
+    for (int s = 0; s < pp; s++)
+        lo.layers[s] = m.L / pp;
+    StageMap sm;
+    char err[128];
+    assert_int_equal(stagemap_init(&sm, &m, &lo, stage, 0, err, sizeof err), 0);
+    ParamSet ps;
+    params_layout(&ps, &m, &sm, 1);
+    CuBucket b[16];
+    int n = cuplan_buckets(&ps, b);
+    assert_int_equal(n, ps.nlayers + (ps.n > ps.layers_end));
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true(b[i].start == at);
+        assert_true(b[i].n > 0);
+        assert_int_equal(b[i].layer, i < ps.nlayers ? i : -1);
+        at += b[i].n;
+    }
+    assert_true(at == ps.n);
+    if (ps.nlayers)
+        assert_true(b[ps.nlayers - 1].start + b[ps.nlayers - 1].n == ps.layers_end);
+    params_free(&ps);
+}
+
+static void test_buckets(void **state)
+{
+    (void)state;
+    for (int llama = 0; llama < 2; llama++) {
+        buckets_of(llama, 1, 0, 1);
+        buckets_of(llama, 1, 0, 2);
+        buckets_of(llama, 2, 0, 1);
+        buckets_of(llama, 2, 1, 2);
+        buckets_of(llama, 4, 1, 1);   // a middle stage: layers only
+    }
+}
+
+static void test_shard(void **state)
+{
+    (void)state;
+    size_t ns[] = {1, 10, 17, 1000, 123457};
+    for (int i = 0; i < 5; i++)
+        for (int dp = 1; dp <= 5; dp++) {
+            size_t n_alloc = 0, covered = 0;
+            for (int r = 0; r < dp; r++) {
+                size_t na, on, off;
+                cuplan_shard(ns[i], dp, r, 1, &na, &on, &off);
+                assert_true(na >= ns[i] && na - ns[i] < (size_t)dp && na % dp == 0);
+                assert_true(on * dp == na);
+                assert_true(off == covered);   // shards in rank order, back to back
+                covered += on;
+                n_alloc = na;
+            }
+            assert_true(covered == n_alloc);
+            size_t na, on, off;
+            cuplan_shard(ns[i], dp, dp - 1, 0, &na, &on, &off);   // ZeRO-0: everything, unpadded
+            assert_true(na == ns[i] && on == ns[i] && off == 0);
+        }
+}
+
+static void test_recompute(void **state)
+{
+    (void)state;
+    int rc[8], two[2] = {2, 2}, one[1] = {4};
+    cuplan_recompute(3, 1, 2, two, rc);
+    int want[4] = {2, 2, 2, 0};
+    assert_memory_equal(rc, want, sizeof want);
+    cuplan_recompute(1, 2, 1, one, rc);
+    int want1[4] = {2, 1, 1, 0};
+    assert_memory_equal(rc, want1, sizeof want1);
+    cuplan_recompute(0, 0, 1, one, rc);
+    int none[4] = {0, 0, 0, 0};
+    assert_memory_equal(rc, none, sizeof none);
+}
+
+static void test_links(void **state)
+{
+    (void)state;
+    static const CuLinkRole opposite[CL_COUNT] = {CL_FWD_IN, CL_FWD_OUT, CL_BWD_IN, CL_BWD_OUT};
+    for (int pp = 1; pp <= 5; pp++)
+        for (int wrap = 0; wrap < 2; wrap++)
+            for (int s = 0; s < pp; s++) {
+                CuLink l[CL_COUNT];
+                cuplan_links(pp, s, wrap, l);
+                for (int r = 0; r < CL_COUNT; r++) {
+                    int edge = (r == CL_FWD_OUT && s == pp - 1) || (r == CL_FWD_IN && s == 0) ||
+                               (r == CL_BWD_OUT && s == 0) || (r == CL_BWD_IN && s == pp - 1);
+                    if (pp == 1 || (edge && !wrap)) {
+                        assert_int_equal(l[r].id, -1);
+                        continue;
+                    }
+                    assert_true(l[r].id >= 0 && l[r].id < 2 * pp);
+                    assert_int_equal(l[r].sender, r == CL_FWD_OUT || r == CL_BWD_OUT);
+                    int want = r == CL_FWD_OUT || r == CL_BWD_IN ? (s + 1) % pp : (s - 1 + pp) % pp;
+                    assert_int_equal(l[r].peer, want);
+                    CuLink p[CL_COUNT];
+                    cuplan_links(pp, l[r].peer, wrap, p);
+                    assert_int_equal(p[opposite[r]].id, l[r].id);
+                    assert_int_equal(p[opposite[r]].peer, s);
+                    int snd, rcv;
+                    assert_int_equal(cuplan_link_ends(pp, wrap, l[r].id, &snd, &rcv), 0);
+                    assert_int_equal(l[r].sender ? snd : rcv, s);
+                }
+            }
+    assert_int_equal(cuplan_ring(1, 1, 8), 0);
+    assert_int_equal(cuplan_ring(2, 1, 8), 6);
+    assert_int_equal(cuplan_ring(4, 2, 2), 8);
+}
+
+/* ---- the pipeline as the CUDA executor runs it -------------------------- */
+
+enum { OP_RECV, OP_TAKE, OP_SEND };
+typedef struct {
+    int kind, link, msg;   // msg: vstage * 1000 + mb of the activation or gradient carried
+} Op;
+
+typedef struct {
+    Op *op;
+    int n, at;                 // compute stream position
+    int q[2][256], qh[2], qt[2];   // send streams (fwd, bwd): ring slots of queued sends
+    int qlink[2][256], qmsg[2][256];
+    int *slot_busy;            // (ring) a send from this slot is still queued
+    int ring, next, taken;
+} Stage;
+
+static void push(Stage *s, int kind, int link, int msg)
+{
+    s->op[s->n++] = (Op){kind, link, msg};
+}
+
+/* The ops stage `st` issues in one step, in exec.c's order: receive the
+ * input, take a ring buffer, compute, send. */
+static void program(Stage *S, int pp, int vp, int nmb, int st)
+{
+    Schedule sch;
+    char err[128];
+    assert_int_equal(sched_build(&sch, pp, st, nmb, vp, err, sizeof err), 0);
+    CuLink l[CL_COUNT];
+    cuplan_links(pp, st, vp > 1, l);
+    S->op = calloc(4 * sch.n + 1, sizeof *S->op);
+    for (int i = 0; i < sch.n; i++) {
+        Action a = sch.a[i];
+        int vs = a.chunk * pp + st, first = vs == 0, last = vs == pp * vp - 1;
+        if (a.kind == ACT_FWD) {
+            if (!first)
+                push(S, OP_RECV, l[CL_FWD_IN].id, vs * 1000 + a.mb);
+            if (!last) {
+                push(S, OP_TAKE, 0, 0);
+                push(S, OP_SEND, l[CL_FWD_OUT].id, (vs + 1) * 1000 + a.mb);
+            }
+        } else {
+            if (!last)
+                push(S, OP_RECV, l[CL_BWD_IN].id, vs * 1000 + a.mb);
+            if (!first) {
+                push(S, OP_TAKE, 0, 0);
+                push(S, OP_SEND, l[CL_BWD_OUT].id, (vs - 1) * 1000 + a.mb);
+            }
+        }
+    }
+    sched_free(&sch);
+    S->ring = cuplan_ring(pp, vp, nmb);
+    S->slot_busy = calloc(S->ring + 1, sizeof *S->slot_busy);
+}
+
+/* Rendezvous: a send completes only together with its receive. */
+static int simulate(int pp, int vp, int nmb)
+{
+    Stage S[8];
+    memset(S, 0, sizeof S);
+    for (int s = 0; s < pp; s++)
+        program(&S[s], pp, vp, nmb, s);
+    int progress = 1;
+    while (progress) {
+        progress = 0;
+        for (int s = 0; s < pp; s++) {
+            Stage *me = &S[s];
+            while (me->at < me->n) {
+                Op o = me->op[me->at];
+                if (o.kind == OP_TAKE) {
+                    if (me->slot_busy[me->next])
+                        break;
+                    me->taken = me->next;
+                    me->next = (me->next + 1) % me->ring;
+                } else if (o.kind == OP_SEND) {
+                    int d = o.link >= pp;
+                    me->slot_busy[me->taken] = 1;
+                    me->q[d][me->qt[d] % 256] = me->taken;
+                    me->qlink[d][me->qt[d] % 256] = o.link;
+                    me->qmsg[d][me->qt[d]++ % 256] = o.msg;
+                } else {
+                    int snd, rcv, d = o.link >= pp;
+                    assert_int_equal(cuplan_link_ends(pp, vp > 1, o.link, &snd, &rcv), 0);
+                    assert_int_equal(rcv, s);
+                    Stage *from = &S[snd];
+                    if (from->qh[d] == from->qt[d] || from->qlink[d][from->qh[d] % 256] != o.link)
+                        break;   // not at the head of the sender's stream yet
+                    assert_int_equal(from->qmsg[d][from->qh[d] % 256], o.msg);   // FIFO per link
+                    from->slot_busy[from->q[d][from->qh[d]++ % 256]] = 0;
+                }
+                me->at++;
+                progress = 1;
+            }
+        }
+    }
+    int done = 1;
+    for (int s = 0; s < pp; s++) {
+        done &= S[s].at == S[s].n && S[s].qh[0] == S[s].qt[0] && S[s].qh[1] == S[s].qt[1];
+        free(S[s].op);
+        free(S[s].slot_busy);
+    }
+    return done;
+}
+
+static void test_pipeline(void **state)
+{
+    (void)state;
+    for (int pp = 2; pp <= 5; pp++)
+        for (int vp = 1; vp <= 3; vp++)
+            for (int k = 1; k <= 3; k++) {
+                int nmb = vp > 1 ? k * pp : k + pp - 2;
+                if (!simulate(pp, vp, nmb))
+                    fail_msg("pipeline pp %d vp %d m %d deadlocks", pp, vp, nmb);
+            }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_shard),
+        cmocka_unit_test(test_recompute),
+        cmocka_unit_test(test_links),
+        cmocka_unit_test(test_pipeline),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
