@@ -265,10 +265,15 @@ static void test_rope(int B, int T, int NH, int HS, int pos0) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-static void test_attention(int B, int T, int NH, int NKV, int HS) {
-    printf("attention B=%d T=%d NH=%d NKV=%d HS=%d\n", B, T, NH, NKV, HS);
+/* The default kernels (tensor cores for HS 64 and 128, SIMT otherwise)
+ * against the CPU twin, then against the SIMT kernels on the same inputs,
+ * whose backward reads the same forward. qscale > 1 sharpens the softmax so
+ * the online max/rescale across key tiles matters. */
+static void test_attention(int B, int T, int NH, int NKV, int HS, float qscale) {
+    printf("attention B=%d T=%d NH=%d NKV=%d HS=%d qscale=%g (%s)\n", B, T, NH, NKV, HS, qscale,
+           HS == 64 || HS == 128 ? "tensor cores" : "SIMT");
     size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
-    float *q = hrand(nq, 1, 1), *k = hrand(nk, 1, 1), *v = hrand(nk, 1, 1);
+    float *q = hrand(nq, qscale, 1), *k = hrand(nk, 1, 1), *v = hrand(nk, 1, 1);
     float *out = malloc(nq * 4), *lse = malloc(nl * 4);
     kc_bf16 *d_q = up_bf(q, nq), *d_k = up_bf(k, nk), *d_v = up_bf(v, nk), *d_out = up_bf(q, nq);
     float *d_lse;
@@ -279,6 +284,7 @@ static void test_attention(int B, int T, int NH, int NKV, int HS) {
     CHECK("attention_fwd lse", down_f(d_lse, nl), lse, nl, 1e-3, 1e-4);
 
     float *dout = hrand(nq, 1, 1), *dq = hrand(nq, 1, 1), *dk = hrand(nk, 1, 1), *dv = hrand(nk, 1, 1);
+    float *dq0 = hcopy(dq, nq), *dk0 = hcopy(dk, nk), *dv0 = hcopy(dv, nk);
     kc_bf16 *d_dout = up_bf(dout, nq), *d_dq = up_bf(dq, nq), *d_dk = up_bf(dk, nk), *d_dv = up_bf(dv, nk);
     // the CPU backward reads the GPU's forward (bf16 out, fp32 lse), as the
     // GPU backward does, so the check is about the backward alone
@@ -288,10 +294,29 @@ static void test_attention(int B, int T, int NH, int NKV, int HS) {
     CHECK("attention_bwd dq", down_bf(d_dq, nq), dq, nq, ATOL, RTOL);
     CHECK("attention_bwd dk", down_bf(d_dk, nk), dk, nk, ATOL, RTOL);
     CHECK("attention_bwd dv", down_bf(d_dv, nk), dv, nk, ATOL, RTOL);
+
+    KcAttnImpl prev = kc_attention_set_impl(KC_ATTN_SIMT);
+    kc_bf16 *s_out = dalloc(nq * 2), *s_dq = up_bf(dq0, nq), *s_dk = up_bf(dk0, nk), *s_dv = up_bf(dv0, nk);
+    float *s_lse = dalloc(nl * 4);
+    kc_attention_fwd(s_out, s_lse, d_q, d_k, d_v, B, T, NH, NKV, HS, st);
+    kc_attention_bwd(s_dq, s_dk, s_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, NH, NKV, HS, st);
+    kc_attention_set_impl(prev);
+    struct { const char *name; const kc_bf16 *got, *want; size_t n; double atol; } vs[] = {
+        {"attention_fwd out vs SIMT", d_out, s_out, nq, 1e-2}, {"attention_bwd dq vs SIMT", d_dq, s_dq, nq, ATOL},
+        {"attention_bwd dk vs SIMT", d_dk, s_dk, nk, ATOL}, {"attention_bwd dv vs SIMT", d_dv, s_dv, nk, ATOL}};
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        float *want = down_bf(vs[i].want, vs[i].n);
+        CHECK(vs[i].name, down_bf(vs[i].got, vs[i].n), want, vs[i].n, vs[i].atol, RTOL);
+        free(want);
+    }
+    float *slse = down_f(s_lse, nl);
+    CHECK("attention_fwd lse vs SIMT", hcopy(glse, nl), slse, nl, 1e-3, 1e-4);
+    free(slse);
+    cudaFree(s_out); cudaFree(s_lse); cudaFree(s_dq); cudaFree(s_dk); cudaFree(s_dv);
     cudaFree(d_q); cudaFree(d_k); cudaFree(d_v); cudaFree(d_out); cudaFree(d_lse);
     cudaFree(d_dout); cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv);
     free(q); free(k); free(v); free(out); free(lse); free(dout); free(dq); free(dk); free(dv);
-    free(gout); free(glse);
+    free(dq0); free(dk0); free(dv0); free(gout); free(glse);
 }
 
 /* ---- embeddings, residual ----------------------------------------------- */
@@ -439,10 +464,15 @@ int main(void) {
     test_swiglu(5, 13);
     test_rope(2, 19, 3, 16, 5);
     test_rope(1, 64, 4, 128, 0);
-    test_attention(2, 77, 4, 2, 64);
-    test_attention(1, 130, 2, 1, 128);
-    test_attention(2, 40, 3, 3, 32);
-    test_attention(1, 50, 4, 1, 96);
+    test_attention(2, 77, 4, 2, 64, 1);     // T % 64 != 0: a partial query and key tile
+    test_attention(1, 130, 2, 1, 128, 1);   // three tiles, the last of 2 rows
+    test_attention(1, 64, 2, 2, 64, 1);     // exactly one tile, no grouping
+    test_attention(1, 1, 4, 4, 128, 1);     // T = 1
+    test_attention(2, 200, 8, 2, 128, 4);   // group of 4, sharper softmax
+    test_attention(1, 520, 4, 1, 128, 8);   // 9 key tiles, one kv head, peaked rows
+    test_attention(3, 129, 6, 3, 64, 8);    // one row past two full tiles
+    test_attention(2, 40, 3, 3, 32, 1);     // SIMT only
+    test_attention(1, 50, 4, 1, 96, 1);     // SIMT only
     test_embedding(2, 9, 24, 50, 16, 3);
     test_residual(1003);
     test_crossentropy(9, 136, 130);

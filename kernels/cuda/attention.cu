@@ -18,6 +18,7 @@
  * backward products; this version is the correct baseline they are tested
  * against (docs/gpu/NOTES.md). */
 #include <math.h>
+#include <mma.h>
 #include "common.cuh"
 
 enum { NW = 4, RPW = 4, BR = NW * RPW, BC = 32 };
@@ -281,6 +282,198 @@ attention_bwd_dq_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf16 *k
     }
 }
 
+/* ---- tensor-core path: HS 64 and 128, bf16 operands, fp32 accumulation ---- */
+
+namespace wm = nvcuda::wmma;
+
+/* TT queries or keys per tile, 16 per warp; P/dS tiles are bf16 with row
+ * stride LDP, the 16 x 16 fp32 staging of one score fragment has stride LDF
+ * (conflict-free float4 reads in the element-wise pass) */
+enum { TT = 64, TW = 4, LDP = TT + 8, LDF = 20, LDS = TT + 4 };
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+typedef wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> FragA;
+typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> FragB;
+typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> FragBT;   // Xᵀ of a row-major X
+typedef wm::fragment<wm::accumulator, 16, 16, 16, float> FragC;
+
+/* smem bytes: one bf16 (TT, HS+8) tile (the +8 makes fragment loads
+ * conflict-free), and each kernel's total */
+__host__ __device__ static constexpr size_t tc_tile(int HS) { return (size_t)TT * (HS + 8) * sizeof(bf16); }
+static constexpr size_t fwd_tc_warp = 16 * LDS * 4 + 16 * LDP * 2 + 16 * 16 * 4 + 16 * 4;
+static constexpr size_t fwd_tc_smem(int HS) { return 2 * tc_tile(HS) + TW * fwd_tc_warp; }
+static constexpr size_t dq_tc_warp = 2 * 16 * LDF * 4 + 16 * LDP * 2;
+static constexpr size_t dq_tc_smem(int HS) { return 4 * tc_tile(HS) + 2 * TT * 4 + TW * dq_tc_warp; }
+static constexpr size_t dkdv_tc_warp = 2 * 16 * LDF * 4 + 2 * 16 * LDP * 2;
+static constexpr size_t dkdv_tc_smem(int HS) { return 4 * tc_tile(HS) + 2 * TT * 4 + TW * dkdv_tc_warp; }
+/* the Q tile of the forward is staged in the warp areas; the accumulators
+ * leave through the first two tiles, and every area stays 32-byte aligned */
+static_assert(tc_tile(128) <= TW * fwd_tc_warp, "forward Q staging");
+static_assert(TW * 16 * (128 + 4) * 4 <= 2 * tc_tile(128), "accumulator staging");
+static_assert(tc_tile(64) % 32 == 0 && fwd_tc_warp % 32 == 0 && dq_tc_warp % 32 == 0 &&
+              dkdv_tc_warp % 32 == 0 && (16 * LDS * 4) % 32 == 0 && (16 * LDF * 4) % 32 == 0,
+              "wmma pointers 32-byte aligned");
+
+/* rows [t0, t0+TT) of x (row stride rs elements) into the smem tile s,
+ * 16 bytes a thread, zeros past T */
+template <int HS>
+__device__ __forceinline__ void tile_load(bf16 *s, const bf16 *x, size_t rs, int t0, int T) {
+    constexpr int PR = HS / 8;
+    for (int i = threadIdx.x; i < TT * PR; i += TW * 32) {
+        int r = i / PR, c = i % PR * 8;
+        uint4 p = make_uint4(0, 0, 0, 0);
+        if (t0 + r < T) p = *(const uint4 *)(x + (size_t)(t0 + r) * rs + c);
+        *(uint4 *)(s + r * (HS + 8) + c) = p;
+    }
+}
+
+/* a warp's 16 x HS accumulator to rows t0.. (< T) of y (row stride rs),
+ * through the fp32 staging st: y = f·acc (add 0) or y += f·acc (add 1),
+ * f = scale times rowscale[r] when given; 16-byte stores */
+template <int HS>
+__device__ __forceinline__ void warp_store(bf16 *y, size_t rs, int t0, int T, const FragC *acc,
+                                           float *st, const float *rowscale, float scale, bool add) {
+    constexpr int LD = HS + 4, PR = HS / 8;
+    #pragma unroll
+    for (int n = 0; n < HS / 16; n++) wm::store_matrix_sync(st + n * 16, acc[n], LD, wm::mem_row_major);
+    __syncwarp();
+    for (int i = threadIdx.x & 31; i < 16 * PR; i += 32) {
+        int r = i / PR, c = i % PR * 8;
+        if (t0 + r >= T) continue;
+        float f = rowscale ? scale * rowscale[r] : scale, x[8];
+        *(float4 *)x = *(const float4 *)(st + r * LD + c);
+        *(float4 *)(x + 4) = *(const float4 *)(st + r * LD + c + 4);
+        bf16 *p = y + (size_t)(t0 + r) * rs + c;
+        Pack8 o;
+        if (add) {
+            o = *(const Pack8 *)p;
+            #pragma unroll
+            for (int j = 0; j < 8; j++) o.v[j] = __float2bfloat16(f * x[j] + __bfloat162float(o.v[j]));
+        } else {
+            #pragma unroll
+            for (int j = 0; j < 8; j++) o.v[j] = __float2bfloat16(f * x[j]);
+        }
+        *(Pack8 *)p = o;
+    }
+}
+
+/* FlashAttention-2 forward: block = TT query rows (warp w owns 16), loop over
+ * key tiles up to the diagonal. S = Q·Kᵀ on tensor cores, staged to smem
+ * fp32; lane (r, half) of a warp runs the online softmax of row r over
+ * columns half·32..+32 and writes P in bf16; O += P·V on tensor cores. The
+ * accumulator's element→row map is unspecified, so the rescale goes through
+ * a 16 x 16 smem tile of per-row factors loaded as an accumulator fragment
+ * (same type, same map). Scores are kept in log2 units (exp2). */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32)
+attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                        int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Ks = (bf16 *)tc_smem, *Vs = Ks + TT * LDT;
+    unsigned char *wa = tc_smem + 2 * tc_tile(HS);
+    bf16 *Qs = (bf16 *)wa;                             // before the loop only
+    float *Ss = (float *)(wa + warp * fwd_tc_warp);    // (16, LDS) scores
+    bf16 *Ps = (bf16 *)(Ss + 16 * LDS);                // (16, LDP) probabilities
+    float *Cs = (float *)(Ps + 16 * LDP), *Linv = Cs + 256;
+
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;        // longest rows first
+    int h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    const bf16 *kb = k + (size_t)b * T * krs + (size_t)g * HS;
+    const bf16 *vb = v + (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Qs, q + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0, T);
+    __syncthreads();
+    FragA qf[NF];
+    FragC of[NF];
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++) {
+        wm::load_matrix_sync(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
+        wm::fill_fragment(of[kk], 0.0f);
+    }
+    int r = lane & 15, half = lane >> 4, tq = q0 + warp * 16 + r, last = min(tq, T - 1);
+    float sl2 = rsqrtf((float)HS) * LOG2E, m = -INFINITY, l = 0.0f;
+    for (int k0 = 0; k0 <= q0; k0 += TT) {
+        __syncthreads();                               // everyone is done with Q, K, V, S
+        tile_load<HS>(Ks, kb, krs, k0, T);
+        tile_load<HS>(Vs, vb, krs, k0, T);
+        __syncthreads();
+        int nj = k0 == q0 ? warp + 1 : TT / 16;        // 16-key blocks this warp can see
+        for (int j = 0; j < nj; j++) {
+            FragC sf;
+            wm::fill_fragment(sf, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < NF; kk++) {
+                FragBT kf;
+                wm::load_matrix_sync(kf, Ks + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(sf, qf[kk], kf, sf);
+            }
+            wm::store_matrix_sync(Ss + j * 16, sf, LDS, wm::mem_row_major);
+        }
+        __syncwarp();
+        // columns past nj blocks are stale, but their keys are all > last
+        const float *srow = Ss + r * LDS + half * 32;
+        int key0 = k0 + half * 32;
+        float mt = -INFINITY;
+        #pragma unroll
+        for (int i = 0; i < 32; i += 4) {
+            float s[4];
+            *(float4 *)s = *(const float4 *)(srow + i);
+            #pragma unroll
+            for (int e = 0; e < 4; e++) if (key0 + i + e <= last) mt = fmaxf(mt, s[e]);
+        }
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 16));   // key k0 <= last: finite
+        float mnew = fmaxf(m, mt * sl2), sum = 0.0f;
+        bf16 *prow = Ps + r * LDP + half * 32;
+        #pragma unroll
+        for (int i = 0; i < 32; i += 4) {
+            float s[4];
+            *(float4 *)s = *(const float4 *)(srow + i);
+            __align__(8) bf16 p[4];
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float pe = key0 + i + e <= last ? exp2f(s[e] * sl2 - mnew) : 0.0f;
+                sum += pe;
+                p[e] = __float2bfloat16(pe);
+            }
+            *(uint2 *)(prow + i) = *(const uint2 *)p;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+        float corr = exp2f(m - mnew);                  // 0 on the first tile
+        l = l * corr + sum;
+        m = mnew;
+        float4 c4 = make_float4(corr, corr, corr, corr);
+        *(float4 *)(Cs + r * 16 + half * 8) = c4;
+        *(float4 *)(Cs + r * 16 + half * 8 + 4) = c4;
+        __syncwarp();
+        FragC cf;
+        wm::load_matrix_sync(cf, Cs, 16, wm::mem_row_major);
+        #pragma unroll
+        for (int n = 0; n < NF; n++)
+            #pragma unroll
+            for (int i = 0; i < cf.num_elements; i++) of[n].x[i] *= cf.x[i];
+        for (int kk = 0; kk < nj; kk++) {
+            FragA pf;
+            wm::load_matrix_sync(pf, Ps + kk * 16, LDP);
+            #pragma unroll
+            for (int n = 0; n < NF; n++) {
+                FragB vf;
+                wm::load_matrix_sync(vf, Vs + kk * 16 * LDT + n * 16, LDT);
+                wm::mma_sync(of[n], pf, vf, of[n]);
+            }
+        }
+    }
+    if (half == 0) {
+        Linv[r] = 1.0f / l;
+        if (tq < T) lse[((size_t)b * NH + h) * T + tq] = (m + __log2f(l)) * LN2;
+    }
+    __syncthreads();                                   // K, V free: stage O there
+    warp_store<HS>(out + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0 + warp * 16, T, of,
+                   (float *)tc_smem + warp * 16 * (HS + 4), Linv, 1.0f, false);
+}
+
 /* shared-memory bytes of each kernel, in floats */
 static size_t fwd_smem(int HS)  { return sizeof(float) * ((size_t)BR * HS + BC * (HS + 1) + BC * HS); }
 static size_t dkdv_smem(int HS) { return sizeof(float) * (2 * (size_t)BC * (HS + 1) + 2 * BR * HS + 2 * BC); }
@@ -322,6 +515,32 @@ static void bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, c
     }
 }
 
+template <int HS>
+static void fwd_tc(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                   int B, int T, int NH, int NKV, cudaStream_t st) {
+    size_t sm = fwd_tc_smem(HS);
+    allow_smem(attention_fwd_tc_kernel<HS>, sm);
+    dim3 grid(ceil_div(T, TT), NH, B);
+    attention_fwd_tc_kernel<HS><<<grid, TW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
+    CHECK_LAUNCH();
+}
+
+static KcAttnImpl attn_impl = KC_ATTN_AUTO;
+
+KcAttnImpl kc_attention_set_impl(KcAttnImpl impl) {
+    KcAttnImpl old = attn_impl;
+    attn_impl = impl;
+    return old;
+}
+
+/* the tensor-core kernels take HS 64 and 128 with 16-byte aligned rows */
+static bool use_tc(int HS, const void *const *ptr, int n) {
+    if (attn_impl != KC_ATTN_AUTO || (HS != 64 && HS != 128)) return false;
+    for (int i = 0; i < n; i++)
+        if (!aligned16(ptr[i])) return false;
+    return true;
+}
+
 static void bad_shape(const char *fn, int HS, int NH, int NKV) {
     char msg[128];
     snprintf(msg, sizeof msg, "unsupported shape HS=%d NH=%d NKV=%d (HS in 32/64/96/128, NH %% NKV == 0)",
@@ -333,6 +552,12 @@ void kc_attention_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const
                       int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
     if (B * T == 0) return;
     if (NKV <= 0 || NH % NKV) bad_shape("kc_attention_fwd", HS, NH, NKV);
+    const void *ptr[] = {out, q, k, v};
+    if (use_tc(HS, ptr, 4)) {
+        if (HS == 64) fwd_tc<64>(out, lse, q, k, v, B, T, NH, NKV, st);
+        else fwd_tc<128>(out, lse, q, k, v, B, T, NH, NKV, st);
+        return;
+    }
     switch (HS) {
     case 32:  fwd<32>(out, lse, q, k, v, B, T, NH, NKV, st); break;
     case 64:  fwd<64>(out, lse, q, k, v, B, T, NH, NKV, st); break;

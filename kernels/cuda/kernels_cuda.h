@@ -21,9 +21,9 @@
  *
  * What this deliberately doesn't do: no communication, no allocation of
  * activations (the executor carves its slabs), no fp8. Attention is a tiled
- * FlashAttention-style kernel on the SIMT units (fp32 arithmetic, smem
- * tiles); a tensor-core (mma/wgmma) version is a later optimisation, see
- * docs/gpu/NOTES.md.
+ * FlashAttention-2-style kernel on the tensor cores (WMMA, bf16 in, fp32
+ * accumulate) for HS 64 and 128, and on the SIMT units (fp32) otherwise; no
+ * wgmma/TMA yet, see docs/gpu/NOTES.md.
  */
 #ifndef ULTRAPLAN_KERNELS_CUDA_H
 #define ULTRAPLAN_KERNELS_CUDA_H
@@ -108,6 +108,13 @@ void kc_rope_bwd(kc_bf16 *dinp, const kc_bf16 *dout, int B, int T, int NH, int H
 /* Causal GQA attention, tiled; lse (B, NH, T) fp32. HS must be one of
  * 32, 64, 96, 128 (kc_attention_supported tells). */
 int kc_attention_supported(int HS);
+/* Which kernels kc_attention_fwd/bwd run. KC_ATTN_AUTO (the default): the
+ * tensor-core kernels when HS is 64 or 128 and every pointer is 16-byte
+ * aligned, the SIMT ones otherwise. KC_ATTN_SIMT: always the SIMT ones, the
+ * second reference of tests/test_kernels_cuda.c and the benchmark's
+ * baseline. Process-wide; returns the previous setting. */
+typedef enum { KC_ATTN_AUTO = 0, KC_ATTN_SIMT = 1 } KcAttnImpl;
+KcAttnImpl kc_attention_set_impl(KcAttnImpl impl);
 void kc_attention_fwd(kc_bf16 *out, float *lse, const kc_bf16 *q, const kc_bf16 *k,
                       const kc_bf16 *v, int B, int T, int NH, int NKV, int HS,
                       cudaStream_t st);
