@@ -163,22 +163,11 @@ static void rank_name(char *buf, size_t n, int rank)
     snprintf(buf, n, "rank_%05d.ckpt", rank);
 }
 
-/* Every rank learns whether any failed, and the lowest failing rank's
- * message replaces err everywhere, so rank 0 can print it. */
+/* Every rank learns whether any failed; the lowest failing rank's message
+ * replaces err everywhere, so rank 0 can print it. */
 static int agree(int rc, char *err, int errlen)
 {
-    int me, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int first = rc != 0 ? me : world;
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == world)
-        return 0;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", me == first ? err : "");
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, first, MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
-    snprintf(err, errlen, "%s", msg);
-    return -1;
+    return dist_world_agree(rc, err, errlen);
 }
 
 static int make_dir(const char *dir, char *err, int errlen)
@@ -295,8 +284,7 @@ int exec_save(Exec *e, const char *dir, char *err, int errlen)
     }
     if (agree(rc, err, errlen) != 0)
         return -1;
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, 2, MPI_UNSIGNED_LONG_LONG, all, 2,
-                                                  MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
+    dist_world_gather_u64(mine, 2, all);
     if (e->d.rank == 0) {
         sync_dir(stepdir);
         rc = write_manifest(e, dir, stepdir + strlen(dir) + 1, all, err, errlen);

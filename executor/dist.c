@@ -337,6 +337,53 @@ void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t)
     free(counts);
 }
 
+void dist_recv(float *buf, int n, int src, int tag, MPI_Comm c)
+{
+    CHECK_MPI_WAIT(c, src, MPI_Recv(buf, n, MPI_FLOAT, src, tag, c, MPI_STATUS_IGNORE));
+}
+
+void dist_isend(const float *buf, int n, int dst, int tag, MPI_Comm c, DistReq *r)
+{
+    CHECK_MPI(MPI_Isend(buf, n, MPI_FLOAT, dst, tag, c, r));
+}
+
+void dist_wait(DistReq *r, MPI_Comm c)
+{
+    if (*r != MPI_REQUEST_NULL)
+        CHECK_MPI_WAIT(c, -1, MPI_Wait(r, MPI_STATUS_IGNORE));
+}
+
+void dist_waitall(DistReq *r, int n, MPI_Comm c)
+{
+    if (n > 0)
+        CHECK_MPI_WAIT(c, -1, MPI_Waitall(n, r, MPI_STATUSES_IGNORE));
+}
+
+void dist_iallreduce(float *x, int n, MPI_Comm c, DistReq *r)
+{
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, c, r));
+}
+
+void dist_allreduce_max(float *x, int n, MPI_Comm c, double *t)
+{
+    if (comm_size(c) == 1)
+        return;
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_MAX, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+void dist_allgather_inplace(float *x, int n, MPI_Comm c, double *t)
+{
+    if (comm_size(c) == 1)
+        return;
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, x, n, MPI_FLOAT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
 /* ---- the world, for the commands ---- */
 
 void dist_world_init(int *rank, int *world)
@@ -366,6 +413,56 @@ int dist_bcast_int(int v)
 {
     CHECK_MPI_WAIT(MPI_COMM_WORLD, 0, MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD));
     return v;
+}
+
+double dist_world_sum(double v)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return v;
+}
+
+void dist_world_barrier(void)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Barrier(MPI_COMM_WORLD));
+}
+
+int dist_world_agree(int rc, char *err, int errlen)
+{
+    int me = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int first = dist_world_min(rc != 0 ? me : world);
+    if (first == world)
+        return 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", me == first ? err : "");
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, first, MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD));
+    snprintf(err, errlen, "%s", msg);
+    return -1;
+}
+
+int dist_world_argmax(double v)
+{
+    struct { double v; int rank; } x = {v, 0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &x.rank);
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    return x.rank;
+}
+
+void dist_world_bcast_doubles(double *x, int n, int root)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, root, MPI_Bcast(x, n, MPI_DOUBLE, root, MPI_COMM_WORLD));
+}
+
+void dist_world_gather_doubles(const double *mine, int n, double *all)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+}
+
+void dist_world_gather_u64(const unsigned long long *mine, int n, unsigned long long *all)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, n, MPI_UNSIGNED_LONG_LONG, all, n, MPI_UNSIGNED_LONG_LONG,
+                                                  0, MPI_COMM_WORLD));
 }
 
 /* Rank 0 of c sends n bytes to every member (an NCCL unique id, say). */

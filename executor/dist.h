@@ -1,5 +1,6 @@
 /* dist.h — ranks, groups and communicators of one run. The only part of the
- * executor that creates communicators; everything else calls these.
+ * executor that creates communicators or calls MPI at all; everything else
+ * (exec.c, net.c, ckpt.c, runlog.c, the commands) calls these.
  *
  * World rank r maps to coordinates in Megatron's order tp-cp-dp-pp (tp
  * fastest, pp slowest):  r = tp + TP·(cp + CP·(dp + DP·pp)).
@@ -60,6 +61,23 @@ void dist_watch_end(void);
         dist_watch_end(); \
     } while (0)
 
+/* A pending non-blocking call, and the empty one. */
+typedef MPI_Request DistReq;
+#define DIST_REQ_NULL MPI_REQUEST_NULL
+#define DIST_COMM_NULL MPI_COMM_NULL
+
+/* Point-to-point on floats within c (PP activations and their gradients):
+ * a blocking receive under the watchdog, a non-blocking send, and waits. */
+void dist_recv(float *buf, int n, int src, int tag, MPI_Comm c);
+void dist_isend(const float *buf, int n, int dst, int tag, MPI_Comm c, DistReq *r);
+void dist_wait(DistReq *r, MPI_Comm c);                 // no-op on DIST_REQ_NULL
+void dist_waitall(DistReq *r, int n, MPI_Comm c);
+/* In-place sum started now, finished by dist_wait/dist_waitall (DP buckets). */
+void dist_iallreduce(float *x, int n, MPI_Comm c, DistReq *r);
+void dist_allreduce_max(float *x, int n, MPI_Comm c, double *t);   // in place, max
+/* In place: rank i's n floats at x + i·n on entry, everyone's on return. */
+void dist_allgather_inplace(float *x, int n, MPI_Comm c, double *t);
+
 /* Collectives on floats that time themselves into *t (seconds, may be NULL).
  * With a group of one they are copies or no-ops. */
 void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                       // in place, sum
@@ -75,6 +93,19 @@ int dist_world_min(int v);                  // over all ranks, under the watchdo
 int dist_world_max(int v);
 int dist_bcast_int(int v);                  // rank 0's value, on every rank
 double dist_bcast_double(double v);
+
+double dist_world_sum(double v);          // over all ranks, under the watchdog
+void dist_world_barrier(void);
+/* Every rank learns whether any failed (rc != 0); the lowest failing rank's
+ * err replaces err everywhere (so rank 0 can print it). 0 or -1. */
+int dist_world_agree(int rc, char *err, int errlen);
+/* The rank whose v is largest (the lowest such rank on ties). */
+int dist_world_argmax(double v);
+/* root's n doubles on every rank. */
+void dist_world_bcast_doubles(double *x, int n, int root);
+/* Every rank's n values in rank order into all (rank 0 only; may be NULL elsewhere). */
+void dist_world_gather_doubles(const double *mine, int n, double *all);
+void dist_world_gather_u64(const unsigned long long *mine, int n, unsigned long long *all);
 
 /* Rank 0's n bytes on every member of c (an NCCL unique id), under the
  * watchdog. */

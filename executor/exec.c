@@ -164,7 +164,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
               const char *data, char *err, int errlen)
 {
     memset(e, 0, sizeof *e);
-    e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = MPI_COMM_NULL;
+    e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = DIST_COMM_NULL;
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
@@ -228,7 +228,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         e->nsend = ring < 2 * e->nmb * lo->vp ? ring : 2 * e->nmb * lo->vp;
         e->send_req = malloc(e->nsend * sizeof *e->send_req);
         for (int k = 0; k < e->nsend; k++)
-            e->send_req[k] = MPI_REQUEST_NULL;
+            e->send_req[k] = DIST_REQ_NULL;
     }
     carve(e, NULL, NULL);
     e->acts = calloc(e->acts_n ? e->acts_n : 1, sizeof(float));
@@ -275,11 +275,10 @@ static int tag_of(const Exec *e, int mb, int vstage, int dir)
 
 static void pp_recv(Exec *e, float *buf, int vstage_from, int mb, int vstage_to, int dir)
 {
-    double t0 = MPI_Wtime();
+    double t0 = dist_now();
     int src = vstage_from % e->lo.pp;
-    CHECK_MPI_WAIT(e->d.pp_comm, src, MPI_Recv(buf, e->Nl * e->C, MPI_FLOAT, src, tag_of(e, mb, vstage_to, dir),
-                                               e->d.pp_comm, MPI_STATUS_IGNORE));
-    e->t[PH_PP] += MPI_Wtime() - t0;
+    dist_recv(buf, e->Nl * e->C, src, tag_of(e, mb, vstage_to, dir), e->d.pp_comm);
+    e->t[PH_PP] += dist_now() - t0;
 }
 
 /* A free send buffer from the ring (waiting for its last send if needed). */
@@ -287,10 +286,10 @@ static float *send_buf(Exec *e, int *slot)
 {
     int k = e->send_next;
     e->send_next = (k + 1) % e->nsend;
-    if (e->send_req[k] != MPI_REQUEST_NULL) {
-        double t0 = MPI_Wtime();
-        CHECK_MPI_WAIT(e->d.pp_comm, -1, MPI_Wait(&e->send_req[k], MPI_STATUS_IGNORE));
-        e->t[PH_PP] += MPI_Wtime() - t0;
+    if (e->send_req[k] != DIST_REQ_NULL) {
+        double t0 = dist_now();
+        dist_wait(&e->send_req[k], e->d.pp_comm);
+        e->t[PH_PP] += dist_now() - t0;
     }
     *slot = k;
     return e->send_ring + (size_t)k * e->Nl * e->C;
@@ -300,8 +299,7 @@ static void pp_send(Exec *e, int k, int vstage_to, int mb, int dir)
 {
     int dst = vstage_to % e->lo.pp;
     float *buf = e->send_ring + (size_t)k * e->Nl * e->C;
-    CHECK_MPI(MPI_Isend(buf, e->Nl * e->C, MPI_FLOAT, dst, tag_of(e, mb, vstage_to, dir), e->d.pp_comm,
-                        &e->send_req[k]));
+    dist_isend(buf, e->Nl * e->C, dst, tag_of(e, mb, vstage_to, dir), e->d.pp_comm, &e->send_req[k]);
 }
 
 /* Under SP every TP rank holds part of the gradient of a replicated tensor. */
@@ -318,10 +316,9 @@ static void layer_done(Exec *e, int li)
             if (param_desc[id].split == SPLIT_REP && e->ps.layer_off[li][id] != PARAM_NONE)
                 sp_sync(e, e->ps.g + e->ps.layer_off[li][id], e->ps.layer_len[li][id]);
     if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0) {
-        double t0 = MPI_Wtime();
-        CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, e->ps.g + e->lay_start[li], (int)e->lay_n[li], MPI_FLOAT,
-                                 MPI_SUM, e->d.dp_comm, &e->dp_req[e->ndp_req++]));
-        e->t[PH_DP] += MPI_Wtime() - t0;
+        double t0 = dist_now();
+        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], e->d.dp_comm, &e->dp_req[e->ndp_req++]);
+        e->t[PH_DP] += dist_now() - t0;
     }
 }
 
@@ -331,7 +328,7 @@ static void run_forward(Exec *e, int mb, int c)
     e->slot_of[c * e->nmb + mb] = slot;
     slot_bind(e, slot, c);
     LayerActs *la = e->slots[slot].la;
-    double t0 = MPI_Wtime(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD];
+    double t0 = dist_now(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD];
     if (is_first_vstage(e, c))
         net_embed_fwd(e, e->tokens + (size_t)mb * e->N, la[0].x);
     else
@@ -357,7 +354,7 @@ static void run_forward(Exec *e, int mb, int c)
     } else {
         pp_send(e, k, vs + 1, mb, 0);
     }
-    e->t[PH_FWD] += MPI_Wtime() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD] - c0);
+    e->t[PH_FWD] += dist_now() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD] - c0);
 }
 
 static void run_backward(Exec *e, int mb, int c)
@@ -365,7 +362,7 @@ static void run_backward(Exec *e, int mb, int c)
     int vs = c * e->lo.pp + e->d.pp_rank, slot = e->slot_of[c * e->nmb + mb];
     slot_bind(e, slot, c);
     LayerActs *la = e->slots[slot].la;
-    double t0 = MPI_Wtime(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_RECOMPUTE] + e->t[PH_DP];
+    double t0 = dist_now(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_RECOMPUTE] + e->t[PH_DP];
     size_t nl = (size_t)e->Nl * e->C;
     if (is_last_vstage(e, c))
         memcpy(e->dres, e->slots[slot].dlast, nl * sizeof(float));
@@ -375,10 +372,10 @@ static void run_backward(Exec *e, int mb, int c)
     for (int j = n - 1; j >= 0; j--) {
         LayerActs *A = &la[j];
         if (e->rc[f + j] == 2) {
-            double r0 = MPI_Wtime(), tp0 = e->t[PH_TP];
+            double r0 = dist_now(), tp0 = e->t[PH_TP];
             e->ws.x = la[j].x;
             net_layer_fwd(e, f + j, &e->ws, e->rc_out);
-            e->t[PH_RECOMPUTE] += MPI_Wtime() - r0 - (e->t[PH_TP] - tp0);
+            e->t[PH_RECOMPUTE] += dist_now() - r0 - (e->t[PH_TP] - tp0);
             A = &e->ws;
         }
         net_layer_bwd(e, f + j, A);
@@ -394,7 +391,7 @@ static void run_backward(Exec *e, int mb, int c)
         pp_send(e, k, vs - 1, mb, 1);
     }
     e->slot_free[e->nslots++] = slot;
-    e->t[PH_BWD] += MPI_Wtime() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_RECOMPUTE] + e->t[PH_DP] - c0);
+    e->t[PH_BWD] += dist_now() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_RECOMPUTE] + e->t[PH_DP] - c0);
 }
 
 /* After the last backward: the stage-level tensors' syncs, then wait for every DP bucket. */
@@ -403,18 +400,17 @@ static void finish_grads(Exec *e)
     ParamSet *ps = &e->ps;
     sp_sync(e, params_stage(ps, ps->g, P_LNFW), ps->len[P_LNFW]);
     sp_sync(e, params_stage(ps, ps->g, P_LNFB), ps->len[P_LNFB]);
-    double t0 = MPI_Wtime();
-    if (e->m.tied && e->lo.pp > 1 && e->d.emb_comm != MPI_COMM_NULL) {
+    double t0 = dist_now();
+    if (e->m.tied && e->lo.pp > 1 && e->d.emb_comm != DIST_COMM_NULL) {
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
-        CHECK_MPI_WAIT(e->d.emb_comm, -1, MPI_Allreduce(MPI_IN_PLACE, params_stage(ps, ps->g, id), (int)ps->len[id],
-                                                        MPI_FLOAT, MPI_SUM, e->d.emb_comm));
+        dist_allreduce(params_stage(ps, ps->g, id), (int)ps->len[id], e->d.emb_comm, NULL);
     }
     if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
-        CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, ps->g + ps->layers_end, (int)(ps->n - ps->layers_end),
-                                 MPI_FLOAT, MPI_SUM, e->d.dp_comm, &e->dp_req[e->ndp_req++]));
-    CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Waitall(e->ndp_req, e->dp_req, MPI_STATUSES_IGNORE));
+        dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), e->d.dp_comm,
+                        &e->dp_req[e->ndp_req++]);
+    dist_waitall(e->dp_req, e->ndp_req, e->d.dp_comm);
     e->ndp_req = 0;
-    e->t[PH_DP] += MPI_Wtime() - t0;
+    e->t[PH_DP] += dist_now() - t0;
 }
 
 static void optimizer_step(Exec *e)
@@ -424,19 +420,16 @@ static void optimizer_step(Exec *e)
     int t = e->step + 1;
     if (e->lo.opt != OPT_ZERO0 && e->lo.dp > 1) {
         dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, e->d.dp_comm, &e->t[PH_DP]);   // in place
-        double t0 = MPI_Wtime();
+        double t0 = dist_now();
         k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
-        e->t[PH_OPTIM] += MPI_Wtime() - t0;
-        t0 = MPI_Wtime();
-        CHECK_MPI_WAIT(e->d.dp_comm, -1, MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, ps->w, (int)e->opt_n, MPI_FLOAT,
-                                                       e->d.dp_comm));
-        e->t[PH_DP] += MPI_Wtime() - t0;
+        e->t[PH_OPTIM] += dist_now() - t0;
+        dist_allgather_inplace(ps->w, (int)e->opt_n, e->d.dp_comm, &e->t[PH_DP]);
         return;
     }
-    double t0 = MPI_Wtime();
+    double t0 = dist_now();
     k_adamw(ps->w, ps->g, e->om, e->ov, ps->n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
-    e->t[PH_OPTIM] += MPI_Wtime() - t0;
+    e->t[PH_OPTIM] += dist_now() - t0;
 }
 
 int exec_step(Exec *e, StepStats *st, char *err, int errlen)
@@ -450,8 +443,8 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
             FAIL("%s", derr);
     }
     dist_watch_step(e->step + 1);
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = MPI_Wtime();
+    dist_world_barrier();
+    double t0 = dist_now();
     k_zero(e->ps.g, e->ps.n_alloc);
     int ns = e->nslots;
     for (int k = 0; k < ns; k++)
@@ -465,24 +458,22 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     }
     e->nslots = ns;
     if (e->nsend) {
-        double w0 = MPI_Wtime();
-        CHECK_MPI_WAIT(e->d.pp_comm, -1, MPI_Waitall(e->nsend, e->send_req, MPI_STATUSES_IGNORE));
-        e->t[PH_PP] += MPI_Wtime() - w0;
+        double w0 = dist_now();
+        dist_waitall(e->send_req, e->nsend, e->d.pp_comm);
+        e->t[PH_PP] += dist_now() - w0;
     }
     finish_grads(e);
     optimizer_step(e);
     e->step++;
-    double sum = e->loss_sum;
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    double sum = dist_world_sum(e->loss_sum);
     if (!isfinite(sum)) {
         /* every rank holds the same sum, so all take this branch; name the first bad rank */
-        int first = isfinite(e->loss_sum) ? INT_MAX : e->d.rank;
-        CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        int first = dist_world_min(isfinite(e->loss_sum) ? INT_MAX : e->d.rank);
         if (first == INT_MAX)
             FAIL("step %d: loss is %s (summed over ranks); stopping", e->step, isnan(sum) ? "NaN" : "Inf");
         FAIL("step %d: loss is %s (rank %d); stopping", e->step, isnan(sum) ? "NaN" : "Inf", first);
     }
-    st->step_s = MPI_Wtime() - t0;
+    st->step_s = dist_now() - t0;
     st->loss = sum / ((double)e->lo.gbs * e->T);
     memcpy(st->t, e->t, sizeof e->t);
     return 0;

@@ -97,11 +97,11 @@ typedef struct {
     float *send_ring;
     int nsend;                   // ring entries
     int send_next;
-    MPI_Request *send_req;
+    DistReq *send_req;
     int *tokens, *targets;       // (nmb, N)
     /* per-layer DP buckets */
     size_t *lay_start, *lay_n;
-    MPI_Request *dp_req;         // (nlayers + 1)
+    DistReq *dp_req;         // (nlayers + 1)
     int ndp_req;
     /* accounting */
     double mem[XM_COUNT];        // bytes allocated by category

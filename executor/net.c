@@ -237,9 +237,7 @@ static double vocab_parallel_ce(Exec *e, const int *targets, float scale)
             m = l[j] > m ? l[j] : m;
         mx[i] = m;
     }
-    double t0 = MPI_Wtime();
-    CHECK_MPI_WAIT(e->d.tp_comm, -1, MPI_Allreduce(MPI_IN_PLACE, mx, N, MPI_FLOAT, MPI_MAX, e->d.tp_comm));
-    e->t[PH_TP] += MPI_Wtime() - t0;
+    dist_allreduce_max(mx, N, e->d.tp_comm, &e->t[PH_TP]);
     for (int i = 0; i < N; i++) {
         const float *l = e->logits + (size_t)i * Vl;
         double s = 0;
@@ -274,7 +272,7 @@ double net_head(Exec *e, const int *targets, float scale, float *dlast)
     const float *in = col_input(e, e->head_n);
     k_matmul_fwd(e->logits, in, wh, NULL, N, C, e->Vl);
     double sum = 0;
-    double tb = MPI_Wtime(), tp0 = e->t[PH_TP];
+    double tb = dist_now(), tp0 = e->t[PH_TP];
     if (!tp_on(e)) {
         k_crossentropy_fwd(e->ce_loss, e->ce_lse, e->logits, targets, N, e->Vl, e->m.vocab);
         for (int i = 0; i < N; i++)
@@ -291,6 +289,6 @@ double net_head(Exec *e, const int *targets, float scale, float *dlast)
              e->head_in, lw, e->head_mean, e->head_rstd);
     /* the loss backward is backward work even though it runs inside a forward
      * action; run_forward leaves out of PH_FWD whatever lands in PH_BWD */
-    e->t[PH_BWD] += MPI_Wtime() - tb - (e->t[PH_TP] - tp0);
+    e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] - tp0);
     return sum;
 }

@@ -42,9 +42,7 @@ void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, d
      * wait for it, and the phases would no longer sum to the step */
     double t[PH_COUNT];
     memcpy(t, st->t, sizeof t);
-    struct { double v; int rank; } busy = {t[PH_FWD] + t[PH_BWD] + t[PH_RECOMPUTE], e->d.rank};
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allreduce(MPI_IN_PLACE, &busy, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Bcast(t, PH_COUNT, MPI_DOUBLE, busy.rank, MPI_COMM_WORLD));
+    dist_world_bcast_doubles(t, PH_COUNT, dist_world_argmax(t[PH_FWD] + t[PH_BWD] + t[PH_RECOMPUTE]));
     double tokens = (double)e->lo.gbs * e->T;
     double ts = tokens / st->step_s;
     double u = r->peak > 0 ? ts * r->flops_per_token / (r->peak * e->d.world) : 0;
@@ -105,7 +103,7 @@ cJSON *runlog_finish(RunLog *r, const Exec *e)
     mine[XM_COUNT + 3] = e->d.dp_rank;
     mine[XM_COUNT + 4] = 0;
     double all[nv * (e->d.world > 0 ? e->d.world : 1)];
-    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, nv, MPI_DOUBLE, all, nv, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    dist_world_gather_doubles(mine, nv, all);
     if (e->d.rank != 0) {
         cJSON_Delete(r->steps);
         r->steps = NULL;
