@@ -163,13 +163,6 @@ static void rank_name(char *buf, size_t n, int rank)
     snprintf(buf, n, "rank_%05d.ckpt", rank);
 }
 
-/* Every rank learns whether any failed; the lowest failing rank's message
- * replaces err everywhere, so rank 0 can print it. */
-static int agree(int rc, char *err, int errlen)
-{
-    return dist_world_agree(rc, err, errlen);
-}
-
 static int make_dir(const char *dir, char *err, int errlen)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
@@ -253,7 +246,7 @@ int exec_save(Exec *e, const char *dir, char *err, int errlen)
     int rc = 0;
     if (e->d.rank == 0)
         rc = make_dir(dir, err, errlen) || make_dir(stepdir, err, errlen) ? -1 : 0;
-    if (agree(rc, err, errlen) != 0)
+    if (dist_world_agree(rc, err, errlen) != 0)
         return -1;
 
     CkptHeader h;
@@ -272,7 +265,7 @@ int exec_save(Exec *e, const char *dir, char *err, int errlen)
     rank_name(name, sizeof name, e->d.rank);
     snprintf(path, sizeof path, "%s/%s", stepdir, name);
     rc = atomic_write(path, parts, lens, 4, inject_kill_at(e, total), err, errlen);
-    if (agree(rc, err, errlen) != 0) {
+    if (dist_world_agree(rc, err, errlen) != 0) {
         unlink(path);   // nothing points at it; free the space
         return -1;
     }
@@ -282,7 +275,7 @@ int exec_save(Exec *e, const char *dir, char *err, int errlen)
         snprintf(err, errlen, "checkpoint: out of memory");
         rc = -1;
     }
-    if (agree(rc, err, errlen) != 0)
+    if (dist_world_agree(rc, err, errlen) != 0)
         return -1;
     dist_world_gather_u64(mine, 2, all);
     if (e->d.rank == 0) {
@@ -294,7 +287,7 @@ int exec_save(Exec *e, const char *dir, char *err, int errlen)
         }
     }
     free(all);
-    return agree(rc, err, errlen);
+    return dist_world_agree(rc, err, errlen);
 }
 
 /* ---- loading -------------------------------------------------------------- */
@@ -433,5 +426,5 @@ static int load_rank(Exec *e, const char *dir, char *err, int errlen)
 
 int exec_load(Exec *e, const char *dir, char *err, int errlen)
 {
-    return agree(load_rank(e, dir, err, errlen), err, errlen);
+    return dist_world_agree(load_rank(e, dir, err, errlen), err, errlen);
 }
