@@ -298,6 +298,23 @@ typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> FragB;
 typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> FragBT;   // Xᵀ of a row-major X
 typedef wm::fragment<wm::accumulator, 16, 16, 16, float> FragC;
 
+/* bf16 fragment loads from shared memory. wm::load_matrix_sync emits the
+ * generic-address wmma.load for bf16 (4 LD.E + MOVM per fragment in the
+ * SASS); the same PTX instruction with .shared lowers to one LDSM. Same
+ * instruction, so the same fragment layout; 4 b32 registers a fragment.
+ * The fragment's type picks the overload (a row-major, b row- or col-major). */
+#define KC_WMMA_LD(name, Frag, op)                                                        \
+    __device__ __forceinline__ void name(Frag &f, const bf16 *p, unsigned ld) {          \
+        unsigned *x = (unsigned *)&f.x[0];                                               \
+        unsigned a = (unsigned)__cvta_generic_to_shared(p);                              \
+        asm volatile("wmma.load." op ".sync.aligned.m16n16k16.shared.bf16 {%0,%1,%2,%3}, [%4], %5;" \
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(a), "r"(ld) : "memory"); \
+    }
+KC_WMMA_LD(ld_smem, FragA, "a.row")
+KC_WMMA_LD(ld_smem, FragB, "b.row")
+KC_WMMA_LD(ld_smem, FragBT, "b.col")
+#undef KC_WMMA_LD
+
 /* smem bytes: one bf16 (TT, HS+8) tile (the +8 makes fragment loads
  * conflict-free), and each kernel's total */
 __host__ __device__ static constexpr size_t tc_tile(int HS) { return (size_t)TT * (HS + 8) * sizeof(bf16); }
@@ -366,7 +383,7 @@ __device__ __forceinline__ void warp_store(bf16 *y, size_t rs, int t0, int T, co
  * a 16 x 16 smem tile of per-row factors loaded as an accumulator fragment
  * (same type, same map). Scores are kept in log2 units (exp2). */
 template <int HS>
-__global__ void __launch_bounds__(TW * 32)
+__global__ void __launch_bounds__(TW * 32, 3)   // 3 blocks an SM: smem 65 KB, ≤ 170 registers
 attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                         int T, int NH, int NKV) {
     constexpr int NF = HS / 16, LDT = HS + 8;
@@ -390,7 +407,7 @@ attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
     FragC of[NF];
     #pragma unroll
     for (int kk = 0; kk < NF; kk++) {
-        wm::load_matrix_sync(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
+        ld_smem(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
         wm::fill_fragment(of[kk], 0.0f);
     }
     int r = lane & 15, half = lane >> 4, tq = q0 + warp * 16 + r, last = min(tq, T - 1);
@@ -407,7 +424,7 @@ attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
             #pragma unroll
             for (int kk = 0; kk < NF; kk++) {
                 FragBT kf;
-                wm::load_matrix_sync(kf, Ks + j * 16 * LDT + kk * 16, LDT);
+                ld_smem(kf, Ks + j * 16 * LDT + kk * 16, LDT);
                 wm::mma_sync(sf, qf[kk], kf, sf);
             }
             wm::store_matrix_sync(Ss + j * 16, sf, LDS, wm::mem_row_major);
@@ -456,11 +473,11 @@ attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
             for (int i = 0; i < cf.num_elements; i++) of[n].x[i] *= cf.x[i];
         for (int kk = 0; kk < nj; kk++) {
             FragA pf;
-            wm::load_matrix_sync(pf, Ps + kk * 16, LDP);
+            ld_smem(pf, Ps + kk * 16, LDP);
             #pragma unroll
             for (int n = 0; n < NF; n++) {
                 FragB vf;
-                wm::load_matrix_sync(vf, Vs + kk * 16 * LDT + n * 16, LDT);
+                ld_smem(vf, Vs + kk * 16 * LDT + n * 16, LDT);
                 wm::mma_sync(of[n], pf, vf, of[n]);
             }
         }
@@ -472,6 +489,216 @@ attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, con
     __syncthreads();                                   // K, V free: stage O there
     warp_store<HS>(out + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0 + warp * 16, T, of,
                    (float *)tc_smem + warp * 16 * (HS + 4), Linv, 1.0f, false);
+}
+
+/* Ls[i] = lse_t·log2e and Ds[i] = dO_t · O_t for rows t = t0 + i of one head
+ * (0 past T); HS/8 lanes a row, 16-byte loads */
+template <int HS>
+__device__ __forceinline__ void row_stats(float *Ls, float *Ds, const bf16 *dob, const bf16 *ob,
+                                          size_t rs, const float *lseb, int t0, int T) {
+    constexpr int G = HS / 8, RPI = 32 / G;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i0 = warp * RPI; i0 < TT; i0 += TW * RPI) {
+        int i = i0 + lane / G, t = t0 + i, c = lane % G * 8;
+        float s = 0.0f;
+        if (t < T) {
+            Pack8 a = *(const Pack8 *)(dob + (size_t)t * rs + c), o = *(const Pack8 *)(ob + (size_t)t * rs + c);
+            #pragma unroll
+            for (int j = 0; j < 8; j++) s += __bfloat162float(a.v[j]) * __bfloat162float(o.v[j]);
+        }
+        #pragma unroll
+        for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane % G == 0) {
+            Ds[i] = s;
+            Ls[i] = t < T ? lseb[t] * LOG2E : 0.0f;
+        }
+    }
+}
+
+/* dQ: block = TT query rows (warp w owns 16) over the key tiles up to the
+ * diagonal, like the forward. Per 16-key block j: S = Q·Kᵀ and dP = dO·Vᵀ
+ * on tensor cores (Q, dO fragments held in registers), staged to smem;
+ * lane (r, c0) turns 8 of them into dS = P∘(dP − D) in bf16; then
+ * dQ += dS·K. dq += scale·dQ at the end. */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dq_tc_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const bf16 *out, const float *lse, int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Qs = (bf16 *)tc_smem, *dOs = Qs + TT * LDT, *Ks = dOs + TT * LDT, *Vs = Ks + TT * LDT;
+    float *Ls = (float *)(Vs + TT * LDT), *Ds = Ls + TT;
+    float *St = (float *)((unsigned char *)(Ds + TT) + warp * dq_tc_warp), *dPt = St + 16 * LDF;
+    bf16 *dSs = (bf16 *)(dPt + 16 * LDF);              // (16, LDP)
+
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;
+    int h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t qoff = (size_t)b * T * qrs + (size_t)h * HS, koff = (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Qs, q + qoff, qrs, q0, T);
+    tile_load<HS>(dOs, dout + qoff, qrs, q0, T);
+    row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
+    __syncthreads();
+    FragA qf[NF], df[NF];
+    FragC acc[NF];
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++) {
+        ld_smem(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
+        ld_smem(df[kk], dOs + warp * 16 * LDT + kk * 16, LDT);
+        wm::fill_fragment(acc[kk], 0.0f);
+    }
+    int r = lane & 15, c0 = (lane >> 4) * 8, tq = q0 + warp * 16 + r;
+    float sl2 = rsqrtf((float)HS) * LOG2E, lr = Ls[warp * 16 + r], dr = Ds[warp * 16 + r];
+    for (int k0 = 0; k0 <= q0; k0 += TT) {
+        __syncthreads();
+        tile_load<HS>(Ks, k + koff, krs, k0, T);
+        tile_load<HS>(Vs, v + koff, krs, k0, T);
+        __syncthreads();
+        int nj = k0 == q0 ? warp + 1 : TT / 16;
+        for (int j = 0; j < nj; j++) {
+            FragC sf, pf;
+            wm::fill_fragment(sf, 0.0f);
+            wm::fill_fragment(pf, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < NF; kk++) {
+                FragBT kf, vf;
+                ld_smem(kf, Ks + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(sf, qf[kk], kf, sf);
+                ld_smem(vf, Vs + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(pf, df[kk], vf, pf);
+            }
+            wm::store_matrix_sync(St, sf, LDF, wm::mem_row_major);
+            wm::store_matrix_sync(dPt, pf, LDF, wm::mem_row_major);
+            __syncwarp();
+            float sv[8], dp[8];
+            *(float4 *)sv = *(const float4 *)(St + r * LDF + c0);
+            *(float4 *)(sv + 4) = *(const float4 *)(St + r * LDF + c0 + 4);
+            *(float4 *)dp = *(const float4 *)(dPt + r * LDF + c0);
+            *(float4 *)(dp + 4) = *(const float4 *)(dPt + r * LDF + c0 + 4);
+            Pack8 o;
+            #pragma unroll
+            for (int e = 0; e < 8; e++) {
+                int key = k0 + j * 16 + c0 + e;
+                float p = key <= tq && tq < T ? exp2f(sv[e] * sl2 - lr) : 0.0f;
+                o.v[e] = __float2bfloat16(p * (dp[e] - dr));
+            }
+            *(Pack8 *)(dSs + r * LDP + j * 16 + c0) = o;
+            __syncwarp();                              // St, dPt free; dSs complete
+        }
+        for (int kk = 0; kk < nj; kk++) {
+            FragA af;
+            ld_smem(af, dSs + kk * 16, LDP);
+            #pragma unroll
+            for (int n = 0; n < NF; n++) {
+                FragB kf;
+                ld_smem(kf, Ks + kk * 16 * LDT + n * 16, LDT);
+                wm::mma_sync(acc[n], af, kf, acc[n]);
+            }
+        }
+    }
+    __syncthreads();
+    warp_store<HS>(dq + qoff, qrs, q0 + warp * 16, T, acc, (float *)tc_smem + warp * 16 * (HS + 4),
+                   NULL, rsqrtf((float)HS), true);
+}
+
+/* dK, dV: block = TT keys of kv head g (warp w owns 16) against every query
+ * tile at or after them, for each query head of the group. Per 16-query
+ * block j: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ on tensor cores, staged to smem; lane
+ * (r, c0) writes Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) in bf16; then dV += Pᵀ·dO and
+ * dK += dSᵀ·Q. The accumulators (2·HS/16 fragments) stay in registers, K
+ * and V fragments are re-read from smem. dk += scale·dK, dv += dV. */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dkdv_tc_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+                             const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                             int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Ks = (bf16 *)tc_smem, *Vs = Ks + TT * LDT, *Qs = Vs + TT * LDT, *dOs = Qs + TT * LDT;
+    float *Ls = (float *)(dOs + TT * LDT), *Ds = Ls + TT;
+    float *St = (float *)((unsigned char *)(Ds + TT) + warp * dkdv_tc_warp), *dPt = St + 16 * LDF;
+    bf16 *Pt = (bf16 *)(dPt + 16 * LDF), *dSt = Pt + 16 * LDP;   // (16, LDP) each
+
+    int k0 = blockIdx.x * TT, g = blockIdx.y, b = blockIdx.z, rep = NH / NKV;
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t koff = (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Ks, k + koff, krs, k0, T);
+    tile_load<HS>(Vs, v + koff, krs, k0, T);
+    FragC dka[NF], dva[NF];
+    #pragma unroll
+    for (int n = 0; n < NF; n++) {
+        wm::fill_fragment(dka[n], 0.0f);
+        wm::fill_fragment(dva[n], 0.0f);
+    }
+    int r = lane & 15, c0 = (lane >> 4) * 8, key = k0 + warp * 16 + r;
+    float sl2 = rsqrtf((float)HS) * LOG2E;
+    const bf16 *Kw = Ks + warp * 16 * LDT, *Vw = Vs + warp * 16 * LDT;
+    for (int h = g * rep; h < (g + 1) * rep; h++) {
+        size_t qoff = (size_t)b * T * qrs + (size_t)h * HS;
+        for (int q0 = k0; q0 < T; q0 += TT) {
+            __syncthreads();
+            tile_load<HS>(Qs, q + qoff, qrs, q0, T);
+            tile_load<HS>(dOs, dout + qoff, qrs, q0, T);
+            row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
+            __syncthreads();
+            int j0 = q0 == k0 ? warp : 0;              // earlier query blocks see none of these keys
+            for (int j = j0; j < TT / 16; j++) {
+                FragC sf, pf;
+                wm::fill_fragment(sf, 0.0f);
+                wm::fill_fragment(pf, 0.0f);
+                #pragma unroll
+                for (int kk = 0; kk < NF; kk++) {
+                    FragA ka, va;
+                    FragBT qb, ob;
+                    ld_smem(ka, Kw + kk * 16, LDT);
+                    ld_smem(qb, Qs + j * 16 * LDT + kk * 16, LDT);
+                    wm::mma_sync(sf, ka, qb, sf);
+                    ld_smem(va, Vw + kk * 16, LDT);
+                    ld_smem(ob, dOs + j * 16 * LDT + kk * 16, LDT);
+                    wm::mma_sync(pf, va, ob, pf);
+                }
+                wm::store_matrix_sync(St, sf, LDF, wm::mem_row_major);
+                wm::store_matrix_sync(dPt, pf, LDF, wm::mem_row_major);
+                __syncwarp();
+                float sv[8], dp[8];
+                *(float4 *)sv = *(const float4 *)(St + r * LDF + c0);
+                *(float4 *)(sv + 4) = *(const float4 *)(St + r * LDF + c0 + 4);
+                *(float4 *)dp = *(const float4 *)(dPt + r * LDF + c0);
+                *(float4 *)(dp + 4) = *(const float4 *)(dPt + r * LDF + c0 + 4);
+                Pack8 po, so;
+                #pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    int i = j * 16 + c0 + e, tq = q0 + i;
+                    float p = key <= tq && tq < T ? exp2f(sv[e] * sl2 - Ls[i]) : 0.0f;
+                    po.v[e] = __float2bfloat16(p);
+                    so.v[e] = __float2bfloat16(p * (dp[e] - Ds[i]));
+                }
+                *(Pack8 *)(Pt + r * LDP + j * 16 + c0) = po;
+                *(Pack8 *)(dSt + r * LDP + j * 16 + c0) = so;
+                __syncwarp();
+            }
+            for (int kk = j0; kk < TT / 16; kk++) {
+                FragA pa, sa;
+                ld_smem(pa, Pt + kk * 16, LDP);
+                ld_smem(sa, dSt + kk * 16, LDP);
+                #pragma unroll
+                for (int n = 0; n < NF; n++) {
+                    FragB ob, qb;
+                    ld_smem(ob, dOs + kk * 16 * LDT + n * 16, LDT);
+                    wm::mma_sync(dva[n], pa, ob, dva[n]);
+                    ld_smem(qb, Qs + kk * 16 * LDT + n * 16, LDT);
+                    wm::mma_sync(dka[n], sa, qb, dka[n]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    float *stage = (float *)tc_smem + warp * 16 * (HS + 4);
+    warp_store<HS>(dv + koff, krs, k0 + warp * 16, T, dva, stage, NULL, 1.0f, true);
+    __syncwarp();
+    warp_store<HS>(dk + koff, krs, k0 + warp * 16, T, dka, stage, NULL, rsqrtf((float)HS), true);
 }
 
 /* shared-memory bytes of each kernel, in floats */
@@ -525,6 +752,25 @@ static void fwd_tc(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf
     CHECK_LAUNCH();
 }
 
+template <int HS>
+static void bwd_tc(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                   const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
+                   cudaStream_t st) {
+    size_t s1 = dkdv_tc_smem(HS), s2 = dq_tc_smem(HS);
+    allow_smem(attention_bwd_dkdv_tc_kernel<HS>, s1);
+    allow_smem(attention_bwd_dq_tc_kernel<HS>, s2);
+    if (dk && dv) {
+        dim3 g1(ceil_div(T, TT), NKV, B);
+        attention_bwd_dkdv_tc_kernel<HS><<<g1, TW * 32, s1, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+    if (dq) {
+        dim3 g2(ceil_div(T, TT), NH, B);
+        attention_bwd_dq_tc_kernel<HS><<<g2, TW * 32, s2, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+}
+
 static KcAttnImpl attn_impl = KC_ATTN_AUTO;
 
 KcAttnImpl kc_attention_set_impl(KcAttnImpl impl) {
@@ -573,6 +819,12 @@ void kc_attention_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16
                       int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
     if (B * T == 0) return;
     if (NKV <= 0 || NH % NKV) bad_shape("kc_attention_bwd", HS, NH, NKV);
+    const void *ptr[] = {dq, dk, dv, dout, q, k, v, out};
+    if (use_tc(HS, ptr, 8)) {
+        if (HS == 64) bwd_tc<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+        else bwd_tc<128>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+        return;
+    }
     switch (HS) {
     case 32:  bwd<32>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st); break;
     case 64:  bwd<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st); break;
