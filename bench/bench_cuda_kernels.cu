@@ -119,16 +119,27 @@ int main(int argc, char **argv) {
     flop_row("matmul_fwd lm head", 2.0 * 4096 * C * V,
              time_s([&] { kc_matmul_fwd(logits, x, wte, NULL, 4096, C, V, 0); }));
 
-    printf("\n-- attention (tiled, SIMT fp32), B=%d T=%d NH=%d HS=%d causal\n", B, T, NH, HS);
+    printf("\n-- attention, B=%d T=%d NH=%d HS=%d causal: FLOPs of the causal half, bwd = 2.5 x fwd;\n"
+           "   tc = tensor cores (the default), simt = kc_attention_set_impl(KC_ATTN_SIMT)\n", B, T, NH, HS);
     bf16 *q = rand_bf(NC, 1), *k = rand_bf(NC, 1), *v = rand_bf(NC, 1), *o = rand_bf(NC, 1);
     bf16 *dq = rand_bf(NC, 1), *dk = rand_bf(NC, 1), *dv = rand_bf(NC, 1);
     float *lse = rand_f((size_t)B * NH * T, 1);
-    double af = 4.0 * B * (double)T * T * NH * HS * 0.5;
-    flop_row("attention_fwd", af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); }));
-    flop_row("attention_bwd", 2.5 * af, time_s([&] {
-        kc_attention_bwd(dq, dk, dv, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
-    flop_row("attention_fwd GQA 4:1", af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH / 4, HS, 0); }));
-
+    double af = 4.0 * B * (double)T * T * NH * HS * 0.5, at[2][2];
+    kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0);   // a real lse for the backward
+    const struct { const char *tag; KcAttnImpl impl; } impls[] = {{"tc", KC_ATTN_AUTO}, {"simt", KC_ATTN_SIMT}};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        kc_attention_set_impl(impls[i].impl);
+        snprintf(name, sizeof name, "attention_fwd %s", impls[i].tag);
+        flop_row(name, af, at[i][0] = time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); }));
+        snprintf(name, sizeof name, "attention_bwd %s", impls[i].tag);
+        flop_row(name, 2.5 * af, at[i][1] = time_s([&] {
+            kc_attention_bwd(dq, dk, dv, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
+        snprintf(name, sizeof name, "attention_fwd GQA4 %s", impls[i].tag);
+        flop_row(name, af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH / 4, HS, 0); }));
+    }
+    kc_attention_set_impl(KC_ATTN_AUTO);
+    printf("attention_tc_vs_simt     fwd %.1fx, bwd %.1fx faster\n", at[1][0] / at[0][0], at[1][1] / at[0][1]);
     printf("\n-- memory-bound kernels, fewest bytes moved\n");
     bf16 *wn = rand_bf(C, 1), *bn = rand_bf(C, 1), *dx = rand_bf(NC, 1);
     float *mean = rand_f(N, 1), *rstd = rand_f(N, 1), *dwn = rand_f(C, 1), *dbn = rand_f(C, 1);

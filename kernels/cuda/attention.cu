@@ -1,26 +1,32 @@
 /* attention.cu — causal grouped-query attention, FlashAttention-style: the
- * (T, T) score matrix is never stored. Forward keeps lse (B, NH, T); the
- * backward recomputes p = exp(s − lse).
+ * (T, T) score matrix is never stored. Forward keeps lse (B, NH, T), the
+ * natural-log sum-exp of the scaled scores; the backward recomputes
+ * p = exp(s − lse). Two implementations of the same three kernels:
  *
- * All three kernels share one shape: a block of 4 warps, each warp owning 4
- * "rows" (query rows, or keys in the dK/dV pass) held in registers, and the
- * 32 lanes of a warp walking the other side 32 at a time from shared-memory
- * tiles (lane = key in the forward and dQ passes, lane = query in dK/dV).
- * Arithmetic is fp32 on the SIMT units, accumulators in registers, bf16
- * only at the edges.
- *   forward  grid (T/16, NH, B): online softmax over key tiles 0..q0+15
- *   dK, dV   grid (T/16, NKV, B): the block's 16 keys against every query
- *            tile at or after them, for each query head of the group
- *   dQ       grid (T/16, NH, B): like the forward
- * Splitting dK/dV from dQ recomputes the scores twice but needs no atomics
- * and keeps the result deterministic.
- * TODO(perf): tensor cores (mma.sync / wgmma on sm_90a) for QKᵀ, PV and the
- * backward products; this version is the correct baseline they are tested
- * against (docs/gpu/NOTES.md). */
+ * Tensor cores (HS 64 and 128, 16-byte aligned pointers; the default):
+ * WMMA m16n16k16, bf16 operands, fp32 accumulation, FlashAttention-2
+ * blocking. A block is 4 warps; a warp owns 16 rows (queries, or keys in the
+ * dK/dV pass) of a 64-row tile and walks 64-wide tiles of the other side.
+ *   forward  grid (T/64, NH, B): S = Q·Kᵀ, online softmax in smem, O += P·V
+ *   dK, dV   grid (T/64, NKV, B): Sᵀ, dPᵀ, then dV += Pᵀ·dO, dK += dSᵀ·Q,
+ *            for every query tile at or after the keys and every head of
+ *            the group
+ *   dQ       grid (T/64, NH, B): S, dP, then dQ += dS·K
+ * P and dS are rounded to bf16 before their products (the usual FA2 trade).
+ *
+ * SIMT (every supported HS, and kc_attention_set_impl(KC_ATTN_SIMT)): 4
+ * warps each holding 4 rows in registers, the 32 lanes walking the other
+ * side 32 at a time from fp32 smem tiles; fp32 arithmetic throughout. It is
+ * the baseline the tensor-core kernels are tested against.
+ *
+ * Both split dK/dV from dQ: the scores are recomputed twice, but there are
+ * no atomics and the result is deterministic. Not done yet: wgmma/TMA
+ * (sm_90a), cp.async double buffering of the K/V tiles (docs/gpu/NOTES.md). */
 #include <math.h>
 #include <mma.h>
 #include "common.cuh"
 
+/* SIMT path: NW warps of RPW rows, BC columns a tile */
 enum { NW = 4, RPW = 4, BR = NW * RPW, BC = 32 };
 
 int kc_attention_supported(int HS) { return HS == 32 || HS == 64 || HS == 96 || HS == 128; }
