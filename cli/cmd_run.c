@@ -1,5 +1,6 @@
 /* cmd_run.c — `mpirun -np N ultraplan run plan.json`: execute a plan on the
- * CPU backend, print one progress line per step on rank 0, write run.json.
+ * CPU backend (or, with --backend cuda, one GPU per rank), print one
+ * progress line per step on rank 0, write run.json.
  *
  * Faults (docs/reliability/FAULTS.md): a lost or hung rank is caught by the
  * communication watchdog (dist.h); a NaN/Inf loss stops the run without a
@@ -20,6 +21,12 @@
 #include "curun.h"
 #endif
 
+#if ULTRAPLAN_HAVE_CUDA
+static const char *multi_gpu_note(void) { return curun_multi_gpu() ? "this one has" : "this one has not, so one GPU"; }
+#else
+static const char *multi_gpu_note(void) { return "this one has no CUDA backend"; }
+#endif
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: mpirun -np N ultraplan run plan.json --data FILE [--steps K] [-o run.json]\n"
@@ -38,11 +45,14 @@ static void help(FILE *f)
                "                        seconds, or 3x the slowest step so far if longer (a lost\n"
                "                        or hung rank; default 20, 0 = never)\n"
                "  -o FILE               write run.json (ultraplan.run/1)\n"
-               "  --backend cpu|cuda    cpu (default): fp32 under mpirun; cuda: bf16 on one GPU, for\n"
-               "                        plans with dp = tp = pp = cp = 1 (no NCCL yet), no checkpoints\n"
+               "  --backend cpu|cuda    cpu (default): fp32 under mpirun; cuda: bf16, one GPU per rank\n"
+               "                        (mpirun -np dp*tp*pp, NCCL between them when the build has it:\n"
+               "                        %s), cp 1, no sequence parallel, ZeRO 0 or 1,\n"
+               "                        no checkpoints\n"
                "  --proxy-stage S       (cuda) run on one GPU the per-rank work of pipeline stage S of a\n"
                "                        large plan (its layers, tp-sharded) and compare the time per\n"
-               "                        micro-batch with the prediction less communication; no --data\n");
+               "                        micro-batch with the prediction less communication; no --data\n",
+            multi_gpu_note());
 }
 
 typedef struct {
@@ -127,28 +137,35 @@ bad:
 }
 
 #if ULTRAPLAN_HAVE_CUDA
-/* --backend cuda: one process on one GPU (executor/cuda/); 0 or 1. */
-static int run_cuda(const RunArgs *a, const PlanFile *pf, int world)
+/* --backend cuda: one GPU per rank (executor/cuda/); 0 or 1 on every rank. */
+static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
 {
     char err[1024];
-    if (world != 1 || a->ckpt_dir) {
-        fprintf(stderr, "ultraplan run: the CUDA backend runs one process on one GPU without checkpoints "
-                        "(dp = tp = pp = cp = 1, or --proxy-stage S); %s\n",
-                world != 1 ? "multi-GPU NCCL runs are not implemented yet: start it without mpirun"
-                           : "drop --checkpoint-dir/--resume");
+    if (a->ckpt_dir || (world != 1 && !curun_multi_gpu())) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: the CUDA backend %s\n",
+                    a->ckpt_dir ? "writes no checkpoints yet: drop --checkpoint-dir/--resume"
+                                : "of this build runs one GPU (no NCCL at configure time): start it without mpirun, "
+                                  "or rebuild with NCCL");
         return 1;
     }
-    CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, stdout};
+    if (a->proxy_stage >= 0 && world != 1) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --proxy-stage runs one process on one GPU: start it without mpirun\n");
+        return 1;
+    }
+    CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, rank == 0 ? stdout : NULL};
     cJSON *doc = curun(&pf->model, &pf->hw, &pf->layout, &o, err, sizeof err);
     if (!doc) {
-        fprintf(stderr, "ultraplan run: %s\n", err);
+        if (err[0])
+            fprintf(stderr, "ultraplan run: %s\n", err);
         return 1;
     }
     cJSON_AddStringToObject(doc, "plan", a->plan);
     cJSON_AddItemToObject(doc, "model", report_model_json(&pf->model));
     cJSON_AddItemToObject(doc, "layout", report_layout_json(&pf->layout));
     int rc = 0;
-    if (a->out) {
+    if (a->out && rank == 0) {
         char *text = cJSON_Print(doc);
         if (!text || report_write_atomic(a->out, text, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan run: %s\n", text ? err : "out of memory");
@@ -157,12 +174,12 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf, int world)
         free(text);
     }
     cJSON_Delete(doc);
-    return rc;
+    return world > 1 ? dist_world_max(rc) : rc;
 }
 #else
-static int run_cuda(const RunArgs *a, const PlanFile *pf, int world)
+static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
 {
-    (void)a, (void)pf, (void)world;
+    (void)a, (void)pf, (void)rank, (void)world;
     fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
     return 1;
 }
@@ -285,7 +302,7 @@ static int run_main(int argc, char **argv)
     if (report_failure(planfile_read(a.plan, &pf, err, sizeof err) != 0, err, rank))
         goto done;
     if (a.cuda) {
-        rc = run_cuda(&a, &pf, world);
+        rc = run_cuda(&a, &pf, rank, world);
         goto done;
     }
     if (rank == 0 && pf.layout.prec != PREC_FP32)
@@ -338,4 +355,4 @@ done:
     return rc;
 }
 
-const Command cmd_run = {"run", "execute a plan under mpirun (CPU backend) and measure it", run_main};
+const Command cmd_run = {"run", "execute a plan under mpirun (CPU or CUDA backend) and measure it", run_main};

@@ -1,5 +1,6 @@
-/* cuexec.c — see cuexec.h. Mirrors executor/net.c and exec.c with dp = tp =
- * pp = 1 (no communication), on bf16 device tensors. */
+/* cuexec.c — see cuexec.h. Set-up, slabs, the schedule loop, the pipeline's
+ * sends and receives, DP buckets, ZeRO-1 and AdamW: exec.c's structure on
+ * bf16 device tensors; the layer math is cunet.c. */
 #include "cuexec.h"
 
 #include <math.h>
@@ -7,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NORM_EPS 1e-5f
-#define ROPE_THETA 10000.0f
+#include "cunet.h"
+
 #define ALIGN 256
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
@@ -52,25 +53,55 @@ static void carve_layer(const ProxyShape *s, Carver *c, CuActs *A, int full_rc, 
     A->rstd2 = TAKE_F(c, N);
 }
 
+/* The layers of chunk c carved from base (NULL: count); bytes used. */
+static size_t carve_chunk(CuExec *e, int c, char *base, CuActs *la)
+{
+    Carver a = {base, 0};
+    for (int j = 0; j < e->chunk_layers[c]; j++)
+        carve_layer(&e->sh, &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
+    return a.n;
+}
+
+/* Slot s's layer tables for chunk c (each chunk has its own recompute pattern). */
+static void slot_bind(CuExec *e, int s, int c)
+{
+    e->la = e->slot_la + (size_t)s * e->maxchunk;
+    carve_chunk(e, c, e->slot_base[s], e->la);
+}
+
+static int is_last(const CuExec *e) { return e->proxy ? e->sh.last : e->d.pp_rank == e->pp - 1; }
+
+/* Lay out acts and buffers (slabs NULL: count into e->mem). */
 static void carve(CuExec *e)
 {
     const ProxyShape *s = &e->sh;
     Carver a = {e->slab[XM_ACTS], 0}, b = {e->slab[XM_BUFFERS], 0};
     size_t N = s->N, C = s->C;
-    int any_full = 0;
-    for (int i = 0; i < s->layers; i++) {
-        carve_layer(s, &a, &e->la[i], e->rc[i] == 2, 1);
+    int any_full = 0, last = is_last(e);
+    for (int i = 0; i < s->layers; i++)
         any_full |= e->rc[i] == 2;
+    if (!a.base) {   // every slot is as large as the largest chunk
+        e->slot_bytes = 0;
+        for (int c = 0; c < e->nchunk; c++) {
+            size_t n = carve_chunk(e, c, NULL, e->slot_la);
+            e->slot_bytes = n > e->slot_bytes ? n : e->slot_bytes;
+        }
+        e->slot_bytes = (e->slot_bytes + ALIGN - 1) / ALIGN * ALIGN;
     }
+    for (int k = 0; k < e->nslots; k++)
+        e->slot_base[k] = take(&a, e->slot_bytes);
     if (any_full)
         carve_layer(s, &a, &e->ws, 0, 0);
-    e->head_in = TAKE_BF(&a, N * C);   // the last layer's output (the next stage's input)
-    if (s->last) {
+    e->head_in = TAKE_BF(&a, N * C);   // the last layer's output (the proxy's next-stage input)
+    if (last) {
         e->head_n = TAKE_BF(&a, N * C);
         e->head_mean = TAKE_F(&a, N);
         e->head_rstd = TAKE_F(&a, N);
         e->logits = TAKE_BF(&a, N * s->Vl);
         e->ce_lse = TAKE_F(&b, N);
+        e->ce_red = e->tp > 1 ? TAKE_F(&b, 3 * N) : NULL;
+        for (int k = 0; k < e->nslots; k++)   // interleaved: the loss gradient waits for its backward
+            e->slot_dlast[k] = e->nchunk > 1 ? TAKE_BF(&b, N * C) : NULL;
     }
     e->losses = TAKE_F(&b, (size_t)e->nmb * N);
     e->dres = TAKE_BF(&b, N * C);
@@ -83,6 +114,7 @@ static void carve(CuExec *e)
     e->dhact = TAKE_BF(&b, N * (s->Fl > s->ql ? s->Fl : s->ql));
     e->rc_out = any_full ? TAKE_BF(&b, N * C) : NULL;
     e->grad_in = e->proxy && !s->last ? TAKE_BF(&b, N * C) : NULL;
+    e->ring = e->nring ? TAKE_BF(&b, (size_t)e->nring * N * C) : NULL;
     e->d_tokens = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
     e->d_targets = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
     e->mem[XM_ACTS] = (double)a.n;
@@ -112,236 +144,283 @@ static int dev_alloc(CuExec *e, ExecMem k, size_t bytes, char *err, int errlen)
     return 0;
 }
 
-/* ---- timers ------------------------------------------------------------- */
-
-static void tm_begin(CuExec *e, Phase p)
+static cudaEvent_t sync_event(void)
 {
-    if (e->ev_n == e->ev_cap) {   // grow: sums so far are kept in the events
-        int cap = e->ev_cap ? 2 * e->ev_cap : 256;
-        e->ev = realloc(e->ev, (size_t)2 * cap * sizeof *e->ev);
-        e->ev_phase = realloc(e->ev_phase, (size_t)cap * sizeof *e->ev_phase);
-        if (!e->ev || !e->ev_phase)
-            kc_fail("realloc", "out of host memory for timers", __FILE__, __LINE__);
-        for (int i = 2 * e->ev_cap; i < 2 * cap; i++)
-            CHECK_CUDA(cudaEventCreate(&e->ev[i]));
-        e->ev_cap = cap;
+    cudaEvent_t ev;
+    CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return ev;
+}
+
+/* ---- pipeline ------------------------------------------------------------- */
+
+/* A free send buffer from the ring; the compute stream waits for its last send. */
+static kc_bf16 *ring_take(CuExec *e, int *k)
+{
+    int i = e->ring_next;
+    e->ring_next = (i + 1) % e->nring;
+    if (e->ring_used[i]) {
+        int prev = cunet_tm_swap(e, PH_PP);
+        CHECK_CUDA(cudaStreamWaitEvent(e->st, e->ring_sent[i], 0));
+        cunet_tm_swap(e, prev);
     }
-    e->ev_phase[e->ev_n] = p;
-    CHECK_CUDA(cudaEventRecord(e->ev[2 * e->ev_n], e->st));
+    *k = i;
+    return e->ring + (size_t)i * e->sh.N * e->sh.C;
 }
 
-static void tm_end(CuExec *e)
+/* Send ring entry k once the compute stream has written it, on the send
+ * stream of its direction (never blocks the compute stream). */
+static void ring_send(CuExec *e, int k, CuLinkRole r)
 {
-    CHECK_CUDA(cudaEventRecord(e->ev[2 * e->ev_n + 1], e->st));
-    e->ev_n++;
+    cudaStream_t ss = e->sst[r == CL_FWD_OUT ? 0 : 1];
+    size_t nc = (size_t)e->sh.N * e->sh.C;
+    CHECK_CUDA(cudaEventRecord(e->ring_ready[k], e->st));
+    CHECK_CUDA(cudaStreamWaitEvent(ss, e->ring_ready[k], 0));
+    cucomm_send(e->cc, r, e->ring + (size_t)k * nc, nc, CC_BF16, ss);
+    CHECK_CUDA(cudaEventRecord(e->ring_sent[k], ss));
+    e->ring_used[k] = 1;
 }
 
-static void tm_sum(CuExec *e)
+static void pp_recv(CuExec *e, kc_bf16 *buf, CuLinkRole r)
 {
-    memset(e->t, 0, sizeof e->t);
-    for (int i = 0; i < e->ev_n; i++) {
-        float ms = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, e->ev[2 * i], e->ev[2 * i + 1]));
-        e->t[e->ev_phase[i]] += ms * 1e-3;
-    }
-    e->ev_n = 0;
+    int prev = cunet_tm_swap(e, PH_PP);
+    cucomm_recv(e->cc, r, buf, (size_t)e->sh.N * e->sh.C, CC_BF16, e->st);
+    cunet_tm_swap(e, prev);
 }
 
-/* ---- the network ---------------------------------------------------------- */
+/* ---- data parallelism ------------------------------------------------------ */
 
-static kc_bf16 *Wl(const CuExec *e, int li, ParamId id)
+/* All-reduce bucket b on the comm stream once the compute stream has made it. */
+static void launch_bucket(CuExec *e, int b)
 {
-    size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : e->wb + o;
-}
-static float *Gl(const CuExec *e, int li, ParamId id)
-{
-    size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : e->g + o;
-}
-static kc_bf16 *Ws(const CuExec *e, ParamId id)
-{
-    return e->ps.off[id] == PARAM_NONE ? NULL : e->wb + e->ps.off[id];
-}
-static float *Gs(const CuExec *e, ParamId id)
-{
-    return e->ps.off[id] == PARAM_NONE ? NULL : e->g + e->ps.off[id];
+    cudaStream_t cs = cucomm_stream(e->cc);
+    CHECK_CUDA(cudaEventRecord(e->bk_ev[b], e->st));
+    CHECK_CUDA(cudaStreamWaitEvent(cs, e->bk_ev[b], 0));
+    cucomm_allreduce(e->cc, CC_DP, e->g + e->bk[b].start, e->bk[b].n, CC_F32, CC_SUM, cs);
 }
 
-static void zero_bf(CuExec *e, kc_bf16 *x, size_t n)
-{
-    CHECK_CUDA(cudaMemsetAsync(x, 0, n * sizeof *x, e->st));   // bf16 +0.0 is all zero bits
-}
+static int dp_buckets(const CuExec *e) { return !e->proxy && e->dp > 1 && !e->zero1; }
 
-static void norm_fwd(CuExec *e, kc_bf16 *out, float *mean, float *rstd, const kc_bf16 *x, const kc_bf16 *w,
-                     const kc_bf16 *b)
-{
-    if (e->m.norm == NORM_LAYERNORM)
-        kc_layernorm_fwd(out, mean, rstd, x, w, b, e->sh.N, e->sh.C, NORM_EPS, e->st);
-    else
-        kc_rmsnorm_fwd(out, rstd, x, w, e->sh.N, e->sh.C, NORM_EPS, e->st);
-}
+/* ---- the step -------------------------------------------------------------- */
 
-static void norm_bwd(CuExec *e, kc_bf16 *dx, float *dw, float *db, const kc_bf16 *dout, const kc_bf16 *x,
-                     const kc_bf16 *w, const float *mean, const float *rstd)
-{
-    if (e->m.norm == NORM_LAYERNORM)
-        kc_layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, e->sh.N, e->sh.C, e->st);
-    else
-        kc_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->sh.N, e->sh.C, e->st);
-}
+static int first_vs(const CuExec *e, int c) { return e->proxy ? e->sh.first : e->d.pp_rank == 0 && c == 0; }
+static int last_vs(const CuExec *e, int c) { return e->proxy ? e->sh.last : is_last(e) && c == e->nchunk - 1; }
 
-static void layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
+static void run_layers_fwd(CuExec *e, int c, kc_bf16 *out)
 {
-    const ProxyShape *s = &e->sh;
-    int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
-    cudaStream_t st = e->st;
-    norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, Wl(e, li, P_LN1W), Wl(e, li, P_LN1B));
-    const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
-    kc_matmul_fwd(A->q, A->a1, wq, bq, N, C, ql, st);
-    kc_matmul_fwd(A->k, A->a1, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
-    kc_matmul_fwd(A->v, A->a1, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
-    if (e->m.pos == POS_ROPE) {
-        kc_rope_fwd(A->q, A->q, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
-        kc_rope_fwd(A->k, A->k, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
-    }
-    kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
-    kc_matmul_fwd(A->x2, A->o, Wl(e, li, P_PROJW), Wl(e, li, P_PROJB), N, ql, C, st);
-    kc_residual_fwd(A->x2, A->x2, A->x, (size_t)N * C, st);
-    norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
-    kc_matmul_fwd(A->hpre, A->a2, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, s->F1l, st);
-    if (e->m.mlp == MLP_SWIGLU)
-        kc_swiglu_fwd(A->hact, A->hpre, N, s->Fl, st);
-    else
-        kc_gelu_fwd(A->hact, A->hpre, (size_t)N * s->Fl, st);
-    kc_matmul_fwd(out, A->hact, Wl(e, li, P_FC2W), Wl(e, li, P_FC2B), N, s->Fl, C, st);
-    kc_residual_fwd(out, out, A->x2, (size_t)N * C, st);
-}
-
-/* e->dres holds d(out); on return d(x). Parameter grads accumulate. */
-static void layer_bwd(CuExec *e, int li, CuActs *A)
-{
-    const ProxyShape *s = &e->sh;
-    int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
-    size_t nc = (size_t)N * C;
-    cudaStream_t st = e->st;
-    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) */
-    zero_bf(e, e->dhact, (size_t)N * s->Fl);
-    kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), Gl(e, li, P_FC2B), e->dres, A->hact, Wl(e, li, P_FC2W), N, s->Fl,
-                  C, st);
-    zero_bf(e, e->dhpre, (size_t)N * s->F1l);
-    if (e->m.mlp == MLP_SWIGLU)
-        kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, s->Fl, st);
-    else
-        kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * s->Fl, st);
-    zero_bf(e, e->dcol, nc);
-    kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, A->a2, Wl(e, li, P_FC1W), N, C, s->F1l,
-                  st);
-    norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), e->dcol, A->x2, Wl(e, li, P_LN2W), A->mean2,
-             A->rstd2);
-
-    /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */
-    kc_bf16 *dov = e->dhact;   // free again
-    zero_bf(e, dov, (size_t)N * ql);
-    kc_matmul_bwd(dov, Gl(e, li, P_PROJW), Gl(e, li, P_PROJB), e->dres, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
-    zero_bf(e, e->dq, (size_t)N * ql);
-    zero_bf(e, e->dk, (size_t)N * kvl);
-    zero_bf(e, e->dv, (size_t)N * kvl);
-    kc_attention_bwd(e->dq, e->dk, e->dv, dov, A->q, A->k, A->v, A->o, A->lse, s->B, s->T, s->NHl, s->NKVl, s->HS,
-                     st);
-    const kc_bf16 *wq = Wl(e, li, P_QKVW);
-    float *gw = Gl(e, li, P_QKVW), *gb = Gl(e, li, P_QKVB);
-    const kc_bf16 *dq = e->dq, *dk = e->dk;
-    zero_bf(e, e->dcol, nc);
-    if (e->m.pos == POS_ROPE) {   // un-rotate into drope, one of q, k at a time
-        zero_bf(e, e->drope, (size_t)N * ql);
-        kc_rope_bwd(e->drope, e->dq, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
-        dq = e->drope;
-    }
-    kc_matmul_bwd(e->dcol, gw, gb, dq, A->a1, wq, N, C, ql, st);
-    if (e->m.pos == POS_ROPE) {
-        zero_bf(e, e->drope, (size_t)N * kvl);
-        kc_rope_bwd(e->drope, e->dk, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
-        dk = e->drope;
-    }
-    kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gb ? gb + ql : NULL, dk, A->a1, wq + (size_t)ql * C, N, C, kvl, st);
-    kc_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gb ? gb + ql + kvl : NULL, e->dv, A->a1,
-                  wq + (size_t)(ql + kvl) * C, N, C, kvl, st);
-    norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), e->dcol, A->x, Wl(e, li, P_LN1W), A->mean1,
-             A->rstd1);
-}
-
-/* Final norm, head, loss and their backward; leaves d(head_in) in dres. */
-static void head(CuExec *e, int mb, float scale)
-{
-    const ProxyShape *s = &e->sh;
-    int N = s->N, C = s->C;
-    ParamId hid = e->ps.off[P_HEAD] != PARAM_NONE ? P_HEAD : P_WTE;   // tied, one stage: the embedding
-    const kc_bf16 *wh = Ws(e, hid), *lw = Ws(e, P_LNFW), *lb = Ws(e, P_LNFB);
-    int valid = e->m.vocab < s->Vl ? e->m.vocab : s->Vl;
-    const int *tg = e->d_targets + (size_t)mb * N;
-    norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
-    kc_matmul_fwd(e->logits, e->head_n, wh, NULL, N, C, s->Vl, e->st);
-    kc_crossentropy_fwd(e->losses + (size_t)mb * N, e->ce_lse, e->logits, tg, N, s->Vl, valid, e->st);
-    kc_crossentropy_bwd(e->logits, e->logits, e->ce_lse, tg, scale, N, s->Vl, valid, e->st);
-    zero_bf(e, e->dcol, (size_t)N * C);
-    kc_matmul_bwd(e->dcol, Gs(e, hid), NULL, e->logits, e->head_n, wh, N, C, s->Vl, e->st);
-    zero_bf(e, e->dres, (size_t)N * C);
-    norm_bwd(e, e->dres, Gs(e, P_LNFW), Gs(e, P_LNFB), e->dcol, e->head_in, lw, e->head_mean, e->head_rstd);
-}
-
-static void micro_batch(CuExec *e, int mb)
-{
-    const ProxyShape *s = &e->sh;
-    int L = s->layers, N = s->N;
-    const int *tok = e->d_tokens + (size_t)mb * N;
-    tm_begin(e, PH_FWD);
-    if (s->first)
-        kc_embedding_fwd(L ? e->la[0].x : e->head_in, tok, Ws(e, P_WTE), Ws(e, P_WPE), s->B, s->T, s->C, 0, e->st);
-    for (int j = 0; j < L; j++) {
-        kc_bf16 *dst = j + 1 < L ? e->la[j + 1].x : e->head_in;
-        if (e->rc[j] == 2) {
+    int n = e->chunk_layers[c], f = e->chunk_first[c];
+    for (int j = 0; j < n; j++) {
+        kc_bf16 *dst = j + 1 < n ? e->la[j + 1].x : out;
+        if (e->rc[f + j] == 2) {
             e->ws.x = e->la[j].x;
-            layer_fwd(e, j, &e->ws, dst);
+            cunet_layer_fwd(e, f + j, &e->ws, dst);
         } else {
-            layer_fwd(e, j, &e->la[j], dst);
+            cunet_layer_fwd(e, f + j, &e->la[j], dst);
         }
     }
-    tm_end(e);
-    tm_begin(e, PH_BWD);
-    if (s->last)
-        head(e, mb, 1.0f / ((float)N * e->nmb));
-    else
-        CHECK_CUDA(cudaMemcpyAsync(e->dres, e->grad_in, (size_t)N * s->C * sizeof(kc_bf16),
-                                   cudaMemcpyDeviceToDevice, e->st));
-    for (int j = L - 1; j >= 0; j--) {
+}
+
+static void run_forward(CuExec *e, int mb, int c)
+{
+    const ProxyShape *s = &e->sh;
+    int slot = e->slot_free[--e->nfree], n = e->chunk_layers[c], k = -1;
+    e->slot_of[c * e->nmb + mb] = slot;
+    slot_bind(e, slot, c);
+    cunet_tm_swap(e, PH_FWD);
+    kc_bf16 *x0 = n ? e->la[0].x : e->head_in;
+    if (first_vs(e, c))
+        cunet_embed_fwd(e, e->d_tokens + (size_t)mb * s->N, x0);
+    else if (!e->proxy)
+        pp_recv(e, x0, CL_FWD_IN);
+    int send = !last_vs(e, c) && !e->proxy;
+    kc_bf16 *out = send ? ring_take(e, &k) : e->head_in;
+    run_layers_fwd(e, c, out);
+    if (last_vs(e, c)) {   // the loss backward is backward work
+        cunet_tm_swap(e, PH_BWD);
+        float scale = 1.0f / ((float)s->N * e->nmb * e->dp);
+        cunet_head(e, mb, scale, e->slot_dlast[slot] ? e->slot_dlast[slot] : e->dres);
+    } else if (send) {
+        ring_send(e, k, CL_FWD_OUT);
+    }
+    cunet_tm_swap(e, -1);
+}
+
+static void run_backward(CuExec *e, int mb, int c)
+{
+    const ProxyShape *s = &e->sh;
+    int slot = e->slot_of[c * e->nmb + mb], n = e->chunk_layers[c], f = e->chunk_first[c];
+    size_t nc = (size_t)s->N * s->C;
+    slot_bind(e, slot, c);
+    cunet_tm_swap(e, PH_BWD);
+    if (last_vs(e, c)) {   // without a dlast slot the head has just written dres (1F1B: F then B)
+        if (e->slot_dlast[slot])
+            CHECK_CUDA(cudaMemcpyAsync(e->dres, e->slot_dlast[slot], nc * sizeof(kc_bf16), cudaMemcpyDeviceToDevice,
+                                       e->st));
+    } else if (e->proxy) {
+        CHECK_CUDA(cudaMemcpyAsync(e->dres, e->grad_in, nc * sizeof(kc_bf16), cudaMemcpyDeviceToDevice, e->st));
+    } else {
+        pp_recv(e, e->dres, CL_BWD_IN);
+    }
+    for (int j = n - 1; j >= 0; j--) {
         CuActs *A = &e->la[j];
-        if (e->rc[j] == 2) {
-            tm_end(e);
-            tm_begin(e, PH_RECOMPUTE);
+        if (e->rc[f + j] == 2) {
+            cunet_tm_swap(e, PH_RECOMPUTE);
             e->ws.x = e->la[j].x;
-            layer_fwd(e, j, &e->ws, e->rc_out);
-            tm_end(e);
-            tm_begin(e, PH_BWD);
+            cunet_layer_fwd(e, f + j, &e->ws, e->rc_out);
+            cunet_tm_swap(e, PH_BWD);
             A = &e->ws;
         }
-        layer_bwd(e, j, A);
+        cunet_layer_bwd(e, f + j, A);
+        if (mb == e->nmb - 1 && dp_buckets(e))   // this layer's grads are final
+            launch_bucket(e, f + j);
     }
-    if (s->first)
-        kc_embedding_bwd(Gs(e, P_WTE), Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
-    tm_end(e);
+    if (first_vs(e, c)) {
+        cunet_embed_bwd(e, e->d_tokens + (size_t)mb * s->N);
+    } else if (!e->proxy) {
+        int k;
+        kc_bf16 *buf = ring_take(e, &k);
+        CHECK_CUDA(cudaMemcpyAsync(buf, e->dres, nc * sizeof(kc_bf16), cudaMemcpyDeviceToDevice, e->st));
+        ring_send(e, k, CL_BWD_OUT);
+    }
+    e->slot_free[e->nfree++] = slot;
+    cunet_tm_swap(e, -1);
 }
 
-/* ---- setup -------------------------------------------------------------- */
-
-static int check_plain(const ModelSpec *m, const Layout *lo, char *err, int errlen)
+/* After the last backward: outstanding sends, the tied embedding's sync, the
+ * stage tensors' bucket, then the compute stream waits for every bucket. */
+static void finish_grads(CuExec *e)
 {
-    if (lo->dp != 1 || lo->tp != 1 || lo->pp != 1 || lo->cp != 1)
-        FAIL("the CUDA backend runs one GPU: dp = tp = pp = cp = 1 (the plan has dp %d tp %d pp %d cp %d); "
-             "multi-GPU NCCL runs are not implemented yet: run the plan on the CPU backend under mpirun, "
-             "or check one stage of it with --proxy-stage S", lo->dp, lo->tp, lo->pp, lo->cp);
-    if (lo->gbs % lo->mbs)
-        FAIL("global batch %d is not a multiple of mbs %d", lo->gbs, lo->mbs);
+    ParamSet *ps = &e->ps;
+    if (e->nring) {
+        cunet_tm_swap(e, PH_PP);
+        for (int k = 0; k < e->nring; k++)
+            if (e->ring_used[k]) {
+                CHECK_CUDA(cudaStreamWaitEvent(e->st, e->ring_sent[k], 0));
+                e->ring_used[k] = 0;
+            }
+    }
+    cunet_tm_swap(e, PH_DP);
+    if (cucomm_size(e->cc, CC_EMB) > 1) {
+        ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
+        cucomm_allreduce(e->cc, CC_EMB, e->g + ps->off[id], ps->len[id], CC_F32, CC_SUM, e->st);
+    }
+    if (dp_buckets(e)) {
+        if (e->nbk > ps->nlayers)   // the stage tensors: embedding, final norm, head
+            launch_bucket(e, e->nbk - 1);
+        cudaStream_t cs = cucomm_stream(e->cc);
+        CHECK_CUDA(cudaEventRecord(e->comm_done, cs));
+        CHECK_CUDA(cudaStreamWaitEvent(e->st, e->comm_done, 0));
+    }
+    cunet_tm_swap(e, -1);
+}
+
+static void optimizer_step(CuExec *e)
+{
+    TrainOpts *o = &e->opt;
+    int t = e->step + 1;
+    if (e->zero1) {   // reduce-scatter, AdamW on this rank's shard, all-gather the bf16 weights
+        cunet_tm_swap(e, PH_DP);
+        cucomm_reduce_scatter(e->cc, CC_DP, e->g, e->opt_n, CC_F32, e->st);
+        cunet_tm_swap(e, PH_OPTIM);
+        kc_adamw(e->w32, e->g + e->opt_off, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
+                 o->weight_decay, t, e->wb + e->opt_off, e->st);
+        cunet_tm_swap(e, PH_DP);
+        cucomm_allgather(e->cc, CC_DP, e->wb, e->opt_n, CC_BF16, e->st);
+    } else {
+        cunet_tm_swap(e, PH_OPTIM);
+        kc_adamw(e->w32, e->g, e->om, e->ov, e->n_alloc, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
+                 e->wb, e->st);
+    }
+    cunet_tm_swap(e, -1);
+}
+
+/* Σ of v over the world through dist_allreduce's floats, split into a high
+ * and a low part (a sum of per-rank partial losses: float rounding of the
+ * sum, ~1e-7 relative). */
+static double world_sum(double v)
+{
+    float x[2];
+    x[0] = (float)v;
+    x[1] = (float)(v - (double)x[0]);
+    dist_allreduce(x, 2, MPI_COMM_WORLD, NULL);
+    return (double)x[0] + (double)x[1];
+}
+
+int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
+{
+    const ProxyShape *s = &e->sh;
+    size_t nt = (size_t)e->nmb * s->N;
+    if (e->have_data)
+        for (int k = 0; k < e->nmb; k++) {
+            char derr[256];
+            if (data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
+                                sizeof derr) != 0)
+                FAIL("%s", derr);
+        }
+    CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
+    CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
+    CHECK_CUDA(cudaEventRecord(e->step0, e->st));
+    kc_zero(e->g, e->n_alloc, e->st);
+    kc_zero(e->losses, nt, e->st);   // stays 0 on a stage without the head
+    e->nfree = e->nslots;
+    for (int k = 0; k < e->nslots; k++)
+        e->slot_free[k] = k;
+    for (int i = 0; i < e->sch.n; i++) {
+        Action a = e->sch.a[i];
+        if (a.kind == ACT_FWD)
+            run_forward(e, a.mb, a.chunk);
+        else
+            run_backward(e, a.mb, a.chunk);
+    }
+    if (!e->proxy) {
+        finish_grads(e);
+        optimizer_step(e);
+    }
+    CHECK_CUDA(cudaEventRecord(e->step1, e->st));
+    CHECK_CUDA(cudaMemcpyAsync(e->h_losses, e->losses, nt * sizeof(float), cudaMemcpyDeviceToHost, e->st));
+    CHECK_CUDA(cudaStreamSynchronize(e->st));
+    note_free(e);
+    cunet_tm_sum(e);
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e->step0, e->step1));
+    e->step++;
+    double sum = 0;
+    if (e->proxy || (is_last(e) && e->d.tp_rank == 0))   // every tp rank holds the same losses
+        for (size_t i = 0; i < nt; i++)
+            sum += e->h_losses[i];
+    double tokens = (double)nt;
+    if (!e->proxy && e->d.world > 1) {
+        sum = world_sum(sum);
+        tokens = (double)e->lo.gbs * s->T;
+    }
+    if ((!e->proxy || s->last) && !isfinite(sum))
+        FAIL("step %d: loss is %s%s; stopping", e->step, isnan(sum) ? "NaN" : "Inf",
+             e->d.world > 1 ? " (summed over ranks)" : "");
+    st->loss = sum / tokens;
+    st->step_s = ms * 1e-3;
+    memcpy(st->t, e->t, sizeof e->t);
+    return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------------ */
+
+/* What the CUDA executor can't run, named by the plan's layout fields. */
+static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
+{
+    if (lo->cp != 1)
+        FAIL("the CUDA backend has no context parallelism: the plan's layout has \"cp\": %d; plan with --cp 1", lo->cp);
+    if (lo->sp && lo->tp > 1)
+        FAIL("the CUDA backend has no sequence parallelism yet: the plan's layout has \"sp\": true with tp %d; plan "
+             "with sequence parallel off, or run it on the CPU backend", lo->tp);
+    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
+        FAIL("the CUDA backend runs ZeRO-0 and ZeRO-1; the plan's layout has \"optimizer\": \"%s\"",
+             layout_opt_name(lo->opt));
+    if (lo->gbs % (lo->dp * lo->mbs))
+        FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
+    if (lo->vp > 1 && lo->pp == 1)
+        FAIL("interleaving (\"vp\": %d) needs pp > 1", lo->vp);
+    for (int s = 0; s < lo->pp; s++)
+        if (lo->layers[s] < lo->vp)
+            FAIL("stage %d has %d layers: every one of its %d chunks needs at least one", s, lo->layers[s], lo->vp);
     if (m->dropout)
         FAIL("the executor has no dropout; plan the model with dropout off");
     return 0;
@@ -358,63 +437,138 @@ static int check_kernels(const CuExec *e, char *err, int errlen)
     return 0;
 }
 
-/* Everything after the shapes: slabs, carving, stream, timers. */
-static int setup(CuExec *e, int stage, char *err, int errlen)
+/* Host-side tables: shard, chunks, recompute, schedule, slots, ring, buckets. */
+static int plan_tables(CuExec *e, int stage, char *err, int errlen)
 {
     const ProxyShape *s = &e->sh;
-    if (check_kernels(e, err, errlen) != 0)
+    if (stagemap_init(&e->sm, &e->m, &e->lo, stage, e->d.tp_rank, err, errlen) != 0)
         return -1;
-    if (stagemap_init(&e->sm, &e->m, &e->lo, stage, 0, err, errlen) != 0)
-        return -1;
-    params_layout(&e->ps, &e->m, &e->sm, 1);
+    params_layout(&e->ps, &e->m, &e->sm, e->zero1 ? e->dp : 1);
     e->n = e->ps.n;
+    size_t na;
+    cuplan_shard(e->n, e->dp, e->d.dp_rank, e->zero1, &na, &e->opt_n, &e->opt_off);
+    e->n_alloc = e->ps.n_alloc;
+    if (na != e->n_alloc)
+        FAIL("internal: ZeRO-1 padding %zu vs the parameter table's %zu", na, e->n_alloc);
     e->nmb = e->lo.gbs / (e->lo.dp * e->lo.mbs);
     if (e->proxy && e->nmb > CUEXEC_PROXY_MAX_MB)   // per micro-batch time is what it measures
         e->nmb = CUEXEC_PROXY_MAX_MB;
+    e->nchunk = e->proxy ? 1 : e->vp;
+    for (int c = 0, at = 0; c < e->nchunk; c++) {
+        e->chunk_layers[c] = e->proxy ? s->layers : e->sm.nchunk_layers[c];
+        e->chunk_first[c] = at;
+        at += e->chunk_layers[c];
+        e->maxchunk = e->chunk_layers[c] > e->maxchunk ? e->chunk_layers[c] : e->maxchunk;
+    }
     e->rc = calloc(s->layers ? s->layers : 1, sizeof *e->rc);
-    e->la = calloc(s->layers ? s->layers : 1, sizeof *e->la);
+    if (!e->rc)
+        FAIL("out of host memory");
+    cuplan_recompute(s->full_rc, s->sel_rc, e->nchunk, e->chunk_layers, e->rc);
+    if (sched_build(&e->sch, e->proxy ? 1 : e->pp, e->proxy ? 0 : stage, e->nmb, e->nchunk, err, errlen) != 0)
+        return -1;
+    e->nslots = e->sch.max_live;
+    e->nring = e->proxy ? 0 : cuplan_ring(e->pp, e->vp, e->nmb);
+    int mc = e->maxchunk ? e->maxchunk : 1, nl = s->layers ? s->layers : 1;
+    e->slot_base = calloc(e->nslots, sizeof *e->slot_base);
+    e->slot_la = calloc((size_t)e->nslots * mc, sizeof *e->slot_la);
+    e->slot_dlast = calloc(e->nslots, sizeof *e->slot_dlast);
+    e->slot_of = calloc((size_t)e->nchunk * e->nmb, sizeof *e->slot_of);
+    e->slot_free = calloc(e->nslots, sizeof *e->slot_free);
+    e->ring_used = calloc(e->nring + 1, sizeof *e->ring_used);
+    e->ring_ready = calloc(e->nring + 1, sizeof *e->ring_ready);
+    e->ring_sent = calloc(e->nring + 1, sizeof *e->ring_sent);
+    e->bk = calloc(nl + 1, sizeof *e->bk);
+    e->bk_ev = calloc(nl + 1, sizeof *e->bk_ev);
     e->tokens = malloc((size_t)e->nmb * s->N * sizeof *e->tokens);
     e->targets = malloc((size_t)e->nmb * s->N * sizeof *e->targets);
     e->h_losses = malloc((size_t)e->nmb * s->N * sizeof *e->h_losses);
-    if (!e->rc || !e->la || !e->tokens || !e->targets || !e->h_losses)
+    if (!e->slot_base || !e->slot_la || !e->slot_dlast || !e->slot_of || !e->slot_free || !e->ring_used ||
+        !e->ring_ready || !e->ring_sent || !e->bk || !e->bk_ev || !e->tokens || !e->targets || !e->h_losses)
         FAIL("out of host memory");
-    for (int i = 0; i < s->layers; i++)
-        e->rc[i] = i < s->full_rc ? 2 : i < s->full_rc + s->sel_rc ? 1 : 0;
-    CHECK_CUDA(cudaSetDevice(0));
+    e->nbk = cuplan_buckets(&e->ps, e->bk);
+    return 0;
+}
+
+/* Everything after the shapes: host tables, streams, slabs, carving. The
+ * device is already set. */
+static int setup(CuExec *e, int stage, char *err, int errlen)
+{
+    if (plan_tables(e, stage, err, errlen) != 0)
+        return -1;
     kc_init();
     CHECK_CUDA(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking));
+    for (int d = 0; d < 2 && e->nring; d++)
+        CHECK_CUDA(cudaStreamCreateWithFlags(&e->sst[d], cudaStreamNonBlocking));
+    for (int k = 0; k < e->nring; k++) {
+        e->ring_ready[k] = sync_event();
+        e->ring_sent[k] = sync_event();
+    }
+    for (int b = 0; b < e->nbk; b++)
+        e->bk_ev[b] = sync_event();
+    e->comm_done = sync_event();
     CHECK_CUDA(cudaEventCreate(&e->step0));
     CHECK_CUDA(cudaEventCreate(&e->step1));
     note_free(e);
-    size_t n = e->n;
-    if (dev_alloc(e, XM_WEIGHTS, n * sizeof(kc_bf16), err, errlen) || dev_alloc(e, XM_GRADS, n * sizeof(float), err, errlen) ||
-        dev_alloc(e, XM_OPTIM, e->proxy ? 0 : 3 * n * sizeof(float), err, errlen))
+    size_t na = e->n_alloc, on = e->opt_n;
+    if (dev_alloc(e, XM_WEIGHTS, na * sizeof(kc_bf16), err, errlen) ||
+        dev_alloc(e, XM_GRADS, na * sizeof(float), err, errlen) ||
+        dev_alloc(e, XM_OPTIM, e->proxy ? 0 : 3 * on * sizeof(float), err, errlen))
         return -1;
     e->wb = e->slab[XM_WEIGHTS];
     e->g = e->slab[XM_GRADS];
-    if (!e->proxy) {
+    if (!e->proxy) {   // master weights, m, v: all parameters, or this rank's ZeRO-1 shard
         e->w32 = e->slab[XM_OPTIM];
-        e->om = e->w32 + n;
-        e->ov = e->om + n;
-        CHECK_CUDA(cudaMemset(e->om, 0, 2 * n * sizeof(float)));
+        e->om = e->w32 + on;
+        e->ov = e->om + on;
+        CHECK_CUDA(cudaMemset(e->om, 0, 2 * on * sizeof(float)));
     } else {
         e->mem[XM_OPTIM] = 0;
     }
     carve(e);   // count
-    size_t na = (size_t)e->mem[XM_ACTS], nb = (size_t)e->mem[XM_BUFFERS];
-    if (dev_alloc(e, XM_ACTS, na, err, errlen) || dev_alloc(e, XM_BUFFERS, nb, err, errlen))
+    size_t nacts = (size_t)e->mem[XM_ACTS], nbuf = (size_t)e->mem[XM_BUFFERS];
+    if (dev_alloc(e, XM_ACTS, nacts, err, errlen) || dev_alloc(e, XM_BUFFERS, nbuf, err, errlen))
         return -1;
     carve(e);
     note_free(e);
     return 0;
 }
 
-/* Upload host fp32 values in chunks: to the master weights and their bf16 copy. */
+/* The full fp32 weights through the grad slab (zeroed by every step) into
+ * the bf16 copy, and this rank's shard into the master weights. */
 static void upload_weights(CuExec *e, const float *w)
 {
-    CHECK_CUDA(cudaMemcpy(e->w32, w, e->n * sizeof(float), cudaMemcpyHostToDevice));
-    kc_to_bf16(e->wb, e->w32, e->n, e->st);
+    CHECK_CUDA(cudaMemcpy(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice));
+    kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
+    CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * sizeof(float), cudaMemcpyDeviceToDevice, e->st));
     CHECK_CUDA(cudaStreamSynchronize(e->st));
+}
+
+/* This rank's coordinates, its node-local rank and the visible devices;
+ * the checks that fail alike on every rank come before dist_init, the
+ * rank-local ones after dist_local_rank (the last collective here). */
+static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
+{
+    const Layout *lo = &e->lo;
+    if (check_layout(&e->m, lo, err, errlen) != 0)
+        return -1;
+    if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
+        return -1;
+    e->have_dist = 1;
+    e->tp = lo->tp, e->dp = lo->dp, e->pp = lo->pp, e->vp = lo->vp;
+    e->zero1 = lo->opt == OPT_ZERO1 && lo->dp > 1;
+    int local_n = 1;
+    *local = dist_local_rank(&local_n);
+    if (e->d.world > 1 && !cucomm_available())
+        FAIL("this build has no NCCL (nccl.h and libnccl were not found at configure time): the CUDA backend "
+             "runs one GPU; rebuild with NCCL, or run the plan on the CPU backend");
+    if (proxy_shape(&e->m, lo, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
+        return -1;
+    e->vstart = e->d.tp_rank * e->sh.Vl;
+    *ndev = kc_device_count();
+    if (e->d.world > 1 && *ndev < local_n)
+        FAIL("rank %d: %d ranks on this node but %d CUDA device(s) visible: launch one rank per GPU", e->d.rank,
+             local_n, *ndev);
+    return 0;
 }
 
 int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
@@ -422,21 +576,36 @@ int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts
 {
     memset(e, 0, sizeof *e);
     e->m = *m, e->lo = *lo, e->opt = *o;
-    e->lo.sp = false;
-    if (check_plain(m, lo, err, errlen) != 0 || proxy_shape(m, &e->lo, 0, &e->sh, err, errlen) != 0)
+    e->cur_phase = -1;
+    err[0] = 0;
+    int local = 0, ndev = 1;
+    int bad = init_ranks(e, &local, &ndev, err, errlen) != 0;
+    if (bad && !e->have_dist)
+        return -1;   // alike on every rank, before any collective
+    if (e->d.world > 1 && !dist_world_min(!bad)) {   // agree before the NCCL set-up blocks
+        if (!bad)
+            snprintf(err, errlen, "another rank failed to set up (see its message)");
         return -1;
-    if (setup(e, 0, err, errlen) != 0)
+    }
+    if (bad)
         return -1;
-    float *w = malloc(e->n * sizeof *w);
+    e->lo.sp = false;   // tp 1 here, or refused by check_layout
+    e->device = local % ndev;
+    CHECK_CUDA(cudaSetDevice(e->device));
+    if (e->d.world > 1 && !(e->cc = cucomm_init(&e->d, e->vp > 1, m->tied, err, errlen)))
+        return -1;
+    if (setup(e, e->d.pp_rank, err, errlen) != 0)
+        return -1;
+    float *w = malloc(e->n_alloc * sizeof *w);
     if (!w)
-        FAIL("out of host memory for %zu initial weights", e->n);
+        FAIL("out of host memory for %zu initial weights", e->n_alloc);
     e->ps.w = w;
     params_init(&e->ps, m, &e->sm, o->seed);
     e->ps.w = NULL;
     upload_weights(e, w);
     free(w);
     char derr[256];
-    if (data_init(&e->dl, data, e->sh.B, e->sh.T, 0, 1, m->vocab, derr, sizeof derr) != 0)
+    if (data_init(&e->dl, data, e->sh.B, e->sh.T, e->d.dp_rank, e->dp, m->vocab, derr, sizeof derr) != 0)
         FAIL("%s", derr);
     e->have_data = 1;
     return 0;
@@ -468,13 +637,18 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
 {
     memset(e, 0, sizeof *e);
     e->m = *m, e->lo = *lo, e->proxy = 1;
+    e->tp = e->dp = e->pp = e->vp = 1;   // one GPU; no communication
+    e->d.tp = e->d.dp = e->d.pp = e->d.cp = e->d.world = 1;
+    e->cur_phase = -1;
     exec_default_opts(&e->opt);
-    if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0)
+    if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
+    CHECK_CUDA(cudaSetDevice(0));
     if (setup(e, stage, err, errlen) != 0)
         return -1;
     const ProxyShape *s = &e->sh;
     fill_random(e, e->wb, e->n, 0.02f, seed);
+    slot_bind(e, 0, 0);
     if (!s->first && s->layers)
         fill_random(e, e->la[0].x, (size_t)s->N * s->C, 1.0f, seed + 1);
     if (e->grad_in)
@@ -489,55 +663,17 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     return 0;
 }
 
-/* ---- the step ------------------------------------------------------------- */
-
-int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
-{
-    const ProxyShape *s = &e->sh;
-    size_t nt = (size_t)e->nmb * s->N;
-    if (e->have_data)
-        for (int k = 0; k < e->nmb; k++) {
-            char derr[256];
-            if (data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
-                                sizeof derr) != 0)
-                FAIL("%s", derr);
-        }
-    CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
-    CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
-    CHECK_CUDA(cudaEventRecord(e->step0, e->st));
-    kc_zero(e->g, e->n, e->st);
-    kc_zero(e->losses, nt, e->st);   // stays 0 on a proxy stage without the head
-    for (int mb = 0; mb < e->nmb; mb++)
-        micro_batch(e, mb);
-    if (!e->proxy) {
-        TrainOpts *o = &e->opt;
-        tm_begin(e, PH_OPTIM);
-        kc_adamw(e->w32, e->g, e->om, e->ov, e->n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay,
-                 e->step + 1, e->wb, e->st);
-        tm_end(e);
-    }
-    CHECK_CUDA(cudaEventRecord(e->step1, e->st));
-    CHECK_CUDA(cudaMemcpyAsync(e->h_losses, e->losses, nt * sizeof(float), cudaMemcpyDeviceToHost, e->st));
-    CHECK_CUDA(cudaStreamSynchronize(e->st));
-    note_free(e);
-    tm_sum(e);
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e->step0, e->step1));
-    e->step++;
-    double sum = 0;
-    for (size_t i = 0; i < nt; i++)
-        sum += e->h_losses[i];
-    if (s->last && !isfinite(sum))
-        FAIL("step %d: loss is %s; stopping", e->step, isnan(sum) ? "NaN" : "Inf");
-    st->loss = sum / (double)nt;
-    st->step_s = ms * 1e-3;
-    memcpy(st->t, e->t, sizeof e->t);
-    return 0;
-}
-
 double cuexec_peak_bytes(const CuExec *e)
 {
     return e->dev_total && e->free_min ? (double)(e->dev_total - e->free_min) : 0;
+}
+
+static void destroy_events(cudaEvent_t *ev, int n)
+{
+    for (int i = 0; ev && i < n; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    free(ev);
 }
 
 void cuexec_free(CuExec *e)
@@ -546,26 +682,43 @@ void cuexec_free(CuExec *e)
         return;
     if (e->st)
         cudaStreamSynchronize(e->st);
+    for (int d = 0; d < 2; d++)
+        if (e->sst[d]) {
+            cudaStreamSynchronize(e->sst[d]);
+            cudaStreamDestroy(e->sst[d]);
+        }
+    cucomm_free(e->cc);
     for (int k = 0; k < XM_COUNT; k++)
         if (e->slab[k])
             cudaFree(e->slab[k]);
-    for (int i = 0; i < 2 * e->ev_cap; i++)
-        cudaEventDestroy(e->ev[i]);
+    cunet_tm_free(e);
+    destroy_events(e->ring_ready, e->nring);
+    destroy_events(e->ring_sent, e->nring);
+    destroy_events(e->bk_ev, e->nbk);
+    if (e->comm_done)
+        cudaEventDestroy(e->comm_done);
     if (e->step0)
         cudaEventDestroy(e->step0);
     if (e->step1)
         cudaEventDestroy(e->step1);
     if (e->st)
         cudaStreamDestroy(e->st);
-    free(e->ev);
-    free(e->ev_phase);
     free(e->rc);
-    free(e->la);
+    free(e->slot_base);
+    free(e->slot_la);
+    free(e->slot_dlast);
+    free(e->slot_of);
+    free(e->slot_free);
+    free(e->ring_used);
+    free(e->bk);
     free(e->tokens);
     free(e->targets);
     free(e->h_losses);
+    sched_free(&e->sch);
     params_free(&e->ps);
     if (e->have_data)
         data_free(&e->dl);
+    if (e->have_dist)
+        dist_free(&e->d);
     memset(e, 0, sizeof *e);
 }

@@ -1,24 +1,39 @@
-/* cuexec.h — training on one NVIDIA GPU, bf16 mixed precision: the same
- * decoder (GPT or Llama), parameter table and seeded initialisation as the
- * CPU executor (params.h), so a CUDA run and a single-rank CPU run of the
- * same plan and seed give the same losses within bf16 rounding.
+/* cuexec.h — training on NVIDIA GPUs, bf16 mixed precision, one GPU per
+ * rank: the same decoder (GPT or Llama), parameter table and seeded
+ * initialisation as the CPU executor (params.h), the same pipeline schedule
+ * (sched.h) and the same layout rules (exec.c), so a CUDA run and a CPU run
+ * of the same plan and seed give the same losses within bf16 rounding.
  *
  * Device memory lives in one allocation per category, counted as the cost
  * model counts them: weights (bf16 copy the GEMMs read), grads (fp32), optim
- * (fp32 master + AdamW m, v), acts (per layer the tensors the backward reads;
- * only x for a fully recomputed layer; the recompute working set; the head's
- * logits), buffers (backward scratch, tokens, losses). Micro-batches run
- * forward then backward one after another (1F1B with one stage), so one
- * micro-batch's activations are live at a time.
+ * (fp32 master + AdamW m, v: all parameters, or a 1/dp shard under ZeRO-1),
+ * acts (per in-flight (chunk, micro-batch) slot the tensors the backward
+ * reads; only x for a fully recomputed layer; the recompute working set; the
+ * head's logits), buffers (backward scratch, the pipeline's send ring,
+ * tokens, losses).
+ *
+ * Several ranks (mpirun, one GPU each: the node-local rank picks the
+ * device): NCCL communicators per group (cucomm.h). DP: per-layer fp32
+ * gradient buckets all-reduced on the communication stream as soon as the
+ * last micro-batch's backward has produced them (an event on the compute
+ * stream, a wait on the comm stream), the optimizer waits for all; ZeRO-1:
+ * reduce-scatter, AdamW on this rank's shard, all-gather of the bf16
+ * weights. TP (Megatron): column-parallel QKV/FC1, row-parallel proj/FC2
+ * with all-reduces on the compute stream, vocab-parallel embedding and
+ * cross-entropy (cutp.h), exactly net.c's split. PP: sched_build's actions
+ * (1F1B, interleaved), activations over two-rank NCCL links (cuplan.h),
+ * receives on the compute stream, sends from a ring of buffers on a send
+ * stream per direction; the tied embedding's gradient all-reduced over the
+ * first and last stage.
  *
  * Proxy mode runs the exact per-rank work of one pipeline stage of a larger
  * plan (proxy.h shapes: tp-sharded widths, heads/tp, its recomputation) on
  * this GPU: no optimizer, random weights and inputs, TP/SP/PP communication
  * not executed (the cost model's figure for it is reported instead).
  *
- * What it doesn't do: more than one GPU (no NCCL yet: dp, tp, pp, cp must be
- * 1 outside proxy mode), dropout, ZeRO, checkpoints, sequence-parallel norm
- * sharding in the proxy (norms run over all N rows: a small overcount).
+ * What it doesn't do: sequence parallel (refused: plan with sp off), context
+ * parallel, ZeRO-2/3, dropout, checkpoints, sequence-parallel norm sharding
+ * in the proxy (norms run over all N rows: a small overcount).
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
@@ -28,7 +43,10 @@
 #include "data.h"
 #include "exec.h"     // Phase, ExecMem, TrainOpts: the CPU executor's vocabulary
 #include "kernels_cuda.h"
+#include "cucomm.h"
+#include "cuplan.h"
 #include "proxy.h"
+#include "sched.h"
 
 /* The proxy runs at most this many of the plan's m micro-batches per step. */
 #define CUEXEC_PROXY_MAX_MB 8
@@ -43,27 +61,58 @@ typedef struct {
     ModelSpec m;
     Layout lo;
     TrainOpts opt;
-    ProxyShape sh;                     // shapes of this rank (stage 0 of pp 1 when not a proxy)
+    ProxyShape sh;                     // shapes of this rank (tp-sharded widths)
     int proxy;                         // 1: one stage of a larger plan, no optimizer
+    Dist d;                            // ranks and MPI groups (the proxy: sizes 1, no communicators)
+    int have_dist;
+    CuComm *cc;                        // NCCL, NULL on one GPU
     StageMap sm;
     ParamSet ps;                       // offsets only; w and g stay NULL (device slabs below)
     DataLoader dl;
     int have_data;
     int step;
     int nmb;                           // micro-batches per step (proxy: at most CUEXEC_PROXY_MAX_MB)
+    int tp, dp, pp, vp;                // group sizes (1 in the proxy)
+    int vstart;                        // first vocabulary row of this tp rank
+    int zero1;                         // ZeRO-1 with dp > 1
+    Schedule sch;                      // this stage's actions
+    int nchunk;                        // model chunks on this stage (proxy: 1)
+    int chunk_layers[16], chunk_first[16];   // layers of each chunk, its first local layer
+    int maxchunk;                      // layers of the largest chunk
     int *rc;                           // (layers) 0 none, 1 selective, 2 full
-    cudaStream_t st;
+    cudaStream_t st;                   // compute stream
+    cudaStream_t sst[2];               // pipeline send streams: forward, backward (pp > 1)
     /* slabs */
     void *slab[XM_COUNT];
     double mem[XM_COUNT];              // bytes allocated by category
-    kc_bf16 *wb;                       // (n) bf16 weights
-    float *w32, *g, *om, *ov;          // (n) master, grads, AdamW moments (w32, om, ov NULL in proxy)
-    size_t n;                          // parameters
-    CuActs *la;                        // (layers)
+    kc_bf16 *wb;                       // (n_alloc) bf16 weights
+    float *g;                          // (n_alloc) grads
+    float *w32, *om, *ov;              // (opt_n) master, AdamW moments (NULL in proxy)
+    size_t n, n_alloc, opt_n, opt_off; // parameters, padded for ZeRO-1, this rank's shard
+    /* in-flight (chunk, micro-batch) activation slots */
+    int nslots, nfree;
+    char **slot_base;                  // (nslots) each slot_bytes
+    size_t slot_bytes;
+    CuActs *slot_la;                   // (nslots, maxchunk) bound to the slot's chunk
+    kc_bf16 **slot_dlast;              // (nslots) loss gradient of the last chunk, interleaved last stage only
+    int *slot_of, *slot_free;          // (vp·nmb) slot of (chunk, mb); (nslots) free list
+    CuActs *la;                        // layers of the slot in use
     CuActs ws;                         // recompute working set
     kc_bf16 *head_in, *head_n, *logits;   // (N, C), (N, C), (N, Vl)
     float *head_mean, *head_rstd, *ce_lse, *losses;   // (N), (N), (N), (nmb, N)
+    float *ce_red;                     // (3N) vocab-parallel CE: max, sum-exp, target logit
     kc_bf16 *dres, *dcol, *dq, *dk, *dv, *drope, *dhpre, *dhact, *rc_out, *grad_in;
+    /* pipeline send ring */
+    kc_bf16 *ring;                     // (nring, N, C)
+    int nring, ring_next;
+    cudaEvent_t *ring_ready, *ring_sent;   // (nring) written on compute / sent on a send stream
+    int *ring_used;                    // (nring) a send from this entry is outstanding
+    /* DP buckets */
+    CuBucket *bk;                      // (layers + 1)
+    int nbk;
+    int *bk_of_layer;                  // (layers) bucket index
+    cudaEvent_t *bk_ev;                // (layers + 1) recorded when a bucket's grads are final
+    cudaEvent_t comm_done;             // the comm stream's last bucket
     int *d_tokens, *d_targets;         // (nmb, N) device
     int *tokens, *targets;             // (nmb, N) host
     float *h_losses;                   // (nmb, N) host
@@ -71,10 +120,12 @@ typedef struct {
     cudaEvent_t *ev;                   // (2·ev_cap)
     int *ev_phase;                     // (ev_cap)
     int ev_cap, ev_n;
+    int cur_phase;                     // open segment, -1 none
     cudaEvent_t step0, step1;
     double t[PH_COUNT];                // seconds of the last step by phase
     size_t free_min;                   // least free device memory seen (cudaMemGetInfo), bytes
     size_t dev_total;                  // device memory, bytes
+    int device;                        // CUDA device of this rank
 } CuExec;
 
 typedef struct {
@@ -83,16 +134,19 @@ typedef struct {
     double step_s;                     // seconds, events around the whole step
 } CuStepStats;
 
-/* A whole plan with dp = tp = pp = cp = 1 on GPU 0, reading data. 0, or -1
- * with err (a layout it can't run, head size the attention kernel lacks,
- * data, not enough device memory). */
+/* A whole plan, this rank's part of it, on the GPU of its node-local rank,
+ * reading data; needs MPI initialised, and as many ranks as the plan's
+ * dp·tp·pp (one: dp = tp = pp = cp = 1). Collective. 0, or -1 with err (a
+ * layout it can't run, head size the attention kernel lacks, fewer GPUs
+ * than ranks on the node, data, not enough device memory); the ranks agree
+ * on failures found before the NCCL set-up, later ones are this rank's. */
 int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
                 const char *data, char *err, int errlen);
 /* Stage `stage` of the plan as one tp rank would run it (proxy mode). */
 int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage, uint64_t seed,
                       char *err, int errlen);
 /* One optimizer step (proxy: fwd + bwd of the plan's m micro-batches, no
- * optimizer). Synchronises at its end. */
+ * optimizer). Synchronises at its end. Collective; the loss is the world's. */
 int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen);
 /* Device bytes in use at the peak: total − least free seen (includes the
  * CUDA context and cuBLASLt workspace). */

@@ -5,7 +5,10 @@
 #include <string.h>
 
 #include "cuexec.h"
+#include "cunvml.h"
 #include "runlog.h"
+
+int curun_multi_gpu(void) { return cucomm_available(); }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -37,24 +40,96 @@ static cJSON *phases_json(const double *t)
     return p;
 }
 
-static cJSON *memory_json(const CuExec *e)
+/* Rows of k doubles, one per rank, on every rank: each rank fills its row of
+ * a zeroed table and the world sums it (dist_allreduce on floats, each
+ * value as a high and a low float: one contributor per entry, so ~48 bits
+ * survive). One rank: a copy. */
+static void world_rows(const double *mine, int k, double *all, int rank, int world)
 {
-    cJSON *mem = cJSON_CreateArray(), *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "rank", 0);
-    cJSON_AddNumberToObject(r, "stage", e->sh.stage);
-    cJSON_AddNumberToObject(r, "tp_rank", 0);
-    cJSON_AddNumberToObject(r, "dp_rank", 0);
-    double total = 0;
-    for (int k = 0; k < XM_COUNT; k++) {
-        cJSON_AddNumberToObject(r, exec_mem_name(k), e->mem[k]);
-        total += e->mem[k];
+    if (world == 1) {
+        memcpy(all, mine, (size_t)k * sizeof *all);
+        return;
     }
-    cJSON_AddNumberToObject(r, "total", total);
-    cJSON_AddNumberToObject(r, "rss_peak", runlog_rss_peak());
-    cJSON_AddNumberToObject(r, "device_peak", cuexec_peak_bytes(e));   // total − least free: context included
-    cJSON_AddNumberToObject(r, "device_total", (double)e->dev_total);
-    cJSON_AddItemToArray(mem, r);
+    size_t n = (size_t)world * k;
+    float *x = calloc(2 * n, sizeof *x);
+    if (!x)
+        kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
+    for (int i = 0; i < k; i++) {
+        float hi = (float)mine[i];
+        x[2 * ((size_t)rank * k + i)] = hi;
+        x[2 * ((size_t)rank * k + i) + 1] = (float)(mine[i] - (double)hi);
+    }
+    dist_allreduce(x, (int)(2 * n), MPI_COMM_WORLD, NULL);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (double)x[2 * i] + (double)x[2 * i + 1];
+    free(x);
+}
+
+/* per rank in run.json's memory array */
+enum { MR_STAGE = XM_COUNT, MR_TP, MR_DP, MR_RSS, MR_DEV_PEAK, MR_DEV_TOTAL, MR_UTIL, MR_COUNT };
+
+static cJSON *memory_json(const CuExec *e, double util, int rank, int world)
+{
+    double mine[MR_COUNT], *all = calloc((size_t)world * MR_COUNT, sizeof *all);
+    if (!all)
+        kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
+    memcpy(mine, e->mem, sizeof e->mem);
+    mine[MR_STAGE] = e->sh.stage;
+    mine[MR_TP] = e->d.tp_rank;
+    mine[MR_DP] = e->d.dp_rank;
+    mine[MR_RSS] = runlog_rss_peak();
+    mine[MR_DEV_PEAK] = cuexec_peak_bytes(e);   // total − least free: context included
+    mine[MR_DEV_TOTAL] = (double)e->dev_total;
+    mine[MR_UTIL] = util;
+    world_rows(mine, MR_COUNT, all, rank, world);
+    cJSON *mem = cJSON_CreateArray();
+    for (int q = 0; q < world; q++) {
+        const double *v = all + (size_t)q * MR_COUNT;
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "rank", q);
+        cJSON_AddNumberToObject(r, "stage", v[MR_STAGE]);
+        cJSON_AddNumberToObject(r, "tp_rank", v[MR_TP]);
+        cJSON_AddNumberToObject(r, "dp_rank", v[MR_DP]);
+        double total = 0;
+        for (int k = 0; k < XM_COUNT; k++) {
+            cJSON_AddNumberToObject(r, exec_mem_name(k), v[k]);
+            total += v[k];
+        }
+        cJSON_AddNumberToObject(r, "total", total);
+        cJSON_AddNumberToObject(r, "rss_peak", v[MR_RSS]);
+        cJSON_AddNumberToObject(r, "device_peak", v[MR_DEV_PEAK]);
+        cJSON_AddNumberToObject(r, "device_total", v[MR_DEV_TOTAL]);
+        if (v[MR_UTIL] >= 0)
+            cJSON_AddNumberToObject(r, "gpu_util_pct", v[MR_UTIL]);
+        cJSON_AddItemToArray(mem, r);
+    }
+    free(all);
     return mem;
+}
+
+/* The step as run.json reports it: the phases of the busiest rank (most
+ * forward + backward + recompute, as runlog.c), the slowest rank's step time. */
+static void step_view(const CuStepStats *st, double *t, double *step_s, int rank, int world)
+{
+    double mine[PH_COUNT + 1], *all = calloc((size_t)world * (PH_COUNT + 1), sizeof *all);
+    if (!all)
+        kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
+    memcpy(mine, st->t, sizeof st->t);
+    mine[PH_COUNT] = st->step_s;
+    world_rows(mine, PH_COUNT + 1, all, rank, world);
+    int busiest = 0;
+    double most = -1;
+    *step_s = 0;
+    for (int q = 0; q < world; q++) {
+        const double *v = all + (size_t)q * (PH_COUNT + 1);
+        double busy = v[PH_FWD] + v[PH_BWD] + v[PH_RECOMPUTE];
+        if (busy > most)
+            most = busy, busiest = q;
+        if (v[PH_COUNT] > *step_s)
+            *step_s = v[PH_COUNT];
+    }
+    memcpy(t, all + (size_t)busiest * (PH_COUNT + 1), PH_COUNT * sizeof *t);
+    free(all);
 }
 
 static cJSON *proxy_json(const CuExec *e, const ModelSpec *m, const HwProfile *hw, const Layout *lo,
@@ -91,64 +166,96 @@ static cJSON *proxy_json(const CuExec *e, const ModelSpec *m, const HwProfile *h
     return x;
 }
 
+/* Whether any rank failed (collective over the world when several). */
+static int any_failed(int bad, int world)
+{
+    return world > 1 ? !dist_world_min(!bad) : bad;
+}
+
 cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CuRunOpts *o, char *err, int errlen)
 {
     CuExec e;
-    int proxy = o->proxy_stage >= 0;
+    int proxy = o->proxy_stage >= 0, rank = 0, world = 1;
+    if (!proxy)
+        dist_world_init(&rank, &world);   // MPI is up already: learns rank and size
+    err[0] = 0;
+    double t0 = dist_now();
     int bad = proxy ? cuexec_init_proxy(&e, m, lo, o->proxy_stage, o->opt.seed, err, errlen)
                     : cuexec_init(&e, m, lo, &o->opt, o->data, err, errlen);
-    if (bad) {
+    dist_watchdog_floor(3 * (dist_now() - t0));   // host-side weight init differs by stage
+    if (any_failed(bad, world)) {
+        if (!bad)
+            err[0] = 0;   // another rank says why
         cuexec_free(&e);
         return NULL;
     }
+    FILE *log = rank == 0 ? o->log : NULL;
+    CuNvml *nv = cunvml_open(e.device);
+    double util_sum = 0;
+    int util_n = 0;
     double fpt = train_model_flops_per_token(m, lo), peak = hw->peak[PREC_BF16];
-    double tokens = (double)e.nmb * e.sh.N;   // this GPU's tokens per step (proxy: of the micro-batches it runs)
+    /* tokens per step: the global batch (proxy: this GPU's micro-batches) */
+    double tokens = proxy ? (double)e.nmb * e.sh.N : (double)lo->gbs * e.sh.T;
     double *hist = calloc((size_t)o->steps * (PH_COUNT + 1), sizeof *hist);
     cJSON *steps = cJSON_CreateArray();
     double last_loss = 0;
     int nsum = 0;
-    if (o->log)
-        fprintf(o->log, "run (cuda%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU\n",
-                proxy ? " stage proxy" : "", m->name, e.sh.layers, proxy ? " of one stage" : "", e.nmb, e.sh.B,
+    if (log)
+        fprintf(log, "run (cuda%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU"
+                     "\n", proxy ? " stage proxy" : "", m->name, e.sh.layers, proxy ? " of one stage" : "", e.nmb, e.sh.B,
                 e.sh.T, (double)e.n);
+    if (log && world > 1)
+        fprintf(log, "%d ranks, one GPU each (dp %d tp %d pp %d vp %d%s), NCCL\n", world, e.dp, e.tp, e.pp, e.vp,
+                e.zero1 ? " zero1" : "");
     for (int i = 0; i < o->steps; i++) {
         CuStepStats st;
-        if (cuexec_step(&e, &st, err, errlen) != 0) {
+        bad = cuexec_step(&e, &st, err, errlen) != 0;
+        if (any_failed(bad, world)) {
+            if (!bad)
+                err[0] = 0;
             cJSON_Delete(steps);
             free(hist);
+            cunvml_close(nv);
             cuexec_free(&e);
             return NULL;
         }
-        double ts = tokens / st.step_s, u = peak > 0 ? ts * fpt / peak : 0;
+        dist_watchdog_floor(3 * st.step_s);
+        int u = cunvml_util(nv);
+        if (u >= 0 && (i > 0 || o->steps == 1))
+            util_sum += u, util_n++;
+        double t[PH_COUNT], step_s;
+        step_view(&st, t, &step_s, rank, world);
+        double ts = tokens / step_s, mfu = peak > 0 ? ts * fpt / (peak * world) : 0;
         cJSON *s = cJSON_CreateObject();
         cJSON_AddNumberToObject(s, "step", e.step);
         cJSON_AddNumberToObject(s, "loss", st.loss);
-        cJSON_AddNumberToObject(s, "step_s", st.step_s);
+        cJSON_AddNumberToObject(s, "step_s", step_s);
         cJSON_AddNumberToObject(s, "tokens_per_s", ts);
-        cJSON_AddNumberToObject(s, "mfu", u);
-        cJSON_AddItemToObject(s, "phases_s", phases_json(st.t));
+        cJSON_AddNumberToObject(s, "mfu", mfu);
+        cJSON_AddItemToObject(s, "phases_s", phases_json(t));
         cJSON_AddItemToArray(steps, s);
         if (i > 0 || o->steps == 1) {   // the first step is warm-up
             double *h = hist + (size_t)nsum++ * (PH_COUNT + 1);
-            memcpy(h, st.t, sizeof st.t);
-            h[PH_COUNT] = st.step_s;
+            memcpy(h, t, sizeof t);
+            h[PH_COUNT] = step_s;
         }
         last_loss = st.loss;
-        if (o->log) {
-            fprintf(o->log, "step %4d/%d | loss %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%\n", e.step, o->steps,
-                    st.loss, 1e3 * st.step_s, ts, 100 * u);
-            fflush(o->log);
+        if (log) {
+            fprintf(log, "step %4d/%d | loss %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%\n", e.step, o->steps,
+                    st.loss, 1e3 * step_s, ts, 100 * mfu);
+            fflush(log);
         }
     }
     double med[PH_COUNT], step = median(hist, nsum, PH_COUNT);
     for (int k = 0; k < PH_COUNT; k++)
         med[k] = median(hist, nsum, k);
     free(hist);
-    double ts = step > 0 ? tokens / step : 0;
+    double ts = step > 0 ? tokens / step : 0, util = util_n ? util_sum / util_n : -1;
+    cunvml_close(nv);
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "format", RUN_FORMAT);
     cJSON_AddStringToObject(doc, "backend", proxy ? "cuda-proxy" : "cuda");
-    cJSON_AddNumberToObject(doc, "world", 1);
+    cJSON_AddNumberToObject(doc, "world", world);
     cJSON_AddNumberToObject(doc, "tokens_per_step", tokens);
     cJSON_AddNumberToObject(doc, "flops_per_token", fpt);
     cJSON_AddNumberToObject(doc, "peak_flops_per_rank", peak);
@@ -156,20 +263,30 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     cJSON_AddNumberToObject(sum, "steps_averaged", nsum);
     cJSON_AddNumberToObject(sum, "step_s", step);
     cJSON_AddNumberToObject(sum, "tokens_per_s", ts);
-    cJSON_AddNumberToObject(sum, "mfu", peak > 0 ? ts * fpt / peak : 0);
+    cJSON_AddNumberToObject(sum, "mfu", peak > 0 ? ts * fpt / (peak * world) : 0);
     cJSON_AddNumberToObject(sum, "final_loss", last_loss);
     cJSON_AddItemToObject(sum, "phases_s", phases_json(med));
+    cJSON *mem = memory_json(&e, util, rank, world);
+    double usum = 0;
+    int un = 0;
+    for (cJSON *r = mem->child; r; r = r->next) {
+        const cJSON *u = cJSON_GetObjectItem(r, "gpu_util_pct");
+        if (u)
+            usum += u->valuedouble, un++;
+    }
+    if (un)   // NVML's busy fraction, mean over the ranks that have it
+        cJSON_AddNumberToObject(sum, "gpu_util_pct", usum / un);
     cJSON_AddItemToObject(doc, "summary", sum);
     cJSON_AddItemToObject(doc, "steps", steps);
-    cJSON_AddItemToObject(doc, "memory", memory_json(&e));
+    cJSON_AddItemToObject(doc, "memory", mem);
     if (proxy) {
         cJSON *px = proxy_json(&e, m, hw, lo, med);
-        if (o->log) {
+        if (log) {
             const cJSON *pc = cJSON_GetObjectItem(px, "predicted_compute_mb_s"),
                         *mc = cJSON_GetObjectItem(px, "measured_compute_mb_s"),
                         *er = cJSON_GetObjectItem(px, "error_pct");
-            fprintf(o->log, "proxy stage %d: per micro-batch predicted %.2f ms (communication left out), measured "
-                            "%.2f ms, error %+.1f %%\n", e.sh.stage, 1e3 * pc->valuedouble, 1e3 * mc->valuedouble,
+            fprintf(log, "proxy stage %d: per micro-batch predicted %.2f ms (communication left out), measured "
+                         "%.2f ms, error %+.1f %%\n", e.sh.stage, 1e3 * pc->valuedouble, 1e3 * mc->valuedouble,
                     er->valuedouble);
         }
         cJSON_AddItemToObject(doc, "proxy", px);

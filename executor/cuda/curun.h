@@ -1,13 +1,19 @@
-/* curun.h — `ultraplan run --backend cuda`: a training run on one GPU, or the
- * stage proxy of a larger plan, measured into a run.json document
- * (ultraplan.run/1, the fields runlog.h writes, backend "cuda"; the proxy
- * adds a "proxy" object with predicted vs measured seconds per micro-batch).
+/* curun.h — `[mpirun -np N] ultraplan run --backend cuda`: a training run
+ * on one GPU per rank, or the stage proxy of a larger plan on one GPU,
+ * measured into a run.json document (ultraplan.run/1, the fields runlog.h
+ * writes, backend "cuda"; the proxy adds a "proxy" object with predicted vs
+ * measured seconds per micro-batch).
  *
  * The summary is the median over the steps after the first (warm-up:
- * cuBLASLt heuristics, first touch). Timers are CUDA events per phase; peak
- * device memory is both what the slabs allocated (by category) and the
- * least free memory cudaMemGetInfo reported (context and workspace included).
- * What it doesn't: NVML utilisation, checkpoints, several GPUs.
+ * cuBLASLt heuristics, NCCL connections, first touch). Timers are CUDA
+ * events per phase on each rank; a step reports the phases of the busiest
+ * rank (most compute, as runlog.c) and the slowest rank's step time. Every
+ * rank's memory is a row of the memory array: the slabs by category, the
+ * device peak (total − least free from cudaMemGetInfo: context, cuBLASLt
+ * workspace and NCCL buffers included) and, where NVML loads, the GPU's
+ * busy percentage sampled after every step and averaged over the run (the
+ * summary's gpu_util_pct: the mean over ranks; omitted without NVML).
+ * What it doesn't: checkpoints.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CURUN_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CURUN_H
@@ -25,7 +31,12 @@ typedef struct {
     FILE *log;             // one progress line per step, nullable
 } CuRunOpts;
 
-/* The run.json document (caller deletes), or NULL with err. */
+/* 1 when this build can run several GPUs (NCCL). */
+int curun_multi_gpu(void);
+
+/* The run.json document on every rank (caller deletes; rank 0 writes it), or
+ * NULL with err on the ranks that failed and an empty err on the others.
+ * Collective under mpirun. */
 cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CuRunOpts *o, char *err, int errlen);
 
 #endif

@@ -1,0 +1,275 @@
+/* cunet.c — see cunet.h. */
+#include "cunet.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cutp.h"
+
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+
+/* ---- timers ------------------------------------------------------------- */
+
+static void tm_open(CuExec *e, int p)
+{
+    if (e->ev_n == e->ev_cap) {   // grow: the events recorded so far are kept
+        int cap = e->ev_cap ? 2 * e->ev_cap : 256;
+        cudaEvent_t *ev = realloc(e->ev, (size_t)2 * cap * sizeof *ev);
+        int *ph = realloc(e->ev_phase, (size_t)cap * sizeof *ph);
+        if (!ev || !ph)
+            kc_fail("realloc", "out of host memory for timers", __FILE__, __LINE__);
+        e->ev = ev, e->ev_phase = ph;
+        for (int i = 2 * e->ev_cap; i < 2 * cap; i++)
+            CHECK_CUDA(cudaEventCreate(&e->ev[i]));
+        e->ev_cap = cap;
+    }
+    e->ev_phase[e->ev_n] = p;
+    CHECK_CUDA(cudaEventRecord(e->ev[2 * e->ev_n], e->st));
+    e->cur_phase = p;
+}
+
+static void tm_close(CuExec *e)
+{
+    CHECK_CUDA(cudaEventRecord(e->ev[2 * e->ev_n + 1], e->st));
+    e->ev_n++;
+    e->cur_phase = -1;
+}
+
+int cunet_tm_swap(CuExec *e, int p)
+{
+    int prev = e->cur_phase;
+    if (prev >= 0)
+        tm_close(e);
+    if (p >= 0)
+        tm_open(e, p);
+    return prev;
+}
+
+void cunet_tm_sum(CuExec *e)
+{
+    memset(e->t, 0, sizeof e->t);
+    for (int i = 0; i < e->ev_n; i++) {
+        float ms = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e->ev[2 * i], e->ev[2 * i + 1]));
+        e->t[e->ev_phase[i]] += ms * 1e-3;
+    }
+    e->ev_n = 0;
+}
+
+void cunet_tm_free(CuExec *e)
+{
+    for (int i = 0; i < 2 * e->ev_cap; i++)
+        cudaEventDestroy(e->ev[i]);
+    free(e->ev);
+    free(e->ev_phase);
+    e->ev = NULL, e->ev_phase = NULL;
+    e->ev_cap = e->ev_n = 0;
+}
+
+/* ---- tensor parallelism -------------------------------------------------- */
+
+/* In place over tp on the compute stream (ordered with the math), timed as tp_comm. */
+static void tp_allreduce(CuExec *e, void *x, size_t n, CuType t, CuOp op)
+{
+    if (e->tp == 1)
+        return;
+    int prev = cunet_tm_swap(e, PH_TP);
+    cucomm_allreduce(e->cc, CC_TP, x, n, t, op, e->st);
+    cunet_tm_swap(e, prev);
+}
+
+/* ---- parameters ----------------------------------------------------------- */
+
+static kc_bf16 *Wl(const CuExec *e, int li, ParamId id)
+{
+    size_t o = e->ps.layer_off[li][id];
+    return o == PARAM_NONE ? NULL : e->wb + o;
+}
+static float *Gl(const CuExec *e, int li, ParamId id)
+{
+    size_t o = e->ps.layer_off[li][id];
+    return o == PARAM_NONE ? NULL : e->g + o;
+}
+static kc_bf16 *Ws(const CuExec *e, ParamId id)
+{
+    return e->ps.off[id] == PARAM_NONE ? NULL : e->wb + e->ps.off[id];
+}
+static float *Gs(const CuExec *e, ParamId id)
+{
+    return e->ps.off[id] == PARAM_NONE ? NULL : e->g + e->ps.off[id];
+}
+/* A row-parallel bias is added once: by tp rank 0, before the all-reduce
+ * (net.c adds it after; the sum is the same). */
+static kc_bf16 *row_bias(const CuExec *e, int li, ParamId id)
+{
+    return e->d.tp_rank == 0 ? Wl(e, li, id) : NULL;
+}
+
+static void zero_bf(CuExec *e, kc_bf16 *x, size_t n)
+{
+    CHECK_CUDA(cudaMemsetAsync(x, 0, n * sizeof *x, e->st));   // bf16 +0.0 is all zero bits
+}
+
+static void norm_fwd(CuExec *e, kc_bf16 *out, float *mean, float *rstd, const kc_bf16 *x, const kc_bf16 *w,
+                     const kc_bf16 *b)
+{
+    if (e->m.norm == NORM_LAYERNORM)
+        kc_layernorm_fwd(out, mean, rstd, x, w, b, e->sh.N, e->sh.C, NORM_EPS, e->st);
+    else
+        kc_rmsnorm_fwd(out, rstd, x, w, e->sh.N, e->sh.C, NORM_EPS, e->st);
+}
+
+static void norm_bwd(CuExec *e, kc_bf16 *dx, float *dw, float *db, const kc_bf16 *dout, const kc_bf16 *x,
+                     const kc_bf16 *w, const float *mean, const float *rstd)
+{
+    if (e->m.norm == NORM_LAYERNORM)
+        kc_layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, e->sh.N, e->sh.C, e->st);
+    else
+        kc_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->sh.N, e->sh.C, e->st);
+}
+
+/* ---- the layer ------------------------------------------------------------- */
+
+void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
+{
+    const ProxyShape *s = &e->sh;
+    int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
+    size_t nc = (size_t)N * C;
+    cudaStream_t st = e->st;
+    norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, Wl(e, li, P_LN1W), Wl(e, li, P_LN1B));
+    const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
+    kc_matmul_fwd(A->q, A->a1, wq, bq, N, C, ql, st);
+    kc_matmul_fwd(A->k, A->a1, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
+    kc_matmul_fwd(A->v, A->a1, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
+    if (e->m.pos == POS_ROPE) {
+        kc_rope_fwd(A->q, A->q, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
+        kc_rope_fwd(A->k, A->k, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
+    }
+    kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
+    kc_matmul_fwd(A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), N, ql, C, st);
+    tp_allreduce(e, A->x2, nc, CC_BF16, CC_SUM);
+    kc_residual_fwd(A->x2, A->x2, A->x, nc, st);
+    norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
+    kc_matmul_fwd(A->hpre, A->a2, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, s->F1l, st);
+    if (e->m.mlp == MLP_SWIGLU)
+        kc_swiglu_fwd(A->hact, A->hpre, N, s->Fl, st);
+    else
+        kc_gelu_fwd(A->hact, A->hpre, (size_t)N * s->Fl, st);
+    kc_matmul_fwd(out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), N, s->Fl, C, st);
+    tp_allreduce(e, out, nc, CC_BF16, CC_SUM);
+    kc_residual_fwd(out, out, A->x2, nc, st);
+}
+
+void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
+{
+    const ProxyShape *s = &e->sh;
+    int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
+    size_t nc = (size_t)N * C;
+    cudaStream_t st = e->st;
+    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))); the row-parallel input
+     * gradient dres is whole on every tp rank, so is the bias gradient */
+    zero_bf(e, e->dhact, (size_t)N * s->Fl);
+    kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), Gl(e, li, P_FC2B), e->dres, A->hact, Wl(e, li, P_FC2W), N, s->Fl,
+                  C, st);
+    zero_bf(e, e->dhpre, (size_t)N * s->F1l);
+    if (e->m.mlp == MLP_SWIGLU)
+        kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, s->Fl, st);
+    else
+        kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * s->Fl, st);
+    zero_bf(e, e->dcol, nc);
+    kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, A->a2, Wl(e, li, P_FC1W), N, C, s->F1l,
+                  st);
+    tp_allreduce(e, e->dcol, nc, CC_BF16, CC_SUM);   // column-parallel input gradient: partial sums
+    norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), e->dcol, A->x2, Wl(e, li, P_LN2W), A->mean2,
+             A->rstd2);
+
+    /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */
+    kc_bf16 *dov = e->dhact;   // free again
+    zero_bf(e, dov, (size_t)N * ql);
+    kc_matmul_bwd(dov, Gl(e, li, P_PROJW), Gl(e, li, P_PROJB), e->dres, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
+    zero_bf(e, e->dq, (size_t)N * ql);
+    zero_bf(e, e->dk, (size_t)N * kvl);
+    zero_bf(e, e->dv, (size_t)N * kvl);
+    kc_attention_bwd(e->dq, e->dk, e->dv, dov, A->q, A->k, A->v, A->o, A->lse, s->B, s->T, s->NHl, s->NKVl, s->HS,
+                     st);
+    const kc_bf16 *wq = Wl(e, li, P_QKVW);
+    float *gw = Gl(e, li, P_QKVW), *gb = Gl(e, li, P_QKVB);
+    const kc_bf16 *dq = e->dq, *dk = e->dk;
+    zero_bf(e, e->dcol, nc);
+    if (e->m.pos == POS_ROPE) {   // un-rotate into drope, one of q, k at a time
+        zero_bf(e, e->drope, (size_t)N * ql);
+        kc_rope_bwd(e->drope, e->dq, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
+        dq = e->drope;
+    }
+    kc_matmul_bwd(e->dcol, gw, gb, dq, A->a1, wq, N, C, ql, st);
+    if (e->m.pos == POS_ROPE) {
+        zero_bf(e, e->drope, (size_t)N * kvl);
+        kc_rope_bwd(e->drope, e->dk, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
+        dk = e->drope;
+    }
+    kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gb ? gb + ql : NULL, dk, A->a1, wq + (size_t)ql * C, N, C, kvl, st);
+    kc_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gb ? gb + ql + kvl : NULL, e->dv, A->a1,
+                  wq + (size_t)(ql + kvl) * C, N, C, kvl, st);
+    tp_allreduce(e, e->dcol, nc, CC_BF16, CC_SUM);
+    norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), e->dcol, A->x, Wl(e, li, P_LN1W), A->mean1,
+             A->rstd1);
+}
+
+/* ---- embedding and head ----------------------------------------------------- */
+
+void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out)
+{
+    const ProxyShape *s = &e->sh;
+    if (e->tp == 1) {
+        kc_embedding_fwd(out, tok, Ws(e, P_WTE), Ws(e, P_WPE), s->B, s->T, s->C, 0, e->st);
+        return;
+    }
+    /* each rank looks up the rows of its vocab range, rank 0 adds positions */
+    cutp_embed_fwd(out, tok, Ws(e, P_WTE), e->d.tp_rank == 0 ? Ws(e, P_WPE) : NULL, s->N, s->T, s->C, e->vstart,
+                   s->Vl, e->st);
+    tp_allreduce(e, out, (size_t)s->N * s->C, CC_BF16, CC_SUM);
+}
+
+void cunet_embed_bwd(CuExec *e, const int *tok)
+{
+    const ProxyShape *s = &e->sh;
+    if (e->tp == 1) {
+        kc_embedding_bwd(Gs(e, P_WTE), Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
+        return;
+    }
+    if (Gs(e, P_WPE))   // positions are replicated: every rank adds the whole gradient
+        kc_embedding_bwd(NULL, Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
+    cutp_embed_bwd(Gs(e, P_WTE), e->dres, tok, s->N, s->C, e->vstart, s->Vl, e->st);
+}
+
+void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
+{
+    const ProxyShape *s = &e->sh;
+    int N = s->N, C = s->C;
+    ParamId hid = e->ps.off[P_HEAD] != PARAM_NONE ? P_HEAD : P_WTE;   // tied, one stage: the embedding
+    const kc_bf16 *wh = Ws(e, hid), *lw = Ws(e, P_LNFW), *lb = Ws(e, P_LNFB);
+    const int *tg = e->d_targets + (size_t)mb * N;
+    float *loss = e->losses + (size_t)mb * N;
+    norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
+    kc_matmul_fwd(e->logits, e->head_n, wh, NULL, N, C, s->Vl, e->st);
+    if (e->tp == 1) {
+        int valid = e->m.vocab < s->Vl ? e->m.vocab : s->Vl;
+        kc_crossentropy_fwd(loss, e->ce_lse, e->logits, tg, N, s->Vl, valid, e->st);
+        kc_crossentropy_bwd(e->logits, e->logits, e->ce_lse, tg, scale, N, s->Vl, valid, e->st);
+    } else {   // vocab-parallel: max and (sum-exp, target logit) combined over tp
+        int valid = e->m.vocab - e->vstart;
+        valid = valid < 0 ? 0 : valid > s->Vl ? s->Vl : valid;
+        float *mx = e->ce_red, *red = e->ce_red + N;
+        cutp_ce_max(mx, e->logits, N, s->Vl, valid, e->st);
+        tp_allreduce(e, mx, N, CC_F32, CC_MAX);
+        cutp_ce_sumexp(red, e->logits, mx, tg, e->vstart, N, s->Vl, valid, e->st);
+        tp_allreduce(e, red, 2 * (size_t)N, CC_F32, CC_SUM);
+        cutp_ce_finish(loss, e->logits, mx, red, tg, e->vstart, scale, N, s->Vl, valid, e->st);
+    }
+    zero_bf(e, e->dcol, (size_t)N * C);
+    kc_matmul_bwd(e->dcol, Gs(e, hid), NULL, e->logits, e->head_n, wh, N, C, s->Vl, e->st);
+    tp_allreduce(e, e->dcol, (size_t)N * C, CC_BF16, CC_SUM);
+    zero_bf(e, dlast, (size_t)N * C);
+    norm_bwd(e, dlast, Gs(e, P_LNFW), Gs(e, P_LNFB), e->dcol, e->head_in, lw, e->head_mean, e->head_rstd);
+}

@@ -1,0 +1,36 @@
+/* cunet.h — internal to executor/cuda: the decoder's math on one rank's
+ * shards as cuexec.c runs it, mirroring executor/net.c on bf16 device
+ * tensors (TP collectives on the compute stream, in net.c's places), and
+ * the per-phase CUDA-event timers.
+ *
+ * Shapes: N = B·T tokens of a micro-batch (no sequence parallel, so every
+ * tp rank holds all N rows of the residual stream).
+ */
+#ifndef ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
+#define ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
+
+#include "cuexec.h"
+
+/* Close the open timer segment and open one for phase p (-1: none).
+ * Returns the phase that was open (-1 none), to restore it. */
+int cunet_tm_swap(CuExec *e, int p);
+/* After the step's synchronisation: e->t by phase; resets the segments. */
+void cunet_tm_sum(CuExec *e);
+void cunet_tm_free(CuExec *e);
+
+/* Local layer li: reads A->x, fills the rest of A, writes out (N, C). */
+void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out);
+/* e->dres (N, C) holds d(out); on return it holds d(x). Grads accumulate. */
+void cunet_layer_bwd(CuExec *e, int li, CuActs *A);
+
+/* out (N, C) = embedding of tok (N, device). */
+void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out);
+/* Accumulates the embedding grads from e->dres. */
+void cunet_embed_bwd(CuExec *e, const int *tok);
+
+/* Final norm, LM head and loss of micro-batch mb at e->head_in (per-token
+ * losses into e->losses), then their backward with the gradient scale;
+ * writes d(head_in) to dlast (N, C). */
+void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast);
+
+#endif
