@@ -1,0 +1,44 @@
+#!/bin/bash
+# Every multi-GPU layout of the CUDA executor reproduces the single-GPU CUDA
+# losses of the same model, seed and data within bf16 tolerance:
+# test_cuda_exec_mpi under mpirun, one rank per GPU. Layouts needing more
+# GPUs than this machine has are skipped; with fewer than 2 GPUs, all are (77).
+# usage: mpi_cuda_layouts.sh PATH/test_cuda_exec_mpi
+set -u
+BIN=$1
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+NGPU=$("$BIN" --gpus 2>/dev/null || echo 0)
+[ "${NGPU:-0}" -ge 2 ] || { echo "$NGPU GPU(s): the multi-GPU layouts need 2 or more; skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+DATA=$DIR/data.txt
+for i in $(seq 0 399); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."; done > "$DATA"
+fails=0 ran=0
+run() {   # run NP MODEL ARGS...
+    local np=$1 model=$2; shift 2
+    if [ "$np" -gt "$NGPU" ]; then echo "skip: np $np $model $* (needs $np GPUs)"; return; fi
+    ran=$((ran + 1))
+    if ! timeout 300 mpirun -np "$np" "$BIN" --model "$model" --data "$DATA" --ref "$DIR/ref_$model.txt" "$@" \
+            > "$DIR/out" 2>&1; then
+        echo "FAIL: np $np $model $*"; cat "$DIR/out"; fails=$((fails + 1))
+    else
+        tail -n 1 "$DIR/out"
+    fi
+}
+for model in gpt llama; do
+    "$BIN" --model $model --data "$DATA" --write "$DIR/ref_$model.txt" || { echo "single-GPU $model failed"; exit 1; }
+done
+run 2 gpt --tp 2
+run 2 gpt --pp 2
+run 2 gpt --dp 2
+run 2 gpt --dp 2 --zero1
+run 2 llama --tp 2
+run 2 llama --pp 2 --full 1
+run 2 gpt --pp 2 --vp 2 --mbs 1
+run 4 llama --dp 2 --tp 2 --zero1
+run 4 gpt --pp 2 --tp 2
+run 4 gpt --pp 4 --mbs 1
+run 8 gpt --dp 2 --tp 2 --pp 2 --zero1
+echo "$ran layout(s) run, $fails failed"
+[ $fails -eq 0 ]
