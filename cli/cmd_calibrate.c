@@ -37,6 +37,7 @@
 #include "profile.h"
 #if ULTRAPLAN_HAVE_CUDA
 #include "calibrate_cuda.h"
+#include "kernels_cuda.h"
 #endif
 
 enum { SAMPLES = 7 };
@@ -247,14 +248,23 @@ static double model_colls(const HwProfile *hw, double eff, const double *bytes, 
     return t;
 }
 
+/* Seconds per collective of `count` floats over the world (kind 0
+ * all-reduce, 1 reduce-scatter, 2 all-gather), the same on every rank. */
+typedef double (*CollTimer)(void *ctx, int kind, int count, int reps);
+
+static double mpi_coll(void *buf, int kind, int count, int reps)
+{
+    return dist_time_collective(kind, buf, count, reps);
+}
+
 /* coll_lat from a tiny all-reduce; coll_eff so that the model's all-reduce,
  * reduce-scatter and all-gather of 512 KiB and 16 MiB (a TP activation, DP
- * gradients) add up to what MPI took. hw->intra must hold the ping-pong link. */
-static void bench_colls(HwProfile *hw, int world)
+ * gradients) add up to what the timer took (MPI, or NCCL for --backend
+ * cuda). hw->intra (inter across nodes) must hold the link. */
+static void bench_colls(HwProfile *hw, int world, CollTimer timer, void *ctx)
 {
     enum { BIG = 4 << 20, MID = 128 << 10 };
-    float *buf = calloc(BIG, sizeof(float));
-    double t8 = dist_time_collective(0, buf, 2 * world, 200);
+    double t8 = timer(ctx, 0, 2 * world, 200);
     hw->coll_lat = 0;
     hw->coll_lat = fmax(0.0, t8 - time_allreduce(hw, 8.0 * world, world, world));
     static const int kind[6] = {0, 1, 2, 0, 1, 2};
@@ -262,7 +272,7 @@ static void bench_colls(HwProfile *hw, int world)
     for (int i = 0; i < 6; i++) {
         int count = (i < 3 ? MID : BIG) / world * world;
         bytes[i] = 4.0 * count;
-        meas += dist_time_collective(kind[i], buf, count, i < 3 ? 40 : 6);
+        meas += timer(ctx, kind[i], count, i < 3 ? 40 : 6);
     }
     double lo = 0.01, hi = 1.0;
     if (model_colls(hw, 1.0, bytes, kind, 6, world) >= meas) {
@@ -277,7 +287,6 @@ static void bench_colls(HwProfile *hw, int world)
         }
     }
     hw->coll_eff = lo;
-    free(buf);
 }
 
 static double mem_total(void)
@@ -294,20 +303,87 @@ static double mem_total(void)
 }
 
 #if ULTRAPLAN_HAVE_CUDA
-/* --backend cuda: GPU 0 (and NCCL between the GPUs of this machine) measured
- * by kernels/cuda/calibrate_cuda.c over the h200 profile's datasheet figures. */
+/* NCCL timings as bench_colls wants them: rank 0's figure on every rank. */
+static double nccl_coll(void *k, int kind, int count, int reps)
+{
+    return dist_bcast_double(kc_nccl_time(k, kind, (size_t)count * 4, reps));
+}
+
+/* Under mpirun, one GPU per rank: NCCL all-reduce, all-gather,
+ * reduce-scatter (bus bandwidth, nccl-tests' convention) and send/recv
+ * between ranks 0 and 1 by size into rep; the link they run over (intra
+ * within one node, inter across nodes: bandwidth of the largest all-reduce,
+ * latency per ring hop of the smallest), coll_lat and coll_eff into hw. */
+static void nccl_sweep(HwProfile *hw, KcCalibReport *rep, int rank, int world)
+{
+    int local_n = 1, local = dist_local_rank(&local_n);
+    char id[KC_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id);
+    if (rank == 0)
+        kc_nccl_unique_id(id);
+    dist_bcast_bytes(id, (int)sizeof id, MPI_COMM_WORLD);
+    int ndev = kc_device_count();
+    KcNccl *k = kc_nccl_open(id, rank, world, ndev > 0 ? local % ndev : 0);
+    double f = (double)(world - 1) / world, t_small = 0;
+    rep->nccl_n = KC_NCCL_SIZES;
+    for (int i = 0; i < KC_NCCL_SIZES; i++) {
+        size_t bytes = ((size_t)1 << 16) << (2 * i);   // 64 KiB .. 1 GiB
+        int reps = bytes >= ((size_t)1 << 28) ? 5 : 20;
+        double t[4];
+        for (int kind = 0; kind < 4; kind++)
+            t[kind] = dist_bcast_double(kc_nccl_time(k, kind, bytes, reps));
+        if (i == 0)
+            t_small = t[0];
+        rep->nccl_bytes[i] = (double)bytes;
+        rep->allreduce_busbw[i] = 2 * f * bytes / t[0];
+        rep->reducescatter_busbw[i] = f * bytes / t[1];
+        rep->allgather_busbw[i] = f * bytes / t[2];
+        rep->sendrecv_bw[i] = bytes / t[3];
+        if (rank == 0)
+            printf("nccl   %10zu B  all-reduce %6.1f  all-gather %6.1f  reduce-scatter %6.1f  send-recv %6.1f GB/s "
+                   "(bus bandwidth, %d ranks)\n", bytes, rep->allreduce_busbw[i] / 1e9, rep->allgather_busbw[i] / 1e9,
+                   rep->reducescatter_busbw[i] / 1e9, rep->sendrecv_bw[i] / 1e9, world);
+    }
+    Link *link = local_n >= world ? &hw->intra : &hw->inter;
+    link->bw = rep->allreduce_busbw[KC_NCCL_SIZES - 1];
+    link->lat = t_small / (2.0 * (world - 1));   // α of a 2(n−1)-step ring at 64 KiB
+    hw->gpus_per_node = local_n;
+    bench_colls(hw, world, nccl_coll, k);
+    kc_nccl_close(k);
+}
+
+/* --backend cuda: GPU 0 measured by kernels/cuda/calibrate_cuda.cu over the
+ * h200 profile's datasheet figures; one process: NCCL between the GPUs it
+ * sees; under mpirun: rank 0 measures its GPU, then NCCL over the ranks. */
 static int calibrate_cuda(const char *out)
 {
-    char err[512];
+    char err[512] = "";
+    int rank, world;
+    dist_world_init(&rank, &world);
     HwProfile hw;
-    if (profile_load_builtin("h200", &hw, err, sizeof err) != 0 || kc_calibrate(&hw, err, sizeof err) != 0 ||
-        profile_write_json(&hw, out, err, sizeof err) != 0) {
-        fprintf(stderr, "ultraplan calibrate: %s\n", err);
-        return 1;
+    KcCalibReport rep;
+    int rc = profile_load_builtin("h200", &hw, err, sizeof err) != 0;
+    if (world > 1 && !kc_nccl_available()) {
+        snprintf(err, sizeof err, "this build has no NCCL: run calibrate --backend cuda as one process");
+        rc = 1;
     }
-    printf("calibrated %s: bf16 peak %.1f TFLOP/s, HBM %.0f GB/s -> %s\n", hw.name, hw.peak[PREC_BF16] / 1e12,
-           hw.hbm_bw / 1e9, out);
-    return 0;
+    if (!rc && rank == 0)
+        rc = kc_calibrate_opts(&hw, &rep, NULL, world == 1, err, sizeof err) != 0;
+    rc = dist_bcast_int(rc);
+    if (!rc && world > 1)
+        nccl_sweep(&hw, &rep, rank, world);
+    if (!rc && rank == 0)
+        rc = profile_write_json(&hw, out, err, sizeof err) != 0;
+    rc = dist_bcast_int(rc);
+    if (rank == 0) {
+        if (rc)
+            fprintf(stderr, "ultraplan calibrate: %s\n", err[0] ? err : "failed on rank 0");
+        else
+            printf("calibrated %s: bf16 peak %.1f TFLOP/s, HBM %.0f GB/s%s -> %s\n", hw.name,
+                   hw.peak[PREC_BF16] / 1e12, hw.hbm_bw / 1e9, world > 1 ? ", NCCL links and collectives" : "", out);
+    }
+    dist_world_finalize();
+    return rc;
 }
 #else
 static int calibrate_cuda(const char *out)
@@ -331,8 +407,10 @@ static int calibrate_main(int argc, char **argv)
             printf("usage: [mpirun -np N] ultraplan calibrate --backend cpu|cuda -o profile.json\n\n"
                    "Measures GEMM and attention throughput, memory bandwidth and (with N >= 2 ranks)\n"
                    "MPI latency and bandwidth, and writes a hardware profile for plan/predict --profile.\n"
-                   "--backend cuda (one process): cuBLASLt GEMM sweep, HBM copy, attention kernel and,\n"
-                   "with 2+ GPUs, NCCL collectives, over the h200 profile's datasheet figures.\n");
+                   "--backend cuda: cuBLASLt GEMM sweep, HBM copy, attention kernel over the h200\n"
+                   "profile's datasheet figures; with 2+ GPUs, NCCL all-reduce, all-gather,\n"
+                   "reduce-scatter and send/recv bandwidth by size (one process over the GPUs it\n"
+                   "sees, or under mpirun one GPU per rank: link bw/lat, coll_lat, coll_eff).\n");
             return 0;
         } else if (c == 'b') {
             backend = optarg;
@@ -390,7 +468,9 @@ static int calibrate_main(int argc, char **argv)
         hw.gpus_per_node = world;
         hw.intra.bw = hw.inter.bw = lbw;
         hw.intra.lat = hw.inter.lat = lat;
-        bench_colls(&hw, world);
+        float *buf = calloc(4 << 20, sizeof(float));
+        bench_colls(&hw, world, mpi_coll, buf);
+        free(buf);
     }
     int rc = 0;
     if (rank == 0) {

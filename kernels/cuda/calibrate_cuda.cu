@@ -238,7 +238,7 @@ static void sweep_nccl(HwProfile *hw, KcCalibReport *rep, FILE *log, int n) {
 }
 #endif
 
-int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep_out, FILE *log, char *err, int errlen) {
+int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, FILE *log, int nccl_in_process, char *err, int errlen) {
     KcCalibReport rep;
     memset(&rep, 0, sizeof rep);
     rep.ngpus = kc_device_count();
@@ -265,7 +265,7 @@ int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep_out, FILE *log, char *
     sweep_copy(hw, &rep, log);
     sweep_attention(hw, &rep, log);
 #ifdef KC_HAVE_NCCL
-    if (rep.ngpus > 1) sweep_nccl(hw, &rep, log, rep.ngpus);
+    if (rep.ngpus > 1 && nccl_in_process) sweep_nccl(hw, &rep, log, rep.ngpus);
 #endif
     if (hw->gpus_per_node < 1) hw->gpus_per_node = rep.ngpus;
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -273,6 +273,105 @@ int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep_out, FILE *log, char *
     return 0;
 }
 
+int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen) {
+    return kc_calibrate_opts(hw, rep, log, 1, err, errlen);
+}
+
 int kc_calibrate(HwProfile *hw, char *err, int errlen) {
     return kc_calibrate_report(hw, NULL, NULL, err, errlen);
 }
+
+/* ---- NCCL across processes ---------------------------------------------------- */
+
+#ifdef KC_HAVE_NCCL
+static_assert(sizeof(ncclUniqueId) == KC_NCCL_ID_BYTES, "KC_NCCL_ID_BYTES is NCCL's id size");
+
+struct KcNccl {
+    ncclComm_t comm;
+    int rank, world;
+    cudaStream_t st;
+    void *sb, *rb;     // send and receive buffers, KC_NCCL_MAX bytes each
+    cudaEvent_t e0, e1;
+};
+static const size_t KC_NCCL_MAX = (size_t)1 << 30;
+
+int kc_nccl_available(void) { return 1; }
+
+int kc_nccl_unique_id(void *id) {
+    CHECK_NCCL(ncclGetUniqueId((ncclUniqueId *)id));
+    return 0;
+}
+
+KcNccl *kc_nccl_open(const void *id, int rank, int world, int device) {
+    KcNccl *k = (KcNccl *)calloc(1, sizeof *k);
+    if (!k) kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
+    k->rank = rank, k->world = world;
+    CHECK_CUDA(cudaSetDevice(device));
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    CHECK_NCCL(ncclCommInitRank(&k->comm, world, uid, rank));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&k->st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaMalloc(&k->sb, KC_NCCL_MAX));
+    CHECK_CUDA(cudaMalloc(&k->rb, KC_NCCL_MAX));
+    fill_random((bf16 *)k->sb, KC_NCCL_MAX / 2, 11 + rank);
+    CHECK_CUDA(cudaEventCreate(&k->e0));
+    CHECK_CUDA(cudaEventCreate(&k->e1));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    return k;
+}
+
+static void nccl_once(KcNccl *k, int kind, size_t bytes) {
+    size_t cnt = bytes / 4, part = cnt / k->world;   // fp32 elements: the whole buffer, one rank's part
+    switch (kind) {
+    case 0: CHECK_NCCL(ncclAllReduce(k->sb, k->rb, cnt, ncclFloat32, ncclSum, k->comm, k->st)); break;
+    case 1: CHECK_NCCL(ncclReduceScatter(k->sb, k->rb, part, ncclFloat32, ncclSum, k->comm, k->st)); break;
+    case 2: CHECK_NCCL(ncclAllGather(k->sb, k->rb, part, ncclFloat32, k->comm, k->st)); break;
+    default:
+        CHECK_NCCL(ncclGroupStart());
+        if (k->rank == 0) CHECK_NCCL(ncclSend(k->sb, cnt, ncclFloat32, 1, k->comm, k->st));
+        if (k->rank == 1) CHECK_NCCL(ncclRecv(k->rb, cnt, ncclFloat32, 0, k->comm, k->st));
+        CHECK_NCCL(ncclGroupEnd());
+    }
+}
+
+double kc_nccl_time(KcNccl *k, int kind, size_t bytes, int reps) {
+    enum { BATCHES = 5 };
+    bytes = std::min(bytes, KC_NCCL_MAX);
+    for (int i = 0; i < 3; i++) nccl_once(k, kind, bytes);
+    CHECK_CUDA(cudaStreamSynchronize(k->st));
+    double t[BATCHES];
+    for (int b = 0; b < BATCHES; b++) {
+        CHECK_CUDA(cudaEventRecord(k->e0, k->st));
+        for (int i = 0; i < reps; i++) nccl_once(k, kind, bytes);
+        CHECK_CUDA(cudaEventRecord(k->e1, k->st));
+        CHECK_CUDA(cudaEventSynchronize(k->e1));
+        float ms = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&ms, k->e0, k->e1));
+        t[b] = ms * 1e-3 / reps;
+    }
+    std::sort(t, t + BATCHES);
+    return t[BATCHES / 2];
+}
+
+void kc_nccl_close(KcNccl *k) {
+    if (!k) return;
+    cudaStreamSynchronize(k->st);
+    cudaFree(k->sb); cudaFree(k->rb);
+    cudaEventDestroy(k->e0); cudaEventDestroy(k->e1);
+    cudaStreamDestroy(k->st);
+    ncclCommDestroy(k->comm);
+    free(k);
+}
+#else
+int kc_nccl_available(void) { return 0; }
+int kc_nccl_unique_id(void *id) { (void)id; return -1; }
+KcNccl *kc_nccl_open(const void *id, int rank, int world, int device) {
+    (void)id, (void)rank, (void)world, (void)device;
+    return NULL;
+}
+double kc_nccl_time(KcNccl *k, int kind, size_t bytes, int reps) {
+    (void)k, (void)kind, (void)bytes, (void)reps;
+    return 0;
+}
+void kc_nccl_close(KcNccl *k) { (void)k; }
+#endif

@@ -16,6 +16,8 @@
  *   with 2+ GPUs and NCCL: intra.bw (all-reduce bus bandwidth at the largest
  *   size), intra.lat (small all-reduce time per ring hop), gpus_per_node
  *   (the GPUs of this machine).
+ * Under mpirun, one GPU per process (kc_nccl_*): the same NCCL sweep over
+ * the processes, bootstrapped by the caller (MPI stays in executor/dist.c).
  * What it doesn't: links between nodes, failure rates, storage, overheads.
  * Needs a GPU: returns -1 with err filled when there is none. Takes about a
  * minute on an H200. */
@@ -50,6 +52,30 @@ int kc_calibrate(HwProfile *hw, char *err, int errlen);
 /* The same, also filling rep (nullable) and printing one line per
  * measurement to log (nullable). */
 int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen);
+/* The same; nccl_in_process 0 skips the one-process NCCL sweep over every
+ * visible GPU (a multi-process calibration measures NCCL with kc_nccl_*). */
+int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep, FILE *log, int nccl_in_process, char *err, int errlen);
+
+/* ---- NCCL across processes, one GPU each ---------------------------------- */
+
+#define KC_NCCL_ID_BYTES 128   // sizeof(ncclUniqueId)
+typedef struct KcNccl KcNccl;
+
+/* 1 when built with NCCL. */
+int kc_nccl_available(void);
+/* A new unique id (on one process; the caller broadcasts it). 0, or -1
+ * without NCCL. */
+int kc_nccl_unique_id(void *id);
+/* Joins the world's communicator on `device` with buffers for messages up
+ * to 1 GiB. Collective. NULL without NCCL. */
+KcNccl *kc_nccl_open(const void *id, int rank, int world, int device);
+/* Seconds per call on this process: kind 0 all-reduce, 1 reduce-scatter,
+ * 2 all-gather (bytes: the whole buffer, fp32, as nccl-tests' size), 3
+ * send from rank 0 to rank 1 (bytes sent); median of 5 batches of reps calls
+ * after 3 warm-ups. Collective: every process calls it with the same
+ * arguments. */
+double kc_nccl_time(KcNccl *k, int kind, size_t bytes, int reps);
+void kc_nccl_close(KcNccl *k);
 
 #ifdef __cplusplus
 }
