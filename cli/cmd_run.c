@@ -156,8 +156,9 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
     }
     CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, rank == 0 ? stdout : NULL};
     cJSON *doc = curun(&pf->model, &pf->hw, &pf->layout, &o, err, sizeof err);
-    if (!doc) {
-        if (err[0])
+    if (!doc) {   // the lowest failing rank says why
+        int first = world > 1 ? dist_world_min(err[0] ? rank : 1 << 30) : rank;
+        if (err[0] && rank == first)
             fprintf(stderr, "ultraplan run: %s\n", err);
         return 1;
     }

@@ -410,7 +410,7 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("the CUDA backend has no context parallelism: the plan's layout has \"cp\": %d; plan with --cp 1", lo->cp);
     if (lo->sp && lo->tp > 1)
         FAIL("the CUDA backend has no sequence parallelism yet: the plan's layout has \"sp\": true with tp %d; plan "
-             "with sequence parallel off, or run it on the CPU backend", lo->tp);
+             "with --no-sp, or run it on the CPU backend", lo->tp);
     if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
         FAIL("the CUDA backend runs ZeRO-0 and ZeRO-1; the plan's layout has \"optimizer\": \"%s\"",
              layout_opt_name(lo->opt));
