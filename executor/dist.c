@@ -459,6 +459,11 @@ void dist_world_gather_doubles(const double *mine, int n, double *all)
     CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 }
 
+void dist_world_allgather_doubles(const double *mine, int n, double *all)
+{
+    CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD));
+}
+
 void dist_world_gather_u64(const unsigned long long *mine, int n, unsigned long long *all)
 {
     CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Gather(mine, n, MPI_UNSIGNED_LONG_LONG, all, n, MPI_UNSIGNED_LONG_LONG,

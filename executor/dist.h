@@ -105,6 +105,7 @@ int dist_world_argmax(double v);
 void dist_world_bcast_doubles(double *x, int n, int root);
 /* Every rank's n values in rank order into all (rank 0 only; may be NULL elsewhere). */
 void dist_world_gather_doubles(const double *mine, int n, double *all);
+void dist_world_allgather_doubles(const double *mine, int n, double *all);   // on every rank
 void dist_world_gather_u64(const unsigned long long *mine, int n, unsigned long long *all);
 
 /* Rank 0's n bytes on every member of c (an NCCL unique id), under the

@@ -333,18 +333,6 @@ static void optimizer_step(CuExec *e)
     cunet_tm_swap(e, -1);
 }
 
-/* Σ of v over the world through dist_allreduce's floats, split into a high
- * and a low part (a sum of per-rank partial losses: float rounding of the
- * sum, ~1e-7 relative). */
-static double world_sum(double v)
-{
-    float x[2];
-    x[0] = (float)v;
-    x[1] = (float)(v - (double)x[0]);
-    dist_allreduce(x, 2, MPI_COMM_WORLD, NULL);
-    return (double)x[0] + (double)x[1];
-}
-
 int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 {
     const ProxyShape *s = &e->sh;
@@ -389,7 +377,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
             sum += e->h_losses[i];
     double tokens = (double)nt;
     if (!e->proxy && e->d.world > 1) {
-        sum = world_sum(sum);
+        sum = dist_world_sum(sum);
         tokens = (double)e->lo.gbs * s->T;
     }
     if ((!e->proxy || s->last) && !isfinite(sum))

@@ -40,29 +40,13 @@ static cJSON *phases_json(const double *t)
     return p;
 }
 
-/* Rows of k doubles, one per rank, on every rank: each rank fills its row of
- * a zeroed table and the world sums it (dist_allreduce on floats, each
- * value as a high and a low float: one contributor per entry, so ~48 bits
- * survive). One rank: a copy. */
-static void world_rows(const double *mine, int k, double *all, int rank, int world)
+/* Rows of k doubles, one per rank, on every rank. One rank: a copy. */
+static void world_rows(const double *mine, int k, double *all, int world)
 {
-    if (world == 1) {
+    if (world == 1)
         memcpy(all, mine, (size_t)k * sizeof *all);
-        return;
-    }
-    size_t n = (size_t)world * k;
-    float *x = calloc(2 * n, sizeof *x);
-    if (!x)
-        kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
-    for (int i = 0; i < k; i++) {
-        float hi = (float)mine[i];
-        x[2 * ((size_t)rank * k + i)] = hi;
-        x[2 * ((size_t)rank * k + i) + 1] = (float)(mine[i] - (double)hi);
-    }
-    dist_allreduce(x, (int)(2 * n), MPI_COMM_WORLD, NULL);
-    for (size_t i = 0; i < n; i++)
-        all[i] = (double)x[2 * i] + (double)x[2 * i + 1];
-    free(x);
+    else
+        dist_world_allgather_doubles(mine, k, all);
 }
 
 /* per rank in run.json's memory array */
@@ -81,7 +65,7 @@ static cJSON *memory_json(const CuExec *e, double util, int rank, int world)
     mine[MR_DEV_PEAK] = cuexec_peak_bytes(e);   // total − least free: context included
     mine[MR_DEV_TOTAL] = (double)e->dev_total;
     mine[MR_UTIL] = util;
-    world_rows(mine, MR_COUNT, all, rank, world);
+    world_rows(mine, MR_COUNT, all, world);
     cJSON *mem = cJSON_CreateArray();
     for (int q = 0; q < world; q++) {
         const double *v = all + (size_t)q * MR_COUNT;
@@ -116,7 +100,7 @@ static void step_view(const CuStepStats *st, double *t, double *step_s, int rank
         kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
     memcpy(mine, st->t, sizeof st->t);
     mine[PH_COUNT] = st->step_s;
-    world_rows(mine, PH_COUNT + 1, all, rank, world);
+    world_rows(mine, PH_COUNT + 1, all, world);
     int busiest = 0;
     double most = -1;
     *step_s = 0;
