@@ -6,7 +6,9 @@
  * the same order at both ends for 1F1B and interleaved schedules
  * (sched_build), and a simulation of the CUDA pipeline (NCCL receives on the
  * compute stream, rendezvous sends on one send stream per direction, a ring
- * of send buffers) finishes every schedule without deadlock. */
+ * of send buffers) finishes every schedule without deadlock; the sequence-
+ * parallel slices tile a micro-batch's rows in rank order and the SP
+ * gradient syncs are exactly exec.c's (replicated layer tensors, final norm). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,6 +108,132 @@ static void test_recompute(void **state)
     cuplan_recompute(0, 0, 1, one, rc);
     int none[4] = {0, 0, 0, 0};
     assert_memory_equal(rc, none, sizeof none);
+}
+
+/* The SP slices of every tp rank tile the N rows in rank order (the order
+ * ncclAllGather / ncclReduceScatter use); without SP each rank holds all. */
+static void test_sp_rows(void **state)
+{
+    (void)state;
+    int Ns[] = {64, 128, 96, 4096};
+    for (int i = 0; i < 4; i++)
+        for (int tp = 1; tp <= 8; tp *= 2) {
+            int at = 0;
+            for (int r = 0; r < tp; r++) {
+                int first = -1, nl = -1;
+                assert_int_equal(cuplan_sp_rows(Ns[i], tp, r, 1, &first, &nl), 0);
+                assert_int_equal(first, at);
+                assert_int_equal(nl, Ns[i] / tp);
+                at += nl;
+                assert_int_equal(cuplan_sp_rows(Ns[i], tp, r, 0, &first, &nl), 0);
+                assert_true(first == 0 && nl == Ns[i]);
+            }
+            assert_int_equal(at, Ns[i]);
+        }
+    int first, nl;
+    assert_int_equal(cuplan_sp_rows(63, 2, 1, 1, &first, &nl), -1);   // check_layout refuses it first
+    assert_int_equal(cuplan_sp_rows(63, 1, 0, 1, &first, &nl), 0);    // tp 1: no SP
+    assert_true(first == 0 && nl == 63);
+}
+
+/* The SP gradient syncs of a stage cover exactly exec.c's sp_sync set: each
+ * layer's SPLIT_REP tensors, the final norm on the last stage, never the
+ * split tensors or the position embedding; ranges don't overlap and merge
+ * adjacent tensors. */
+static void sp_sync_of(int llama, int pp, int stage, int tp)
+{
+    ModelSpec m;
+    tiny(&m, llama);
+    Layout lo;
+    layout_default(&lo);
+    lo.pp = pp, lo.tp = tp;
+    for (int s = 0; s < pp; s++)
+        lo.layers[s] = m.L / pp;
+    StageMap sm;
+    char err[128];
+    assert_int_equal(stagemap_init(&sm, &m, &lo, stage, 0, err, sizeof err), 0);
+    ParamSet ps;
+    params_layout(&ps, &m, &sm, 1);
+    unsigned char *mark = calloc(ps.n ? ps.n : 1, 1);
+    assert_non_null(mark);
+    for (int l = -1; l < ps.nlayers; l++) {
+        CuBucket r[P_LAYER_COUNT];
+        int n = cuplan_sp_sync(&ps, l, r);
+        assert_true(n >= 0 && n <= P_LAYER_COUNT);
+        for (int k = 0; k < n; k++) {
+            assert_int_equal(r[k].layer, l);
+            assert_true(r[k].n > 0 && r[k].start + r[k].n <= ps.n);
+            if (k)   // merged: a gap between consecutive ranges
+                assert_true(r[k - 1].start + r[k - 1].n < r[k].start);
+            for (size_t i = r[k].start; i < r[k].start + r[k].n; i++) {
+                assert_int_equal(mark[i], 0);
+                mark[i] = 1;
+            }
+        }
+    }
+    size_t want = 0, got = 0;
+    for (int l = 0; l < ps.nlayers; l++)
+        for (int id = 0; id < P_LAYER_COUNT; id++) {
+            size_t o = ps.layer_off[l][id];
+            if (o == PARAM_NONE)
+                continue;
+            int rep = param_desc[id].split == SPLIT_REP;
+            for (size_t i = o; i < o + ps.layer_len[l][id]; i++)
+                assert_int_equal(mark[i], rep);
+            want += rep ? ps.layer_len[l][id] : 0;
+        }
+    for (int id = P_LAYER_COUNT; id < P_COUNT; id++) {
+        if (ps.off[id] == PARAM_NONE)
+            continue;
+        int sync = id == P_LNFW || id == P_LNFB;
+        for (size_t i = ps.off[id]; i < ps.off[id] + ps.len[id]; i++)
+            assert_int_equal(mark[i], sync);
+        want += sync ? ps.len[id] : 0;
+    }
+    for (size_t i = 0; i < ps.n; i++)
+        got += mark[i];
+    assert_true(got == want);
+    if (stage == pp - 1)   // the final norm: lnf.w (and lnf.b of a LayerNorm) in one range
+        assert_true(want >= (size_t)m.h);
+    free(mark);
+    params_free(&ps);
+}
+
+static void test_sp_sync(void **state)
+{
+    (void)state;
+    for (int llama = 0; llama < 2; llama++) {
+        sp_sync_of(llama, 1, 0, 2);
+        sp_sync_of(llama, 2, 0, 2);   // first stage: wpe (GPT) is not synced
+        sp_sync_of(llama, 2, 1, 4);
+        sp_sync_of(llama, 4, 2, 2);   // a middle stage: layers only
+    }
+    /* GPT (LayerNorm, biases): ln1.w|ln1.b, proj.b|ln2.w|ln2.b, fc2.b per layer; lnf.w|lnf.b */
+    ModelSpec m;
+    tiny(&m, 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.layers[0] = m.L;
+    StageMap sm;
+    char err[128];
+    assert_int_equal(stagemap_init(&sm, &m, &lo, 0, 1, err, sizeof err), 0);
+    ParamSet ps;
+    params_layout(&ps, &m, &sm, 1);
+    CuBucket r[P_LAYER_COUNT];
+    assert_int_equal(cuplan_sp_sync(&ps, 1, r), 3);
+    assert_true(r[0].start == ps.layer_off[1][P_LN1W] && r[0].n == 2 * (size_t)m.h);
+    assert_true(r[1].start == ps.layer_off[1][P_PROJB] && r[1].n == 3 * (size_t)m.h);
+    assert_true(r[2].start == ps.layer_off[1][P_FC2B] && r[2].n == (size_t)m.h);
+    assert_int_equal(cuplan_sp_sync(&ps, -1, r), 1);
+    assert_true(r[0].start == ps.off[P_LNFW] && r[0].n == 2 * (size_t)m.h);
+    params_free(&ps);
+    /* Llama (RMSNorm, no biases): ln1.w, ln2.w apart */
+    tiny(&m, 1);
+    assert_int_equal(stagemap_init(&sm, &m, &lo, 0, 0, err, sizeof err), 0);
+    params_layout(&ps, &m, &sm, 1);
+    assert_int_equal(cuplan_sp_sync(&ps, 0, r), 2);
+    assert_true(r[0].start == ps.layer_off[0][P_LN1W] && r[1].start == ps.layer_off[0][P_LN2W]);
+    params_free(&ps);
 }
 
 static void test_links(void **state)
@@ -264,6 +392,8 @@ int main(void)
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_shard),
         cmocka_unit_test(test_recompute),
+        cmocka_unit_test(test_sp_rows),
+        cmocka_unit_test(test_sp_sync),
         cmocka_unit_test(test_links),
         cmocka_unit_test(test_pipeline),
     };

@@ -77,3 +77,42 @@ int cuplan_ring(int pp, int vp, int nmb)
     int ring = 2 * pp * vp + 2;
     return ring < 2 * nmb * vp ? ring : 2 * nmb * vp;
 }
+
+int cuplan_sp_rows(int N, int tp, int tp_rank, int sp, int *first, int *nl)
+{
+    if (!sp || tp <= 1) {
+        *first = 0, *nl = N;
+        return 0;
+    }
+    if (N % tp)
+        return -1;
+    *nl = N / tp;
+    *first = tp_rank * *nl;
+    return 0;
+}
+
+/* append tensor (off, len) to the ranges, merging with the last when adjacent */
+static int add_range(CuBucket *out, int k, size_t off, size_t len, int layer)
+{
+    if (off == PARAM_NONE || len == PARAM_NONE || !len)
+        return k;
+    if (k && out[k - 1].start + out[k - 1].n == off) {
+        out[k - 1].n += len;
+        return k;
+    }
+    out[k] = (CuBucket){off, len, layer};
+    return k + 1;
+}
+
+int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out)
+{
+    int k = 0;
+    if (layer >= 0) {
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (param_desc[id].split == SPLIT_REP)
+                k = add_range(out, k, ps->layer_off[layer][id], ps->layer_len[layer][id], layer);
+        return k;
+    }
+    k = add_range(out, k, ps->off[P_LNFW], ps->len[P_LNFW], -1);
+    return add_range(out, k, ps->off[P_LNFB], ps->len[P_LNFB], -1);
+}

@@ -1,7 +1,8 @@
 /* cuplan.h — the host-side arithmetic of the multi-GPU CUDA executor, as
  * pure functions so that a unit test holds them without a GPU: the DP
  * gradient buckets, the ZeRO-1 shard of this rank, the per-chunk
- * recomputation, and the pipeline's point-to-point links.
+ * recomputation, the pipeline's point-to-point links, and the sequence-
+ * parallel slices and gradient syncs.
  *
  * Pipeline links. exec.c sends with MPI_Isend (never blocks the sender) and
  * receives with a blocking MPI_Recv. NCCL runs every operation of one
@@ -63,5 +64,23 @@ int cuplan_link_ends(int pp, int wrap, int id, int *sender, int *receiver);
 
 /* Entries of the send ring (exec.c's count): activations in flight. */
 int cuplan_ring(int pp, int vp, int nmb);
+
+/* Sequence parallel (Megatron; exec.c's split). The N = B·T tokens of a
+ * micro-batch, flattened batch-major as every (N, C) tensor here, are cut
+ * into tp contiguous slices: tp rank r holds rows r·Nl .. r·Nl + Nl − 1,
+ * Nl = N/tp, exactly where ncclAllGather and ncclReduceScatter put rank r's
+ * part (and where exec.c's MPI all-gather / reduce-scatter put it). Without
+ * SP (or with tp 1) every rank holds all N rows. 0, or -1 when tp doesn't
+ * divide N under SP. */
+int cuplan_sp_rows(int N, int tp, int tp_rank, int sp, int *first, int *nl);
+
+/* The gradients that are partial per tp rank under SP and must be summed
+ * over tp before the optimizer (exec.c's sp_sync): of local layer `layer`
+ * its replicated tensors (SPLIT_REP: norms, row-parallel biases), or with
+ * layer -1 the stage's final norm. The position embedding is not among
+ * them: its backward reads the gathered gradient, whole on every rank.
+ * Tensors adjacent in the slab share one range. out holds P_LAYER_COUNT;
+ * returns the count (0 on a stage without such tensors). */
+int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out);
 
 #endif
