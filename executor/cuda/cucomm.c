@@ -155,6 +155,22 @@ void cucomm_allgather(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, 
     CHECK_ON(c->g[g], ncclAllGather(in, buf, n_each, nt(t), c->g[g], st));
 }
 
+void cucomm_reduce_scatter_to(CuComm *c, CuGroup g, const void *in, void *out, size_t n_each, CuType t,
+                              cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n_each)
+        return;
+    CHECK_ON(c->g[g], ncclReduceScatter(in, out, n_each, nt(t), ncclSum, c->g[g], st));
+}
+
+void cucomm_allgather_from(CuComm *c, CuGroup g, const void *in, void *out, size_t n_each, CuType t,
+                           cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n_each)
+        return;
+    CHECK_ON(c->g[g], ncclAllGather(in, out, n_each, nt(t), c->g[g], st));
+}
+
 static ncclComm_t link_of(CuComm *c, CuLinkRole r, int send)
 {
     if (!c || !c->link[r] || c->role[r].sender != send) {

@@ -58,6 +58,14 @@ void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op
 void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st);
 /* In place: this rank's n_each elements at buf + rank·n_each go to everyone. */
 void cucomm_allgather(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st);
+/* Out of place (sequence parallel): in (n_each) summed over the group's
+ * `in` buffers of size·n_each, this rank's part (rank·n_each on) into out;
+ * and in (n_each) of every rank, in rank order, into out (size·n_each). in
+ * and out must not overlap. */
+void cucomm_reduce_scatter_to(CuComm *c, CuGroup g, const void *in, void *out, size_t n_each, CuType t,
+                              cudaStream_t st);
+void cucomm_allgather_from(CuComm *c, CuGroup g, const void *in, void *out, size_t n_each, CuType t,
+                           cudaStream_t st);
 
 /* Point-to-point on this stage's link of role r (cuplan.h); the role must
  * exist and be a send (cucomm_send) or a receive (cucomm_recv) link. */

@@ -29,28 +29,30 @@ static void *take(Carver *c, size_t bytes)
 #define TAKE_BF(c, n) ((kc_bf16 *)take(c, (size_t)(n) * sizeof(kc_bf16)))
 #define TAKE_F(c, n) ((float *)take(c, (size_t)(n) * sizeof(float)))
 
-static void carve_layer(const ProxyShape *s, Carver *c, CuActs *A, int full_rc, int with_x)
+/* exec.c's carve_layer: the residual-stream tensors (x, a1, x2, a2, norm
+ * statistics) hold Nl rows, the TP region's (q, k, v, o, lse, hpre, hact) N. */
+static void carve_layer(const ProxyShape *s, size_t Nl, Carver *c, CuActs *A, int full_rc, int with_x)
 {
     size_t N = s->N, C = s->C;
     memset(A, 0, sizeof *A);
     if (with_x)
-        A->x = TAKE_BF(c, N * C);
+        A->x = TAKE_BF(c, Nl * C);
     if (full_rc)
         return;
-    A->a1 = TAKE_BF(c, N * C);
+    A->a1 = TAKE_BF(c, Nl * C);
     A->q = TAKE_BF(c, N * s->ql);
     A->k = TAKE_BF(c, N * s->kvl);
     A->v = TAKE_BF(c, N * s->kvl);
     A->o = TAKE_BF(c, N * s->ql);
-    A->x2 = TAKE_BF(c, N * C);
-    A->a2 = TAKE_BF(c, N * C);
+    A->x2 = TAKE_BF(c, Nl * C);
+    A->a2 = TAKE_BF(c, Nl * C);
     A->hpre = TAKE_BF(c, N * s->F1l);
     A->hact = TAKE_BF(c, N * s->Fl);
-    A->mean1 = TAKE_F(c, N);
-    A->rstd1 = TAKE_F(c, N);
+    A->mean1 = TAKE_F(c, Nl);
+    A->rstd1 = TAKE_F(c, Nl);
     A->lse = TAKE_F(c, N * s->NHl);
-    A->mean2 = TAKE_F(c, N);
-    A->rstd2 = TAKE_F(c, N);
+    A->mean2 = TAKE_F(c, Nl);
+    A->rstd2 = TAKE_F(c, Nl);
 }
 
 /* The layers of chunk c carved from base (NULL: count); bytes used. */
@@ -58,7 +60,7 @@ static size_t carve_chunk(CuExec *e, int c, char *base, CuActs *la)
 {
     Carver a = {base, 0};
     for (int j = 0; j < e->chunk_layers[c]; j++)
-        carve_layer(&e->sh, &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
+        carve_layer(&e->sh, e->Nl, &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
     return a.n;
 }
 
@@ -76,7 +78,7 @@ static void carve(CuExec *e)
 {
     const ProxyShape *s = &e->sh;
     Carver a = {e->slab[XM_ACTS], 0}, b = {e->slab[XM_BUFFERS], 0};
-    size_t N = s->N, C = s->C;
+    size_t N = s->N, Nl = e->Nl, C = s->C;
     int any_full = 0, last = is_last(e);
     for (int i = 0; i < s->layers; i++)
         any_full |= e->rc[i] == 2;
@@ -91,20 +93,24 @@ static void carve(CuExec *e)
     for (int k = 0; k < e->nslots; k++)
         e->slot_base[k] = take(&a, e->slot_bytes);
     if (any_full)
-        carve_layer(s, &a, &e->ws, 0, 0);
-    e->head_in = TAKE_BF(&a, N * C);   // the last layer's output (the proxy's next-stage input)
+        carve_layer(s, Nl, &a, &e->ws, 0, 0);
+    e->head_in = TAKE_BF(&a, Nl * C);   // the last layer's output (the proxy's next-stage input)
     if (last) {
-        e->head_n = TAKE_BF(&a, N * C);
-        e->head_mean = TAKE_F(&a, N);
-        e->head_rstd = TAKE_F(&a, N);
+        e->head_n = TAKE_BF(&a, Nl * C);
+        e->head_mean = TAKE_F(&a, Nl);
+        e->head_rstd = TAKE_F(&a, Nl);
         e->logits = TAKE_BF(&a, N * s->Vl);
         e->ce_lse = TAKE_F(&b, N);
         e->ce_red = e->tp > 1 ? TAKE_F(&b, 3 * N) : NULL;
         for (int k = 0; k < e->nslots; k++)   // interleaved: the loss gradient waits for its backward
-            e->slot_dlast[k] = e->nchunk > 1 ? TAKE_BF(&b, N * C) : NULL;
+            e->slot_dlast[k] = e->nchunk > 1 ? TAKE_BF(&b, Nl * C) : NULL;
     }
     e->losses = TAKE_F(&b, (size_t)e->nmb * N);
-    e->dres = TAKE_BF(&b, N * C);
+    e->gath = e->sp ? TAKE_BF(&b, N * C) : NULL;   // net.c's sequence-parallel buffers
+    e->part = e->sp ? TAKE_BF(&b, N * C) : NULL;
+    e->dgat = e->sp ? TAKE_BF(&b, N * C) : NULL;
+    e->dout = e->sp ? TAKE_BF(&b, Nl * C) : NULL;
+    e->dres = TAKE_BF(&b, Nl * C);
     e->dcol = TAKE_BF(&b, N * C);
     e->dq = TAKE_BF(&b, N * s->ql);
     e->dk = TAKE_BF(&b, N * s->kvl);
@@ -112,9 +118,9 @@ static void carve(CuExec *e)
     e->drope = e->m.pos == POS_ROPE ? TAKE_BF(&b, N * s->ql) : NULL;
     e->dhpre = TAKE_BF(&b, N * s->F1l);
     e->dhact = TAKE_BF(&b, N * (s->Fl > s->ql ? s->Fl : s->ql));
-    e->rc_out = any_full ? TAKE_BF(&b, N * C) : NULL;
-    e->grad_in = e->proxy && !s->last ? TAKE_BF(&b, N * C) : NULL;
-    e->ring = e->nring ? TAKE_BF(&b, (size_t)e->nring * N * C) : NULL;
+    e->rc_out = any_full ? TAKE_BF(&b, Nl * C) : NULL;
+    e->grad_in = e->proxy && !s->last ? TAKE_BF(&b, Nl * C) : NULL;
+    e->ring = e->nring ? TAKE_BF(&b, (size_t)e->nring * Nl * C) : NULL;
     e->d_tokens = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
     e->d_targets = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
     e->mem[XM_ACTS] = (double)a.n;
@@ -164,7 +170,7 @@ static kc_bf16 *ring_take(CuExec *e, int *k)
         cunet_tm_swap(e, prev);
     }
     *k = i;
-    return e->ring + (size_t)i * e->sh.N * e->sh.C;
+    return e->ring + (size_t)i * e->Nl * e->sh.C;
 }
 
 /* Send ring entry k once the compute stream has written it, on the send
@@ -172,7 +178,7 @@ static kc_bf16 *ring_take(CuExec *e, int *k)
 static void ring_send(CuExec *e, int k, CuLinkRole r)
 {
     cudaStream_t ss = e->sst[r == CL_FWD_OUT ? 0 : 1];
-    size_t nc = (size_t)e->sh.N * e->sh.C;
+    size_t nc = (size_t)e->Nl * e->sh.C;
     CHECK_CUDA(cudaEventRecord(e->ring_ready[k], e->st));
     CHECK_CUDA(cudaStreamWaitEvent(ss, e->ring_ready[k], 0));
     cucomm_send(e->cc, r, e->ring + (size_t)k * nc, nc, CC_BF16, ss);
@@ -183,7 +189,7 @@ static void ring_send(CuExec *e, int k, CuLinkRole r)
 static void pp_recv(CuExec *e, kc_bf16 *buf, CuLinkRole r)
 {
     int prev = cunet_tm_swap(e, PH_PP);
-    cucomm_recv(e->cc, r, buf, (size_t)e->sh.N * e->sh.C, CC_BF16, e->st);
+    cucomm_recv(e->cc, r, buf, (size_t)e->Nl * e->sh.C, CC_BF16, e->st);
     cunet_tm_swap(e, prev);
 }
 
@@ -199,6 +205,22 @@ static void launch_bucket(CuExec *e, int b)
 }
 
 static int dp_buckets(const CuExec *e) { return !e->proxy && e->dp > 1 && !e->zero1; }
+
+/* Under SP every tp rank holds a partial gradient of the replicated tensors
+ * of local layer li (-1: the final norm): sum them over tp, on the compute
+ * stream after their last backward, before any DP bucket or the optimizer
+ * reads them (exec.c's sp_sync). */
+static void sp_sync(CuExec *e, int li)
+{
+    CuBucket r[P_LAYER_COUNT];
+    int n = cuplan_sp_sync(&e->ps, li, r);
+    if (!n)
+        return;
+    int prev = cunet_tm_swap(e, PH_TP);
+    for (int k = 0; k < n; k++)
+        cucomm_allreduce(e->cc, CC_TP, e->g + r[k].start, r[k].n, CC_F32, CC_SUM, e->st);
+    cunet_tm_swap(e, prev);
+}
 
 /* ---- the step -------------------------------------------------------------- */
 
@@ -248,7 +270,7 @@ static void run_backward(CuExec *e, int mb, int c)
 {
     const ProxyShape *s = &e->sh;
     int slot = e->slot_of[c * e->nmb + mb], n = e->chunk_layers[c], f = e->chunk_first[c];
-    size_t nc = (size_t)s->N * s->C;
+    size_t nc = (size_t)e->Nl * s->C;
     slot_bind(e, slot, c);
     cunet_tm_swap(e, PH_BWD);
     if (last_vs(e, c)) {   // without a dlast slot the head has just written dres (1F1B: F then B)
@@ -270,6 +292,8 @@ static void run_backward(CuExec *e, int mb, int c)
             A = &e->ws;
         }
         cunet_layer_bwd(e, f + j, A);
+        if (mb == e->nmb - 1 && e->sp)   // exec.c's layer_done: first the tp sum, then the DP bucket
+            sp_sync(e, f + j);
         if (mb == e->nmb - 1 && dp_buckets(e))   // this layer's grads are final
             launch_bucket(e, f + j);
     }
@@ -285,8 +309,9 @@ static void run_backward(CuExec *e, int mb, int c)
     cunet_tm_swap(e, -1);
 }
 
-/* After the last backward: outstanding sends, the tied embedding's sync, the
- * stage tensors' bucket, then the compute stream waits for every bucket. */
+/* After the last backward: outstanding sends, the final norm's tp sum (SP),
+ * the tied embedding's sync, the stage tensors' bucket, then the compute
+ * stream waits for every bucket. */
 static void finish_grads(CuExec *e)
 {
     ParamSet *ps = &e->ps;
@@ -298,6 +323,8 @@ static void finish_grads(CuExec *e)
                 e->ring_used[k] = 0;
             }
     }
+    if (e->sp)
+        sp_sync(e, -1);
     cunet_tm_swap(e, PH_DP);
     if (cucomm_size(e->cc, CC_EMB) > 1) {
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
@@ -396,9 +423,9 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
 {
     if (lo->cp != 1)
         FAIL("the CUDA backend has no context parallelism: the plan's layout has \"cp\": %d; plan with --cp 1", lo->cp);
-    if (lo->sp && lo->tp > 1)
-        FAIL("the CUDA backend has no sequence parallelism yet: the plan's layout has \"sp\": true with tp %d; plan "
-             "with --no-sp, or run it on the CPU backend", lo->tp);
+    if (lo->sp && lo->tp > 1 && (lo->mbs * m->s) % lo->tp)
+        FAIL("sequence parallel needs tp %d to divide mbs*seq = %d (\"sp\": true); plan with --no-sp or another "
+             "micro-batch", lo->tp, lo->mbs * m->s);
     if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
         FAIL("the CUDA backend runs ZeRO-0 and ZeRO-1; the plan's layout has \"optimizer\": \"%s\"",
              layout_opt_name(lo->opt));
@@ -552,6 +579,9 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
     if (proxy_shape(&e->m, lo, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
     e->vstart = e->d.tp_rank * e->sh.Vl;
+    e->sp = lo->sp && lo->tp > 1;
+    int first;   // check_layout made tp divide N under sp
+    cuplan_sp_rows(e->sh.N, e->tp, e->d.tp_rank, e->sp, &first, &e->Nl);
     *ndev = kc_device_count();
     if (e->d.world > 1 && *ndev < local_n)
         FAIL("rank %d: %d ranks on this node but %d CUDA device(s) visible: launch one rank per GPU", e->d.rank,
@@ -577,7 +607,7 @@ int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts
     }
     if (bad)
         return -1;
-    e->lo.sp = false;   // tp 1 here, or refused by check_layout
+    e->lo.sp = e->sp;   // off at tp 1, as exec.c
     e->device = local % ndev;
     CHECK_CUDA(cudaSetDevice(e->device));
     if (e->d.world > 1 && !(e->cc = cucomm_init(&e->d, e->vp > 1, m->tied, err, errlen)))
@@ -631,6 +661,7 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
+    e->sp = 0, e->Nl = e->sh.N;   // no collectives to shard around: every norm runs over all N rows
     CHECK_CUDA(cudaSetDevice(0));
     if (setup(e, stage, err, errlen) != 0)
         return -1;
@@ -638,9 +669,9 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     fill_random(e, e->wb, e->n, 0.02f, seed);
     slot_bind(e, 0, 0);
     if (!s->first && s->layers)
-        fill_random(e, e->la[0].x, (size_t)s->N * s->C, 1.0f, seed + 1);
+        fill_random(e, e->la[0].x, (size_t)e->Nl * s->C, 1.0f, seed + 1);
     if (e->grad_in)
-        fill_random(e, e->grad_in, (size_t)s->N * s->C, 1e-4f, seed + 2);
+        fill_random(e, e->grad_in, (size_t)e->Nl * s->C, 1e-4f, seed + 2);
     uint64_t z = seed | 1;
     for (size_t i = 0; i < (size_t)e->nmb * s->N; i++) {
         z ^= z << 13, z ^= z >> 7, z ^= z << 17;

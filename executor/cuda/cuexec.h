@@ -20,7 +20,13 @@
  * reduce-scatter, AdamW on this rank's shard, all-gather of the bf16
  * weights. TP (Megatron): column-parallel QKV/FC1, row-parallel proj/FC2
  * with all-reduces on the compute stream, vocab-parallel embedding and
- * cross-entropy (cutp.h), exactly net.c's split. PP: sched_build's actions
+ * cross-entropy (cutp.h), exactly net.c's split. Sequence parallel (sp
+ * with tp > 1), as net.c: outside the TP regions (norms, residual adds,
+ * the pipeline's activations, the head's input) a rank holds its Nl = N/tp
+ * contiguous rows (cuplan_sp_rows); all-gather before the column-parallel
+ * GEMMs and the head, reduce-scatter after the row-parallel ones and the
+ * embedding, the mirror in backward; the replicated tensors' gradients
+ * (cuplan_sp_sync) summed over tp after their last backward. PP: sched_build's actions
  * (1F1B, interleaved), activations over two-rank NCCL links (cuplan.h),
  * receives on the compute stream, sends from a ring of buffers on a send
  * stream per direction; the tied embedding's gradient all-reduced over the
@@ -31,9 +37,9 @@
  * this GPU: no optimizer, random weights and inputs, TP/SP/PP communication
  * not executed (the cost model's figure for it is reported instead).
  *
- * What it doesn't do: sequence parallel (refused: plan with sp off), context
- * parallel, ZeRO-2/3, dropout, checkpoints, sequence-parallel norm sharding
- * in the proxy (norms run over all N rows: a small overcount).
+ * What it doesn't do: context parallel, ZeRO-2/3, dropout, checkpoints,
+ * sequence-parallel norm sharding in the proxy (norms run over all N rows:
+ * a small overcount).
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
@@ -52,9 +58,9 @@
 #define CUEXEC_PROXY_MAX_MB 8
 
 typedef struct {
-    kc_bf16 *x;                        // (N, C) layer input
-    kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h
-    float *mean1, *rstd1, *lse, *mean2, *rstd2;             // (N), (N), (B, NHl, T), (N), (N)
+    kc_bf16 *x;                        // (Nl, C) layer input
+    kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h: a1, x2, a2 (Nl, C)
+    float *mean1, *rstd1, *lse, *mean2, *rstd2;             // (Nl), (Nl), (B, NHl, T), (Nl), (Nl)
 } CuActs;
 
 typedef struct {
@@ -74,6 +80,8 @@ typedef struct {
     int nmb;                           // micro-batches per step (proxy: at most CUEXEC_PROXY_MAX_MB)
     int tp, dp, pp, vp;                // group sizes (1 in the proxy)
     int vstart;                        // first vocabulary row of this tp rank
+    int sp;                            // sequence parallel (tp > 1; never in the proxy)
+    int Nl;                            // rows of the residual stream here: N/tp under sp, else N
     int zero1;                         // ZeRO-1 with dp > 1
     Schedule sch;                      // this stage's actions
     int nchunk;                        // model chunks on this stage (proxy: 1)
@@ -98,12 +106,14 @@ typedef struct {
     int *slot_of, *slot_free;          // (vp·nmb) slot of (chunk, mb); (nslots) free list
     CuActs *la;                        // layers of the slot in use
     CuActs ws;                         // recompute working set
-    kc_bf16 *head_in, *head_n, *logits;   // (N, C), (N, C), (N, Vl)
-    float *head_mean, *head_rstd, *ce_lse, *losses;   // (N), (N), (N), (nmb, N)
+    kc_bf16 *head_in, *head_n, *logits;   // (Nl, C), (Nl, C), (N, Vl)
+    float *head_mean, *head_rstd, *ce_lse, *losses;   // (Nl), (Nl), (N), (nmb, N)
     float *ce_red;                     // (3N) vocab-parallel CE: max, sum-exp, target logit
-    kc_bf16 *dres, *dcol, *dq, *dk, *dv, *drope, *dhpre, *dhact, *rc_out, *grad_in;
+    kc_bf16 *dres, *dcol, *dq, *dk, *dv, *drope, *dhpre, *dhact, *rc_out, *grad_in;   // dres, rc_out (Nl, C)
+    kc_bf16 *gath, *part, *dgat, *dout;   // sp only: (N, C) gathered input, row-parallel partial sums,
+                                          // gathered dres; (Nl, C) reduce-scattered input gradient
     /* pipeline send ring */
-    kc_bf16 *ring;                     // (nring, N, C)
+    kc_bf16 *ring;                     // (nring, Nl, C)
     int nring, ring_next;
     cudaEvent_t *ring_ready, *ring_sent;   // (nring) written on compute / sent on a send stream
     int *ring_used;                    // (nring) a send from this entry is outstanding

@@ -67,9 +67,10 @@ void cunet_tm_free(CuExec *e)
     e->ev_cap = e->ev_n = 0;
 }
 
-/* ---- tensor parallelism -------------------------------------------------- */
+/* ---- tensor and sequence parallelism ------------------------------------ */
 
-/* In place over tp on the compute stream (ordered with the math), timed as tp_comm. */
+/* Every TP collective runs on the compute stream (ordered with the math),
+ * timed as tp_comm; net.c's helpers of the same names. */
 static void tp_allreduce(CuExec *e, void *x, size_t n, CuType t, CuOp op)
 {
     if (e->tp == 1)
@@ -77,6 +78,80 @@ static void tp_allreduce(CuExec *e, void *x, size_t n, CuType t, CuOp op)
     int prev = cunet_tm_swap(e, PH_TP);
     cucomm_allreduce(e->cc, CC_TP, x, n, t, op, e->st);
     cunet_tm_swap(e, prev);
+}
+
+/* sp: out (N, C) = the (Nl, C) slices of every tp rank, in rank order */
+static void sp_allgather(CuExec *e, kc_bf16 *out, const kc_bf16 *in)
+{
+    int prev = cunet_tm_swap(e, PH_TP);
+    cucomm_allgather_from(e->cc, CC_TP, in, out, (size_t)e->Nl * e->sh.C, CC_BF16, e->st);
+    cunet_tm_swap(e, prev);
+}
+
+/* sp: out (Nl, C) = this rank's rows of the sum over tp of in (N, C) */
+static void sp_reduce_scatter(CuExec *e, kc_bf16 *out, const kc_bf16 *in)
+{
+    int prev = cunet_tm_swap(e, PH_TP);
+    cucomm_reduce_scatter_to(e->cc, CC_TP, in, out, (size_t)e->Nl * e->sh.C, CC_BF16, e->st);
+    cunet_tm_swap(e, prev);
+}
+
+/* The input of a column-parallel linear: x (Nl, C), gathered to (N, C) under SP. */
+static const kc_bf16 *col_input(CuExec *e, const kc_bf16 *x)
+{
+    if (!e->sp)
+        return x;
+    sp_allgather(e, e->gath, x);
+    return e->gath;
+}
+
+/* e->dcol (N, C) holds a column-parallel input gradient's partial sums over
+ * tp; returns this rank's rows of their sum: reduce-scattered into e->dout
+ * (Nl, C) under SP, else dcol all-reduced in place. */
+static const kc_bf16 *col_grad_reduce(CuExec *e)
+{
+    if (e->sp) {
+        sp_reduce_scatter(e, e->dout, e->dcol);
+        return e->dout;
+    }
+    tp_allreduce(e, e->dcol, (size_t)e->sh.N * e->sh.C, CC_BF16, CC_SUM);
+    return e->dcol;
+}
+
+/* y (Nl, C) = row-parallel linear of in (N, K) plus the bias b, reduced over
+ * tp. The bias is added once, by tp rank 0 before the reduction (net.c adds
+ * it after; the sum is the same): b is NULL on the other ranks. */
+static void row_fwd(CuExec *e, kc_bf16 *y, const kc_bf16 *in, const kc_bf16 *w, const kc_bf16 *b, int K)
+{
+    int N = e->sh.N, C = e->sh.C;
+    if (!e->sp) {
+        kc_matmul_fwd(y, in, w, b, N, K, C, e->st);
+        tp_allreduce(e, y, (size_t)N * C, CC_BF16, CC_SUM);
+        return;
+    }
+    kc_matmul_fwd(e->part, in, w, b, N, K, C, e->st);
+    sp_reduce_scatter(e, y, e->part);
+}
+
+/* d(output) of a row-parallel linear: e->dres (Nl, C), gathered to (N, C) under SP. */
+static const kc_bf16 *row_dout(CuExec *e)
+{
+    if (!e->sp)
+        return e->dres;
+    sp_allgather(e, e->dgat, e->dres);
+    return e->dgat;
+}
+
+/* The gradient of a row-parallel bias as net.c takes it under SP: from this
+ * rank's Nl rows of dres (partial; cuexec.c's sp_sync sums it over tp).
+ * Without SP the weight GEMM's backward adds it from the whole dres: the
+ * returned pointer is what that call gets. */
+static float *row_bias_grad(CuExec *e, float *gb)
+{
+    if (!e->sp || !gb)
+        return gb;
+    kc_matmul_bwd(NULL, NULL, gb, e->dres, NULL, NULL, e->Nl, e->sh.C, e->sh.C, e->st);
+    return NULL;
 }
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -100,7 +175,7 @@ static float *Gs(const CuExec *e, ParamId id)
     return e->ps.off[id] == PARAM_NONE ? NULL : e->g + e->ps.off[id];
 }
 /* A row-parallel bias is added once: by tp rank 0, before the all-reduce
- * (net.c adds it after; the sum is the same). */
+ * or reduce-scatter (row_fwd). */
 static kc_bf16 *row_bias(const CuExec *e, int li, ParamId id)
 {
     return e->d.tp_rank == 0 ? Wl(e, li, id) : NULL;
@@ -115,105 +190,111 @@ static void norm_fwd(CuExec *e, kc_bf16 *out, float *mean, float *rstd, const kc
                      const kc_bf16 *b)
 {
     if (e->m.norm == NORM_LAYERNORM)
-        kc_layernorm_fwd(out, mean, rstd, x, w, b, e->sh.N, e->sh.C, NORM_EPS, e->st);
+        kc_layernorm_fwd(out, mean, rstd, x, w, b, e->Nl, e->sh.C, NORM_EPS, e->st);
     else
-        kc_rmsnorm_fwd(out, rstd, x, w, e->sh.N, e->sh.C, NORM_EPS, e->st);
+        kc_rmsnorm_fwd(out, rstd, x, w, e->Nl, e->sh.C, NORM_EPS, e->st);
 }
 
 static void norm_bwd(CuExec *e, kc_bf16 *dx, float *dw, float *db, const kc_bf16 *dout, const kc_bf16 *x,
                      const kc_bf16 *w, const float *mean, const float *rstd)
 {
     if (e->m.norm == NORM_LAYERNORM)
-        kc_layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, e->sh.N, e->sh.C, e->st);
+        kc_layernorm_bwd(dx, dw, db, dout, x, w, mean, rstd, e->Nl, e->sh.C, e->st);
     else
-        kc_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->sh.N, e->sh.C, e->st);
+        kc_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->Nl, e->sh.C, e->st);
 }
 
 /* ---- the layer ------------------------------------------------------------- */
 
+/* net.c's layer: norms and residual adds over this rank's Nl rows, the GEMMs
+ * and attention over all N (the normed input gathered under SP). */
 void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
 {
     const ProxyShape *s = &e->sh;
     int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
-    size_t nc = (size_t)N * C;
+    size_t nlc = (size_t)e->Nl * C;
     cudaStream_t st = e->st;
     norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, Wl(e, li, P_LN1W), Wl(e, li, P_LN1B));
+    const kc_bf16 *in = col_input(e, A->a1);
     const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
-    kc_matmul_fwd(A->q, A->a1, wq, bq, N, C, ql, st);
-    kc_matmul_fwd(A->k, A->a1, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
-    kc_matmul_fwd(A->v, A->a1, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
+    kc_matmul_fwd(A->q, in, wq, bq, N, C, ql, st);
+    kc_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
+    kc_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
     if (e->m.pos == POS_ROPE) {
         kc_rope_fwd(A->q, A->q, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
         kc_rope_fwd(A->k, A->k, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
     }
     kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
-    kc_matmul_fwd(A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), N, ql, C, st);
-    tp_allreduce(e, A->x2, nc, CC_BF16, CC_SUM);
-    kc_residual_fwd(A->x2, A->x2, A->x, nc, st);
+    row_fwd(e, A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), ql);
+    kc_residual_fwd(A->x2, A->x2, A->x, nlc, st);
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
-    kc_matmul_fwd(A->hpre, A->a2, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, s->F1l, st);
+    in = col_input(e, A->a2);
+    kc_matmul_fwd(A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, s->F1l, st);
     if (e->m.mlp == MLP_SWIGLU)
         kc_swiglu_fwd(A->hact, A->hpre, N, s->Fl, st);
     else
         kc_gelu_fwd(A->hact, A->hpre, (size_t)N * s->Fl, st);
-    kc_matmul_fwd(out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), N, s->Fl, C, st);
-    tp_allreduce(e, out, nc, CC_BF16, CC_SUM);
-    kc_residual_fwd(out, out, A->x2, nc, st);
+    row_fwd(e, out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), s->Fl);
+    kc_residual_fwd(out, out, A->x2, nlc, st);
 }
 
+/* Under SP the normed inputs are gathered again (net.c: not kept), dres is
+ * gathered before the row-parallel GEMMs' backward and the column-parallel
+ * input gradients are reduce-scattered. */
 void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
 {
     const ProxyShape *s = &e->sh;
     int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
     size_t nc = (size_t)N * C;
     cudaStream_t st = e->st;
-    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))); the row-parallel input
-     * gradient dres is whole on every tp rank, so is the bias gradient */
+    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) */
+    const kc_bf16 *dy = row_dout(e);
+    float *gb = row_bias_grad(e, Gl(e, li, P_FC2B));
     zero_bf(e, e->dhact, (size_t)N * s->Fl);
-    kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), Gl(e, li, P_FC2B), e->dres, A->hact, Wl(e, li, P_FC2W), N, s->Fl,
-                  C, st);
+    kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, s->Fl, C, st);
     zero_bf(e, e->dhpre, (size_t)N * s->F1l);
     if (e->m.mlp == MLP_SWIGLU)
         kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, s->Fl, st);
     else
         kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * s->Fl, st);
+    const kc_bf16 *in = col_input(e, A->a2);
     zero_bf(e, e->dcol, nc);
-    kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, A->a2, Wl(e, li, P_FC1W), N, C, s->F1l,
-                  st);
-    tp_allreduce(e, e->dcol, nc, CC_BF16, CC_SUM);   // column-parallel input gradient: partial sums
-    norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), e->dcol, A->x2, Wl(e, li, P_LN2W), A->mean2,
-             A->rstd2);
+    kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C, s->F1l, st);
+    const kc_bf16 *dn = col_grad_reduce(e);
+    norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), dn, A->x2, Wl(e, li, P_LN2W), A->mean2, A->rstd2);
 
     /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */
+    dy = row_dout(e);
+    gb = row_bias_grad(e, Gl(e, li, P_PROJB));
     kc_bf16 *dov = e->dhact;   // free again
     zero_bf(e, dov, (size_t)N * ql);
-    kc_matmul_bwd(dov, Gl(e, li, P_PROJW), Gl(e, li, P_PROJB), e->dres, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
+    kc_matmul_bwd(dov, Gl(e, li, P_PROJW), gb, dy, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
     zero_bf(e, e->dq, (size_t)N * ql);
     zero_bf(e, e->dk, (size_t)N * kvl);
     zero_bf(e, e->dv, (size_t)N * kvl);
     kc_attention_bwd(e->dq, e->dk, e->dv, dov, A->q, A->k, A->v, A->o, A->lse, s->B, s->T, s->NHl, s->NKVl, s->HS,
                      st);
     const kc_bf16 *wq = Wl(e, li, P_QKVW);
-    float *gw = Gl(e, li, P_QKVW), *gb = Gl(e, li, P_QKVB);
+    float *gw = Gl(e, li, P_QKVW), *gqb = Gl(e, li, P_QKVB);
     const kc_bf16 *dq = e->dq, *dk = e->dk;
+    in = col_input(e, A->a1);
     zero_bf(e, e->dcol, nc);
     if (e->m.pos == POS_ROPE) {   // un-rotate into drope, one of q, k at a time
         zero_bf(e, e->drope, (size_t)N * ql);
         kc_rope_bwd(e->drope, e->dq, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
         dq = e->drope;
     }
-    kc_matmul_bwd(e->dcol, gw, gb, dq, A->a1, wq, N, C, ql, st);
+    kc_matmul_bwd(e->dcol, gw, gqb, dq, in, wq, N, C, ql, st);
     if (e->m.pos == POS_ROPE) {
         zero_bf(e, e->drope, (size_t)N * kvl);
         kc_rope_bwd(e->drope, e->dk, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
         dk = e->drope;
     }
-    kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gb ? gb + ql : NULL, dk, A->a1, wq + (size_t)ql * C, N, C, kvl, st);
-    kc_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gb ? gb + ql + kvl : NULL, e->dv, A->a1,
+    kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C, N, C, kvl, st);
+    kc_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
                   wq + (size_t)(ql + kvl) * C, N, C, kvl, st);
-    tp_allreduce(e, e->dcol, nc, CC_BF16, CC_SUM);
-    norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), e->dcol, A->x, Wl(e, li, P_LN1W), A->mean1,
-             A->rstd1);
+    dn = col_grad_reduce(e);
+    norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), dn, A->x, Wl(e, li, P_LN1W), A->mean1, A->rstd1);
 }
 
 /* ---- embedding and head ----------------------------------------------------- */
@@ -225,10 +306,16 @@ void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out)
         kc_embedding_fwd(out, tok, Ws(e, P_WTE), Ws(e, P_WPE), s->B, s->T, s->C, 0, e->st);
         return;
     }
-    /* each rank looks up the rows of its vocab range, rank 0 adds positions */
-    cutp_embed_fwd(out, tok, Ws(e, P_WTE), e->d.tp_rank == 0 ? Ws(e, P_WPE) : NULL, s->N, s->T, s->C, e->vstart,
+    /* each rank looks up the rows of its vocab range for all N tokens, rank 0
+     * adds positions; the sum over tp is all-reduced, or under SP
+     * reduce-scattered to this rank's Nl rows */
+    kc_bf16 *p = e->sp ? e->part : out;
+    cutp_embed_fwd(p, tok, Ws(e, P_WTE), e->d.tp_rank == 0 ? Ws(e, P_WPE) : NULL, s->N, s->T, s->C, e->vstart,
                    s->Vl, e->st);
-    tp_allreduce(e, out, (size_t)s->N * s->C, CC_BF16, CC_SUM);
+    if (e->sp)
+        sp_reduce_scatter(e, out, p);
+    else
+        tp_allreduce(e, out, (size_t)s->N * s->C, CC_BF16, CC_SUM);
 }
 
 void cunet_embed_bwd(CuExec *e, const int *tok)
@@ -238,11 +325,15 @@ void cunet_embed_bwd(CuExec *e, const int *tok)
         kc_embedding_bwd(Gs(e, P_WTE), Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
         return;
     }
+    const kc_bf16 *d = row_dout(e);   // (N, C) on every rank
     if (Gs(e, P_WPE))   // positions are replicated: every rank adds the whole gradient
-        kc_embedding_bwd(NULL, Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
-    cutp_embed_bwd(Gs(e, P_WTE), e->dres, tok, s->N, s->C, e->vstart, s->Vl, e->st);
+        kc_embedding_bwd(NULL, Gs(e, P_WPE), d, tok, s->B, s->T, s->C, 0, e->st);
+    cutp_embed_bwd(Gs(e, P_WTE), d, tok, s->N, s->C, e->vstart, s->Vl, e->st);
 }
 
+/* The final norm over this rank's Nl rows; under SP its output is gathered
+ * for the LM head (all N tokens' logits of this rank's vocabulary slice) and
+ * the head's input gradient reduce-scattered back to Nl rows. */
 void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
 {
     const ProxyShape *s = &e->sh;
@@ -252,7 +343,8 @@ void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
     const int *tg = e->d_targets + (size_t)mb * N;
     float *loss = e->losses + (size_t)mb * N;
     norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
-    kc_matmul_fwd(e->logits, e->head_n, wh, NULL, N, C, s->Vl, e->st);
+    const kc_bf16 *in = col_input(e, e->head_n);
+    kc_matmul_fwd(e->logits, in, wh, NULL, N, C, s->Vl, e->st);
     if (e->tp == 1) {
         int valid = e->m.vocab < s->Vl ? e->m.vocab : s->Vl;
         kc_crossentropy_fwd(loss, e->ce_lse, e->logits, tg, N, s->Vl, valid, e->st);
@@ -268,8 +360,8 @@ void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
         cutp_ce_finish(loss, e->logits, mx, red, tg, e->vstart, scale, N, s->Vl, valid, e->st);
     }
     zero_bf(e, e->dcol, (size_t)N * C);
-    kc_matmul_bwd(e->dcol, Gs(e, hid), NULL, e->logits, e->head_n, wh, N, C, s->Vl, e->st);
-    tp_allreduce(e, e->dcol, (size_t)N * C, CC_BF16, CC_SUM);
-    zero_bf(e, dlast, (size_t)N * C);
-    norm_bwd(e, dlast, Gs(e, P_LNFW), Gs(e, P_LNFB), e->dcol, e->head_in, lw, e->head_mean, e->head_rstd);
+    kc_matmul_bwd(e->dcol, Gs(e, hid), NULL, e->logits, in, wh, N, C, s->Vl, e->st);
+    const kc_bf16 *dn = col_grad_reduce(e);
+    zero_bf(e, dlast, (size_t)e->Nl * C);
+    norm_bwd(e, dlast, Gs(e, P_LNFW), Gs(e, P_LNFB), dn, e->head_in, lw, e->head_mean, e->head_rstd);
 }

@@ -3,8 +3,9 @@
  * tensors (TP collectives on the compute stream, in net.c's places), and
  * the per-phase CUDA-event timers.
  *
- * Shapes: N = B·T tokens of a micro-batch (no sequence parallel, so every
- * tp rank holds all N rows of the residual stream).
+ * Shapes: N = B·T tokens of a micro-batch; Nl = e->Nl rows of the residual
+ * stream on this rank: N/tp under sequence parallel (this rank's contiguous
+ * slice, cuplan_sp_rows), else N.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
@@ -18,19 +19,20 @@ int cunet_tm_swap(CuExec *e, int p);
 void cunet_tm_sum(CuExec *e);
 void cunet_tm_free(CuExec *e);
 
-/* Local layer li: reads A->x, fills the rest of A, writes out (N, C). */
+/* Local layer li: reads A->x, fills the rest of A, writes out (Nl, C). */
 void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out);
-/* e->dres (N, C) holds d(out); on return it holds d(x). Grads accumulate. */
+/* e->dres (Nl, C) holds d(out); on return it holds d(x). Grads accumulate
+ * (under SP the replicated tensors' only this rank's rows: partial). */
 void cunet_layer_bwd(CuExec *e, int li, CuActs *A);
 
-/* out (N, C) = embedding of tok (N, device). */
+/* out (Nl, C) = embedding of tok (N, device): this rank's rows under SP. */
 void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out);
-/* Accumulates the embedding grads from e->dres. */
+/* Accumulates the embedding grads from e->dres (Nl, C; gathered under SP). */
 void cunet_embed_bwd(CuExec *e, const int *tok);
 
 /* Final norm, LM head and loss of micro-batch mb at e->head_in (per-token
  * losses into e->losses), then their backward with the gradient scale;
- * writes d(head_in) to dlast (N, C). */
+ * writes d(head_in) to dlast (Nl, C). */
 void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast);
 
 #endif
