@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every multi-GPU layout of the CUDA executor reproduces the single-GPU CUDA
 # losses of the same model, seed and data within bf16 tolerance:
-# test_cuda_exec_mpi under mpirun, one rank per GPU. Layouts needing more
-# GPUs than this machine has are skipped; with fewer than 2 GPUs, all are (77).
+# test_cuda_exec_mpi under mpirun, one rank per GPU (--sp: Megatron sequence
+# parallel on top of tp). Layouts needing more GPUs than this machine has are
+# skipped; with fewer than 2 GPUs, all are (77).
 # usage: mpi_cuda_layouts.sh PATH/test_cuda_exec_mpi
 set -u
 BIN=$1
@@ -36,9 +37,16 @@ run 2 gpt --dp 2 --zero1
 run 2 llama --tp 2
 run 2 llama --pp 2 --full 1
 run 2 gpt --pp 2 --vp 2 --mbs 1
+run 2 gpt --tp 2 --sp
+run 2 llama --tp 2 --sp
+run 2 llama --tp 2 --sp --full 1
 run 4 llama --dp 2 --tp 2 --zero1
 run 4 gpt --pp 2 --tp 2
 run 4 gpt --pp 4 --mbs 1
+run 4 gpt --tp 2 --pp 2 --sp
+run 4 gpt --tp 2 --dp 2 --zero1 --sp
+run 4 llama --tp 2 --pp 2 --vp 2 --mbs 1 --sp
 run 8 gpt --dp 2 --tp 2 --pp 2 --zero1
+run 8 llama --dp 2 --tp 2 --pp 2 --zero1 --sp
 echo "$ran layout(s) run, $fails failed"
 [ $fails -eq 0 ]

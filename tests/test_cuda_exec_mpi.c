@@ -6,7 +6,10 @@
  *   test_cuda_exec_mpi --gpus                     print the visible GPUs, exit
  *   test_cuda_exec_mpi --model M --data F --write REF           one GPU
  *   mpirun -np N test_cuda_exec_mpi --model M --data F --ref REF [--tp T]
- *       [--pp P] [--dp D] [--vp V] [--mbs B] [--zero1] [--full K]
+ *       [--pp P] [--dp D] [--vp V] [--mbs B] [--zero1] [--full K] [--sp]
+ *
+ * --sp: Megatron sequence parallel (with tp > 1); without it tp runs plain
+ * TP (layout_default turns sp on, so the flag sets it either way).
  *
  * Exits 77 when this node has fewer GPUs than ranks on it. */
 #include <getopt.h>
@@ -38,9 +41,9 @@ int main(int argc, char **argv)
         {"write", required_argument, 0, 'w'}, {"ref", required_argument, 0, 'r'}, {"tp", required_argument, 0, 't'},
         {"pp", required_argument, 0, 'p'}, {"dp", required_argument, 0, 'D'}, {"vp", required_argument, 0, 'v'},
         {"mbs", required_argument, 0, 'b'}, {"zero1", no_argument, 0, 'z'}, {"full", required_argument, 0, 'f'},
-        {0, 0, 0, 0}};
+        {"sp", no_argument, 0, 's'}, {0, 0, 0, 0}};
     const char *data = NULL, *write = NULL, *ref = NULL;
-    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, mbs = 2, zero1 = 0, full = 0, c;
+    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, mbs = 2, zero1 = 0, full = 0, sp = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'g': printf("%d\n", kc_device_count()); return 0;
@@ -55,6 +58,7 @@ int main(int argc, char **argv)
         case 'b': mbs = atoi(optarg); break;
         case 'z': zero1 = 1; break;
         case 'f': full = atoi(optarg); break;
+        case 's': sp = 1; break;
         default: fprintf(stderr, "test_cuda_exec_mpi: bad option\n"); return 2;
         }
     }
@@ -82,6 +86,7 @@ int main(int argc, char **argv)
     layout_default(&lo);
     lo.tp = tp, lo.pp = pp, lo.dp = dp, lo.vp = vp, lo.mbs = mbs, lo.gbs = 8;
     lo.opt = zero1 ? OPT_ZERO1 : OPT_ZERO0;
+    lo.sp = sp;
     if (spec_validate(&m, err, sizeof err) != 0 || layout_check(&lo, &m, NULL, err, sizeof err) != 0) {
         if (rank == 0)
             printf("FAIL: model/layout: %s\n", err);
@@ -136,8 +141,8 @@ int main(int argc, char **argv)
     }
     fails = dist_world_max(fails);
     if (rank == 0)
-        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d%s: %s\n", m.name, dp, tp, pp, vp, zero1 ? " zero1" : "",
-               fails ? "FAIL" : "ok");
+        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d%s%s: %s\n", m.name, dp, tp, pp, vp, lo.sp ? " sp" : "",
+               zero1 ? " zero1" : "", fails ? "FAIL" : "ok");
     MPI_Finalize();
     return fails != 0;
 }
