@@ -88,6 +88,11 @@ static void *dalloc(size_t bytes) {
     return d;
 }
 
+/* every byte 0xff: NaN in bf16 and fp32, so an unwritten output fails */
+static void poison(void *d, size_t bytes) {
+    CHECK_CUDA(cudaMemset(d, 0xff, bytes));
+}
+
 static float *down_bf(const kc_bf16 *d, size_t n) {
     unsigned short *tmp = malloc((n ? n : 1) * 2);
     CHECK_CUDA(cudaStreamSynchronize(st));
@@ -163,6 +168,21 @@ static void test_matmul(int BT, int C, int OC) {
     free(inp); free(w); free(bias); free(out); free(dout); free(dinp); free(dw); free(dbias);
 }
 
+/* the bias gradient alone (no GEMM: any BT and OC, odd OC takes the scalar
+ * path, a dout offset by one element the misaligned one) */
+static void test_bias_grad(int BT, int OC, int offset) {
+    printf("bias grad BT=%d OC=%d offset=%d\n", BT, OC, offset);
+    size_t n = (size_t)BT * OC;
+    float *dout = hrand(n + offset, 1, 1), *dbias = hrand(OC, 1, 0);
+    kc_bf16 *d_dout = up_bf(dout, n + offset);
+    float *d_dbias = up_f(dbias, OC);
+    k_matmul_bwd(NULL, NULL, dbias, dout + offset, NULL, NULL, BT, 0, OC);
+    kc_matmul_bwd(NULL, NULL, d_dbias, d_dout + offset, NULL, NULL, BT, 0, OC, st);
+    CHECK("matmul_bwd dbias only", down_f(d_dbias, OC), dbias, OC, 1e-3, 1e-4);
+    cudaFree(d_dout); cudaFree(d_dbias);
+    free(dout); free(dbias);
+}
+
 /* ---- norms -------------------------------------------------------------- */
 
 static void test_norms(int N, int C) {
@@ -176,12 +196,16 @@ static void test_norms(int N, int C) {
     CHECK_CUDA(cudaMalloc((void **)&d_mean, N * 4));
     CHECK_CUDA(cudaMalloc((void **)&d_rstd, N * 4));
     k_layernorm_fwd(out, mean, rstd, inp, w, b, N, C, 1e-5f);
+    poison(d_out, n * 2);
+    poison(d_mean, N * 4);
+    poison(d_rstd, N * 4);
     kc_layernorm_fwd(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, 1e-5f, st);
     CHECK("layernorm_fwd out", down_bf(d_out, n), out, n, ATOL, RTOL);
     CHECK("layernorm_fwd mean", down_f(d_mean, N), mean, N, 1e-5, 1e-4);
     CHECK("layernorm_fwd rstd", down_f(d_rstd, N), rstd, N, 1e-5, 1e-4);
 
     float *dout = hrand(n, 1, 1), *dinp = hrand(n, 1, 1), *dw = hrand(C, 1, 0), *db = hrand(C, 1, 0);
+    float *dw0 = hcopy(dw, C), *dinp0 = hcopy(dinp, n);
     kc_bf16 *d_dout = up_bf(dout, n), *d_dinp = up_bf(dinp, n);
     float *d_dw = up_f(dw, C), *d_db = up_f(db, C);
     // the GPU backward reads the GPU's own mean/rstd: give the CPU the same
@@ -191,9 +215,21 @@ static void test_norms(int N, int C) {
     CHECK("layernorm_bwd dinp", down_bf(d_dinp, n), dinp, n, ATOL, RTOL);
     CHECK("layernorm_bwd dweight", down_f(d_dw, C), dw, C, 1e-3, 1e-3);
     CHECK("layernorm_bwd dbias", down_f(d_db, C), db, C, 1e-3, 1e-3);
-    free(gmean); free(grstd);
+    {   // deterministic: the same call on the same start gives the same bits
+        float *d_dw_a = up_f(dw0, C), *d_dw_b = up_f(dw0, C);
+        kc_bf16 *d_dx_a = up_bf(dinp0, n), *d_dx_b = up_bf(dinp0, n);
+        kc_layernorm_bwd(d_dx_a, d_dw_a, NULL, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, st);
+        kc_layernorm_bwd(d_dx_b, d_dw_b, NULL, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, st);
+        float *a = down_f(d_dw_a, C);
+        CHECK("layernorm_bwd dweight rerun", down_f(d_dw_b, C), a, C, 0, 0);
+        free(a);
+        cudaFree(d_dw_a); cudaFree(d_dw_b); cudaFree(d_dx_a); cudaFree(d_dx_b);
+    }
+    free(gmean); free(grstd); free(dw0); free(dinp0);
 
     k_rmsnorm_fwd(out, rstd, inp, w, N, C, 1e-5f);
+    poison(d_out, n * 2);
+    poison(d_rstd, N * 4);
     kc_rmsnorm_fwd(d_out, d_rstd, d_inp, d_w, N, C, 1e-5f, st);
     CHECK("rmsnorm_fwd out", down_bf(d_out, n), out, n, ATOL, RTOL);
     CHECK("rmsnorm_fwd rstd", down_f(d_rstd, N), rstd, N, 1e-5, 1e-4);
@@ -459,6 +495,14 @@ int main(void) {
     test_norms(70, 200);
     test_norms(33, 99);            // C % 8 != 0: the scalar path
     test_norms(8, 4096);
+    test_norms(3001, 64);          // many 8-row groups a block, a partial last group
+    test_norms(5, 12288);          // partial rows in smem above 48 KB (opt-in)
+    test_norms(4, 13000);          // 2C floats past the smem cap: partials in global
+    test_norms(3, 13001);          // the same, scalar path
+    test_bias_grad(1000, 2048, 0);
+    test_bias_grad(77, 70, 0);     // OC % 8 != 0: scalar
+    test_bias_grad(40, 264, 1);    // misaligned dout: scalar
+    test_bias_grad(5000, 8, 0);    // one column block, many row blocks
     test_gelu(1003);
     test_swiglu(17, 40);
     test_swiglu(5, 13);

@@ -23,10 +23,22 @@ typedef struct {
     void *workspace;        // cuBLASLt workspace
     size_t workspace_bytes;
     double *scratch;        // device, KC_SCRATCH doubles for reductions
+    float *partials;        // device, partial_floats: per-block column sums
+    size_t partial_floats;  // KC_PARTIALS
 } KcContext;
 #define KC_SCRATCH 1024
+#define KC_PARTIALS ((size_t)4 << 20)   // 16 MiB: 512 blocks x 2 x 4096 columns
 extern KcContext kc_ctx;
 void kc_require_init(void);   // kc_init on first use
+
+/* Column reductions without atomics (norm.cu): a kernel writes G partial
+ * rows of width floats to kc_ctx.partials, then out0[c] += Σ_g part[g][c]
+ * and out1[c] += Σ_g part[g][C + c] (out1 nullable) for c < C, in a fixed
+ * order. Every user runs on the caller's stream, one after another: the
+ * partials are one buffer, like the cuBLASLt workspace. */
+void kc_reduce_partials(float *out0, float *out1, const float *part, int G, int C, int width,
+                        cudaStream_t st);
+int kc_sm_count(void);   // of the current device, cached
 
 static inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 

@@ -15,9 +15,10 @@
  *     statistics (mean, rstd, lse, losses);
  *   - GEMMs go through cuBLASLt with fp32 accumulation: kc_init() creates the
  *     one handle and workspace first, kc_free() releases them;
- *   - parameter-gradient reductions over rows use fp32 atomics, so those
- *     gradients are not bitwise deterministic from run to run (activation
- *     gradients, attention included, are).
+ *   - the embedding backward scatters its rows with fp32 atomics, so dwte
+ *     and dwpe are not bitwise deterministic from run to run; every other
+ *     gradient is (the norm weight and bias gradients fold per-block
+ *     partial rows in a fixed order, attention uses no atomics).
  *
  * What this deliberately doesn't do: no communication, no allocation of
  * activations (the executor carves its slabs), no fp8. Attention is a tiled
@@ -52,9 +53,12 @@ void kc_fail(const char *what, const char *msg, const char *file, int line);
  * exits): tests call it first and skip with 77 on 0. */
 int kc_device_count(void);
 
-/* The cuBLASLt handle, its workspace (32 MiB) and a small scratch for
- * reductions, on the current device. kc_init is idempotent; kc_free
- * accepts being called without kc_init. */
+/* The cuBLASLt handle, its workspace (32 MiB), a small scratch for
+ * reductions and 16 MiB of per-block partial column sums (norm and bias
+ * gradients), on the current device. Like the workspace, the partials are
+ * one buffer: kernels that use them must not run concurrently on two
+ * streams. kc_init is idempotent; kc_free accepts being called without
+ * kc_init. */
 void kc_init(void);
 void kc_free(void);
 
@@ -75,7 +79,8 @@ void kc_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias,
 void kc_layernorm_fwd(kc_bf16 *out, float *mean, float *rstd,
                       const kc_bf16 *inp, const kc_bf16 *weight, const kc_bf16 *bias,
                       int N, int C, float eps, cudaStream_t st);
-/* dinp bf16 +=; dweight, dbias fp32 += (dbias nullable) */
+/* dinp bf16 +=; dweight, dbias fp32 += (dbias nullable). One pass over
+ * inp, dout and dinp, which must not alias each other. */
 void kc_layernorm_bwd(kc_bf16 *dinp, float *dweight, float *dbias,
                       const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *weight,
                       const float *mean, const float *rstd, int N, int C,

@@ -33,6 +33,8 @@ void kc_init(void) {
     kc_ctx.workspace_bytes = (size_t)32 << 20;   // Hopper kernels want 32 MiB
     CHECK_CUDA(cudaMalloc(&kc_ctx.workspace, kc_ctx.workspace_bytes));
     CHECK_CUDA(cudaMalloc(&kc_ctx.scratch, KC_SCRATCH * sizeof(double)));
+    kc_ctx.partial_floats = KC_PARTIALS;
+    CHECK_CUDA(cudaMalloc(&kc_ctx.partials, KC_PARTIALS * sizeof(float)));
     kc_ctx.ready = 1;
 }
 
@@ -41,6 +43,7 @@ void kc_free(void) {
     cublasLtDestroy(kc_ctx.lt);
     cudaFree(kc_ctx.workspace);
     cudaFree(kc_ctx.scratch);
+    cudaFree(kc_ctx.partials);
     memset(&kc_ctx, 0, sizeof kc_ctx);
 }
 
@@ -139,23 +142,49 @@ void kc_matmul_fwd(bf16 *out, const bf16 *inp, const bf16 *w, const bf16 *bias,
     lt_matmul(out, CUDA_R_16BF, OC, w, 1, C, inp, 0, C, OC, BT, C, 0.0f, bias, st);
 }
 
-/* column sums of dout (BT, OC) into dbias: each thread sums a run of rows
- * of one column, the block folds its rows, one atomic per column and block */
-enum { BG_ROWS = 256 };
-__global__ void bias_grad_kernel(float *dbias, const bf16 *dout, int BT, int OC) {
-    __shared__ float acc[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * BG_ROWS;
-    int r1 = min(r0 + BG_ROWS, BT);
-    float s = 0.0f;
-    if (c < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += __bfloat162float(dout[(size_t)r * OC + c]);
-    acc[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < OC) {
-        for (int y = 1; y < 8; y++) s += acc[y][threadIdx.x];
-        atomicAdd(&dbias[c], s);
+/* column sums of dout (BT, OC) into dbias without atomics. A block is 32
+ * lanes x 8 row slices; a lane owns 8 columns (one 16-byte load when vec),
+ * so a warp reads 512 contiguous bytes of a row; blockIdx.y takes a run of
+ * rows. The block folds its slices and writes one partial row (width OC) of
+ * kc_ctx.partials; kc_reduce_partials adds them into dbias. */
+enum { BG_SLICES = 8, BG_COLS = 32 * 8 };
+__global__ void __launch_bounds__(32 * BG_SLICES)
+bias_grad_kernel(float *part, const bf16 *dout, int BT, int OC, int rows, bool vec) {
+    __shared__ float red[BG_SLICES][BG_COLS];
+    int c = blockIdx.x * BG_COLS + threadIdx.x * 8;
+    int r0 = blockIdx.y * rows, r1 = min(r0 + rows, BT);
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x8[8];
+    if (c < OC) {
+#pragma unroll 4
+        for (int r = r0 + threadIdx.y; r < r1; r += BG_SLICES) {
+            load8(x8, dout + (size_t)r * OC, c, OC, vec);
+            for (int j = 0; j < 8; j++) s[j] += x8[j];
+        }
     }
+    for (int j = 0; j < 8; j++) red[threadIdx.y][threadIdx.x * 8 + j] = s[j];
+    __syncthreads();
+    int t = threadIdx.y * 32 + threadIdx.x, col = blockIdx.x * BG_COLS + t;
+    if (col < OC) {
+        float sum = 0.0f;
+        for (int y = 0; y < BG_SLICES; y++) sum += red[y][t];
+        part[(size_t)blockIdx.y * OC + col] = sum;
+    }
+}
+
+static void bias_grad(float *dbias, const bf16 *dout, int BT, int OC, cudaStream_t st) {
+    if (BT <= 0 || OC <= 0) return;
+    kc_require_init();
+    bool vec = OC % 8 == 0 && aligned16(dout);
+    size_t gx = ceil_div(OC, BG_COLS), gy = ceil_div(BT, 32);   // >= 32 rows a block
+    gy = std::min(gy, std::max((size_t)1, 4 * (size_t)kc_sm_count() / gx));
+    gy = std::min(gy, kc_ctx.partial_floats / OC);
+    if (gy == 0) kc_fail("bias_grad", "OC too large for the partials scratch", __FILE__, __LINE__);
+    int rows = (int)ceil_div(BT, gy);
+    gy = ceil_div(BT, rows);
+    bias_grad_kernel<<<dim3((unsigned)gx, (unsigned)gy), dim3(32, BG_SLICES), 0, st>>>(
+        kc_ctx.partials, dout, BT, OC, rows, vec);
+    CHECK_LAUNCH();
+    kc_reduce_partials(dbias, NULL, kc_ctx.partials, (int)gy, OC, OC, st);
 }
 
 void kc_matmul_bwd(bf16 *dinp, float *dw, float *dbias,
@@ -165,11 +194,7 @@ void kc_matmul_bwd(bf16 *dinp, float *dw, float *dbias,
         lt_matmul(dinp, CUDA_R_16BF, C, w, 0, C, dout, 0, OC, C, BT, OC, 1.0f, NULL, st);
     if (dw)     // dwᶜ (C, OC) += inpᶜ (C, BT) · (doutᶜ (OC, BT))ᵀ
         lt_matmul(dw, CUDA_R_32F, C, inp, 0, C, dout, 1, OC, C, OC, BT, 1.0f, NULL, st);
-    if (dbias) {
-        dim3 grid(ceil_div(OC, 32), ceil_div(BT, BG_ROWS)), block(32, 8);
-        bias_grad_kernel<<<grid, block, 0, st>>>(dbias, dout, BT, OC);
-        CHECK_LAUNCH();
-    }
+    if (dbias) bias_grad(dbias, dout, BT, OC, st);
 }
 
 /* ---- embeddings --------------------------------------------------------- */

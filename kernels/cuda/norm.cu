@@ -1,12 +1,12 @@
 /* norm.cu — LayerNorm and RMSNorm over the last dimension C.
- * Forward and the dinp half of the backward: one warp per row, 16-byte
- * loads, the row re-read from L1 rather than held in registers (C is
- * unbounded). The weight gradients reduce over rows: a second kernel where
- * each thread owns a column over a run of rows, then one fp32 atomic per
- * column and block. */
+ * Forward: one warp per row, 16-byte loads, the row re-read from L1 rather
+ * than held in registers (C is unbounded). Backward: one pass over x, dy and
+ * dinp that also sums the weight gradients per block (see norm_bwd_kernel),
+ * then a small kernel folds the blocks' partial rows: deterministic. Also
+ * home of kc_reduce_partials, which the bias gradient shares. */
 #include "common.cuh"
 
-enum { ROWS_PER_BLOCK = 8, COL_ROWS = 256 };
+enum { ROWS_PER_BLOCK = 8 };
 
 static bool rows_vec(const void *a, const void *b, const void *c, int C) {
     return C % 8 == 0 && aligned16(a) && aligned16(b) && (!c || aligned16(c));
@@ -49,75 +49,172 @@ void kc_layernorm_fwd(bf16 *out, float *mean, float *rstd, const bf16 *inp,
     CHECK_LAUNCH();
 }
 
-/* dx = r·(dy·w − mean(dy·w) − n·mean(dy·w·n)), n = (x − mu)·r; for RMSNorm
- * (rms = true, mu = 0) dx = r·dy·w − x·r³·mean(dy·w·x) = r·(dy·w − n·mean(dy·w·n)) */
-__global__ void norm_bwd_dinp_kernel(bf16 *dinp, const bf16 *dout, const bf16 *inp,
-                                     const bf16 *weight, const float *mean, const float *rstd,
-                                     int N, int C, bool vec) {
-    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= N) return;
-    const bf16 *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-    bf16 *dx = dinp + (size_t)row * C;
-    float mu = mean ? mean[row] : 0.0f, r = rstd[row];
-    float m1 = 0.0f, m2 = 0.0f, x8[8], d8[8], w8[8], g8[8];
-    for (int c = lane * 8; c < C; c += 256) {
-        load8(x8, x, c, C, vec);
-        load8(d8, dy, c, C, vec);
-        load8(w8, weight, c, C, vec);
-        for (int j = 0; j < 8; j++) {
-            float dn = d8[j] * w8[j];
-            m1 += dn;
-            m2 += dn * (x8[j] - mu) * r;
+/* ---- backward: one pass for dinp and the weight gradients ----------------
+ *
+ * dx = r·(dy·w − mean(dy·w) − n·mean(dy·w·n)), n = (x − mu)·r; for RMSNorm
+ * (mean NULL: mu = 0, no mean(dy·w) term) dx = r·dy·w − x·r³·mean(dy·w·x)
+ * = r·(dy·w − n·mean(dy·w·n)). dweight[c] += Σ_rows dy·n, dbias[c] += Σ_rows dy.
+ *
+ * A block takes groups of 8 rows (grid-stride). Phase 1, a warp per row:
+ * the two row means, into smem. Phase 2, a thread per 8 columns over the 8
+ * rows: dx, and the column sums of dy·n and dy in registers, added to the
+ * block's accumulator row (smem, or the block's partial row in global
+ * memory when 2C floats don't fit) at columns only this thread touches.
+ * Phase 2 re-reads the group's x and dy from L1/L2, not HBM. Each block
+ * writes one partial row [Σ dy·n | Σ dy] to kc_ctx.partials; kc_reduce_partials
+ * folds them into dweight/dbias in a fixed order: deterministic, no atomics. */
+/* 2 blocks an SM (the launch bounds cap registers at 128; 2 x 100 KB of
+ * smem fit): one wave of blocks, so one partial row per block resident */
+enum { NB_THREADS = 32 * ROWS_PER_BLOCK, NB_PER_SM = 2, NB_SMEM_MAX = 100 << 10 };
+
+/* 8 bf16 of a row at c through L2 only (zeros past C): the streamed dinp
+ * must not evict the x and dy rows that phase 2 re-reads from L1 */
+__device__ __forceinline__ Pack8 load8_cg(const bf16 *row, int c, int C, bool vec) {
+    union { uint4 u; Pack8 p; } r;
+    if (vec) r.u = __ldcg((const uint4 *)(row + c));
+    else for (int j = 0; j < 8; j++) r.p.v[j] = c + j < C ? row[c + j] : __float2bfloat16(0.0f);
+    return r.p;
+}
+
+/* 2 blocks an SM: their groups' x and dy rows (2 x 64 KB at C = 2048) stay
+ * in L1 between the phases */
+template <bool vec>
+__global__ void __launch_bounds__(NB_THREADS, NB_PER_SM)
+norm_bwd_kernel(bf16 *__restrict__ dinp, float *__restrict__ part,
+                const bf16 *__restrict__ dout, const bf16 *__restrict__ inp,
+                const bf16 *__restrict__ weight, const float *__restrict__ mean,
+                const float *__restrict__ rstd, int N, int C, bool want_b, bool acc_smem) {
+    extern __shared__ float sacc[];
+    __shared__ float s_mu[ROWS_PER_BLOCK], s_r[ROWS_PER_BLOCK], s_m1[ROWS_PER_BLOCK], s_m2[ROWS_PER_BLOCK];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, width = want_b ? 2 * C : C;
+    float *acc = acc_smem ? sacc : part + (size_t)blockIdx.x * width;
+    for (int c = threadIdx.x; c < width; c += NB_THREADS) acc[c] = 0.0f;
+    for (int base = blockIdx.x * ROWS_PER_BLOCK; base < N; base += gridDim.x * ROWS_PER_BLOCK) {
+        int row = base + warp;
+        if (row < N) {   // phase 1
+            const bf16 *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+            float mu = mean ? mean[row] : 0.0f, r = rstd[row];
+            float m1 = 0.0f, m2 = 0.0f, x8[8], d8[8], w8[8];
+#pragma unroll (vec ? 4 : 1)
+            for (int c = lane * 8; c < C; c += 256) {
+                load8(x8, x, c, C, vec);
+                load8(d8, dy, c, C, vec);
+                load8(w8, weight, c, C, vec);
+                for (int j = 0; j < 8; j++) {
+                    float dn = d8[j] * w8[j];
+                    m1 += dn;
+                    m2 += dn * (x8[j] - mu) * r;
+                }
+            }
+            m1 = warp_sum(m1);
+            m2 = warp_sum(m2);
+            if (lane == 0) {
+                s_mu[warp] = mu;
+                s_r[warp] = r;
+                s_m1[warp] = mean ? m1 / C : 0.0f;
+                s_m2[warp] = m2 / C;
+            }
         }
+        __syncthreads();
+        int nrows = min(ROWS_PER_BLOCK, N - base);
+        for (int c = threadIdx.x * 8; c < C; c += NB_THREADS * 8) {   // phase 2
+            float w8[8], sw[8], sb[8];
+            Pack8 gin[ROWS_PER_BLOCK];   // dinp rows: HBM loads all in flight at once
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_BLOCK; i++)
+                if (vec && i < nrows) gin[i] = load8_cg(dinp + (size_t)(base + i) * C, c, C, vec);
+            load8(w8, weight, c, C, vec);
+            for (int j = 0; j < 8; j++) sw[j] = sb[j] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_BLOCK; i++) {
+                if (i >= nrows) break;
+                size_t off = (size_t)(base + i) * C;
+                float x8[8], d8[8], g8[8], mu = s_mu[i], r = s_r[i], m1 = s_m1[i], m2 = s_m2[i];
+                load8(x8, inp + off, c, C, vec);   // L1 hits: phase 1 just read them
+                load8(d8, dout + off, c, C, vec);
+                if (!vec) gin[i] = load8_cg(dinp + off, c, C, vec);   // fewer registers
+                for (int j = 0; j < 8; j++) g8[j] = __bfloat162float(gin[i].v[j]);
+                for (int j = 0; j < 8; j++) {
+                    float n = (x8[j] - mu) * r;
+                    g8[j] += (d8[j] * w8[j] - m1 - n * m2) * r;
+                    sw[j] += d8[j] * n;
+                    sb[j] += d8[j];
+                }
+                store8(dinp + off, g8, c, C, vec);
+            }
+            for (int j = 0; j < 8; j++) {
+                if (c + j >= C) break;
+                acc[c + j] += sw[j];
+                if (want_b) acc[C + c + j] += sb[j];
+            }
+        }
+        __syncthreads();   // s_* are rewritten by the next group
     }
-    m1 = mean ? warp_sum(m1) / C : 0.0f;
-    m2 = warp_sum(m2) / C;
-    for (int c = lane * 8; c < C; c += 256) {
-        load8(x8, x, c, C, vec);
-        load8(d8, dy, c, C, vec);
-        load8(w8, weight, c, C, vec);
-        load8(g8, dx, c, C, vec);
-        for (int j = 0; j < 8; j++)
-            g8[j] += (d8[j] * w8[j] - m1 - (x8[j] - mu) * r * m2) * r;
-        store8(dx, g8, c, C, vec);
+    if (acc_smem)
+        for (int c = threadIdx.x; c < width; c += NB_THREADS)
+            part[(size_t)blockIdx.x * width + c] = sacc[c];
+}
+
+/* out0[c] += Σ_g part[g·width + c], out1[c] += Σ_g part[g·width + C + c]
+ * (out1 nullable), c < C: 32 columns × 16 row slices a block, slices folded
+ * in a fixed order. */
+enum { RP_SLICES = 16 };
+__global__ void reduce_partials_kernel(float *out0, float *out1, const float *part, int G,
+                                       int C, int width) {
+    __shared__ float red[RP_SLICES][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (c < (out1 ? 2 * C : C)) {
+#pragma unroll 4
+        for (int g = threadIdx.y; g < G; g += RP_SLICES) s += part[(size_t)g * width + c];
+    }
+    red[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < (out1 ? 2 * C : C)) {
+        for (int y = 1; y < RP_SLICES; y++) s += red[y][threadIdx.x];
+        if (c < C) out0[c] += s;
+        else out1[c - C] += s;
     }
 }
 
-/* dweight[c] += Σ_rows dy·(x − mu)·r; dbias[c] += Σ_rows dy (mean NULL: RMSNorm) */
-__global__ void norm_bwd_weight_kernel(float *dweight, float *dbias, const bf16 *dout,
-                                       const bf16 *inp, const float *mean, const float *rstd,
-                                       int N, int C) {
-    __shared__ float accw[8][33], accb[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * COL_ROWS, r1 = min(r0 + COL_ROWS, N);
-    float sw = 0.0f, sb = 0.0f;
-    if (c < C)
-        for (int i = r0 + threadIdx.y; i < r1; i += 8) {
-            float dy = __bfloat162float(dout[(size_t)i * C + c]);
-            float mu = mean ? mean[i] : 0.0f;
-            sw += dy * (__bfloat162float(inp[(size_t)i * C + c]) - mu) * rstd[i];
-            sb += dy;
-        }
-    accw[threadIdx.y][threadIdx.x] = sw;
-    accb[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        for (int y = 1; y < 8; y++) { sw += accw[y][threadIdx.x]; sb += accb[y][threadIdx.x]; }
-        atomicAdd(&dweight[c], sw);
-        if (dbias) atomicAdd(&dbias[c], sb);
+void kc_reduce_partials(float *out0, float *out1, const float *part, int G, int C, int width,
+                        cudaStream_t st) {
+    dim3 grid(ceil_div(out1 ? 2 * (size_t)C : C, 32)), block(32, RP_SLICES);
+    reduce_partials_kernel<<<grid, block, 0, st>>>(out0, out1, part, G, C, width);
+    CHECK_LAUNCH();
+}
+
+int kc_sm_count(void) {
+    static int dev = -1, sms;
+    int d;
+    CHECK_CUDA(cudaGetDevice(&d));
+    if (d != dev) {
+        CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+        dev = d;
     }
+    return sms;
 }
 
 static void norm_bwd(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout,
                      const bf16 *inp, const bf16 *weight, const float *mean,
                      const float *rstd, int N, int C, cudaStream_t st) {
+    if (N <= 0 || C <= 0) return;
+    kc_require_init();
     bool vec = rows_vec(dinp, dout, inp, C) && aligned16(weight);
-    norm_bwd_dinp_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C, vec);
+    int width = dbias ? 2 * C : C;
+    size_t smem = (size_t)width * sizeof(float);
+    bool acc_smem = smem <= NB_SMEM_MAX;
+    if (!acc_smem) smem = 0;
+    auto kernel = vec ? norm_bwd_kernel<true> : norm_bwd_kernel<false>;
+    if (smem > (48 << 10))
+        CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    size_t g = std::min((size_t)ceil_div(N, ROWS_PER_BLOCK), (size_t)NB_PER_SM * kc_sm_count());
+    g = std::min(g, kc_ctx.partial_floats / width);
+    if (g == 0) kc_fail("norm_bwd", "C too large for the partials scratch", __FILE__, __LINE__);
+    kernel<<<(unsigned)g, NB_THREADS, smem, st>>>(dinp, kc_ctx.partials, dout, inp, weight, mean,
+                                                  rstd, N, C, dbias != NULL, acc_smem);
     CHECK_LAUNCH();
-    dim3 grid(ceil_div(C, 32), ceil_div(N, COL_ROWS)), block(32, 8);
-    norm_bwd_weight_kernel<<<grid, block, 0, st>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
-    CHECK_LAUNCH();
+    kc_reduce_partials(dweight, dbias, kc_ctx.partials, (int)g, C, width, st);
 }
 
 void kc_layernorm_bwd(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout,
