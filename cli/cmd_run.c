@@ -47,8 +47,8 @@ static void help(FILE *f)
                "  -o FILE               write run.json (ultraplan.run/1)\n"
                "  --backend cpu|cuda    cpu (default): fp32 under mpirun; cuda: bf16, one GPU per rank\n"
                "                        (mpirun -np dp*tp*pp, NCCL between them when the build has it:\n"
-               "                        %s), cp 1, no sequence parallel, ZeRO 0 or 1,\n"
-               "                        no checkpoints\n"
+               "                        %s), cp 1, tp with or without sequence parallel,\n"
+               "                        ZeRO 0 or 1, no checkpoints\n"
                "  --proxy-stage S       (cuda) run on one GPU the per-rank work of pipeline stage S of a\n"
                "                        large plan (its layers, tp-sharded) and compare the time per\n"
                "                        micro-batch with the prediction less communication; no --data\n",
