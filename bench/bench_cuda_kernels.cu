@@ -142,6 +142,14 @@ int main(int argc, char **argv) {
     printf("attention_tc_vs_simt     fwd %.1fx, bwd %.1fx faster\n", at[1][0] / at[0][0], at[1][1] / at[0][1]);
     printf("\n-- memory-bound kernels, fewest bytes moved\n");
     bf16 *wn = rand_bf(C, 1), *bn = rand_bf(C, 1), *dx = rand_bf(NC, 1);
+    int *tgt_emb;   // token ids for the embedding: row i of x (x has >= N rows of C)
+    {
+        int *h = (int *)malloc(N * sizeof(int));
+        for (size_t i = 0; i < N; i++) h[i] = (int)((i * 7919) % N);
+        CHECK_CUDA(cudaMalloc(&tgt_emb, N * sizeof(int)));
+        CHECK_CUDA(cudaMemcpy(tgt_emb, h, N * sizeof(int), cudaMemcpyHostToDevice));
+        free(h);
+    }
     float *mean = rand_f(N, 1), *rstd = rand_f(N, 1), *dwn = rand_f(C, 1), *dbn = rand_f(C, 1);
     mem_row("layernorm_fwd", 4.0 * NC, time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
     mem_row("layernorm_bwd", 8.0 * NC, time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
@@ -151,6 +159,9 @@ int main(int argc, char **argv) {
     mem_row("gelu_bwd (4C)", 8.0 * 4 * NC, time_s([&] { kc_gelu_bwd(y, y, y, 4 * NC, 0); }));
     mem_row("swiglu_fwd (F=2C)", 12.0 * NC, time_s([&] { kc_swiglu_fwd(x, y, (int)N, 2 * C, 0); }));
     mem_row("residual_fwd", 6.0 * NC, time_s([&] { kc_residual_fwd(o, x, dx, NC, 0); }));
+    mem_row("bias_grad (4C)", 2.0 * 4 * NC, time_s([&] {   // kc_matmul_bwd with only dbias
+        kc_matmul_bwd(NULL, NULL, dw, y, NULL, NULL, (int)N, C, 4 * C, 0); }));
+    mem_row("embedding_fwd", 4.0 * NC + 2.0 * T * C, time_s([&] { kc_embedding_fwd(o, tgt_emb, x, dx, B, T, C, 0, 0); }));
     mem_row("rope_fwd (q)", 4.0 * NC, time_s([&] { kc_rope_fwd(q, q, B, T, NH, HS, 0, 10000.0f, 0); }));
     int *tgt;
     CHECK_CUDA(cudaMalloc(&tgt, 4096 * sizeof(int)));

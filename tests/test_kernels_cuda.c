@@ -449,6 +449,17 @@ static void test_adamw(size_t n) {
     kc_adamw(d_p + 1, d_g + 1, d_m + 1, d_v + 1, n - 1, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, NULL, st);
     k_adamw(p + 1, g + 1, m + 1, v + 1, n - 1, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
     CHECK("adamw misaligned", down_f(d_p, n), p, n, 1e-6, 1e-5);
+    // fp32 arrays 16-byte aligned, the bf16 copy only 8: two 8-byte stores
+    poison(d_pb, n * 2);
+    kc_adamw(d_p + 4, d_g + 4, d_m + 4, d_v + 4, n - 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5, d_pb + 4, st);
+    k_adamw(p + 4, g + 4, m + 4, v + 4, n - 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 5);
+    CHECK("adamw bf16 copy 8-aligned", down_f(d_p, n), p, n, 1e-6, 1e-5);
+    for (size_t i = 4; i < n; i++) pb[i] = roundbf(p[i]);
+    {
+        float *got = down_bf(d_pb, n);
+        CHECK("adamw params_bf16 8-aligned", hcopy(got + 4, n - 4), pb + 4, n - 4, 1e-6, 8e-3);
+        free(got);
+    }
     cudaFree(d_p); cudaFree(d_g); cudaFree(d_m); cudaFree(d_v); cudaFree(d_pb);
     free(p); free(g); free(m); free(v); free(pb);
 }
@@ -518,6 +529,7 @@ int main(void) {
     test_attention(2, 40, 3, 3, 32, 1);     // SIMT only
     test_attention(1, 50, 4, 1, 96, 1);     // SIMT only
     test_embedding(2, 9, 24, 50, 16, 3);
+    test_embedding(2, 7, 13, 40, 10, 0);   // C % 8 != 0: the scalar path
     test_residual(1003);
     test_crossentropy(9, 136, 130);
     test_crossentropy(7, 101, 97);   // V % 8 != 0: the scalar path

@@ -199,23 +199,33 @@ void kc_matmul_bwd(bf16 *dinp, float *dw, float *dbias,
 
 /* ---- embeddings --------------------------------------------------------- */
 
-__global__ void embedding_fwd_kernel(bf16 *out, const int *tokens, const bf16 *wte,
-                                     const bf16 *wpe, int T, int C, int pos0, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+/* i indexes out (B·T, C); vectors stay inside one row when C % 8 == 0 */
+struct EmbedFwd {
+    bf16 *out; const int *tokens; const bf16 *wte, *wpe; int T, C, pos0;
+    __device__ void one(size_t i) const {
         size_t bt = i / C;
         int c = (int)(i % C), t = (int)(bt % T);
         float x = __bfloat162float(wte[(size_t)tokens[bt] * C + c]);
         if (wpe) x += __bfloat162float(wpe[(size_t)(pos0 + t) * C + c]);
         out[i] = __float2bfloat16(x);
     }
-}
+    __device__ void vec8(size_t i) const {
+        size_t bt = i / C;
+        int c = (int)(i % C), t = (int)(bt % T);
+        Pack8 e = *(const Pack8 *)(wte + (size_t)tokens[bt] * C + c);
+        if (wpe) {
+            Pack8 p = *(const Pack8 *)(wpe + (size_t)(pos0 + t) * C + c);
+            for (int j = 0; j < 8; j++)
+                e.v[j] = __float2bfloat16(__bfloat162float(e.v[j]) + __bfloat162float(p.v[j]));
+        }
+        *(Pack8 *)(out + i) = e;
+    }
+};
 
 void kc_embedding_fwd(bf16 *out, const int *tokens, const bf16 *wte, const bf16 *wpe,
                       int B, int T, int C, int pos0, cudaStream_t st) {
-    size_t n = (size_t)B * T * C;
-    embedding_fwd_kernel<<<grid_for(n, 256), 256, 0, st>>>(out, tokens, wte, wpe, T, C, pos0, n);
-    CHECK_LAUNCH();
+    bool vec = C % 8 == 0 && aligned16(out) && aligned16(wte) && (!wpe || aligned16(wpe));
+    map8((size_t)B * T * C, vec, EmbedFwd{out, tokens, wte, wpe, T, C, pos0}, st);
 }
 
 __global__ void embedding_bwd_kernel(float *dwte, float *dwpe, const bf16 *dout,

@@ -6,6 +6,7 @@
 struct AdamWOp {
     float *p; const float *g; float *m, *v; bf16 *pb;
     float lr, b1, b2, eps, wd, c1, c2;
+    bool pb16;   // pb 16-byte aligned
     __device__ void one(size_t i) const {
         float gi = g[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi;
@@ -23,18 +24,34 @@ struct AdamWOp {
         pi -= lr * ((mi / c1) / (sqrtf(vi / c2) + eps) + wd * pi);
         return pi;
     }
-    __device__ void vec8(size_t i) const {   // 16-byte accesses, two per array
-        for (int h = 0; h < 8; h += 4) {
-            float4 P = *(float4 *)(p + i + h), G = *(const float4 *)(g + i + h);
-            float4 M = *(float4 *)(m + i + h), Vv = *(float4 *)(v + i + h);
-            step(P.x, G.x, M.x, Vv.x); step(P.y, G.y, M.y, Vv.y);
-            step(P.z, G.z, M.z, Vv.z); step(P.w, G.w, M.w, Vv.w);
-            *(float4 *)(p + i + h) = P; *(float4 *)(m + i + h) = M; *(float4 *)(v + i + h) = Vv;
-            if (pb) {
-                __nv_bfloat162 *o = (__nv_bfloat162 *)(pb + i + h);
-                o[0] = __floats2bfloat162_rn(P.x, P.y);
-                o[1] = __floats2bfloat162_rn(P.z, P.w);
+    /* 16-byte accesses, two per array, all eight loads (128 bytes) issued
+     * before the first store: the arrays may alias as far as the compiler
+     * knows, so loads after a store would wait for it */
+    __device__ void vec8(size_t i) const {
+        float4 P[2], G[2], M[2], V[2];
+        for (int h = 0; h < 2; h++) {
+            P[h] = *(const float4 *)(p + i + 4 * h);
+            G[h] = *(const float4 *)(g + i + 4 * h);
+            M[h] = *(const float4 *)(m + i + 4 * h);
+            V[h] = *(const float4 *)(v + i + 4 * h);
+        }
+        for (int h = 0; h < 2; h++) {
+            step(P[h].x, G[h].x, M[h].x, V[h].x); step(P[h].y, G[h].y, M[h].y, V[h].y);
+            step(P[h].z, G[h].z, M[h].z, V[h].z); step(P[h].w, G[h].w, M[h].w, V[h].w);
+        }
+        for (int h = 0; h < 2; h++) {
+            *(float4 *)(p + i + 4 * h) = P[h];
+            *(float4 *)(m + i + 4 * h) = M[h];
+            *(float4 *)(v + i + 4 * h) = V[h];
+        }
+        if (pb) {   // 8 bf16: one 16-byte store (pb 16-byte aligned) or two of 8
+            Pack8 o;
+            for (int h = 0; h < 2; h++) {
+                o.v[4 * h + 0] = __float2bfloat16(P[h].x); o.v[4 * h + 1] = __float2bfloat16(P[h].y);
+                o.v[4 * h + 2] = __float2bfloat16(P[h].z); o.v[4 * h + 3] = __float2bfloat16(P[h].w);
             }
+            if (pb16) *(Pack8 *)(pb + i) = o;
+            else for (int h = 0; h < 2; h++) *(uint2 *)(pb + i + 4 * h) = *(const uint2 *)&o.v[4 * h];
         }
     }
 };
@@ -46,7 +63,7 @@ void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n, f
     bool vec = aligned16(params) && aligned16(grads) && aligned16(m) && aligned16(v) &&
                (!params_bf16 || ((uintptr_t)params_bf16 & 7) == 0);
     map8(n, vec, AdamWOp{params, grads, m, v, params_bf16, lr, beta1, beta2, eps,
-                           weight_decay, c1, c2}, st);
+                           weight_decay, c1, c2, params_bf16 && aligned16(params_bf16)}, st);
 }
 
 void kc_zero(float *x, size_t n, cudaStream_t st) {
