@@ -1,0 +1,465 @@
+/* attention_tc.cu — the tensor-core attention kernels, HS 64 and 128 with
+ * 16-byte aligned pointers (the default; see attention.cu for the design
+ * and docs/gpu/NOTES.md for tiles, smem and the ptxas report). */
+#include <math.h>
+#include <mma.h>
+#include "attention.cuh"
+
+namespace wm = nvcuda::wmma;
+
+/* TT queries or keys per tile, 16 per warp; P/dS tiles are bf16 with row
+ * stride LDP, the 16 x 16 fp32 staging of one score fragment has stride LDF
+ * (conflict-free float4 reads in the element-wise pass) */
+enum { TT = 64, TW = 4, LDP = TT + 8, LDF = 20, LDS = TT + 4 };
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+typedef wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> FragA;
+typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> FragB;
+typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> FragBT;   // Xᵀ of a row-major X
+typedef wm::fragment<wm::accumulator, 16, 16, 16, float> FragC;
+
+/* bf16 fragment loads from shared memory. wm::load_matrix_sync emits the
+ * generic-address wmma.load for bf16 (4 LD.E + MOVM per fragment in the
+ * SASS); the same PTX instruction with .shared lowers to one LDSM. Same
+ * instruction, so the same fragment layout; 4 b32 registers a fragment.
+ * The fragment's type picks the overload (a row-major, b row- or col-major). */
+#define KC_WMMA_LD(name, Frag, op)                                                        \
+    __device__ __forceinline__ void name(Frag &f, const bf16 *p, unsigned ld) {          \
+        unsigned *x = (unsigned *)&f.x[0];                                               \
+        unsigned a = (unsigned)__cvta_generic_to_shared(p);                              \
+        asm volatile("wmma.load." op ".sync.aligned.m16n16k16.shared.bf16 {%0,%1,%2,%3}, [%4], %5;" \
+                     : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(a), "r"(ld) : "memory"); \
+    }
+KC_WMMA_LD(ld_smem, FragA, "a.row")
+KC_WMMA_LD(ld_smem, FragB, "b.row")
+KC_WMMA_LD(ld_smem, FragBT, "b.col")
+#undef KC_WMMA_LD
+
+/* smem bytes: one bf16 (TT, HS+8) tile (the +8 makes fragment loads
+ * conflict-free), and each kernel's total */
+__host__ __device__ static constexpr size_t tc_tile(int HS) { return (size_t)TT * (HS + 8) * sizeof(bf16); }
+static constexpr size_t fwd_tc_warp = 16 * LDS * 4 + 16 * LDP * 2 + 16 * 16 * 4 + 16 * 4;
+static constexpr size_t fwd_tc_smem(int HS) { return 2 * tc_tile(HS) + TW * fwd_tc_warp; }
+static constexpr size_t dq_tc_warp = 2 * 16 * LDF * 4 + 16 * LDP * 2;
+static constexpr size_t dq_tc_smem(int HS) { return 4 * tc_tile(HS) + 2 * TT * 4 + TW * dq_tc_warp; }
+static constexpr size_t dkdv_tc_warp = 2 * 16 * LDF * 4 + 2 * 16 * LDP * 2;
+static constexpr size_t dkdv_tc_smem(int HS) { return 4 * tc_tile(HS) + 2 * TT * 4 + TW * dkdv_tc_warp; }
+/* the Q tile of the forward is staged in the warp areas; the accumulators
+ * leave through the first two tiles, and every area stays 32-byte aligned */
+static_assert(tc_tile(128) <= TW * fwd_tc_warp, "forward Q staging");
+static_assert(TW * 16 * (128 + 4) * 4 <= 2 * tc_tile(128), "accumulator staging");
+static_assert(tc_tile(64) % 32 == 0 && fwd_tc_warp % 32 == 0 && dq_tc_warp % 32 == 0 &&
+              dkdv_tc_warp % 32 == 0 && (16 * LDS * 4) % 32 == 0 && (16 * LDF * 4) % 32 == 0,
+              "wmma pointers 32-byte aligned");
+
+/* rows [t0, t0+TT) of x (row stride rs elements) into the smem tile s,
+ * 16 bytes a thread, zeros past T */
+template <int HS>
+__device__ __forceinline__ void tile_load(bf16 *s, const bf16 *x, size_t rs, int t0, int T) {
+    constexpr int PR = HS / 8;
+    for (int i = threadIdx.x; i < TT * PR; i += TW * 32) {
+        int r = i / PR, c = i % PR * 8;
+        uint4 p = make_uint4(0, 0, 0, 0);
+        if (t0 + r < T) p = *(const uint4 *)(x + (size_t)(t0 + r) * rs + c);
+        *(uint4 *)(s + r * (HS + 8) + c) = p;
+    }
+}
+
+/* a warp's 16 x HS accumulator to rows t0.. (< T) of y (row stride rs),
+ * through the fp32 staging st: y = f·acc (add 0) or y += f·acc (add 1),
+ * f = scale times rowscale[r] when given; 16-byte stores */
+template <int HS>
+__device__ __forceinline__ void warp_store(bf16 *y, size_t rs, int t0, int T, const FragC *acc,
+                                           float *st, const float *rowscale, float scale, bool add) {
+    constexpr int LD = HS + 4, PR = HS / 8;
+    #pragma unroll
+    for (int n = 0; n < HS / 16; n++) wm::store_matrix_sync(st + n * 16, acc[n], LD, wm::mem_row_major);
+    __syncwarp();
+    for (int i = threadIdx.x & 31; i < 16 * PR; i += 32) {
+        int r = i / PR, c = i % PR * 8;
+        if (t0 + r >= T) continue;
+        float f = rowscale ? scale * rowscale[r] : scale, x[8];
+        *(float4 *)x = *(const float4 *)(st + r * LD + c);
+        *(float4 *)(x + 4) = *(const float4 *)(st + r * LD + c + 4);
+        bf16 *p = y + (size_t)(t0 + r) * rs + c;
+        Pack8 o;
+        if (add) {
+            o = *(const Pack8 *)p;
+            #pragma unroll
+            for (int j = 0; j < 8; j++) o.v[j] = __float2bfloat16(f * x[j] + __bfloat162float(o.v[j]));
+        } else {
+            #pragma unroll
+            for (int j = 0; j < 8; j++) o.v[j] = __float2bfloat16(f * x[j]);
+        }
+        *(Pack8 *)p = o;
+    }
+}
+
+/* FlashAttention-2 forward: block = TT query rows (warp w owns 16), loop over
+ * key tiles up to the diagonal. S = Q·Kᵀ on tensor cores, staged to smem
+ * fp32; lane (r, half) of a warp runs the online softmax of row r over
+ * columns half·32..+32 and writes P in bf16; O += P·V on tensor cores. The
+ * accumulator's element→row map is unspecified, so the rescale goes through
+ * a 16 x 16 smem tile of per-row factors loaded as an accumulator fragment
+ * (same type, same map). Scores are kept in log2 units (exp2). */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 3)   // 3 blocks an SM: smem 65 KB, ≤ 170 registers
+attention_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                        int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Ks = (bf16 *)tc_smem, *Vs = Ks + TT * LDT;
+    unsigned char *wa = tc_smem + 2 * tc_tile(HS);
+    bf16 *Qs = (bf16 *)wa;                             // before the loop only
+    float *Ss = (float *)(wa + warp * fwd_tc_warp);    // (16, LDS) scores
+    bf16 *Ps = (bf16 *)(Ss + 16 * LDS);                // (16, LDP) probabilities
+    float *Cs = (float *)(Ps + 16 * LDP), *Linv = Cs + 256;
+
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;        // longest rows first
+    int h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    const bf16 *kb = k + (size_t)b * T * krs + (size_t)g * HS;
+    const bf16 *vb = v + (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Qs, q + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0, T);
+    __syncthreads();
+    FragA qf[NF];
+    FragC of[NF];
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++) {
+        ld_smem(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
+        wm::fill_fragment(of[kk], 0.0f);
+    }
+    int r = lane & 15, half = lane >> 4, tq = q0 + warp * 16 + r, last = min(tq, T - 1);
+    float sl2 = rsqrtf((float)HS) * LOG2E, m = -INFINITY, l = 0.0f;
+    for (int k0 = 0; k0 <= q0; k0 += TT) {
+        __syncthreads();                               // everyone is done with Q, K, V, S
+        tile_load<HS>(Ks, kb, krs, k0, T);
+        tile_load<HS>(Vs, vb, krs, k0, T);
+        __syncthreads();
+        int nj = k0 == q0 ? warp + 1 : TT / 16;        // 16-key blocks this warp can see
+        for (int j = 0; j < nj; j++) {
+            FragC sf;
+            wm::fill_fragment(sf, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < NF; kk++) {
+                FragBT kf;
+                ld_smem(kf, Ks + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(sf, qf[kk], kf, sf);
+            }
+            wm::store_matrix_sync(Ss + j * 16, sf, LDS, wm::mem_row_major);
+        }
+        __syncwarp();
+        // columns past nj blocks are stale, but their keys are all > last
+        const float *srow = Ss + r * LDS + half * 32;
+        int key0 = k0 + half * 32;
+        float mt = -INFINITY;
+        #pragma unroll
+        for (int i = 0; i < 32; i += 4) {
+            float s[4];
+            *(float4 *)s = *(const float4 *)(srow + i);
+            #pragma unroll
+            for (int e = 0; e < 4; e++) if (key0 + i + e <= last) mt = fmaxf(mt, s[e]);
+        }
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 16));   // key k0 <= last: finite
+        float mnew = fmaxf(m, mt * sl2), sum = 0.0f;
+        bf16 *prow = Ps + r * LDP + half * 32;
+        #pragma unroll
+        for (int i = 0; i < 32; i += 4) {
+            float s[4];
+            *(float4 *)s = *(const float4 *)(srow + i);
+            __align__(8) bf16 p[4];
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float pe = key0 + i + e <= last ? exp2f(s[e] * sl2 - mnew) : 0.0f;
+                sum += pe;
+                p[e] = __float2bfloat16(pe);
+            }
+            *(uint2 *)(prow + i) = *(const uint2 *)p;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+        float corr = exp2f(m - mnew);                  // 0 on the first tile
+        l = l * corr + sum;
+        m = mnew;
+        float4 c4 = make_float4(corr, corr, corr, corr);
+        *(float4 *)(Cs + r * 16 + half * 8) = c4;
+        *(float4 *)(Cs + r * 16 + half * 8 + 4) = c4;
+        __syncwarp();
+        FragC cf;
+        wm::load_matrix_sync(cf, Cs, 16, wm::mem_row_major);
+        #pragma unroll
+        for (int n = 0; n < NF; n++)
+            #pragma unroll
+            for (int i = 0; i < cf.num_elements; i++) of[n].x[i] *= cf.x[i];
+        for (int kk = 0; kk < nj; kk++) {
+            FragA pf;
+            ld_smem(pf, Ps + kk * 16, LDP);
+            #pragma unroll
+            for (int n = 0; n < NF; n++) {
+                FragB vf;
+                ld_smem(vf, Vs + kk * 16 * LDT + n * 16, LDT);
+                wm::mma_sync(of[n], pf, vf, of[n]);
+            }
+        }
+    }
+    if (half == 0) {
+        Linv[r] = 1.0f / l;
+        if (tq < T) lse[((size_t)b * NH + h) * T + tq] = (m + __log2f(l)) * LN2;
+    }
+    __syncthreads();                                   // K, V free: stage O there
+    warp_store<HS>(out + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0 + warp * 16, T, of,
+                   (float *)tc_smem + warp * 16 * (HS + 4), Linv, 1.0f, false);
+}
+
+/* Ls[i] = lse_t·log2e and Ds[i] = dO_t · O_t for rows t = t0 + i of one head
+ * (0 past T); HS/8 lanes a row, 16-byte loads */
+template <int HS>
+__device__ __forceinline__ void row_stats(float *Ls, float *Ds, const bf16 *dob, const bf16 *ob,
+                                          size_t rs, const float *lseb, int t0, int T) {
+    constexpr int G = HS / 8, RPI = 32 / G;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i0 = warp * RPI; i0 < TT; i0 += TW * RPI) {
+        int i = i0 + lane / G, t = t0 + i, c = lane % G * 8;
+        float s = 0.0f;
+        if (t < T) {
+            Pack8 a = *(const Pack8 *)(dob + (size_t)t * rs + c), o = *(const Pack8 *)(ob + (size_t)t * rs + c);
+            #pragma unroll
+            for (int j = 0; j < 8; j++) s += __bfloat162float(a.v[j]) * __bfloat162float(o.v[j]);
+        }
+        #pragma unroll
+        for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane % G == 0) {
+            Ds[i] = s;
+            Ls[i] = t < T ? lseb[t] * LOG2E : 0.0f;
+        }
+    }
+}
+
+/* dQ: block = TT query rows (warp w owns 16) over the key tiles up to the
+ * diagonal, like the forward. Per 16-key block j: S = Q·Kᵀ and dP = dO·Vᵀ
+ * on tensor cores (Q, dO fragments held in registers), staged to smem;
+ * lane (r, c0) turns 8 of them into dS = P∘(dP − D) in bf16; then
+ * dQ += dS·K. dq += scale·dQ at the end. */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dq_tc_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const bf16 *out, const float *lse, int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Qs = (bf16 *)tc_smem, *dOs = Qs + TT * LDT, *Ks = dOs + TT * LDT, *Vs = Ks + TT * LDT;
+    float *Ls = (float *)(Vs + TT * LDT), *Ds = Ls + TT;
+    float *St = (float *)((unsigned char *)(Ds + TT) + warp * dq_tc_warp), *dPt = St + 16 * LDF;
+    bf16 *dSs = (bf16 *)(dPt + 16 * LDF);              // (16, LDP)
+
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;
+    int h = blockIdx.y, b = blockIdx.z, g = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t qoff = (size_t)b * T * qrs + (size_t)h * HS, koff = (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Qs, q + qoff, qrs, q0, T);
+    tile_load<HS>(dOs, dout + qoff, qrs, q0, T);
+    row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
+    __syncthreads();
+    FragA qf[NF], df[NF];
+    FragC acc[NF];
+    #pragma unroll
+    for (int kk = 0; kk < NF; kk++) {
+        ld_smem(qf[kk], Qs + warp * 16 * LDT + kk * 16, LDT);
+        ld_smem(df[kk], dOs + warp * 16 * LDT + kk * 16, LDT);
+        wm::fill_fragment(acc[kk], 0.0f);
+    }
+    int r = lane & 15, c0 = (lane >> 4) * 8, tq = q0 + warp * 16 + r;
+    float sl2 = rsqrtf((float)HS) * LOG2E, lr = Ls[warp * 16 + r], dr = Ds[warp * 16 + r];
+    for (int k0 = 0; k0 <= q0; k0 += TT) {
+        __syncthreads();
+        tile_load<HS>(Ks, k + koff, krs, k0, T);
+        tile_load<HS>(Vs, v + koff, krs, k0, T);
+        __syncthreads();
+        int nj = k0 == q0 ? warp + 1 : TT / 16;
+        for (int j = 0; j < nj; j++) {
+            FragC sf, pf;
+            wm::fill_fragment(sf, 0.0f);
+            wm::fill_fragment(pf, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < NF; kk++) {
+                FragBT kf, vf;
+                ld_smem(kf, Ks + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(sf, qf[kk], kf, sf);
+                ld_smem(vf, Vs + j * 16 * LDT + kk * 16, LDT);
+                wm::mma_sync(pf, df[kk], vf, pf);
+            }
+            wm::store_matrix_sync(St, sf, LDF, wm::mem_row_major);
+            wm::store_matrix_sync(dPt, pf, LDF, wm::mem_row_major);
+            __syncwarp();
+            float sv[8], dp[8];
+            *(float4 *)sv = *(const float4 *)(St + r * LDF + c0);
+            *(float4 *)(sv + 4) = *(const float4 *)(St + r * LDF + c0 + 4);
+            *(float4 *)dp = *(const float4 *)(dPt + r * LDF + c0);
+            *(float4 *)(dp + 4) = *(const float4 *)(dPt + r * LDF + c0 + 4);
+            Pack8 o;
+            #pragma unroll
+            for (int e = 0; e < 8; e++) {
+                int key = k0 + j * 16 + c0 + e;
+                float p = key <= tq && tq < T ? exp2f(sv[e] * sl2 - lr) : 0.0f;
+                o.v[e] = __float2bfloat16(p * (dp[e] - dr));
+            }
+            *(Pack8 *)(dSs + r * LDP + j * 16 + c0) = o;
+            __syncwarp();                              // St, dPt free; dSs complete
+        }
+        for (int kk = 0; kk < nj; kk++) {
+            FragA af;
+            ld_smem(af, dSs + kk * 16, LDP);
+            #pragma unroll
+            for (int n = 0; n < NF; n++) {
+                FragB kf;
+                ld_smem(kf, Ks + kk * 16 * LDT + n * 16, LDT);
+                wm::mma_sync(acc[n], af, kf, acc[n]);
+            }
+        }
+    }
+    __syncthreads();
+    warp_store<HS>(dq + qoff, qrs, q0 + warp * 16, T, acc, (float *)tc_smem + warp * 16 * (HS + 4),
+                   NULL, rsqrtf((float)HS), true);
+}
+
+/* dK, dV: block = TT keys of kv head g (warp w owns 16) against every query
+ * tile at or after them, for each query head of the group. Per 16-query
+ * block j: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ on tensor cores, staged to smem; lane
+ * (r, c0) writes Pᵀ and dSᵀ = Pᵀ∘(dPᵀ − D) in bf16; then dV += Pᵀ·dO and
+ * dK += dSᵀ·Q. The accumulators (2·HS/16 fragments) stay in registers, K
+ * and V fragments are re-read from smem. dk += scale·dK, dv += dV. */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dkdv_tc_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+                             const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                             int T, int NH, int NKV) {
+    constexpr int NF = HS / 16, LDT = HS + 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bf16 *Ks = (bf16 *)tc_smem, *Vs = Ks + TT * LDT, *Qs = Vs + TT * LDT, *dOs = Qs + TT * LDT;
+    float *Ls = (float *)(dOs + TT * LDT), *Ds = Ls + TT;
+    float *St = (float *)((unsigned char *)(Ds + TT) + warp * dkdv_tc_warp), *dPt = St + 16 * LDF;
+    bf16 *Pt = (bf16 *)(dPt + 16 * LDF), *dSt = Pt + 16 * LDP;   // (16, LDP) each
+
+    int k0 = blockIdx.x * TT, g = blockIdx.y, b = blockIdx.z, rep = NH / NKV;
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t koff = (size_t)b * T * krs + (size_t)g * HS;
+    tile_load<HS>(Ks, k + koff, krs, k0, T);
+    tile_load<HS>(Vs, v + koff, krs, k0, T);
+    FragC dka[NF], dva[NF];
+    #pragma unroll
+    for (int n = 0; n < NF; n++) {
+        wm::fill_fragment(dka[n], 0.0f);
+        wm::fill_fragment(dva[n], 0.0f);
+    }
+    int r = lane & 15, c0 = (lane >> 4) * 8, key = k0 + warp * 16 + r;
+    float sl2 = rsqrtf((float)HS) * LOG2E;
+    const bf16 *Kw = Ks + warp * 16 * LDT, *Vw = Vs + warp * 16 * LDT;
+    for (int h = g * rep; h < (g + 1) * rep; h++) {
+        size_t qoff = (size_t)b * T * qrs + (size_t)h * HS;
+        for (int q0 = k0; q0 < T; q0 += TT) {
+            __syncthreads();
+            tile_load<HS>(Qs, q + qoff, qrs, q0, T);
+            tile_load<HS>(dOs, dout + qoff, qrs, q0, T);
+            row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
+            __syncthreads();
+            int j0 = q0 == k0 ? warp : 0;              // earlier query blocks see none of these keys
+            for (int j = j0; j < TT / 16; j++) {
+                FragC sf, pf;
+                wm::fill_fragment(sf, 0.0f);
+                wm::fill_fragment(pf, 0.0f);
+                #pragma unroll
+                for (int kk = 0; kk < NF; kk++) {
+                    FragA ka, va;
+                    FragBT qb, ob;
+                    ld_smem(ka, Kw + kk * 16, LDT);
+                    ld_smem(qb, Qs + j * 16 * LDT + kk * 16, LDT);
+                    wm::mma_sync(sf, ka, qb, sf);
+                    ld_smem(va, Vw + kk * 16, LDT);
+                    ld_smem(ob, dOs + j * 16 * LDT + kk * 16, LDT);
+                    wm::mma_sync(pf, va, ob, pf);
+                }
+                wm::store_matrix_sync(St, sf, LDF, wm::mem_row_major);
+                wm::store_matrix_sync(dPt, pf, LDF, wm::mem_row_major);
+                __syncwarp();
+                float sv[8], dp[8];
+                *(float4 *)sv = *(const float4 *)(St + r * LDF + c0);
+                *(float4 *)(sv + 4) = *(const float4 *)(St + r * LDF + c0 + 4);
+                *(float4 *)dp = *(const float4 *)(dPt + r * LDF + c0);
+                *(float4 *)(dp + 4) = *(const float4 *)(dPt + r * LDF + c0 + 4);
+                Pack8 po, so;
+                #pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    int i = j * 16 + c0 + e, tq = q0 + i;
+                    float p = key <= tq && tq < T ? exp2f(sv[e] * sl2 - Ls[i]) : 0.0f;
+                    po.v[e] = __float2bfloat16(p);
+                    so.v[e] = __float2bfloat16(p * (dp[e] - Ds[i]));
+                }
+                *(Pack8 *)(Pt + r * LDP + j * 16 + c0) = po;
+                *(Pack8 *)(dSt + r * LDP + j * 16 + c0) = so;
+                __syncwarp();
+            }
+            for (int kk = j0; kk < TT / 16; kk++) {
+                FragA pa, sa;
+                ld_smem(pa, Pt + kk * 16, LDP);
+                ld_smem(sa, dSt + kk * 16, LDP);
+                #pragma unroll
+                for (int n = 0; n < NF; n++) {
+                    FragB ob, qb;
+                    ld_smem(ob, dOs + kk * 16 * LDT + n * 16, LDT);
+                    wm::mma_sync(dva[n], pa, ob, dva[n]);
+                    ld_smem(qb, Qs + kk * 16 * LDT + n * 16, LDT);
+                    wm::mma_sync(dka[n], sa, qb, dka[n]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    float *stage = (float *)tc_smem + warp * 16 * (HS + 4);
+    warp_store<HS>(dv + koff, krs, k0 + warp * 16, T, dva, stage, NULL, 1.0f, true);
+    __syncwarp();
+    warp_store<HS>(dk + koff, krs, k0 + warp * 16, T, dka, stage, NULL, rsqrtf((float)HS), true);
+}
+
+template <int HS>
+static void fwd_tc(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                   int B, int T, int NH, int NKV, cudaStream_t st) {
+    size_t sm = fwd_tc_smem(HS);
+    allow_smem(attention_fwd_tc_kernel<HS>, sm);
+    dim3 grid(ceil_div(T, TT), NH, B);
+    attention_fwd_tc_kernel<HS><<<grid, TW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
+    CHECK_LAUNCH();
+}
+
+template <int HS>
+static void bwd_tc(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                   const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
+                   cudaStream_t st) {
+    size_t s1 = dkdv_tc_smem(HS), s2 = dq_tc_smem(HS);
+    allow_smem(attention_bwd_dkdv_tc_kernel<HS>, s1);
+    allow_smem(attention_bwd_dq_tc_kernel<HS>, s2);
+    if (dk && dv) {
+        dim3 g1(ceil_div(T, TT), NKV, B);
+        attention_bwd_dkdv_tc_kernel<HS><<<g1, TW * 32, s1, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+    if (dq) {
+        dim3 g2(ceil_div(T, TT), NH, B);
+        attention_bwd_dq_tc_kernel<HS><<<g2, TW * 32, s2, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+}
+
+void attn_tc_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                 int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
+    if (HS == 64) fwd_tc<64>(out, lse, q, k, v, B, T, NH, NKV, st);
+    else fwd_tc<128>(out, lse, q, k, v, B, T, NH, NKV, st);
+}
+
+void attn_tc_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                 const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
+                 int NKV, int HS, cudaStream_t st) {
+    if (HS == 64) bwd_tc<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+    else bwd_tc<128>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+}
