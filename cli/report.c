@@ -229,6 +229,10 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
     fprintf(f, "\nthroughput %s tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%% (%s FLOPs, %.4g per token; peak %.0f TFLOP/s %s)\n",
             human(c->thr.tokens_per_s, b1, 32), c->thr.tflops_per_gpu, 100 * c->thr.mfu, 100 * c->thr.hfu,
             spec_flops_name(lo->flops), c->thr.flops_per_token, hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
+    if (c->thr.mfu > 1.0)
+        fprintf(f, "  note: MFU above 100%% is the FLOP convention, not the GPU: %s FLOPs count attention "
+                   "work the kernels skip (flash computes only the causal half of s^2); --flops causal "
+                   "(Megatron's count since 2025-03) counts what runs\n", spec_flops_name(lo->flops));
     const Training *tr = &c->train;
     char b3[32];
     fprintf(f, "training %s tokens: %s steps, %.1f days ideal, ", human(tr->tokens, b1, 32),
