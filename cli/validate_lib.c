@@ -607,7 +607,7 @@ double val_regret(const double *pred, const double *meas, int n)
 
 /* ---- groups ------------------------------------------------------------------- */
 
-static const char *const group_names[] = {"gpus", "model", "parallel", "model+gpus"};
+static const char *const group_names[] = {"gpus", "model", "parallel", "model+gpus", "model+gpus+gbs"};
 _Static_assert(sizeof group_names / sizeof *group_names == VAL_GROUP_KINDS, "group names");
 
 const char *val_group_kind_name(ValGroupKind k) { return group_names[k]; }
@@ -642,6 +642,10 @@ void val_group_key(const ValRow *r, ValGroupKind k, char *buf, int len)
         return;
     }
     case VAL_BY_MODEL_GPUS:
+        model_key(r, mk, sizeof mk);
+        snprintf(buf, len, "%s, %d GPUs", mk, r->gpus);
+        return;
+    case VAL_BY_MODEL_GPUS_GBS:
     default:
         /* a planner picks a layout for a fixed model, cluster and global batch */
         model_key(r, mk, sizeof mk);
@@ -690,9 +694,12 @@ int val_groups(const ValSet *set, const double *pred, ValGroupKind kind, ValGrou
         int c = 0;
         for (int i = 0; i < set->n; i++)
             if (of[i] == k) {
-                p[c] = pred[i];
-                m[c] = set->rows[i].measured_s;
-                ape[c] = val_ape(pred[i], m[c]);
+                /* ranked by time per sequence: iteration times of different
+                 * global batches do not compare; at one batch it is the same order */
+                double gbs = set->rows[i].layout.gbs > 0 ? set->rows[i].layout.gbs : 1;
+                ape[c] = val_ape(pred[i], set->rows[i].measured_s);
+                p[c] = pred[i] / gbs;
+                m[c] = set->rows[i].measured_s / gbs;
                 c++;
             }
         val_stats(ape, c, &g[k].st);

@@ -97,7 +97,13 @@ double val_spearman(const double *x, const double *y, int n);
 double val_regret(const double *pred, const double *meas, int n);
 
 /* Grouping keys for reports. */
-typedef enum { VAL_BY_GPUS, VAL_BY_MODEL, VAL_BY_PARALLEL, VAL_BY_MODEL_GPUS, VAL_GROUP_KINDS } ValGroupKind;
+/* The two ranking groupings: model+gpus is issue 5's "runs of the same model
+ * on the same GPU count" (every global batch: ranked by time per sequence,
+ * since iteration times of different batches do not compare);
+ * model+gpus+gbs fixes the global batch too, the planner's own question. */
+typedef enum {
+    VAL_BY_GPUS, VAL_BY_MODEL, VAL_BY_PARALLEL, VAL_BY_MODEL_GPUS, VAL_BY_MODEL_GPUS_GBS, VAL_GROUP_KINDS
+} ValGroupKind;
 /* A key naming the row's group of this kind ("64 GPUs", "h3072 L30", "tp", ...). */
 void val_group_key(const ValRow *r, ValGroupKind k, char *buf, int len);
 const char *val_group_kind_name(ValGroupKind k);
@@ -106,8 +112,8 @@ typedef struct {
     ValGroupKind kind;
     char key[128];
     ValStats st;         // APE statistics of the group's rows
-    double spearman;     // rank correlation of predicted and measured times
-    double regret;       // percent, see val_regret
+    double spearman;     // rank correlation of predicted and measured time per sequence
+    double regret;       // percent, see val_regret, on time per sequence (= iteration time at one batch)
 } ValGroup;
 
 /* Groups of one kind in order of first appearance, with their statistics;

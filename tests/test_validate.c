@@ -191,13 +191,48 @@ static void test_groups(void **st)
     val_free(&set);
 }
 
+/* The ranking groups: model+gpus mixes global batches and ranks by time per
+ * sequence; model+gpus+gbs fixes the batch. Three runs of one model on 8
+ * GPUs: A (gbs 8, 100 ms), B (gbs 16, 180 ms: faster per sequence), C
+ * (gbs 16, 190 ms). A prediction that ranks C before B and A before both
+ * by iteration time has per-sequence order C, B, A (C 11.5, B 12, A 12.5
+ * ms a sequence): regret 190/180 - 1 in model+gpus (measured per sequence:
+ * B 11.25, C 11.875), and the same in the gbs 16 group. */
+static void test_ranking_groups(void **st)
+{
+    (void)st;
+    const char *csv =
+        "# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,tensor parallelism,"
+        "data parallelism,pipeline parallelism,iteration time (ms)\n"
+        "8,8,1,1024,16,12,1024,1,8,1,100\n"
+        "8,16,1,1024,16,12,1024,2,4,1,180\n"
+        "8,16,2,1024,16,12,1024,1,8,1,190\n";
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(csv, "v.csv", &set, err, sizeof err), 0);
+    const double pred[] = {0.100, 0.192, 0.184};
+    ValGroup *g;
+    int n = val_groups(&set, pred, VAL_BY_MODEL_GPUS, &g);
+    assert_int_equal(n, 1);
+    assert_string_equal(g[0].key, "h1024 L12 a16 s1024, 8 GPUs");
+    assert_near(g[0].regret, 100.0 * (190.0 / 180.0 - 1.0), 1e-9);
+    free(g);
+    n = val_groups(&set, pred, VAL_BY_MODEL_GPUS_GBS, &g);
+    assert_int_equal(n, 2);
+    assert_string_equal(g[0].key, "h1024 L12 a16 s1024, 8 GPUs, gbs 8");
+    assert_near(g[0].regret, 0.0, 0);
+    assert_near(g[1].regret, 100.0 * (190.0 / 180.0 - 1.0), 1e-9);
+    free(g);
+    val_free(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vtrain_rows),   cmocka_unit_test(test_ultraplan_rows),
         cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
-        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
