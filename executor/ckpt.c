@@ -1,9 +1,6 @@
-/* ckpt.c — checkpoints. Layout of DIR:
- *
- *   DIR/step-000100/rank_00000.ckpt ...   one file per rank: header, weights,
- *                                         AdamW moments
- *   DIR/manifest.json                     the commit point: step, layout, and
- *                                         per rank file its size and CRC-32
+/* ckpt.c — checkpoints (ckpt.h): the format and commit protocol on a
+ * backend-neutral CkptState, and the CPU executor's exec_save/exec_load
+ * (exec.h), which point a CkptState at its slabs. Layout of DIR: see ckpt.h.
  *
  * Every file is written to a temporary name, fsynced and renamed. Rank 0
  * writes the manifest only after every rank's file is in place, and deletes
@@ -13,7 +10,7 @@
  *
  * Load checks every file's size and CRC-32 (over the whole file but the
  * checksum field) against the manifest and its header before trusting it,
- * and refuses a mismatch with the file's name. Part of exec.h.
+ * and refuses a mismatch with the file's name.
  *
  * Test hook (documented in docs/reliability/FAULTS.md): the environment
  * variable ULTRAPLAN_FAULT_INJECT=kill_in_ckpt:STEP makes rank 0 SIGKILL
@@ -31,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "exec.h"
 
 #define CKPT_MAGIC 0x4B435055u   // "UPCK"
@@ -68,6 +66,7 @@ static void crc_init(void)
 /* crc of the bytes so far (0 to start) extended by p[0..n). */
 static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
 {
+    crc_init();
     const unsigned char *b = p;
     crc = ~crc;
     for (; n >= 8; n -= 8, b += 8) {
@@ -80,6 +79,8 @@ static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
         crc = crc_table[0][(crc ^ *b++) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
+
+uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n) { return crc_update(crc, p, n); }
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -99,11 +100,11 @@ static int write_all(int fd, const void *p, size_t n)
 }
 
 /* Byte offset at which the test hook kills this process, or 0. */
-static size_t inject_kill_at(const Exec *e, size_t total)
+static size_t inject_kill_at(const CkptState *st, size_t total)
 {
     const char *s = getenv("ULTRAPLAN_FAULT_INJECT");
     int step;
-    if (s && sscanf(s, "kill_in_ckpt:%d", &step) == 1 && step == e->step && e->d.rank == 0)
+    if (s && sscanf(s, "kill_in_ckpt:%d", &step) == 1 && step == st->step && st->rank == 0)
         return total / 2;
     return 0;
 }
@@ -200,20 +201,20 @@ static void remove_old(const char *dir, const char *keep)
     closedir(d);
 }
 
-static int write_manifest(const Exec *e, const char *dir, const char *stepdir, const unsigned long long *info,
+static int write_manifest(const CkptState *s, const char *dir, const char *stepdir, const unsigned long long *info,
                           char *err, int errlen)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_CreateArray();
     cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
-    cJSON_AddNumberToObject(m, "step", e->step);
-    cJSON_AddNumberToObject(m, "world", e->d.world);
-    cJSON_AddNumberToObject(m, "dp", e->lo.dp);
-    cJSON_AddNumberToObject(m, "tp", e->lo.tp);
-    cJSON_AddNumberToObject(m, "pp", e->lo.pp);
-    cJSON_AddNumberToObject(m, "vp", e->lo.vp);
+    cJSON_AddNumberToObject(m, "step", s->step);
+    cJSON_AddNumberToObject(m, "world", s->world);
+    cJSON_AddNumberToObject(m, "dp", s->dp);
+    cJSON_AddNumberToObject(m, "tp", s->tp);
+    cJSON_AddNumberToObject(m, "pp", s->pp);
+    cJSON_AddNumberToObject(m, "vp", s->vp);
     cJSON_AddStringToObject(m, "dir", stepdir);
     cJSON_AddStringToObject(m, "checksum", "crc32");
-    for (int r = 0; r < e->d.world; r++) {
+    for (int r = 0; r < s->world; r++) {
         char name[32];
         rank_name(name, sizeof name, r);
         cJSON *f = cJSON_CreateObject();
@@ -238,49 +239,48 @@ static int write_manifest(const Exec *e, const char *dir, const char *stepdir, c
     return rc;
 }
 
-int exec_save(Exec *e, const char *dir, char *err, int errlen)
+int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
 {
-    crc_init();
     char stepdir[1100], path[1200], name[32];
-    exec_ckpt_path(stepdir, sizeof stepdir, dir, e->step);
+    exec_ckpt_path(stepdir, sizeof stepdir, dir, s->step);
     int rc = 0;
-    if (e->d.rank == 0)
+    if (s->rank == 0)
         rc = make_dir(dir, err, errlen) || make_dir(stepdir, err, errlen) ? -1 : 0;
     if (dist_world_agree(rc, err, errlen) != 0)
         return -1;
 
     CkptHeader h;
     memset(&h, 0, sizeof h);   // padding too: the checksum covers the bytes
-    h.magic = CKPT_MAGIC, h.version = CKPT_VERSION, h.step = e->step, h.world = e->d.world;
-    h.rank = e->d.rank, h.dp = e->lo.dp, h.tp = e->lo.tp, h.pp = e->lo.pp, h.vp = e->lo.vp;
-    h.opt = e->lo.opt, h.n_alloc = (long long)e->ps.n_alloc, h.opt_n = (long long)e->opt_n;
-    h.pos = data_get_pos(&e->dl);
-    const void *parts[] = {&h, e->ps.w, e->om, e->ov};
-    size_t lens[] = {sizeof h, e->ps.n_alloc * sizeof(float), e->opt_n * sizeof(float), e->opt_n * sizeof(float)};
+    h.magic = CKPT_MAGIC, h.version = CKPT_VERSION, h.step = s->step, h.world = s->world;
+    h.rank = s->rank, h.dp = s->dp, h.tp = s->tp, h.pp = s->pp, h.vp = s->vp;
+    h.opt = s->opt, h.n_alloc = (long long)s->n_alloc, h.opt_n = (long long)s->opt_n;
+    h.pos = s->pos;
+    const void *parts[] = {&h, s->w, s->m, s->v};
+    size_t lens[] = {sizeof h, s->n_alloc * sizeof(float), s->opt_n * sizeof(float), s->opt_n * sizeof(float)};
     uint32_t crc = 0;
     size_t total = 0;
     for (int i = 0; i < 4; i++)
         crc = crc_update(crc, parts[i], lens[i]), total += lens[i];
     h.crc = crc;
-    rank_name(name, sizeof name, e->d.rank);
+    rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s", stepdir, name);
-    rc = atomic_write(path, parts, lens, 4, inject_kill_at(e, total), err, errlen);
+    rc = atomic_write(path, parts, lens, 4, inject_kill_at(s, total), err, errlen);
     if (dist_world_agree(rc, err, errlen) != 0) {
         unlink(path);   // nothing points at it; free the space
         return -1;
     }
 
     unsigned long long mine[2] = {total, crc}, *all = NULL;
-    if (e->d.rank == 0 && !(all = malloc(2 * sizeof *all * e->d.world))) {
+    if (s->rank == 0 && !(all = malloc(2 * sizeof *all * s->world))) {
         snprintf(err, errlen, "checkpoint: out of memory");
         rc = -1;
     }
     if (dist_world_agree(rc, err, errlen) != 0)
         return -1;
     dist_world_gather_u64(mine, 2, all);
-    if (e->d.rank == 0) {
+    if (s->rank == 0) {
         sync_dir(stepdir);
-        rc = write_manifest(e, dir, stepdir + strlen(dir) + 1, all, err, errlen);
+        rc = write_manifest(s, dir, stepdir + strlen(dir) + 1, all, err, errlen);
         if (rc == 0) {
             sync_dir(dir);
             remove_old(dir, stepdir + strlen(dir) + 1);
@@ -299,7 +299,7 @@ typedef struct {
     uint32_t crc;
 } Manifest;
 
-static int read_manifest(const Exec *e, const char *dir, Manifest *mf, char *err, int errlen)
+static int read_manifest(const CkptState *s, const char *dir, Manifest *mf, char *err, int errlen)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -319,7 +319,7 @@ static int read_manifest(const Exec *e, const char *dir, Manifest *mf, char *err
     const cJSON *fmt = cJSON_GetObjectItem(m, "format"), *step = cJSON_GetObjectItem(m, "step");
     const cJSON *world = cJSON_GetObjectItem(m, "world"), *sd = cJSON_GetObjectItem(m, "dir");
     const cJSON *files = cJSON_GetObjectItem(m, "files");
-    const cJSON *mine = cJSON_GetArrayItem(files, e->d.rank);
+    const cJSON *mine = cJSON_GetArrayItem(files, s->rank);
     const cJSON *bytes = cJSON_GetObjectItem(mine, "bytes"), *crc = cJSON_GetObjectItem(mine, "crc32");
     int ok = m && cJSON_IsString(fmt) && strcmp(fmt->valuestring, CKPT_FORMAT) == 0 && cJSON_IsNumber(step) &&
              cJSON_IsNumber(world) && cJSON_IsString(sd) && strlen(sd->valuestring) < sizeof mf->stepdir &&
@@ -327,9 +327,9 @@ static int read_manifest(const Exec *e, const char *dir, Manifest *mf, char *err
     if (!ok) {
         snprintf(err, errlen, "resume: %s is not a readable %s manifest (damaged, or from another version); "
                  "refusing to load", path, CKPT_FORMAT);
-    } else if (world->valueint != e->d.world || cJSON_GetArraySize(files) != e->d.world) {
+    } else if (world->valueint != s->world || cJSON_GetArraySize(files) != s->world) {
         snprintf(err, errlen, "resume: %s is a checkpoint of a %d-rank run, this run has %d ranks", path,
-                 world->valueint, e->d.world);
+                 world->valueint, s->world);
         ok = 0;
     } else {
         mf->step = step->valueint;
@@ -363,14 +363,13 @@ static int file_crc(FILE *f, CkptHeader *h, uint32_t *crc)
     return ferror(f) ? -1 : 0;
 }
 
-static int load_rank(Exec *e, const char *dir, char *err, int errlen)
+static int load_rank(CkptState *s, const char *dir, DataLoader *dl, char *err, int errlen)
 {
-    crc_init();
     Manifest mf;
-    if (read_manifest(e, dir, &mf, err, errlen) != 0)
+    if (read_manifest(s, dir, &mf, err, errlen) != 0)
         return -1;
     char path[1200], name[32];
-    rank_name(name, sizeof name, e->d.rank);
+    rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s/%s", dir, mf.stepdir, name);
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -398,10 +397,9 @@ static int load_rank(Exec *e, const char *dir, char *err, int errlen)
     }
     /* 2. a sound file of the right run */
     const char *why = h.magic != CKPT_MAGIC || h.version != CKPT_VERSION ? "is not a version-2 checkpoint file"
-                      : h.rank != e->d.rank || h.step != mf.step     ? "belongs to another rank or step"
-                      : h.dp != e->lo.dp || h.tp != e->lo.tp || h.pp != e->lo.pp || h.vp != e->lo.vp ||
-                              h.opt != (int)e->lo.opt || h.n_alloc != (long long)e->ps.n_alloc ||
-                              h.opt_n != (long long)e->opt_n
+                      : h.rank != s->rank || h.step != mf.step       ? "belongs to another rank or step"
+                      : h.dp != s->dp || h.tp != s->tp || h.pp != s->pp || h.vp != s->vp || h.opt != s->opt ||
+                              h.n_alloc != (long long)s->n_alloc || h.opt_n != (long long)s->opt_n
                           ? "does not match this plan's layout and model"
                           : NULL;
     if (why) {
@@ -410,21 +408,51 @@ static int load_rank(Exec *e, const char *dir, char *err, int errlen)
         return -1;
     }
     /* 3. load */
-    int ok = fseek(f, sizeof h, SEEK_SET) == 0 && fread(e->ps.w, sizeof(float), e->ps.n_alloc, f) == e->ps.n_alloc &&
-             fread(e->om, sizeof(float), e->opt_n, f) == e->opt_n &&
-             fread(e->ov, sizeof(float), e->opt_n, f) == e->opt_n;
+    int ok = fseek(f, sizeof h, SEEK_SET) == 0 && fread(s->w, sizeof(float), s->n_alloc, f) == s->n_alloc &&
+             fread(s->m, sizeof(float), s->opt_n, f) == s->opt_n &&
+             fread(s->v, sizeof(float), s->opt_n, f) == s->opt_n;
     fclose(f);
     if (!ok) {
         snprintf(err, errlen, "checkpoint %s: read failed after its checksum passed; refusing to continue", path);
         return -1;
     }
-    if (data_set_pos(&e->dl, h.pos, err, errlen) != 0)
+    if (dl && data_set_pos(dl, h.pos, err, errlen) != 0)
         return -1;
-    e->step = h.step;
+    s->pos = h.pos;
+    s->step = h.step;
     return 0;
+}
+
+int ckpt_load(CkptState *s, const char *dir, DataLoader *dl, char *err, int errlen)
+{
+    return dist_world_agree(load_rank(s, dir, dl, err, errlen), err, errlen);
+}
+
+/* ---- the CPU executor ------------------------------------------------------- */
+
+/* This rank's state, pointing at the executor's slabs. */
+static CkptState exec_state(Exec *e)
+{
+    CkptState s = {
+        .step = e->step, .world = e->d.world, .rank = e->d.rank,
+        .dp = e->lo.dp, .tp = e->lo.tp, .pp = e->lo.pp, .vp = e->lo.vp, .opt = (int)e->lo.opt,
+        .n_alloc = e->ps.n_alloc, .opt_n = e->opt_n, .pos = data_get_pos(&e->dl),
+        .w = e->ps.w, .m = e->om, .v = e->ov,
+    };
+    return s;
+}
+
+int exec_save(Exec *e, const char *dir, char *err, int errlen)
+{
+    CkptState s = exec_state(e);
+    return ckpt_save(&s, dir, err, errlen);
 }
 
 int exec_load(Exec *e, const char *dir, char *err, int errlen)
 {
-    return dist_world_agree(load_rank(e, dir, err, errlen), err, errlen);
+    CkptState s = exec_state(e);
+    if (ckpt_load(&s, dir, &e->dl, err, errlen) != 0)
+        return -1;
+    e->step = s.step;
+    return 0;
 }

@@ -1,0 +1,60 @@
+/* ckpt.h — the checkpoint format and its commit protocol, shared by both
+ * backends. A backend describes what one rank saves as a CkptState of host
+ * buffers (the CPU executor points at its slabs; the CUDA executor copies
+ * its device tensors out first) and calls ckpt_save / ckpt_load; the file
+ * layout, CRC-32, atomic writes, the manifest, the agreement across ranks
+ * and the removal of old steps live here only. Layout of DIR:
+ *
+ *   DIR/step-000100/rank_00000.ckpt ...   one file per rank: header, fp32
+ *                                         weights (n_alloc), AdamW m and v
+ *                                         (opt_n each)
+ *   DIR/manifest.json                     the commit point: step, layout, and
+ *                                         per rank file its size and CRC-32
+ *
+ * The weights are the rank's full fp32 view of its stage's parameters (also
+ * under ZeRO-1, where m and v are its 1/dp shard), so a file says the same
+ * whichever backend wrote it.
+ *
+ * What it doesn't: node-local directories (rank 0 writes the manifest and
+ * removes old steps), RNG state (nothing random after initialisation: no
+ * dropout), a backend tag (the files are the same).
+ */
+#ifndef ULTRAPLAN_EXECUTOR_CKPT_H
+#define ULTRAPLAN_EXECUTOR_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data.h"
+
+typedef struct {
+    int step;                    // optimizer steps done
+    int world, rank;             // ranks of the run, this one
+    int dp, tp, pp, vp;          // the layout's group sizes (the compatibility check)
+    int opt;                     // the layout's optimizer (LayoutOpt: ZeRO stage)
+    size_t n_alloc;              // floats of w: this stage's parameters, padded for ZeRO-1
+    size_t opt_n;                // floats of m and of v: all n_alloc, or this rank's ZeRO-1 shard
+    DataPos pos;                 // data loader position after `step` steps
+    float *w;                    // (n_alloc) fp32 weights, host
+    float *m, *v;                // (opt_n) AdamW moments, host
+} CkptState;
+
+/* Write s as dir/step-NNNNNN/rank_RRRRR.ckpt and, on rank 0 once every
+ * rank's file is in place, dir/manifest.json; then remove older steps.
+ * Temp name, fsync, rename throughout, so a failure at any point leaves the
+ * previous checkpoint valid. Collective over the world: every rank gets the
+ * same result and the first failing rank's message. */
+int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen);
+
+/* Read the checkpoint the manifest in dir names into s->w, s->m, s->v after
+ * checking the file's size and CRC-32 against the manifest and its header,
+ * and its step, rank, layout, n_alloc and opt_n against s; on success s->step
+ * and s->pos are the file's, and dl (nullable) is moved to that position. A
+ * file that fails a check is never loaded (err names it). Collective, as
+ * ckpt_save. */
+int ckpt_load(CkptState *s, const char *dir, DataLoader *dl, char *err, int errlen);
+
+/* CRC-32 (IEEE 802.3, zlib's crc32) of p[0..n) continuing crc (0 to start). */
+uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n);
+
+#endif
