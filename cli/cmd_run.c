@@ -5,7 +5,8 @@
  * Faults (docs/reliability/FAULTS.md): a lost or hung rank is caught by the
  * communication watchdog (dist.h); a NaN/Inf loss stops the run without a
  * checkpoint of the bad step; SIGTERM (and SIGUSR1) make every rank stop
- * after the same step, write a checkpoint and exit 0. */
+ * after the same step, write a checkpoint and exit 0. The CUDA backend's
+ * loop (curun.c) does the same with the signal flag of this file. */
 #include <getopt.h>
 #include <mpi.h>
 #include <signal.h>
@@ -48,7 +49,8 @@ static void help(FILE *f)
                "  --backend cpu|cuda    cpu (default): fp32 under mpirun; cuda: bf16, one GPU per rank\n"
                "                        (mpirun -np dp*tp*pp, NCCL between them when the build has it:\n"
                "                        %s), cp 1, tp with or without sequence parallel,\n"
-               "                        ZeRO 0 or 1, no checkpoints\n"
+               "                        ZeRO 0 or 1; checkpoints, --resume and SIGTERM/SIGUSR1 as on\n"
+               "                        the CPU, in the same files\n"
                "  --proxy-stage S       (cuda) run on one GPU the per-rank work of pipeline stage S of a\n"
                "                        large plan (its layers, tp-sharded) and compare the time per\n"
                "                        micro-batch with the prediction less communication; no --data\n",
@@ -136,17 +138,43 @@ bad:
     return 2;
 }
 
+/* Set by SIGTERM (Slurm's warning before the time limit) or SIGUSR1 (what
+ * mpirun forwards, and sbatch --signal=B:USR1@T sends); the step loop reads it. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* The signal any rank received, agreed by all so that every rank stops after the same step. */
+static int stop_requested(void)
+{
+    return dist_world_max(g_stop_signal);
+}
+
 #if ULTRAPLAN_HAVE_CUDA
 /* --backend cuda: one GPU per rank (executor/cuda/); 0 or 1 on every rank. */
 static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
 {
     char err[1024];
-    if (a->ckpt_dir || (world != 1 && !curun_multi_gpu())) {
+    if (world != 1 && !curun_multi_gpu()) {
         if (rank == 0)
-            fprintf(stderr, "ultraplan run: the CUDA backend %s\n",
-                    a->ckpt_dir ? "writes no checkpoints yet: drop --checkpoint-dir/--resume"
-                                : "of this build runs one GPU (no NCCL at configure time): start it without mpirun, "
-                                  "or rebuild with NCCL");
+            fprintf(stderr, "ultraplan run: the CUDA backend of this build runs one GPU (no NCCL at configure time): "
+                            "start it without mpirun, or rebuild with NCCL\n");
+        return 1;
+    }
+    if (a->proxy_stage >= 0 && a->ckpt_dir) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --proxy-stage trains nothing to checkpoint: drop --checkpoint-dir/--resume\n");
         return 1;
     }
     if (a->proxy_stage >= 0 && world != 1) {
@@ -154,7 +182,8 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
             fprintf(stderr, "ultraplan run: --proxy-stage runs one process on one GPU: start it without mpirun\n");
         return 1;
     }
-    CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, rank == 0 ? stdout : NULL};
+    CuRunOpts o = {a->data, a->steps, a->proxy_stage, a->opt, rank == 0 ? stdout : NULL,
+                   a->ckpt_dir, a->ckpt_every, a->resume, stop_requested};
     cJSON *doc = curun(&pf->model, &pf->hw, &pf->layout, &o, err, sizeof err);
     if (!doc) {   // the lowest failing rank says why
         int first = world > 1 ? dist_world_min(err[0] ? rank : 1 << 30) : rank;
@@ -205,29 +234,6 @@ static void progress(const Exec *e, int total, const StepStats *st, double tok_s
     printf("step %4d/%d | loss %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%% | ETA %.1f s\n", e->step, total,
            st->loss, 1e3 * st->step_s, tok_s, 100 * mfu, eta);
     fflush(stdout);
-}
-
-/* Set by SIGTERM (Slurm's warning before the time limit) or SIGUSR1 (what
- * mpirun forwards, and sbatch --signal=B:USR1@T sends); the step loop reads it. */
-static volatile sig_atomic_t g_stop_signal;
-
-static void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-static void catch_stop_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-}
-
-/* The signal any rank received, agreed by all so that every rank stops after the same step. */
-static int stop_requested(void)
-{
-    return dist_world_max(g_stop_signal);
 }
 
 static void last_good(char *buf, size_t n, const RunArgs *a, int step)

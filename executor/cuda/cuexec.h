@@ -37,8 +37,11 @@
  * this GPU: no optimizer, random weights and inputs, TP/SP/PP communication
  * not executed (the cost model's figure for it is reported instead).
  *
- * What it doesn't do: context parallel, ZeRO-2/3, dropout, checkpoints,
- * sequence-parallel norm sharding in the proxy (norms run over all N rows:
+ * Checkpoints (cuckpt.c) are the CPU executor's files (ckpt.h): the device
+ * state goes through host buffers into the same writer and reader.
+ *
+ * What it doesn't do: context parallel, ZeRO-2/3, dropout, checkpoints of the
+ * proxy, sequence-parallel norm sharding in the proxy (norms run over all N rows:
  * a small overcount).
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
@@ -161,6 +164,15 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen);
 /* Device bytes in use at the peak: total − least free seen (includes the
  * CUDA context and cuBLASLt workspace). */
 double cuexec_peak_bytes(const CuExec *e);
+/* Checkpoint in ckpt.h's format (the CPU executor's files, same checks and
+ * messages): the fp32 master weights (under ZeRO-1 all-gathered over dp, so
+ * every file holds its stage's full weights), this rank's AdamW m and v, the
+ * step and the data position, copied to host after a stream sync. Load
+ * verifies as exec_load, copies back, rebuilds the bf16 weights from the
+ * masters and restores step and data position. Collective; not in proxy
+ * mode. 0, or -1 with err (the same on every rank). */
+int cuexec_save(CuExec *e, const char *dir, char *err, int errlen);
+int cuexec_load(CuExec *e, const char *dir, char *err, int errlen);
 void cuexec_free(CuExec *e);
 
 #endif

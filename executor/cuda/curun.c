@@ -1,6 +1,7 @@
 /* curun.c — see curun.h. */
 #include "curun.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,43 @@ static int any_failed(int bad, int world)
     return world > 1 ? !dist_world_min(!bad) : bad;
 }
 
+static void last_good(char *buf, size_t n, const CuRunOpts *o, int step)
+{
+    if (!o->ckpt_dir)
+        snprintf(buf, n, "none (no --checkpoint-dir)");
+    else if (step < 0)
+        snprintf(buf, n, "none written yet in %s", o->ckpt_dir);
+    else
+        exec_ckpt_path(buf, n, o->ckpt_dir, step);
+}
+
+/* err extended by ". PREFIX" and where the last good checkpoint is. */
+static void add_last_good(char *err, int errlen, const char *prefix, const CuRunOpts *o, int saved)
+{
+    char where[1100], msg[2048];
+    last_good(where, sizeof where, o, saved);
+    snprintf(msg, sizeof msg, "%s. %s: %s", err, prefix, where);
+    snprintf(err, errlen, "%s", msg);
+}
+
+/* After a step: the periodic, final or signalled checkpoint; 0, or -1 with
+ * err (every rank). *sig: the stop signal agreed over the ranks, 0 none. */
+static int after_step(CuExec *e, const CuRunOpts *o, int *saved, int *sig, char *err, int errlen)
+{
+    *sig = o->stop ? o->stop() : 0;
+    int at_end = e->step == o->steps;
+    if (!o->ckpt_dir || !((o->ckpt_every && e->step % o->ckpt_every == 0) || at_end || *sig))
+        return 0;
+    double c0 = dist_now();
+    if (cuexec_save(e, o->ckpt_dir, err, errlen) != 0) {
+        add_last_good(err, errlen, "The previous checkpoint is still valid", o, *saved);
+        return -1;
+    }
+    *saved = e->step;
+    dist_watchdog_floor(3 * (dist_now() - c0));
+    return 0;
+}
+
 cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CuRunOpts *o, char *err, int errlen)
 {
     CuExec e;
@@ -174,6 +212,18 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         return NULL;
     }
     FILE *log = rank == 0 ? o->log : NULL;
+    int saved = -1;   // step of the last checkpoint written or resumed from
+    if (o->resume && !proxy) {
+        if (cuexec_load(&e, o->ckpt_dir, err, errlen) != 0) {   // every rank has the message
+            if (rank != 0)
+                err[0] = 0;
+            cuexec_free(&e);
+            return NULL;
+        }
+        saved = e.step;
+        if (log)
+            fprintf(log, "resumed from %s at step %d\n", o->ckpt_dir, e.step);
+    }
     CuNvml *nv = cunvml_open(e.device);
     double util_sum = 0;
     int util_n = 0;
@@ -191,9 +241,12 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     if (log && world > 1)
         fprintf(log, "%d ranks, one GPU each (dp %d tp %d pp %d vp %d%s), NCCL\n", world, e.dp, e.tp, e.pp, e.vp,
                 e.zero1 ? " zero1" : "");
-    for (int i = 0; i < o->steps; i++) {
+    int nrun = o->steps - e.step > 0 ? o->steps - e.step : 0;   // steps this process runs (fewer on a signal)
+    for (int i = 0; i < nrun; i++) {
         CuStepStats st;
         bad = cuexec_step(&e, &st, err, errlen) != 0;
+        if (bad && !proxy)   // the bad step is never checkpointed
+            add_last_good(err, errlen, "Last good checkpoint", o, saved);
         if (any_failed(bad, world)) {
             if (!bad)
                 err[0] = 0;
@@ -205,7 +258,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         }
         dist_watchdog_floor(3 * st.step_s);
         int u = cunvml_util(nv);
-        if (u >= 0 && (i > 0 || o->steps == 1))
+        if (u >= 0 && (i > 0 || nrun == 1))
             util_sum += u, util_n++;
         double t[PH_COUNT], step_s;
         step_view(&st, t, &step_s, rank, world);
@@ -218,7 +271,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         cJSON_AddNumberToObject(s, "mfu", mfu);
         cJSON_AddItemToObject(s, "phases_s", phases_json(t));
         cJSON_AddItemToArray(steps, s);
-        if (i > 0 || o->steps == 1) {   // the first step is warm-up
+        if (i > 0 || nrun == 1) {   // the first step is warm-up
             double *h = hist + (size_t)nsum++ * (PH_COUNT + 1);
             memcpy(h, t, sizeof t);
             h[PH_COUNT] = step_s;
@@ -228,6 +281,28 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
             fprintf(log, "step %4d/%d | loss %.4f | %8.1f ms | %9.0f tok/s | MFU %5.1f%%\n", e.step, o->steps,
                     st.loss, 1e3 * step_s, ts, 100 * mfu);
             fflush(log);
+        }
+        int sig = 0;
+        bad = !proxy && after_step(&e, o, &saved, &sig, err, errlen) != 0;
+        if (bad) {   // every rank has the message; rank 0 says it
+            if (rank != 0)
+                err[0] = 0;
+            cJSON_Delete(steps);
+            free(hist);
+            cunvml_close(nv);
+            cuexec_free(&e);
+            return NULL;
+        }
+        if (sig && e.step < o->steps) {
+            char where[1100];
+            last_good(where, sizeof where, o, saved);
+            if (log) {
+                fprintf(log, "ultraplan run: %s received: stopped after step %d; checkpoint: %s%s\n",
+                        sig == SIGTERM ? "SIGTERM" : "SIGUSR1", e.step, where,
+                        o->ckpt_dir ? " (continue with --resume)" : "");
+                fflush(log);
+            }
+            break;
         }
     }
     double med[PH_COUNT], step = median(hist, nsum, PH_COUNT);

@@ -13,7 +13,12 @@
  * workspace and NCCL buffers included) and, where NVML loads, the GPU's
  * busy percentage sampled after every step and averaged over the run (the
  * summary's gpu_util_pct: the mean over ranks; omitted without NVML).
- * What it doesn't: checkpoints.
+ *
+ * Checkpoints and stop signals as the CPU run loop (cmd_run.c,
+ * docs/reliability/FAULTS.md): every ckpt_every steps, at the end, and after
+ * the step on which stop() reports a signal, in the CPU's format (cuexec_save);
+ * resume continues from the checkpoint up to `steps` in all. The summary
+ * covers the steps this process ran.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CURUN_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CURUN_H
@@ -29,6 +34,10 @@ typedef struct {
     int proxy_stage;       // -1: train the whole model; else the stage to proxy
     TrainOpts opt;
     FILE *log;             // one progress line per step, nullable
+    const char *ckpt_dir;  // checkpoint directory, NULL none (not with the proxy)
+    int ckpt_every;        // steps between checkpoints, 0: only at the end
+    int resume;            // continue from the checkpoint in ckpt_dir
+    int (*stop)(void);     // nullable; collective: the stop signal any rank got (SIGTERM, SIGUSR1), or 0
 } CuRunOpts;
 
 /* 1 when this build can run several GPUs (NCCL). */
