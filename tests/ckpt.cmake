@@ -5,3 +5,6 @@
 if(TARGET up_executor)
   up_test(test_ckpt SOURCES test_ckpt.c LIBS up_executor LABELS unit)
 endif()
+if(TARGET up_executor_cuda)
+  up_script_test(cuda_ckpt SCRIPT cuda_ckpt.sh LABELS gpu ARGS $<TARGET_FILE:test_cuda_exec_mpi>)
+endif()
