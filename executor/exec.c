@@ -46,7 +46,7 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
     if (lo->gbs % (lo->dp * lo->mbs))
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
-        FAIL("the executor has no dropout; plan the model with dropout off");
+        FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
     return 0;
 }
 

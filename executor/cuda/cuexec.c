@@ -437,7 +437,7 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
         if (lo->layers[s] < lo->vp)
             FAIL("stage %d has %d layers: every one of its %d chunks needs at least one", s, lo->layers[s], lo->vp);
     if (m->dropout)
-        FAIL("the executor has no dropout; plan the model with dropout off");
+        FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
     return 0;
 }
 
