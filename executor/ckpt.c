@@ -254,7 +254,8 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
     h.magic = CKPT_MAGIC, h.version = CKPT_VERSION, h.step = s->step, h.world = s->world;
     h.rank = s->rank, h.dp = s->dp, h.tp = s->tp, h.pp = s->pp, h.vp = s->vp;
     h.opt = s->opt, h.n_alloc = (long long)s->n_alloc, h.opt_n = (long long)s->opt_n;
-    h.pos = s->pos;
+    /* field by field: a struct copy would bring DataPos's padding bytes along */
+    h.pos.shard = s->pos.shard, h.pos.offset = s->pos.offset, h.pos.epoch = s->pos.epoch;
     const void *parts[] = {&h, s->w, s->m, s->v};
     size_t lens[] = {sizeof h, s->n_alloc * sizeof(float), s->opt_n * sizeof(float), s->opt_n * sizeof(float)};
     uint32_t crc = 0;
