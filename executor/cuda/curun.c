@@ -230,8 +230,12 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     double fpt = train_model_flops_per_token(m, lo), peak = hw->peak[PREC_BF16];
     /* tokens per step: the global batch (proxy: this GPU's micro-batches) */
     double tokens = proxy ? (double)e.nmb * e.sh.N : (double)lo->gbs * e.sh.T;
-    double *hist = calloc((size_t)o->steps * (PH_COUNT + 1), sizeof *hist);
+    double *hist = calloc((size_t)(o->steps > 0 ? o->steps : 1) * (PH_COUNT + 1), sizeof *hist);
     cJSON *steps = cJSON_CreateArray();
+    if (!hist || !steps) {   // the other ranks wait in their first step until the watchdog ends them
+        snprintf(err, errlen, "out of host memory for the step history");
+        goto fail;
+    }
     double last_loss = 0;
     int nsum = 0;
     if (log)
@@ -249,12 +253,8 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
             add_last_good(err, errlen, "Last good checkpoint", o, saved);
         if (any_failed(bad, world)) {
             if (!bad)
-                err[0] = 0;
-            cJSON_Delete(steps);
-            free(hist);
-            cunvml_close(nv);
-            cuexec_free(&e);
-            return NULL;
+                err[0] = 0;   // another rank says why
+            goto fail;
         }
         dist_watchdog_floor(3 * st.step_s);
         int u = cunvml_util(nv);
@@ -287,11 +287,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         if (bad) {   // every rank has the message; rank 0 says it
             if (rank != 0)
                 err[0] = 0;
-            cJSON_Delete(steps);
-            free(hist);
-            cunvml_close(nv);
-            cuexec_free(&e);
-            return NULL;
+            goto fail;
         }
         if (sig && e.step < o->steps) {
             char where[1100];
@@ -352,4 +348,10 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     }
     cuexec_free(&e);
     return doc;
+fail:
+    cJSON_Delete(steps);
+    free(hist);
+    cunvml_close(nv);
+    cuexec_free(&e);
+    return NULL;
 }
