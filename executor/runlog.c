@@ -27,7 +27,7 @@ double runlog_rss_peak(void)
     return kb * 1024.0;
 }
 
-static cJSON *phases_json(const double *t)
+cJSON *runlog_phases_json(const double *t)
 {
     cJSON *p = cJSON_CreateObject();
     for (int k = 0; k < PH_COUNT; k++)
@@ -59,7 +59,7 @@ void runlog_step(RunLog *r, const Exec *e, const StepStats *st, double *tok_s, d
     cJSON_AddNumberToObject(s, "step_s", st->step_s);
     cJSON_AddNumberToObject(s, "tokens_per_s", ts);
     cJSON_AddNumberToObject(s, "mfu", u);
-    cJSON_AddItemToObject(s, "phases_s", phases_json(t));
+    cJSON_AddItemToObject(s, "phases_s", runlog_phases_json(t));
     cJSON_AddItemToArray(r->steps, s);
     if (r->n > 1) {   // the first step is warm-up
         if (r->nsum == r->cap) {
@@ -80,16 +80,34 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median of column k of the history. */
-static double median(const RunLog *r, int k)
+double runlog_median(const double *hist, int n, int k)
 {
-    if (!r->nsum)
+    if (n <= 0)
         return 0;
-    double v[r->nsum];
-    for (int i = 0; i < r->nsum; i++)
-        v[i] = r->hist[(size_t)i * (PH_COUNT + 1) + k];
-    qsort(v, r->nsum, sizeof v[0], cmp_double);
-    return r->nsum % 2 ? v[r->nsum / 2] : 0.5 * (v[r->nsum / 2 - 1] + v[r->nsum / 2]);
+    double v[n];
+    for (int i = 0; i < n; i++)
+        v[i] = hist[(size_t)i * (PH_COUNT + 1) + k];
+    qsort(v, n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double median(const RunLog *r, int k) { return runlog_median(r->hist, r->nsum, k); }
+
+cJSON *runlog_memory_row(int rank, int stage, int tp_rank, int dp_rank, const double *mem, double rss_peak)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "rank", rank);
+    cJSON_AddNumberToObject(m, "stage", stage);
+    cJSON_AddNumberToObject(m, "tp_rank", tp_rank);
+    cJSON_AddNumberToObject(m, "dp_rank", dp_rank);
+    double total = 0;
+    for (int k = 0; k < XM_COUNT; k++) {
+        cJSON_AddNumberToObject(m, exec_mem_name(k), mem[k]);
+        total += mem[k];
+    }
+    cJSON_AddNumberToObject(m, "total", total);
+    cJSON_AddNumberToObject(m, "rss_peak", rss_peak);
+    return m;
 }
 
 cJSON *runlog_finish(RunLog *r, const Exec *e)
@@ -131,26 +149,15 @@ cJSON *runlog_finish(RunLog *r, const Exec *e)
     cJSON_AddNumberToObject(sum, "final_loss", r->last_loss);
     free(r->hist);
     r->hist = NULL;
-    cJSON_AddItemToObject(sum, "phases_s", phases_json(mean_t));
+    cJSON_AddItemToObject(sum, "phases_s", runlog_phases_json(mean_t));
     cJSON_AddItemToObject(doc, "summary", sum);
     cJSON_AddItemToObject(doc, "steps", r->steps);
     r->steps = NULL;
     cJSON *mem = cJSON_CreateArray();
     for (int q = 0; q < e->d.world; q++) {
         const double *v = all + (size_t)q * nv;
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddNumberToObject(m, "rank", q);
-        cJSON_AddNumberToObject(m, "stage", v[XM_COUNT + 1]);
-        cJSON_AddNumberToObject(m, "tp_rank", v[XM_COUNT + 2]);
-        cJSON_AddNumberToObject(m, "dp_rank", v[XM_COUNT + 3]);
-        double total = 0;
-        for (int k = 0; k < XM_COUNT; k++) {
-            cJSON_AddNumberToObject(m, exec_mem_name(k), v[k]);
-            total += v[k];
-        }
-        cJSON_AddNumberToObject(m, "total", total);
-        cJSON_AddNumberToObject(m, "rss_peak", v[XM_COUNT]);
-        cJSON_AddItemToArray(mem, m);
+        cJSON_AddItemToArray(mem, runlog_memory_row(q, (int)v[XM_COUNT + 1], (int)v[XM_COUNT + 2],
+                                                    (int)v[XM_COUNT + 3], v, v[XM_COUNT]));
     }
     cJSON_AddItemToObject(doc, "memory", mem);
     return doc;

@@ -34,4 +34,12 @@ cJSON *runlog_finish(RunLog *r, const Exec *e);
 /* Peak resident set of this process in bytes (VmHWM), 0 if unknown. */
 double runlog_rss_peak(void);
 
+/* The pieces of run.json both backends write (executor/cuda/curun.c too):
+ * the phases object {fwd: s, ...}; the median of column k of n history rows
+ * of PH_COUNT + 1 (phases, then step time); one rank's memory row (bytes by
+ * XM_* category, their total, peak RSS; the caller may add fields). */
+cJSON *runlog_phases_json(const double *t);
+double runlog_median(const double *hist, int n, int k);
+cJSON *runlog_memory_row(int rank, int stage, int tp_rank, int dp_rank, const double *mem, double rss_peak);
+
 #endif

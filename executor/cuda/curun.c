@@ -11,36 +11,6 @@
 
 int curun_multi_gpu(void) { return cucomm_available(); }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of column k of hist (n rows of PH_COUNT + 1). */
-static double median(const double *hist, int n, int k)
-{
-    if (n <= 0)
-        return 0;
-    double *v = malloc((size_t)n * sizeof *v);
-    if (!v)
-        return 0;
-    for (int i = 0; i < n; i++)
-        v[i] = hist[(size_t)i * (PH_COUNT + 1) + k];
-    qsort(v, n, sizeof *v, cmp_double);
-    double r = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    free(v);
-    return r;
-}
-
-static cJSON *phases_json(const double *t)
-{
-    cJSON *p = cJSON_CreateObject();
-    for (int k = 0; k < PH_COUNT; k++)
-        cJSON_AddNumberToObject(p, exec_phase_name(k), t[k]);
-    return p;
-}
-
 /* Rows of k doubles, one per rank, on every rank. One rank: a copy. */
 static void world_rows(const double *mine, int k, double *all, int world)
 {
@@ -70,18 +40,7 @@ static cJSON *memory_json(const CuExec *e, double util, int rank, int world)
     cJSON *mem = cJSON_CreateArray();
     for (int q = 0; q < world; q++) {
         const double *v = all + (size_t)q * MR_COUNT;
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddNumberToObject(r, "rank", q);
-        cJSON_AddNumberToObject(r, "stage", v[MR_STAGE]);
-        cJSON_AddNumberToObject(r, "tp_rank", v[MR_TP]);
-        cJSON_AddNumberToObject(r, "dp_rank", v[MR_DP]);
-        double total = 0;
-        for (int k = 0; k < XM_COUNT; k++) {
-            cJSON_AddNumberToObject(r, exec_mem_name(k), v[k]);
-            total += v[k];
-        }
-        cJSON_AddNumberToObject(r, "total", total);
-        cJSON_AddNumberToObject(r, "rss_peak", v[MR_RSS]);
+        cJSON *r = runlog_memory_row(q, (int)v[MR_STAGE], (int)v[MR_TP], (int)v[MR_DP], v, v[MR_RSS]);
         cJSON_AddNumberToObject(r, "device_peak", v[MR_DEV_PEAK]);
         cJSON_AddNumberToObject(r, "device_total", v[MR_DEV_TOTAL]);
         if (v[MR_UTIL] >= 0)
@@ -269,7 +228,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         cJSON_AddNumberToObject(s, "step_s", step_s);
         cJSON_AddNumberToObject(s, "tokens_per_s", ts);
         cJSON_AddNumberToObject(s, "mfu", mfu);
-        cJSON_AddItemToObject(s, "phases_s", phases_json(t));
+        cJSON_AddItemToObject(s, "phases_s", runlog_phases_json(t));
         cJSON_AddItemToArray(steps, s);
         if (i > 0 || nrun == 1) {   // the first step is warm-up
             double *h = hist + (size_t)nsum++ * (PH_COUNT + 1);
@@ -301,9 +260,9 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
             break;
         }
     }
-    double med[PH_COUNT], step = median(hist, nsum, PH_COUNT);
+    double med[PH_COUNT], step = runlog_median(hist, nsum, PH_COUNT);
     for (int k = 0; k < PH_COUNT; k++)
-        med[k] = median(hist, nsum, k);
+        med[k] = runlog_median(hist, nsum, k);
     free(hist);
     double ts = step > 0 ? tokens / step : 0, util = util_n ? util_sum / util_n : -1;
     cunvml_close(nv);
@@ -320,7 +279,7 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     cJSON_AddNumberToObject(sum, "tokens_per_s", ts);
     cJSON_AddNumberToObject(sum, "mfu", peak > 0 ? ts * fpt / (peak * world) : 0);
     cJSON_AddNumberToObject(sum, "final_loss", last_loss);
-    cJSON_AddItemToObject(sum, "phases_s", phases_json(med));
+    cJSON_AddItemToObject(sum, "phases_s", runlog_phases_json(med));
     cJSON *mem = memory_json(&e, util, rank, world);
     double usum = 0;
     int un = 0;
