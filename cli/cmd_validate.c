@@ -40,7 +40,8 @@ static void help(FILE *f)
         "  ultraplan  named columns in any order; required: layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,\n"
         "             time_ms; optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
         "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
-        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,label (defaults as `ultraplan predict`; vocab 50257)\n\n"
+        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label (defaults as\n"
+        "             `ultraplan predict`; vocab 50257)\n\n"
         "example: ultraplan validate ../shared/validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
 }
 

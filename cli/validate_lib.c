@@ -15,7 +15,7 @@ typedef enum {
     C_PARAMS_B, C_GPUS, C_GBS, C_MBS, C_HIDDEN, C_HEADS, C_LAYERS, C_SEQ, C_TP, C_DP, C_PP, C_TIME_MS,
     C_KV_HEADS, C_HEAD_DIM, C_FFN, C_VOCAB, C_MLP, C_NORM, C_POS, C_BIAS, C_TIED, C_DROPOUT, C_SP,
     C_FLASH, C_RECOMPUTE, C_ZERO, C_PRECISION, C_GRAD_FP32, C_VP, C_CP, C_GPN, C_INTRA_BW, C_INTER_BW,
-    C_DP_OVERLAP, C_LABEL, C_COUNT
+    C_DP_OVERLAP, C_TP_OVERLAP, C_LABEL, C_COUNT
 } Col;
 
 typedef struct {
@@ -59,6 +59,7 @@ static const ColDesc cols[] = {
     [C_INTRA_BW] = {"intra_bw_gbs", NULL, false},
     [C_INTER_BW] = {"inter_bw_gbs", NULL, false},
     [C_DP_OVERLAP] = {"dp_overlap", NULL, false},
+    [C_TP_OVERLAP] = {"tp_overlap", NULL, false},
     [C_LABEL] = {"label", NULL, false},
 };
 _Static_assert(sizeof cols / sizeof cols[0] == C_COUNT, "one descriptor per column");
@@ -166,6 +167,7 @@ static void row_defaults(ValRow *r, ValFormat fmt)
     m->dropout = true;
     layout_default(&r->layout);
     r->dp_overlap = -1;
+    r->tp_overlap = -1;
     if (fmt == VAL_FMT_VTRAIN) {
         r->dp_overlap = 0;
         r->recompute = RECOMPUTE_FULL;
@@ -242,9 +244,10 @@ static int set_field(const Where *w, ValRow *r, Col c, int col, const char *s, b
         *(c == C_INTRA_BW ? &r->intra_bw : &r->inter_bw) = v * 1e9;
         return 0;
     case C_DP_OVERLAP:
+    case C_TP_OVERLAP:
         if (parse_double(s, &v) || v < 0 || v > 1)
             return bad(w, col, nm, "a fraction in [0, 1]", s);
-        r->dp_overlap = v;
+        *(c == C_DP_OVERLAP ? &r->dp_overlap : &r->tp_overlap) = v;
         return 0;
     case C_LABEL: snprintf(r->label, sizeof r->label, "%s", s); return 0;
     case C_COUNT: break;
@@ -470,6 +473,8 @@ void val_row_hw(const ValRow *r, const HwProfile *base, HwProfile *out)
         out->inter.bw = r->inter_bw;
     if (r->dp_overlap >= 0)
         out->dp_overlap = r->dp_overlap;
+    if (r->tp_overlap >= 0)
+        out->tp_overlap = r->tp_overlap;
 }
 
 int val_predict(const ValRow *r, const HwProfile *hw, const char *origin, double *pred_s, Cost *c,

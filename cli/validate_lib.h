@@ -27,7 +27,9 @@
  *    zero (0..3|distopt), precision (bf16...), grad_fp32 (0|1), vp, cp,
  *    gpus_per_node, intra_bw_gbs and inter_bw_gbs (GB/s per GPU, one
  *    direction: the cluster the run was measured on), dp_overlap (0..1; 0
- *    when gradients are reduced after the backward, unbucketed), label.
+ *    when gradients are reduced after the backward, unbucketed), tp_overlap
+ *    (0..1; the fraction of TP communication hidden, e.g. 1 with Megatron's
+ *    --tp-comm-overlap / NeMo's userbuffers), label.
  *
  * In both, lines starting with '#' after the header and blank lines are
  * skipped.
@@ -52,6 +54,7 @@ typedef struct {
     double intra_bw;        // bytes/s per GPU; 0 = the profile's
     double inter_bw;        // bytes/s per GPU; 0 = the profile's
     double dp_overlap;      // fraction of the backward that hides the DP reduction; < 0 = the profile's
+    double tp_overlap;      // fraction of TP communication hidden; < 0 = the profile's
     double measured_s;      // seconds per iteration
     char label[48];
 } ValRow;

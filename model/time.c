@@ -18,11 +18,23 @@
 
 #include <math.h>
 
+/* The efficiency curves are indexed by a GEMM's FLOPs at the bf16 rate: a
+ * GEMM's fixed costs (launch, prologue, epilogue, the last tiles' tail) take
+ * the same time whatever its datatype, so an fp8 GEMM, done in half the time
+ * of a bf16 one of the same FLOPs, amortizes them as a bf16 GEMM of half
+ * its FLOPs would (t = t0 + F/R gives eff_fp8(F) = eff_bf16(F/2)); TF32 the
+ * other way round. */
+static double eff_flops(const HwProfile *hw, Precision p, double flops)
+{
+    double ref = hw->peak[PREC_BF16];
+    return ref > 0 && hw->peak[p] > 0 ? flops * ref / hw->peak[p] : flops;
+}
+
 static double gemm_s(const HwProfile *hw, Precision p, double flops)
 {
     if (flops <= 0)
         return 0;
-    return flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, flops));
+    return flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, eff_flops(hw, p, flops)));
 }
 
 static double mem_s(const HwProfile *hw, double bytes)
@@ -64,7 +76,7 @@ static double gemm_mnk_s(const HwProfile *hw, Precision p, double M, double N, d
         return 0;
     if (!(hw->sm_count >= 1))
         return gemm_s(hw, p, flops);
-    double t = flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, flops) * wave_eff(hw, M, N));
+    double t = flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, eff_flops(hw, p, flops)) * wave_eff(hw, M, N));
     double bytes = hw_precision_bytes(p) * (M * K + K * N + M * N);
     return fmax(t, mem_s(hw, bytes));
 }
@@ -82,11 +94,17 @@ static double linear_bwd_s(const HwProfile *hw, Precision p, double T, double N,
     return gemm_mnk_s(hw, p, T, K, N) + gemm_mnk_s(hw, p, K, N, T);
 }
 
+/* Under fp8 training (Transformer Engine) only the linear layers' GEMMs run
+ * in fp8: the attention core (TE's DotProductAttention; fp8 attention is
+ * opt-in) and Megatron's output layer (a plain ColumnParallelLinear, not a TE
+ * module) stay in bf16. */
+static Precision prec_bf16_if_fp8(Precision p) { return p == PREC_FP8 ? PREC_BF16 : p; }
+
 static double attn_s(const HwProfile *hw, Precision p, double flops)
 {
     if (flops <= 0)
         return 0;
-    return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, flops));
+    return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, eff_flops(hw, p, flops)));
 }
 
 /* Members of a group with this stride that share one node. */
@@ -130,9 +148,15 @@ bool time_softmax_fused(const ModelSpec *m, const Layout *lo)
  * down (the softmax itself replaces the fused kernel); the backward mirrors them */
 enum { K_SOFTMAX_UNFUSED_EXTRA = 4 };
 
+/* fp8: the projection's and FC2's inputs are quantized by kernels of their
+ * own (the norms quantize QKV's and FC1's) */
+enum { K_FP8_CAST = 2 };
+
 static double kernels_fwd(const ModelSpec *m, const Layout *lo)
 {
     double k = K_FWD_BASE + (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + (m->mlp == MLP_SWIGLU ? K_GATED_EXTRA : 0);
+    if (lo->prec == PREC_FP8)
+        k += K_FP8_CAST;
     if (!lo->flash && !time_softmax_fused(m, lo))
         k += K_SOFTMAX_UNFUSED_EXTRA;
     return k;
@@ -222,7 +246,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 
     /* attention core: flash skips the masked half; an unfused kernel computes it all */
     double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
-    double core = attn_s(hw, p, core_flops);
+    double core = attn_s(hw, prec_bf16_if_fp8(p), core_flops);
     if (!lo->flash) {
         /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
@@ -244,6 +268,17 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
     double rep = lo->sp ? 1.0 / t : 1.0;
     double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
+    /* fp8: each GEMM's bf16 input is quantized into an fp8 copy and an fp8
+     * transpose (kept for the weight gradient), read ab + write 2 bytes per
+     * element; for QKV and FC1 the norm writes them (TE's LayerNormLinear),
+     * so only the writes count. The backward casts and transposes each
+     * GEMM's output gradient the same way. */
+    if (p == PREC_FP8) {
+        double in = tok * (2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
+        double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
+        ew += in;
+        gemm_bwd += mem_s(hw, gout);
+    }
     double ew_s = mem_s(hw, ew);
 
     double gpu_fwd = gemm + core + softmax + ew_s;
@@ -314,7 +349,8 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double tok = (double)lo->mbs * m->s / lo->cp;
     double V = (double)spec_padded_vocab(m, lo->tp);
     /* the output layer: logits T x V/tp x h, forward and both gradients */
-    double t = linear_fwd_s(hw, lo->prec, tok, V / lo->tp, m->h) + linear_bwd_s(hw, lo->prec, tok, V / lo->tp, m->h);
+    Precision p = prec_bf16_if_fp8(lo->prec);
+    double t = linear_fwd_s(hw, p, tok, V / lo->tp, m->h) + linear_bwd_s(hw, p, tok, V / lo->tp, m->h);
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast

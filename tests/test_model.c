@@ -489,6 +489,36 @@ static void test_softmax_fallback(void **st)
     assert_rel(2.0 * a1 - a2, 2.0 * (4.0 - 2.0) * m16.a * (double)m16.s * m16.s / 8, 1e-9);
 }
 
+/* fp8 training (Transformer Engine): only the linear layers' GEMMs run in
+ * fp8. The output layer (Megatron's own ColumnParallelLinear) and the
+ * attention core stay bf16, so an infinitely fast fp8 datapath leaves them;
+ * the quantization passes make fp8 slower than bf16 on a GPU whose fp8 is
+ * no faster. */
+static void test_fp8_rules(void **st)
+{
+    (void)st;
+    HwProfile hw;
+    char err[256];
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    ModelSpec m = gpt3();
+    m.L = 4, m.h = 1024, m.a = m.g = 8, m.d_head = 0, m.f = 4096, m.s = 16384;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    Layout bf = layout_for(&m, &hw, 1, 1, 1, 1, 1), f8 = bf;
+    f8.prec = PREC_FP8;
+    assert_rel(time_head(&m, &hw, &f8), time_head(&m, &hw, &bf), 1e-12);
+
+    HwProfile fast = hw;
+    fast.peak[PREC_FP8] = 1e30;   /* fp8 GEMMs free: what is left is bf16 attention and memory */
+    double t_bf = layer_s(&m, &hw, &bf), t_fast = layer_s(&m, &fast, &f8);
+    if (!(t_fast > 0.5 * t_bf))
+        fail_msg("s 16384, attention-bound: fp8 with free GEMMs %.4g ms, bf16 %.4g ms", t_fast * 1e3, t_bf * 1e3);
+
+    HwProfile same = hw;
+    same.peak[PREC_FP8] = hw.peak[PREC_BF16];
+    if (!(layer_s(&m, &same, &f8) > t_bf))
+        fail_msg("fp8 at the bf16 rate must pay its quantization passes");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_eff_curve),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_softmax_fallback),
+        cmocka_unit_test(test_fp8_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
