@@ -98,7 +98,10 @@ static double linear_bwd_s(const HwProfile *hw, Precision p, double T, double N,
  * in fp8: the attention core (TE's DotProductAttention; fp8 attention is
  * opt-in) and Megatron's output layer (a plain ColumnParallelLinear, not a TE
  * module) stay in bf16. */
-static Precision prec_bf16_if_fp8(Precision p) { return p == PREC_FP8 ? PREC_BF16 : p; }
+static Precision prec_bf16_if_fp8(const HwProfile *hw, Precision p)
+{
+    return p == PREC_FP8 && hw->peak[PREC_BF16] > 0 ? PREC_BF16 : p;
+}
 
 static double attn_s(const HwProfile *hw, Precision p, double flops)
 {
@@ -246,7 +249,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 
     /* attention core: flash skips the masked half; an unfused kernel computes it all */
     double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
-    double core = attn_s(hw, prec_bf16_if_fp8(p), core_flops);
+    double core = attn_s(hw, prec_bf16_if_fp8(hw, p), core_flops);
     if (!lo->flash) {
         /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
@@ -349,7 +352,7 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double tok = (double)lo->mbs * m->s / lo->cp;
     double V = (double)spec_padded_vocab(m, lo->tp);
     /* the output layer: logits T x V/tp x h, forward and both gradients */
-    Precision p = prec_bf16_if_fp8(lo->prec);
+    Precision p = prec_bf16_if_fp8(hw, lo->prec);
     double t = linear_fwd_s(hw, p, tok, V / lo->tp, m->h) + linear_bwd_s(hw, p, tok, V / lo->tp, m->h);
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),

@@ -517,6 +517,13 @@ static void test_fp8_rules(void **st)
     same.peak[PREC_FP8] = hw.peak[PREC_BF16];
     if (!(layer_s(&m, &same, &f8) > t_bf))
         fail_msg("fp8 at the bf16 rate must pay its quantization passes");
+
+    /* a profile with fp8 and no bf16 rate (found by fuzz_profile): all in fp8, finite */
+    HwProfile nobf = hw;
+    nobf.peak[PREC_BF16] = 0;
+    double t8 = layer_s(&m, &nobf, &f8), th = time_head(&m, &nobf, &f8);
+    if (!(isfinite(t8) && t8 > 0 && isfinite(th) && th > 0))
+        fail_msg("fp8 without a bf16 peak: layer %g s, head %g s", t8, th);
 }
 
 int main(void)
