@@ -74,7 +74,7 @@ expect_error "bad.json" predict --params 7B --profile "$tmp/bad.json"
 expect_error "junk.json" predict --params 7B --profile "$tmp/junk.json"
 expect_error "--params" predict --params abc
 # MFU above 100 % (full FLOPs at a 1M-token sequence with flash) is explained, and only then
-long=(--model llama3.1-8b --seq 1048576 --gpus 256 --tp 8 --cp 32 --mbs 1 --gbs 16)
+long=(--model llama3.1-8b --seq 1048576 --gpus 256 --tp 8 --cp 32 --mbs 1 --gbs 16 --gpu b200)
 "$U" predict "${long[@]}" 2>&1 | grep -q "note: MFU above 100%" && ok "MFU > 100 % explained" || bad "MFU > 100 % not explained"
 "$U" predict "${long[@]}" --flops causal 2>&1 | grep -q "note: MFU above" && bad "note with causal FLOPs" || ok "no note with causal FLOPs"
 "$U" predict "${base[@]}" 2>&1 | grep -q "note: MFU above" && bad "note at MFU < 100 %" || ok "no note at MFU < 100 %"
