@@ -277,7 +277,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * so only the writes count. The backward casts and transposes each
      * GEMM's output gradient the same way. */
     if (p == PREC_FP8) {
-        double in = tok * (2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
+        double in = tok * (2.0 * 2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
         double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
         gemm_bwd += mem_s(hw, gout);

@@ -74,7 +74,7 @@ expect_error "bad.json" predict --params 7B --profile "$tmp/bad.json"
 expect_error "junk.json" predict --params 7B --profile "$tmp/junk.json"
 expect_error "--params" predict --params abc
 # MFU above 100 % (full FLOPs at a 1M-token sequence with flash) is explained, and only then.
-# The Hopper and Blackwell profiles' attention efficiency (0.47) keeps full-FLOP MFU below 100 %, so the
+# The Hopper and Blackwell profiles' attention efficiency (0.48) keeps full-FLOP MFU below 100 %, so the
 # case runs on a profile whose flash kernels reach 95 % (as a calibrated one might).
 sed 's/^  "attn_eff": .*/  "attn_eff": [[1e+07, 0.9], [1e+12, 0.95]],/' "$(dirname "$0")/../profiles/gpus/b200.json" >"$tmp/fastattn.json"
 long=(--model llama3.1-8b --seq 1048576 --gpus 256 --tp 8 --cp 32 --mbs 1 --gbs 16 --profile "$tmp/fastattn.json")
