@@ -15,7 +15,7 @@ typedef enum {
     C_PARAMS_B, C_GPUS, C_GBS, C_MBS, C_HIDDEN, C_HEADS, C_LAYERS, C_SEQ, C_TP, C_DP, C_PP, C_TIME_MS,
     C_KV_HEADS, C_HEAD_DIM, C_FFN, C_VOCAB, C_MLP, C_NORM, C_POS, C_BIAS, C_TIED, C_DROPOUT, C_SP,
     C_FLASH, C_RECOMPUTE, C_ZERO, C_PRECISION, C_GRAD_FP32, C_VP, C_CP, C_GPN, C_INTRA_BW, C_INTER_BW,
-    C_DP_OVERLAP, C_TP_OVERLAP, C_LABEL, C_COUNT
+    C_DP_OVERLAP, C_TP_OVERLAP, C_TOK_S_GPU, C_LABEL, C_COUNT
 } Col;
 
 typedef struct {
@@ -36,7 +36,7 @@ static const ColDesc cols[] = {
     [C_TP] = {"tp", "tensor parallelism", true},
     [C_DP] = {"dp", "data parallelism", true},
     [C_PP] = {"pp", "pipeline parallelism", true},
-    [C_TIME_MS] = {"time_ms", "iteration time (ms)", true},
+    [C_TIME_MS] = {"time_ms", "iteration time (ms)", true},   // or tokens_per_s_gpu
     [C_KV_HEADS] = {"kv_heads", NULL, false},
     [C_HEAD_DIM] = {"head_dim", NULL, false},
     [C_FFN] = {"ffn", NULL, false},
@@ -60,6 +60,7 @@ static const ColDesc cols[] = {
     [C_INTER_BW] = {"inter_bw_gbs", NULL, false},
     [C_DP_OVERLAP] = {"dp_overlap", NULL, false},
     [C_TP_OVERLAP] = {"tp_overlap", NULL, false},
+    [C_TOK_S_GPU] = {"tokens_per_s_gpu", NULL, false},
     [C_LABEL] = {"label", NULL, false},
 };
 _Static_assert(sizeof cols / sizeof cols[0] == C_COUNT, "one descriptor per column");
@@ -207,6 +208,7 @@ static int set_field(const Where *w, ValRow *r, Col c, int col, const char *s, b
             return -1;
         r->measured_s = v / 1e3;
         return 0;
+    case C_TOK_S_GPU: return get_pos(w, col, nm, s, &r->tok_s_gpu);
     case C_KV_HEADS: return get_int(w, col, nm, s, 1, &m->g);
     case C_HEAD_DIM: return get_int(w, col, nm, s, 1, &m->d_head);
     case C_FFN: return get_int(w, col, nm, s, 1, &m->f);
@@ -293,13 +295,23 @@ static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int
         seen[c] = true;
         map[i] = c;
     }
+    /* the ultraplan format measures a run by its step time or by the tokens
+     * per second per GPU that published tables print; exactly one of them */
+    if (*fmt == VAL_FMT_ULTRAPLAN && seen[C_TIME_MS] && seen[C_TOK_S_GPU]) {
+        snprintf(w->err, w->errlen, "%s:%d: header has both \"time_ms\" and \"tokens_per_s_gpu\": give one "
+                 "measurement per run", w->origin, w->line);
+        return -1;
+    }
+    if (*fmt == VAL_FMT_ULTRAPLAN && seen[C_TOK_S_GPU])
+        seen[C_TIME_MS] = true;
     for (int c = 0; c < C_COUNT; c++) {
         bool need = *fmt == VAL_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
         if (need && !seen[c]) {
             const char *nm = *fmt == VAL_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
             if (*fmt == VAL_FMT_ULTRAPLAN && !seen[C_TIME_MS])
                 snprintf(w->err, w->errlen, "%s:%d: header names neither the vTrain columns (\"iteration time "
-                         "(ms)\", ...) nor the ultraplan ones (\"time_ms\", ...)", w->origin, w->line);
+                         "(ms)\", ...) nor the ultraplan ones (\"time_ms\" or \"tokens_per_s_gpu\", ...)",
+                         w->origin, w->line);
             else
                 snprintf(w->err, w->errlen, "%s:%d: header lacks the required column \"%s\"", w->origin, w->line, nm);
             return -1;
@@ -345,6 +357,8 @@ static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, i
         return -1;
     }
     r->gpus = g;
+    if (r->tok_s_gpu > 0)   /* one step = gbs sequences of seq tokens over all GPUs */
+        r->measured_s = (double)r->layout.gbs * r->model.s / (r->tok_s_gpu * g);
     char e2[200];
     if (spec_validate(&r->model, e2, sizeof e2)) {
         snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);

@@ -20,7 +20,9 @@
  *    0), 8 GPUs per node, inter-node 800 Gb/s per node (12.5 GB/s per GPU).
  *
  *  - ultraplan (header contains "time_ms"): named columns in any order.
- *    Required: layers, hidden, heads, seq, tp, pp, dp, mbs, gbs, time_ms.
+ *    Required: layers, hidden, heads, seq, tp, pp, dp, mbs, gbs, and time_ms
+ *    (ms per step) or tokens_per_s_gpu (as published tables print it; the
+ *    step is gbs·seq / (tokens_per_s_gpu · GPUs)).
  *    Optional (default as `ultraplan predict`): gpus, params_b, kv_heads,
  *    head_dim, ffn, vocab (50257), mlp (gelu|swiglu), norm, pos, bias, tied,
  *    dropout (0|1), sp (0|1), flash (0|1), recompute (none|selective|full),
@@ -56,6 +58,7 @@ typedef struct {
     double dp_overlap;      // fraction of the backward that hides the DP reduction; < 0 = the profile's
     double tp_overlap;      // fraction of TP communication hidden; < 0 = the profile's
     double measured_s;      // seconds per iteration
+    double tok_s_gpu;       // tokens/s per GPU as given (0 = time_ms given instead)
     char label[48];
 } ValRow;
 

@@ -86,6 +86,28 @@ static void test_ultraplan_rows(void **st)
     val_free(&set);
 }
 
+/* published tables print tokens/s per GPU: the step is gbs·seq over that
+ * times the GPUs; tp_overlap is the row's own */
+static void test_tokens_per_gpu(void **st)
+{
+    (void)st;
+    const char *csv =
+        "layers,hidden,heads,seq,tp,pp,dp,cp,mbs,gbs,tp_overlap,tokens_per_s_gpu\n"
+        "32,4096,32,8192,1,1,4,2,1,128,1,12273\n";
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(csv, "t.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.n, 1);
+    assert_int_equal(set.rows[0].gpus, 8);
+    assert_true(fabs(set.rows[0].measured_s / (128.0 * 8192 / (12273.0 * 8)) - 1) < 1e-12);
+    assert_true(set.rows[0].tp_overlap == 1.0);
+    HwProfile base, h;
+    assert_int_equal(profile_load_builtin("h100-sxm", &base, err, sizeof err), 0);
+    val_row_hw(&set.rows[0], &base, &h);
+    assert_true(h.tp_overlap == 1.0);
+    val_free(&set);
+}
+
 /* bad input: one line that names the file, the line and the column */
 static void expect_bad(const char *csv, const char *want)
 {
@@ -121,6 +143,11 @@ static void test_bad_rows(void **st)
     expect_bad(h, "no measured runs");
     snprintf(buf, sizeof buf, "gpus,%s4,24,1024,16,1024,1,1,2,1,8,100\n", h);
     expect_bad(buf, "bad.csv:2: GPUs 4 differ from dp·tp·pp·cp");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms,tokens_per_s_gpu\n", "both \"time_ms\" and");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,tokens_per_s_gpu\n24,1024,16,1024,1,1,1,1,8,0\n",
+               "column 10 (\"tokens_per_s_gpu\"): expected a positive number");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,tp_overlap,time_ms\n24,1024,16,1024,1,1,1,1,8,2,100\n",
+               "column 10 (\"tp_overlap\"): expected a fraction in [0, 1]");
 }
 
 static void test_missing_file(void **st)
@@ -233,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
+        cmocka_unit_test(test_tokens_per_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
