@@ -182,6 +182,11 @@ static int run(const Opts *o, char **files, int nfiles)
             cJSON_AddNumberToObject(j, "dp", r->layout.dp);
             cJSON_AddNumberToObject(j, "mbs", r->layout.mbs);
             cJSON_AddNumberToObject(j, "gbs", r->layout.gbs);
+            cJSON_AddNumberToObject(j, "cp", r->layout.cp);
+            cJSON_AddNumberToObject(j, "vp", r->layout.vp);
+            cJSON_AddStringToObject(j, "precision", hw_precision_name(r->layout.prec));
+            if (r->label[0])
+                cJSON_AddStringToObject(j, "label", r->label);
             cJSON_AddNumberToObject(j, "measured_ms", r->measured_s * 1e3);
             cJSON_AddNumberToObject(j, "predicted_ms", pred[i] * 1e3);
             cJSON_AddNumberToObject(j, "ape", ape[i]);
@@ -215,13 +220,16 @@ static int run(const Opts *o, char **files, int nfiles)
         free(text);
     } else {
         if (!o->summary) {
-            printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s\n", "line", "gpus", "h", "tp", "pp", "dp",
-                   "mbs", "gbs", "measured_ms", "predicted_ms", "ape%");
+            bool labels = false;
+            for (int i = 0; i < set.n; i++)
+                labels |= set.rows[i].label[0] != 0;
+            printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp", "pp", "dp",
+                   "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
             for (int i = 0; i < set.n; i++) {
                 const ValRow *r = &set.rows[i];
-                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f\n", r->line, r->gpus, r->model.h,
+                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n", r->line, r->gpus, r->model.h,
                        r->layout.tp, r->layout.pp, r->layout.dp, r->layout.mbs, r->layout.gbs,
-                       r->measured_s * 1e3, pred[i] * 1e3, ape[i]);
+                       r->measured_s * 1e3, pred[i] * 1e3, ape[i], r->label[0] ? "  " : "", r->label);
             }
             printf("\n");
         }
