@@ -526,6 +526,8 @@ int main(void) {
     test_attention(2, 200, 8, 2, 128, 4);   // group of 4, sharper softmax
     test_attention(1, 520, 4, 1, 128, 8);   // 9 key tiles, one kv head, peaked rows
     test_attention(3, 129, 6, 3, 64, 8);    // one row past two full tiles
+    test_attention(1, 100, 2, 1, 64, 4);    // last tile of 36 rows: warps 0-1 full, 2 partial, 3 padding
+    test_attention(1, 250, 4, 2, 128, 1);   // last tile of 58 rows: warp 3 partial
     test_attention(2, 40, 3, 3, 32, 1);     // SIMT only
     test_attention(1, 50, 4, 1, 96, 1);     // SIMT only
     test_embedding(2, 9, 24, 50, 16, 3);

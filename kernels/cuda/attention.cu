@@ -48,7 +48,7 @@ static bool use_tc(int HS, const void *const *ptr, int n) {
 
 static void bad_shape(const char *fn, int HS, int NH, int NKV) {
     char msg[128];
-    snprintf(msg, sizeof msg, "unsupported shape HS=%d NH=%d NKV=%d (HS in 32/64/96/128, NH %% NKV == 0)",
+    snprintf(msg, sizeof msg, "unsupported shape HS=%d NH=%d NKV=%d (HS in 32/64/96/128, NH > 0, NH %% NKV == 0)",
              HS, NH, NKV);
     kc_fail(fn, msg, __FILE__, __LINE__);
 }
@@ -56,7 +56,7 @@ static void bad_shape(const char *fn, int HS, int NH, int NKV) {
 void kc_attention_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                       int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
     if (B * T == 0) return;
-    if (NKV <= 0 || NH % NKV || !kc_attention_supported(HS)) bad_shape("kc_attention_fwd", HS, NH, NKV);
+    if (NH <= 0 || NKV <= 0 || NH % NKV || !kc_attention_supported(HS)) bad_shape("kc_attention_fwd", HS, NH, NKV);
     const void *ptr[] = {out, q, k, v};
     if (use_tc(HS, ptr, 4)) attn_tc_fwd(out, lse, q, k, v, B, T, NH, NKV, HS, st);
     else attn_simt_fwd(out, lse, q, k, v, B, T, NH, NKV, HS, st);
@@ -67,7 +67,7 @@ void kc_attention_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16
                       const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
                       int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
     if (B * T == 0) return;
-    if (NKV <= 0 || NH % NKV || !kc_attention_supported(HS)) bad_shape("kc_attention_bwd", HS, NH, NKV);
+    if (NH <= 0 || NKV <= 0 || NH % NKV || !kc_attention_supported(HS)) bad_shape("kc_attention_bwd", HS, NH, NKV);
     const void *ptr[] = {dq, dk, dv, dout, q, k, v, out};
     if (use_tc(HS, ptr, 8)) attn_tc_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, st);
     else attn_simt_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, st);
