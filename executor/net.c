@@ -251,6 +251,10 @@ static double vocab_parallel_ce(Exec *e, const int *targets, float scale)
     double sum = 0;
     for (int i = 0; i < N; i++) {
         float *l = e->logits + (size_t)i * Vl;
+        if (targets[i] < 0) {   /* ignored token, as k_crossentropy_*: no loss, no gradient */
+            memset(l, 0, (size_t)Vl * sizeof *l);
+            continue;
+        }
         float lse = mx[i] + logf(red[i]);
         sum += lse - red[N + i];
         int t = targets[i] - e->vstart;

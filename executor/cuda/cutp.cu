@@ -83,6 +83,13 @@ __global__ void ce_finish(float *losses, bf16 *logits, const float *mx, const fl
 {
     int i = blockIdx.x, t = targets[i] - vstart;
     bf16 *l = logits + (size_t)i * Vl;
+    if (targets[i] < 0) {   /* ignored token, as kc_crossentropy_*: no loss, no gradient */
+        if (threadIdx.x == 0)
+            losses[i] = 0.0f;
+        for (int j = threadIdx.x; j < Vl; j += blockDim.x)
+            l[j] = __float2bfloat16(0.0f);
+        return;
+    }
     float lse = mx[i] + logf(red[i]);
     if (threadIdx.x == 0)
         losses[i] = lse - red[N + i];
@@ -97,6 +104,8 @@ __global__ void ce_finish(float *losses, bf16 *logits, const float *mx, const fl
 void cutp_embed_fwd(kc_bf16 *out, const int *tok, const kc_bf16 *wte, const kc_bf16 *wpe, int N, int T, int C,
                     int vstart, int Vl, cudaStream_t st)
 {
+    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
+        return;
     embed_fwd<<<N, TPB, 0, st>>>(out, tok, wte, wpe, T, C, vstart, Vl);
     LAUNCHED();
 }
@@ -104,12 +113,16 @@ void cutp_embed_fwd(kc_bf16 *out, const int *tok, const kc_bf16 *wte, const kc_b
 void cutp_embed_bwd(float *dwte, const kc_bf16 *dout, const int *tok, int N, int C, int vstart, int Vl,
                     cudaStream_t st)
 {
+    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
+        return;
     embed_bwd<<<N, TPB, 0, st>>>(dwte, dout, tok, C, vstart, Vl);
     LAUNCHED();
 }
 
 void cutp_ce_max(float *mx, const kc_bf16 *logits, int N, int Vl, int valid, cudaStream_t st)
 {
+    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
+        return;
     ce_max<<<N, TPB, 0, st>>>(mx, logits, Vl, valid);
     LAUNCHED();
 }
@@ -117,6 +130,8 @@ void cutp_ce_max(float *mx, const kc_bf16 *logits, int N, int Vl, int valid, cud
 void cutp_ce_sumexp(float *red, const kc_bf16 *logits, const float *mx, const int *targets, int vstart, int N,
                     int Vl, int valid, cudaStream_t st)
 {
+    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
+        return;
     ce_sumexp<<<N, TPB, 0, st>>>(red, logits, mx, targets, vstart, N, Vl, valid);
     LAUNCHED();
 }
@@ -124,6 +139,8 @@ void cutp_ce_sumexp(float *red, const kc_bf16 *logits, const float *mx, const in
 void cutp_ce_finish(float *losses, kc_bf16 *logits, const float *mx, const float *red, const int *targets,
                     int vstart, float scale, int N, int Vl, int valid, cudaStream_t st)
 {
+    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
+        return;
     ce_finish<<<N, TPB, 0, st>>>(losses, logits, mx, red, targets, vstart, scale, N, Vl, valid);
     LAUNCHED();
 }

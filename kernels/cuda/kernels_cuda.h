@@ -154,7 +154,8 @@ void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *l
 
 /* ---- optimizer and helpers ---------------------------------------------- */
 
-/* AdamW on fp32 master weights, grads, m, v, exactly k_adamw's formula.
+/* AdamW on fp32 master weights, grads, m, v: k_adamw's formula (built with
+ * --use_fast_math, so its divisions and square roots are the approximate ones).
  * params_bf16 (n), nullable, receives the updated weights rounded to bf16
  * (the copy the GEMMs read): one pass instead of two. */
 void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
@@ -163,8 +164,8 @@ void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
 
 void kc_zero(float *x, size_t n, cudaStream_t st);
 void kc_scale(float *x, float s, size_t n, cudaStream_t st);
-/* Σ x² in double; SYNCHRONISES the stream to return it (uses the scratch
- * from kc_init). */
+/* Σ x² in double, deterministic (per-block partials summed in order on the
+ * host); SYNCHRONISES the stream to return it (uses the scratch from kc_init). */
 double kc_sumsq(const float *x, size_t n, cudaStream_t st);
 
 /* bf16 <-> fp32 conversions of device arrays (round to nearest even). */

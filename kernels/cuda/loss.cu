@@ -30,7 +30,7 @@ crossentropy_fwd_kernel(float *losses, float *lse, const bf16 *logits,
             if (c >= V_valid) break;
             float cm = m;
             for (int j = 0; j < 8; j++) if (c + j < V_valid) cm = fmaxf(cm, x8[u][j]);
-            s *= expf(m - cm);                      // m = −∞ and s = 0 at first: 0·0
+            s = cm == -INFINITY ? 0.0f : s * expf(m - cm);   // all −∞ so far: nothing to rescale
             for (int j = 0; j < 8; j++) if (c + j < V_valid) s += expf(x8[u][j] - cm);
             m = cm;
         }
@@ -47,7 +47,9 @@ crossentropy_fwd_kernel(float *losses, float *lse, const bf16 *logits,
 
 void kc_crossentropy_fwd(float *losses, float *lse, const bf16 *logits, const int *targets,
                          int BT, int V, int V_valid, cudaStream_t st) {
-    bool vec = V % 8 == 0 && V_valid % 8 == 0 && aligned16(logits);
+    /* rows are V long: with V % 8 == 0 a chunk that starts below V_valid ends
+     * within the row, and the columns past V_valid are masked where used */
+    bool vec = V % 8 == 0 && aligned16(logits);
     if (BT == 0) return;
     auto kernel = vec ? crossentropy_fwd_kernel<true> : crossentropy_fwd_kernel<false>;
     kernel<<<BT, CE_THREADS, 0, st>>>(losses, lse, logits, targets, V, V_valid);

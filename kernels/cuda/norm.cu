@@ -43,6 +43,7 @@ __global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, const 
 void kc_layernorm_fwd(bf16 *out, float *mean, float *rstd, const bf16 *inp,
                       const bf16 *weight, const bf16 *bias, int N, int C, float eps,
                       cudaStream_t st) {
+    if (N <= 0) return;   // a grid of 0 blocks is an invalid launch
     bool vec = rows_vec(out, inp, weight, C) && (!bias || aligned16(bias));
     layernorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
         out, mean, rstd, inp, weight, bias, N, C, eps, vec);
@@ -246,6 +247,7 @@ __global__ void rmsnorm_fwd_kernel(bf16 *out, float *rstd, const bf16 *inp, cons
 
 void kc_rmsnorm_fwd(bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
                     int N, int C, float eps, cudaStream_t st) {
+    if (N <= 0) return;
     bool vec = rows_vec(out, inp, weight, C);
     rmsnorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
         out, rstd, inp, weight, N, C, eps, vec);

@@ -83,7 +83,9 @@ void kc_scale(float *x, float s, size_t n, cudaStream_t st) {
     map8(n, aligned16(x), ScaleOp{x, s}, st);
 }
 
-__global__ void sumsq_kernel(double *acc, const float *x, size_t n) {
+/* each block writes its own partial: summed on the host in block order, so
+ * the norm (and the clipping it drives) does not depend on block timing */
+__global__ void sumsq_kernel(double *partial, const float *x, size_t n) {
     __shared__ double red[32];
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -96,21 +98,20 @@ __global__ void sumsq_kernel(double *acc, const float *x, size_t n) {
     if (wid == 0) {
         s = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0;
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) atomicAdd(acc, s);
+        if (lane == 0) partial[blockIdx.x] = s;
     }
 }
 
 double kc_sumsq(const float *x, size_t n, cudaStream_t st) {
     kc_require_init();
-    double h = 0.0;
-    CHECK_CUDA(cudaMemsetAsync(kc_ctx.scratch, 0, sizeof(double), st));
-    if (n) {
-        unsigned g = grid_for(n, 512);
-        if (g > 1024) g = 1024;
-        sumsq_kernel<<<g, 512, 0, st>>>(kc_ctx.scratch, x, n);
-        CHECK_LAUNCH();
-    }
-    CHECK_CUDA(cudaMemcpyAsync(&h, kc_ctx.scratch, sizeof h, cudaMemcpyDeviceToHost, st));
+    if (!n) return 0.0;
+    unsigned g = grid_for(n, 512);
+    if (g > KC_SCRATCH) g = KC_SCRATCH;
+    sumsq_kernel<<<g, 512, 0, st>>>(kc_ctx.scratch, x, n);
+    CHECK_LAUNCH();
+    double part[KC_SCRATCH], h = 0.0;
+    CHECK_CUDA(cudaMemcpyAsync(part, kc_ctx.scratch, g * sizeof(double), cudaMemcpyDeviceToHost, st));
     CHECK_CUDA(cudaStreamSynchronize(st));
+    for (unsigned b = 0; b < g; b++) h += part[b];
     return h;
 }
