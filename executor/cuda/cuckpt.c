@@ -60,7 +60,7 @@ static void upload(CuExec *e, const CkptState *s)
 {
     size_t fb = sizeof(float);
     CHECK_CUDA(cudaStreamSynchronize(e->st));
-    CHECK_CUDA(cudaMemcpy(e->g, s->w, e->n_alloc * fb, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpyAsync(e->g, s->w, e->n_alloc * fb, cudaMemcpyHostToDevice, e->st));   // ordered on e->st
     kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
     CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * fb, cudaMemcpyDeviceToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->om, s->m, e->opt_n * fb, cudaMemcpyHostToDevice, e->st));

@@ -115,13 +115,22 @@ void cucomm_free(CuComm *c)
     for (int g = 0; g < CC_GROUPS; g++)
         if (c->g[g])
             ncclCommDestroy(c->g[g]);
-    for (int r = 0; r < CL_COUNT; r++) {
-        if (!c->link[r])
-            continue;
-        for (int q = r + 1; q < CL_COUNT; q++)   // a shared handle is destroyed once
-            if (c->link[q] == c->link[r])
+    /* Links go in ascending id, the order they were made in: destroying
+     * talks to the other end (NCCL >= 2.23), so by role (every stage's
+     * forward-out link first) the ring of an interleaved pipeline would wait
+     * on itself. */
+    for (;;) {
+        int best = -1;
+        for (int r = 0; r < CL_COUNT; r++)
+            if (c->link[r] && (best < 0 || c->role[r].id < c->role[best].id))
+                best = r;
+        if (best < 0)
+            break;
+        ncclComm_t h = c->link[best];
+        for (int q = 0; q < CL_COUNT; q++)   // a shared handle is destroyed once
+            if (c->link[q] == h)
                 c->link[q] = NULL;
-        ncclCommDestroy(c->link[r]);
+        ncclCommDestroy(h);
     }
     free(c);
 }

@@ -371,6 +371,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
                                 sizeof derr) != 0)
                 FAIL("%s", derr);
         }
+    dist_watch_step(e->step + 1);   // the communication watchdog names this step
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaEventRecord(e->step0, e->st));
@@ -535,7 +536,7 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
         e->w32 = e->slab[XM_OPTIM];
         e->om = e->w32 + on;
         e->ov = e->om + on;
-        CHECK_CUDA(cudaMemset(e->om, 0, 2 * on * sizeof(float)));
+        CHECK_CUDA(cudaMemsetAsync(e->om, 0, 2 * on * sizeof(float), e->st));
     } else {
         e->mem[XM_OPTIM] = 0;
     }
@@ -552,7 +553,9 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
  * the bf16 copy, and this rank's shard into the master weights. */
 static void upload_weights(CuExec *e, const float *w)
 {
-    CHECK_CUDA(cudaMemcpy(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice));
+    /* on e->st: a plain cudaMemcpy from pageable memory may return before its
+     * DMA lands, and the legacy stream does not order the non-blocking e->st */
+    CHECK_CUDA(cudaMemcpyAsync(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice, e->st));
     kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
     CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * sizeof(float), cudaMemcpyDeviceToDevice, e->st));
     CHECK_CUDA(cudaStreamSynchronize(e->st));
@@ -583,7 +586,10 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
     int first;   // check_layout made tp divide N under sp
     cuplan_sp_rows(e->sh.N, e->tp, e->d.tp_rank, e->sp, &first, &e->Nl);
     *ndev = kc_device_count();
-    if (e->d.world > 1 && *ndev < local_n)
+    /* one visible device a rank is a launcher binding GPUs (Slurm's
+     * --gpu-bind, a wrapper setting CUDA_VISIBLE_DEVICES per rank) */
+    bool bound = *ndev == 1 && getenv("CUDA_VISIBLE_DEVICES");
+    if (e->d.world > 1 && *ndev < local_n && !bound)
         FAIL("rank %d: %d ranks on this node but %d CUDA device(s) visible: launch one rank per GPU", e->d.rank,
              local_n, *ndev);
     return 0;
@@ -643,7 +649,7 @@ static void fill_random(CuExec *e, kc_bf16 *x, size_t n, float a, uint64_t seed)
         z ^= z << 13, z ^= z >> 7, z ^= z << 17;
         host[i] = a * (2.0f * (float)((z >> 11) * (1.0 / 9007199254740992.0)) - 1.0f);
     }
-    CHECK_CUDA(cudaMemcpy(dev, host, CH * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpyAsync(dev, host, CH * sizeof(float), cudaMemcpyHostToDevice, e->st));
     for (size_t at = 0; at < n; at += CH)   // the chunk repeats: values, not patterns, matter here
         kc_to_bf16(x + at, dev, n - at < CH ? n - at : CH, e->st);
     CHECK_CUDA(cudaStreamSynchronize(e->st));
