@@ -326,8 +326,15 @@ void cunet_embed_bwd(CuExec *e, const int *tok)
         return;
     }
     const kc_bf16 *d = row_dout(e);   // (N, C) on every rank
-    if (Gs(e, P_WPE))   // positions are replicated: every rank adds the whole gradient
+    if (Gs(e, P_WPE)) {   // positions are replicated: every rank adds the whole gradient
         kc_embedding_bwd(NULL, Gs(e, P_WPE), d, tok, s->B, s->T, s->C, 0, e->st);
+        /* its fp32 atomics round differently on each rank: the tp average keeps
+         * the copies identical (the accumulated part is identical already, so
+         * averaging after every micro-batch adds the mean of the new ones) */
+        size_t n = e->ps.len[P_WPE];
+        tp_allreduce(e, Gs(e, P_WPE), n, CC_F32, CC_SUM);
+        kc_scale(Gs(e, P_WPE), 1.0f / (float)e->tp, n, e->st);
+    }
     cutp_embed_bwd(Gs(e, P_WTE), d, tok, s->N, s->C, e->vstart, s->Vl, e->st);
 }
 
