@@ -101,12 +101,16 @@ static int split(char *line, char **f, int max)
         *c = '\0';
         p = c + 1;
     }
-    for (int i = 0; i < n; i++) {  /* trim */
+    for (int i = 0; i < n; i++) {  /* trim, then one pair of double quotes (spreadsheet exports) */
         while (isspace((unsigned char)*f[i]))
             f[i]++;
         char *e = f[i] + strlen(f[i]);
         while (e > f[i] && isspace((unsigned char)e[-1]))
             *--e = '\0';
+        if (e - f[i] >= 2 && f[i][0] == '"' && e[-1] == '"') {
+            *--e = '\0';
+            f[i]++;
+        }
     }
     return n;
 }
@@ -384,7 +388,10 @@ int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, 
     Where w = {origin, 0, err, errlen};
     int map[MAX_FIELDS], nf = 0, have_header = 0, rc = 0, n0 = set->n;
     ValFormat fmt = VAL_FMT_ULTRAPLAN;
-    for (char *p = buf; p && rc == 0;) {
+    char *start = buf;
+    if (!strncmp(start, "\xEF\xBB\xBF", 3))   /* a UTF-8 byte-order mark (spreadsheet exports) */
+        start += 3;
+    for (char *p = start; p && rc == 0;) {
         char *nl = strchr(p, '\n');
         if (nl)
             *nl = '\0';

@@ -34,7 +34,9 @@
  *    --tp-comm-overlap / NeMo's userbuffers), label.
  *
  * In both, lines starting with '#' after the header and blank lines are
- * skipped.
+ * skipped; a UTF-8 byte-order mark, CRLF line ends, spaces around fields and
+ * one pair of double quotes around a field are accepted (spreadsheet
+ * exports); a field cannot contain a comma.
  */
 #ifndef ULTRAPLAN_CLI_VALIDATE_LIB_H
 #define ULTRAPLAN_CLI_VALIDATE_LIB_H

@@ -108,6 +108,22 @@ static void test_tokens_per_gpu(void **st)
     val_free(&set);
 }
 
+/* what spreadsheets write: a byte-order mark, CRLF line ends, quoted fields, spaces */
+static void test_spreadsheet_csv(void **st)
+{
+    (void)st;
+    const char *csv = "\xEF\xBB\xBFlabel, layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms\r\n"
+                      "\"run a\", \"24\",1024,16,1024,1,1,8,1,8, 100 \r\n";
+    ValSet set = {0};
+    char err[256];
+    assert_int_equal(val_parse_csv(csv, "s.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.n, 1);
+    assert_string_equal(set.rows[0].label, "run a");
+    assert_int_equal(set.rows[0].model.L, 24);
+    assert_true(fabs(set.rows[0].measured_s - 0.1) < 1e-12);
+    val_free(&set);
+}
+
 /* bad input: one line that names the file, the line and the column */
 static void expect_bad(const char *csv, const char *want)
 {
@@ -260,7 +276,7 @@ int main(void)
         cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
-        cmocka_unit_test(test_tokens_per_gpu),
+        cmocka_unit_test(test_tokens_per_gpu), cmocka_unit_test(test_spreadsheet_csv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
