@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # fetch-device-debs.sh — run HERE (Debian 12, network to the apt mirror):
 # downloads the Debian packages that ultraplan builds against but a bare
-# NVIDIA machine lacks (GLPK, cJSON, OpenBLAS, cmocka, OpenMPI, pkgconf),
+# NVIDIA machine lacks (GLPK, cJSON, GSL, OpenBLAS, cmocka, OpenMPI, pkgconf),
 # runtime and development halves plus the shared libraries they pull in,
-# into .debs/ (git-ignored through .git/info/exclude). scripts/device-check.sh
+# into .debs/ (in .gitignore: it travels only as the device call's carry). scripts/device-check.sh
 # unpacks them with dpkg -x into a prefix on the device machine; nothing is
 # installed system-wide there.
 #
@@ -19,6 +19,8 @@ PKGS=(
   libglpk40 libglpk-dev libamd2 libcolamd2 libsuitesparseconfig5 libltdl7
   # cJSON
   libcjson1 libcjson-dev
+  # GSL (fit's least squares; CMake requires it)
+  libgsl27 libgslcblas0 libgsl-dev
   # OpenBLAS, pthread flavour, and its Fortran runtime
   libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0
   # cmocka (unit tests)
@@ -35,7 +37,7 @@ mkdir -p .debs
 cd .debs
 rm -f ./*.deb
 apt-get download "${PKGS[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
-n=$(ls ./*.deb | wc -l)
+n=$(ls ./*.deb 2>/dev/null | wc -l)
 if [ "$n" -ne "${#PKGS[@]}" ]; then
   echo "fetch-device-debs: got $n of ${#PKGS[@]} packages" >&2
   exit 1
