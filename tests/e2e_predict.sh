@@ -82,6 +82,15 @@ long=(--model llama3.1-8b --seq 1048576 --gpus 256 --tp 8 --cp 32 --mbs 1 --gbs 
 "$U" predict "${long[@]}" --flops causal 2>&1 | grep -q "note: MFU above" && bad "note with causal FLOPs" || ok "no note with causal FLOPs"
 "$U" predict "${base[@]}" 2>&1 | grep -q "note: MFU above" && bad "note at MFU < 100 %" || ok "no note at MFU < 100 %"
 
+# fp8: MFU against the fp8 peak, and against the bf16 one as fp8 runs are often quoted
+f8=(--model llama2-7b --gpu h100-sxm --gpus 8 --mbs 1 --gbs 128 --precision fp8)
+"$U" predict "${f8[@]}" --json 2>/dev/null | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["throughput"]
+assert abs(t["mfu_bf16_peak"] / t["mfu"] - 1979 / 989) < 1e-3, t' && ok "fp8 mfu_bf16_peak" || bad "fp8 mfu_bf16_peak"
+"$U" predict "${f8[@]}" 2>&1 | grep -q "MFU against the bf16 peak" && ok "fp8 bf16-peak line" || bad "fp8 bf16-peak line"
+"$U" predict "${base[@]}" --json 2>/dev/null | grep -q mfu_bf16_peak && bad "bf16 run has mfu_bf16_peak" || ok "no mfu_bf16_peak at bf16"
+
 expect_error "--precision" predict --params 7B --precision fp4
 expect_error "does not support fp8" predict --params 7B --gpu a100-80g --precision fp8
 expect_error "--gpus 1000 is not a multiple" predict --model gpt3-175b --gpus 1000 --tp 8 --pp 16
