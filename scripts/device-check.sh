@@ -153,6 +153,14 @@ else
     step "bench_cuda_kernels+calib" bench.log 240 "$B/bench/bench_cuda_kernels" --calibrate "$OUT/profile.json" --profile h200
 fi
 
+# the plain-PyTorch reference, with the library path the machine came with (not
+# the carried Debian libraries); once, before the proxy when ultraplan built
+pytorch_ref() {
+    [ -n "${PYTORCH_DONE:-}" ] && return
+    PYTORCH_DONE=1
+    step "pytorch_gpt (eager)" run.log 240 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
+}
+
 # ---- 5. the ~1B GPT and the 175B stage proxy --------------------------------
 PROFILE_ARGS=(--gpu h200)
 [ -s "$OUT/profile.json" ] && PROFILE_ARGS=(--profile "$OUT/profile.json")
@@ -176,10 +184,7 @@ if [ -x "$U" ]; then
     else
         skip "run 1.3B 20 steps" "ultraplan run has no CUDA backend yet (run --help names no cuda)"
     fi
-    # the PyTorch reference before the proxy: the 1.3B targets need both
-    # (with the library path it came with, not the carried Debian libraries)
-    step "pytorch_gpt (eager)" run.log 240 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
-    PYTORCH_DONE=1
+    pytorch_ref   # the 1.3B targets need it: before the proxy
     if "$U" run --help 2>&1 | grep -qi proxy; then
         # 175B on 1024 GPUs, tp 8 x pp 16: stage 1 (a middle stage: layers only) on this one GPU,
         # 3 steps of at most 8 micro-batches; the first is warm-up
@@ -194,7 +199,7 @@ else
 fi
 
 # ---- 6. the plain-PyTorch reference (here when the build gave no ultraplan) --
-[ -n "${PYTORCH_DONE:-}" ] || step "pytorch_gpt (eager)" run.log 240 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
+pytorch_ref
 if [ "${DEVICE_CHECK_COMPILE:-0}" = 1 ] && [ $(( $(date +%s) - T0 )) -lt 330 ]; then
     step "pytorch_gpt (compile)" run.log 200 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --compile --json "$D/pytorch-compile.json"
     [ -s "$D/pytorch-compile.json" ] && { echo "--- pytorch-compile.json"; cat "$D/pytorch-compile.json"; } >> "$OUT/run.log"

@@ -30,20 +30,26 @@ static void tiny(ModelSpec *m, int llama)
         m->g = 2, m->f = 256, m->bias = true, m->tied = true;
 }
 
-static void buckets_of(int llama, int pp, int stage, int tp)
+/* the tiny model's parameters on one stage of pp even stages at this tp */
+static void stage_params(int llama, int pp, int stage, int tp, ModelSpec *m, ParamSet *ps)
 {
-    ModelSpec m;
-    tiny(&m, llama);
+    tiny(m, llama);
     Layout lo;
     layout_default(&lo);
     lo.pp = pp, lo.tp = tp;
     for (int s = 0; s < pp; s++)
-        lo.layers[s] = m.L / pp;
+        lo.layers[s] = m->L / pp;
     StageMap sm;
     char err[128];
-    assert_int_equal(stagemap_init(&sm, &m, &lo, stage, 0, err, sizeof err), 0);
+    assert_int_equal(stagemap_init(&sm, m, &lo, stage, 0, err, sizeof err), 0);
+    params_layout(ps, m, &sm, 1);
+}
+
+static void buckets_of(int llama, int pp, int stage, int tp)
+{
+    ModelSpec m;
     ParamSet ps;
-    params_layout(&ps, &m, &sm, 1);
+    stage_params(llama, pp, stage, tp, &m, &ps);
     CuBucket b[16];
     int n = cuplan_buckets(&ps, b);
     assert_int_equal(n, ps.nlayers + (ps.n > ps.layers_end));
@@ -143,17 +149,8 @@ static void test_sp_rows(void **state)
 static void sp_sync_of(int llama, int pp, int stage, int tp)
 {
     ModelSpec m;
-    tiny(&m, llama);
-    Layout lo;
-    layout_default(&lo);
-    lo.pp = pp, lo.tp = tp;
-    for (int s = 0; s < pp; s++)
-        lo.layers[s] = m.L / pp;
-    StageMap sm;
-    char err[128];
-    assert_int_equal(stagemap_init(&sm, &m, &lo, stage, 0, err, sizeof err), 0);
     ParamSet ps;
-    params_layout(&ps, &m, &sm, 1);
+    stage_params(llama, pp, stage, tp, &m, &ps);
     unsigned char *mark = calloc(ps.n ? ps.n : 1, 1);
     assert_non_null(mark);
     for (int l = -1; l < ps.nlayers; l++) {

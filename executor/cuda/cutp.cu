@@ -99,48 +99,36 @@ __global__ void ce_finish(float *losses, bf16 *logits, const float *mx, const fl
     }
 }
 
-#define LAUNCHED() CHECK_CUDA(cudaGetLastError())
+/* one block a row; no rows, no launch (a grid of 0 blocks is an invalid launch) */
+#define LAUNCH_ROWS(kernel, N, st, ...) do { \
+        if ((N) > 0) { kernel<<<(N), TPB, 0, (st)>>>(__VA_ARGS__); CHECK_CUDA(cudaGetLastError()); } \
+    } while (0)
 
 void cutp_embed_fwd(kc_bf16 *out, const int *tok, const kc_bf16 *wte, const kc_bf16 *wpe, int N, int T, int C,
                     int vstart, int Vl, cudaStream_t st)
 {
-    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
-        return;
-    embed_fwd<<<N, TPB, 0, st>>>(out, tok, wte, wpe, T, C, vstart, Vl);
-    LAUNCHED();
+    LAUNCH_ROWS(embed_fwd, N, st, out, tok, wte, wpe, T, C, vstart, Vl);
 }
 
 void cutp_embed_bwd(float *dwte, const kc_bf16 *dout, const int *tok, int N, int C, int vstart, int Vl,
                     cudaStream_t st)
 {
-    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
-        return;
-    embed_bwd<<<N, TPB, 0, st>>>(dwte, dout, tok, C, vstart, Vl);
-    LAUNCHED();
+    LAUNCH_ROWS(embed_bwd, N, st, dwte, dout, tok, C, vstart, Vl);
 }
 
 void cutp_ce_max(float *mx, const kc_bf16 *logits, int N, int Vl, int valid, cudaStream_t st)
 {
-    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
-        return;
-    ce_max<<<N, TPB, 0, st>>>(mx, logits, Vl, valid);
-    LAUNCHED();
+    LAUNCH_ROWS(ce_max, N, st, mx, logits, Vl, valid);
 }
 
 void cutp_ce_sumexp(float *red, const kc_bf16 *logits, const float *mx, const int *targets, int vstart, int N,
                     int Vl, int valid, cudaStream_t st)
 {
-    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
-        return;
-    ce_sumexp<<<N, TPB, 0, st>>>(red, logits, mx, targets, vstart, N, Vl, valid);
-    LAUNCHED();
+    LAUNCH_ROWS(ce_sumexp, N, st, red, logits, mx, targets, vstart, N, Vl, valid);
 }
 
 void cutp_ce_finish(float *losses, kc_bf16 *logits, const float *mx, const float *red, const int *targets,
                     int vstart, float scale, int N, int Vl, int valid, cudaStream_t st)
 {
-    if (N <= 0)   /* a grid of 0 blocks is an invalid launch */
-        return;
-    ce_finish<<<N, TPB, 0, st>>>(losses, logits, mx, red, targets, vstart, scale, N, Vl, valid);
-    LAUNCHED();
+    LAUNCH_ROWS(ce_finish, N, st, losses, logits, mx, red, targets, vstart, scale, N, Vl, valid);
 }
