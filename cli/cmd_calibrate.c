@@ -321,7 +321,7 @@ static void nccl_sweep(HwProfile *hw, KcCalibReport *rep, int rank, int world)
     memset(id, 0, sizeof id);
     if (rank == 0)
         kc_nccl_unique_id(id);
-    dist_bcast_bytes(id, (int)sizeof id, MPI_COMM_WORLD);
+    dist_world_bcast_bytes(id, (int)sizeof id);
     int ndev = kc_device_count();
     KcNccl *k = kc_nccl_open(id, rank, world, ndev > 0 ? local % ndev : 0);
     double f = (double)(world - 1) / world, t_small = 0;

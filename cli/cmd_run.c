@@ -8,7 +8,6 @@
  * after the same step, write a checkpoint and exit 0. The CUDA backend's
  * loop (curun.c) does the same with the signal flag of this file. */
 #include <getopt.h>
-#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

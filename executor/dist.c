@@ -421,6 +421,8 @@ double dist_world_sum(double v)
     return v;
 }
 
+void dist_world_bcast_bytes(void *buf, int n) { dist_bcast_bytes(buf, n, MPI_COMM_WORLD); }
+
 void dist_world_barrier(void)
 {
     CHECK_MPI_WAIT(MPI_COMM_WORLD, -1, MPI_Barrier(MPI_COMM_WORLD));

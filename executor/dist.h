@@ -95,6 +95,7 @@ int dist_bcast_int(int v);                  // rank 0's value, on every rank
 double dist_bcast_double(double v);
 
 double dist_world_sum(double v);          // over all ranks, under the watchdog
+void dist_world_bcast_bytes(void *buf, int n);   // from world rank 0
 void dist_world_barrier(void);
 /* Every rank learns whether any failed (rc != 0); the lowest failing rank's
  * err replaces err everywhere (so rank 0 can print it). 0 or -1. */
