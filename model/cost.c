@@ -24,6 +24,46 @@ static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allr
     return hw->coll_lat + (allreduce ? time_allreduce(&v, bytes, n, k) : time_allgather(&v, bytes, n, k));
 }
 
+/* Seconds of a DP collective of `total` seconds that overlap cannot hide on
+ * pipeline stage s, when the stage's work is cut into v model chunks
+ * (Megatron's interleaved 1F1B; v = 1 otherwise) and one micro-batch pass of
+ * the whole stage lasts `pass`. Each chunk's collective (total/v) runs on one
+ * communication stream, in order, and the compute waits only where a result
+ * is due. Megatron-core (schedules.py, forward_backward_pipelining_with_
+ * interleaving):
+ *  - gradients (`grads`): a chunk's reduction is launched after its last
+ *    backward, delayed by s chunk-steps so that all stages launch together;
+ *    in the flush chunk c's last backward ends c*pp chunk-steps before chunk
+ *    0's. Returned: the tail after the last backward. Without interleaving the
+ *    buckets reduce during the last micro-batch's backward: max(0, total - pass).
+ *  - parameters: chunk 0's gather is awaited by the first forward (it can run
+ *    under that chunk pass, bucket by bucket); chunk c+1's is launched s
+ *    chunk-steps after chunk c's first forward and awaited by its own, pp
+ *    chunk-steps after. Returned: the stall it causes; v = 1 gives
+ *    max(0, total - pass). */
+static double dp_hidden_tail(double total, int v, int pp, int s, double pass, bool grads)
+{
+    if (v < 1)
+        v = 1;
+    double piece = total / v, chunk = pass / v;
+    int lag = v > 1 ? s : 0;
+    if (grads) {
+        double f = -INFINITY; // the stream's finish time, with 0 = end of the last backward
+        for (int c = v - 1; c >= 0; c--)
+            f = fmax(f, -fmax(0.0, c * (double)pp + 1.0 - lag) * chunk) + piece;
+        return fmax(0.0, f);
+    }
+    double done = 0, stall = 0;
+    for (int c = 0; c < v; c++) {
+        double launch = c == 0 ? 0.0 : stall + ((c - 1) * (double)pp + lag) * chunk;
+        done = fmax(done, launch) + piece;
+        double need = stall + (c * (double)pp + 1.0) * chunk;
+        if (done > need)
+            stall += done - need;
+    }
+    return stall;
+}
+
 /* Seconds of DP reduction that stage s cannot hide, per step. */
 static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
 {
@@ -42,6 +82,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     int mb = layout_microbatches(lo);
     double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
     double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
+    int v = lo->vp > 1 ? lo->vp : 1;
     double t;
     switch (lo->opt) {
     case OPT_ZERO0: {
@@ -49,7 +90,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         double total = dp_coll(hw, P * gb, D, k, true);
         double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
         double last = dp_coll(hw, bucket * gb, D, k, true);
-        t = fmax(last, total - hw->dp_overlap * bwd_mb);
+        t = fmax(last, dp_hidden_tail(total, v, lo->pp, s, hw->dp_overlap * bwd_mb, true));
         break;
     }
     case OPT_ZERO1:
@@ -59,7 +100,8 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
         double last = dp_coll(hw, bucket * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
-        t = fmax(last, rs - hw->dp_overlap * bwd_mb) + fmax(0.0, ag - hw->dp_overlap * fwd_mb);
+        t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, hw->dp_overlap * bwd_mb, true)) +
+            dp_hidden_tail(ag, v, lo->pp, s, hw->dp_overlap * fwd_mb, false);
         break;
     }
     case OPT_ZERO2: {

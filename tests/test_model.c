@@ -355,6 +355,46 @@ static void test_dp_adds_only_communication(void **st)
     assert_rel(cN.thr.tokens_per_s, 16 * c1.thr.tokens_per_s * c1.step_s / cN.step_s, 1e-12);
 }
 
+/* DP overlap under Megatron's interleaved schedule (cost.c, dp_hidden_tail):
+ * each model chunk's gradients are reduced after its own last backward, chunk
+ * c's ending c*pp chunk-steps before the flush, launched s chunk-steps late on
+ * stage s; chunk c+1's parameters are gathered from s chunk-steps after chunk
+ * c's first forward. Where communication outlasts every window (a slow
+ * network) the exposed time is the total less the last window: on stage 3 of
+ * pp 8 with v = 3 that is 14 backward and 13 forward chunk passes (chunk =
+ * pass / 3) against one whole-stage pass each without interleaving. Without
+ * overlap v changes nothing. */
+static void test_dp_interleaved_window(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.inter.bw = 1e9; // 1 GB/s: DP far longer than any window
+    Layout l1 = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    l1.opt = OPT_DISTOPT;
+    Layout l3 = l1;
+    l3.vp = 3;
+    char err[256];
+    if (layout_check(&l3, &g, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    LayerTime lt1, lt3;
+    time_layer(&g, &hw, &l1, &lt1);
+    time_layer(&g, &hw, &l3, &lt3);
+    int s = 3; // a middle stage: no tied-embedding term
+    double e1 = cost_stage_dp_s(&g, &hw, &l1, &lt1, s), e3 = cost_stage_dp_s(&g, &hw, &l3, &lt3, s);
+    double fwd = l1.layers[s] * (lt1.fwd + lt1.tp_fwd), bwd = l1.layers[s] * (lt1.bwd + lt1.tp_bwd);
+    assert_true(e3 < e1);
+    assert_rel(e1 - e3, (14.0 / 3 - 1) * bwd + (13.0 / 3 - 1) * fwd, 1e-9);
+    hw.dp_overlap = 0;
+    assert_rel(cost_stage_dp_s(&g, &hw, &l3, &lt3, s), cost_stage_dp_s(&g, &hw, &l1, &lt1, s), 1e-12);
+    /* a fast network: never below zero; on stage 0 (no launch delay) interleaving only
+     * widens the window, while a later stage's last chunk reduces after the flush */
+    hw = a100();
+    hw.inter.bw = 1e12;
+    assert_true(cost_stage_dp_s(&g, &hw, &l3, &lt3, s) >= 0);
+    assert_true(cost_stage_dp_s(&g, &hw, &l3, &lt3, 0) <= cost_stage_dp_s(&g, &hw, &l1, &lt1, 0));
+}
+
 /* a layout that does not fit is still predicted, with the overflow */
 static void test_does_not_fit(void **st)
 {
@@ -543,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_reliability_in_cost),
         cmocka_unit_test(test_memory_monotone),
         cmocka_unit_test(test_dp_adds_only_communication),
+        cmocka_unit_test(test_dp_interleaved_window),
         cmocka_unit_test(test_does_not_fit),
         cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_uneven_default),
