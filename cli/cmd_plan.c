@@ -100,6 +100,19 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
                runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
                c->train.days, fail, res->plans[i].bottleneck);
     }
+    /* fp8 rows: MFU is against the fp8 peak; say what it is against bf16's, as it is usually quoted */
+    int nf = 0;
+    for (int i = 0; i < res->n; i++) {
+        double mb = cost_mfu_bf16_peak(&in->hw, &res->plans[i].layout, &res->plans[i].cost);
+        if (mb < 0)
+            continue;
+        if (nf++ == 0)
+            printf("\nfp8 rows: MFU above is against the fp8 peak (%.0f TFLOP/s); against the bf16 peak (%.0f):",
+                   in->hw.peak[PREC_FP8] / 1e12, in->hw.peak[PREC_BF16] / 1e12);
+        printf(" #%d %.1f%%", i + 1, 100 * mb);
+    }
+    if (nf)
+        printf("\n");
 }
 
 static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
@@ -115,6 +128,9 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
         cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
         cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
         cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
+        double mb = cost_mfu_bf16_peak(&in->hw, &p->layout, &p->cost);
+        if (mb >= 0)
+            cJSON_AddNumberToObject(o, "mfu_bf16_peak", mb);
         cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
         cJSON_AddNumberToObject(o, "days", p->cost.train.days);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);

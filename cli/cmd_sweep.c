@@ -158,6 +158,14 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
                    p->bottleneck);
         }
     }
+    for (int i = 0; i < nm; i++) {
+        if (ms[i].in.layout.prec == PREC_FP8 && hw->peak[PREC_BF16] > 0) {
+            printf("\nfp8: MFU is against the fp8 peak (%.0f TFLOP/s); against the bf16 peak (%.0f) it is %.2fx as "
+                   "high (mfu_bf16_peak in --csv and --json)\n",
+                   hw->peak[PREC_FP8] / 1e12, hw->peak[PREC_BF16] / 1e12, hw->peak[PREC_FP8] / hw->peak[PREC_BF16]);
+            break;
+        }
+    }
 }
 
 static int write_csv(const char *path, const SweepModel *ms, int nm, const int *gpus, int ng,
@@ -169,7 +177,7 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
         return -1;
     }
     fprintf(f, "model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,optim,sp,layout,step_s,mfu,"
-               "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason\n");
+               "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason,mfu_bf16_peak\n");
     for (int i = 0; i < nm; i++) {
         const ModelSpec *m = &ms[i].in.model;
         double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
@@ -183,15 +191,19 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
                         fputc('"', f);
                     fputc(*r, f);
                 }
-                fputs("\"\n", f);
+                fputs("\",\n", f);
                 continue;
             }
             const Layout *lo = &c->plan.layout;
             char lay[128];
-            fprintf(f, "%s,%.3f,%d,%d,%d,1,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.6g,%s,\n", ms[i].name, pb,
+            fprintf(f, "%s,%.3f,%d,%d,%d,1,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.6g,%s,,", ms[i].name, pb,
                     gpus[j], lo->gbs, m->s, lo->tp, lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt),
                     lo->sp ? 1 : 0, layout_short(lo, lay, sizeof lay), c->plan.cost.step_s, c->plan.cost.thr.mfu,
                     per_gpu(&c->plan), c->plan.cost.thr.tokens_per_s, c->plan.bottleneck);
+            double mb = cost_mfu_bf16_peak(&ms[i].in.hw, lo, &c->plan.cost);
+            if (mb >= 0)
+                fprintf(f, "%.6g", mb);
+            fputc('\n', f);
         }
     }
     if (fclose(f) != 0) {
@@ -224,6 +236,9 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
                 cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
                 cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
                 cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
+                double mb = cost_mfu_bf16_peak(&ms[i].in.hw, &p->layout, &p->cost);
+                if (mb >= 0)
+                    cJSON_AddNumberToObject(o, "mfu_bf16_peak", mb);
                 cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
                 cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", per_gpu(p));
                 cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);

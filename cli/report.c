@@ -132,14 +132,6 @@ static void move_items(cJSON *dst, cJSON *src)
     cJSON_Delete(src);
 }
 
-/* fp8: MFU is against the fp8 peak; teams often quote the bf16 one. < 0: not fp8. */
-static double mfu_bf16_peak(const HwProfile *hw, const Layout *lo, const Cost *c)
-{
-    if (lo->prec != PREC_FP8 || !(hw->peak[PREC_BF16] > 0))
-        return -1;
-    return c->thr.tflops_per_gpu * 1e12 / hw->peak[PREC_BF16];
-}
-
 cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c,
                            const char *model_rule)
 {
@@ -157,7 +149,7 @@ cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout
     cJSON_AddItemToObject(j, "layout", report_layout_json(lo));
     move_items(j, report_cost_json(m, lo, c));
     cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "throughput");
-    double mb = mfu_bf16_peak(hw, lo, c);
+    double mb = cost_mfu_bf16_peak(hw, lo, c);
     if (mb >= 0 && th)
         cJSON_AddNumberToObject(th, "mfu_bf16_peak", mb);
     return j;
@@ -241,9 +233,9 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
     fprintf(f, "\nthroughput %s tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%% (%s FLOPs, %.4g per token; peak %.0f TFLOP/s %s)\n",
             human(c->thr.tokens_per_s, b1, 32), c->thr.tflops_per_gpu, 100 * c->thr.mfu, 100 * c->thr.hfu,
             spec_flops_name(lo->flops), c->thr.flops_per_token, hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
-    if (mfu_bf16_peak(hw, lo, c) >= 0)
+    if (cost_mfu_bf16_peak(hw, lo, c) >= 0)
         fprintf(f, "  MFU against the bf16 peak (%.0f TFLOP/s), as fp8 runs are often quoted: %.1f%%\n",
-                hw->peak[PREC_BF16] / 1e12, 100 * mfu_bf16_peak(hw, lo, c));
+                hw->peak[PREC_BF16] / 1e12, 100 * cost_mfu_bf16_peak(hw, lo, c));
     if (c->thr.mfu > 1.0)
         fprintf(f, "  note: MFU above 100%% is the FLOP convention, not the GPU: %s FLOPs count attention "
                    "work the kernels skip (flash computes only the causal half of s^2); --flops causal "
@@ -398,7 +390,12 @@ cJSON *planfile_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     cJSON_AddNumberToObject(oj, "tokens", o->tokens);
     cJSON_AddNumberToObject(oj, "mtbf_gpu_hours", o->mtbf_gpu_hours);
     cJSON_AddNumberToObject(oj, "restart_s", o->restart_s);
-    cJSON_AddItemToObject(j, "prediction", report_cost_json(m, lo, c));
+    cJSON *pj = report_cost_json(m, lo, c);
+    cJSON *th = cJSON_GetObjectItemCaseSensitive(pj, "throughput");
+    double mb = cost_mfu_bf16_peak(hw, lo, c);
+    if (mb >= 0 && th)
+        cJSON_AddNumberToObject(th, "mfu_bf16_peak", mb);
+    cJSON_AddItemToObject(j, "prediction", pj);
     return j;
 }
 

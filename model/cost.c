@@ -148,6 +148,13 @@ double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo
 
 double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params) { return optim_s(hw, lo, params); }
 
+double cost_mfu_bf16_peak(const HwProfile *hw, const Layout *lo, const Cost *c)
+{
+    if (lo->prec != PREC_FP8 || !(hw->peak[PREC_BF16] > 0))
+        return -1;
+    return c->thr.tflops_per_gpu * 1e12 / hw->peak[PREC_BF16];
+}
+
 void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, Cost *c)
 {
     memset(c, 0, sizeof *c);

@@ -158,6 +158,11 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s);
 double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params);
 
+/* An fp8 layout's MFU is against the fp8 peak; teams usually quote it against
+ * the bf16 one. That figure, or -1 when the layout is not fp8 or the profile
+ * has no bf16 peak. */
+double cost_mfu_bf16_peak(const HwProfile *hw, const Layout *lo, const Cost *c);
+
 /* ---- train.c ---- */
 
 /* Model FLOPs per token under the layout's convention, and hardware FLOPs with its recomputation. */

@@ -83,6 +83,19 @@ echo '{"format": "something/1"}' >"$T/wrong.json"
 expect_error "export wrong format" export "$T/wrong.json" --format slurm
 expect_error "export bad --format" export "$T/plan.json" --format deepspeed
 expect_error "export no --format" export "$T/plan.json"
+# fp8 plans: MFU against the fp8 peak in the table, the bf16-peak figure in a note and in the JSON
+"$B" plan --gpus 8 --params 1.3B --gpu h100-sxm --precision fp8 --top 2 >"$T/f8.txt" || fail "fp8 plan"
+grep -q "^fp8 rows: .*against the bf16 peak (989): #1 " "$T/f8.txt" || fail "fp8 plan has no bf16-peak note"
+"$B" plan --gpus 8 --params 1.3B --gpu h100-sxm --top 2 >"$T/b16.txt" || fail "bf16 plan"
+grep -q "fp8 rows" "$T/b16.txt" && fail "bf16 plan prints the fp8 note"
+"$B" plan --gpus 8 --params 1.3B --gpu h100-sxm --precision fp8 --top 2 --json >"$T/f8.json" || fail "fp8 plan --json"
+python3 -c '
+import json,sys
+j=json.load(open(sys.argv[1])); r=1979/989
+t=j["prediction"]["throughput"]
+assert abs(t["mfu_bf16_peak"]/t["mfu"]-r) < 1e-9, t
+for x in j["ranked"]:
+    assert abs(x["mfu_bf16_peak"]/x["mfu"]-r) < 1e-9, x' "$T/f8.json" || fail "fp8 plan json mfu_bf16_peak"
 expect_error "export no file" export --format megatron
 expect_error "dump-lp bad path" plan --gpus 8 --params 7B --dump-lp /nonexistent-dir/x.lp
 

@@ -50,6 +50,21 @@ assert len(c) == 2, c
 assert c[0]["feasible"] and 0 < c[0]["mfu"] <= 1 and c[0]["layout"]["tp"] >= 1, c[0]
 assert not c[1]["feasible"] and "fit" in c[1]["reason"], c[1]
 PY
+# fp8: MFU is against the fp8 peak; mfu_bf16_peak (CSV's last column, JSON) is against bf16's,
+# empty / absent when the cell is not fp8
+"$U" sweep --params 1.3B --gpus 8 --gpu h100-sxm --precision fp8 --csv "$tmp/f8.csv" --json > "$tmp/f8.json" ||
+    fail "fp8 sweep exited non-zero"
+"$U" sweep --params 1.3B --gpus 8 --gpu h100-sxm --csv "$tmp/b16.csv" > "$tmp/b16.txt" || fail "bf16 sweep exited non-zero"
+grep -q "against the bf16 peak" "$tmp/b16.txt" && fail "bf16 sweep prints the fp8 note"
+python3 - "$tmp/f8.csv" "$tmp/f8.json" "$tmp/b16.csv" <<'PY' || fails=$((fails + 1))
+import csv, json, sys
+r = list(csv.DictReader(open(sys.argv[1])))[0]
+assert abs(float(r["mfu_bf16_peak"]) / float(r["mfu"]) - 1979 / 989) < 1e-4, r
+c = json.load(open(sys.argv[2]))["cells"][0]
+assert abs(c["mfu_bf16_peak"] / c["mfu"] - 1979 / 989) < 1e-9, c
+b = list(csv.DictReader(open(sys.argv[3])))[0]
+assert b["mfu_bf16_peak"] == "" and float(b["mfu"]) > 0, b
+PY
 if command -v gnuplot > /dev/null; then
     "$U" sweep --params 1.3B --gpus 8,16 --gpu a100-80g --plot "$tmp/s.png" > /dev/null || fail "plot exited non-zero"
     [ -s "$tmp/s.png" ] || fail "no png written"

@@ -358,6 +358,18 @@ static bool canvas_has(const Canvas *cv, const char *text)
     return false;
 }
 
+static bool canvas_has_text_after_render(const TuiState *st, const char *text)
+{
+    Canvas cv;
+    TuiLayout l;
+    assert_int_equal(canvas_init(&cv, 40, 120), 0);
+    tui_layout(40, 120, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    bool has = canvas_has(&cv, text);
+    canvas_free(&cv);
+    return has;
+}
+
 static void test_panes_render(void **unused)
 {
     (void)unused;
@@ -382,6 +394,28 @@ static void test_panes_render(void **unused)
         panes_render(st, &l, &cv);
         st->help = false;
         canvas_free(&cv);
+    }
+    /* fp8 on an H100: MFU is against the fp8 peak; the time pane also gives it against the bf16 peak */
+    {
+        Canvas c8;
+        TuiLayout l8;
+        assert_false(canvas_has_text_after_render(st, "vs bf16"));
+        assert_int_equal(state_set(st, F_PREC, "fp8"), 0);
+        char w8[64];
+        snprintf(w8, sizeof w8, "vs bf16 %.1f %%", 100 * cost_mfu_bf16_peak(&st->in.hw, &st->in.layout, &st->cost));
+        assert_int_equal(canvas_init(&c8, 60, 200), 0);
+        tui_layout(60, 200, false, VIEW_TIME, &l8);
+        panes_render(st, &l8, &c8);
+        if (!canvas_has(&c8, w8)) {
+            char line[512];
+            for (int yy = 0; yy < c8.rows; yy++) {
+                canvas_row_text(&c8, yy, line, sizeof line);
+                print_message("%s\n", line);
+            }
+            fail_msg("no \"%s\" in the time pane", w8);
+        }
+        canvas_free(&c8);
+        assert_int_equal(state_set(st, F_PREC, "bf16"), 0);
     }
     /* a layout that does not fit shows the overflow */
     assert_int_equal(state_set(st, F_PP, "1"), 0);

@@ -234,7 +234,13 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
     char b1[32], b2[32], money[40], sec[64];
     double dollars = state_cost_dollars(c, st->price);
 #define LINE(role, ...) (row < ih ? canvas_printf(cv, y + row, x, iw, role, __VA_ARGS__) : 0)
-    snprintf(sec, sizeof sec, "  HFU %.2f %%", 100 * c->thr.hfu);
+    double mb = cost_mfu_bf16_peak(&st->in.hw, &st->in.layout, c);
+    if (mb >= 0) { /* fp8: MFU is against the fp8 peak; the bf16-peak figure first, HFU when it fits */
+        snprintf(sec, sizeof sec, "  HFU %.2f %%  vs bf16 %.1f %%", 100 * c->thr.hfu, 100 * mb);
+        if (21 + (int)strlen(sec) > tw)   /* 21: summary_text's "%-9s %11s" */
+            snprintf(sec, sizeof sec, "  vs bf16 %.1f %%", 100 * mb);
+    } else
+        snprintf(sec, sizeof sec, "  HFU %.2f %%", 100 * c->thr.hfu);
     summary_line(cv, y + row, x, tw, ih - row, "step", "%9.3f s", c->step_s, "");
     row++;
     summary_line(cv, y + row, x, tw, ih - row, "MFU", "%8.2f %%", 100 * c->thr.mfu, sec);
