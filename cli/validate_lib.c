@@ -354,13 +354,19 @@ static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, i
     for (int i = 0; i < n; i++)
         if (set_field(w, r, (Col)map[i], i, f[i], &sp_given))
             return -1;
-    int g = r->layout.dp * r->layout.tp * r->layout.pp * r->layout.cp;
+    /* in 64 bits: each factor alone may be a valid int, their product not */
+    long long g = (long long)r->layout.dp * r->layout.tp * r->layout.pp * r->layout.cp;
+    if (g > 100000000LL) {
+        snprintf(w->err, w->errlen, "%s:%d: dp·tp·pp·cp = %d·%d·%d·%d = %lld GPUs, beyond any cluster (1e8)",
+                 w->origin, w->line, r->layout.dp, r->layout.tp, r->layout.pp, r->layout.cp, g);
+        return -1;
+    }
     if (r->gpus && r->gpus != g) {
-        snprintf(w->err, w->errlen, "%s:%d: GPUs %d differ from dp·tp·pp·cp = %d·%d·%d·%d = %d", w->origin,
+        snprintf(w->err, w->errlen, "%s:%d: GPUs %d differ from dp·tp·pp·cp = %d·%d·%d·%d = %lld", w->origin,
                  w->line, r->gpus, r->layout.dp, r->layout.tp, r->layout.pp, r->layout.cp, g);
         return -1;
     }
-    r->gpus = g;
+    r->gpus = (int)g;
     if (r->tok_s_gpu > 0)   /* one step = gbs sequences of seq tokens over all GPUs */
         r->measured_s = (double)r->layout.gbs * r->model.s / (r->tok_s_gpu * g);
     char e2[200];

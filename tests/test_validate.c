@@ -159,6 +159,9 @@ static void test_bad_rows(void **st)
     expect_bad(h, "no measured runs");
     snprintf(buf, sizeof buf, "gpus,%s4,24,1024,16,1024,1,1,2,1,8,100\n", h);
     expect_bad(buf, "bad.csv:2: GPUs 4 differ from dp·tp·pp·cp");
+    /* each factor a valid int, the product not (found by fuzz_csv): an error, not a wrapped count */
+    snprintf(buf, sizeof buf, "%s24,1024,16,1024,1,82436472,7411,1,8,100\n", h);
+    expect_bad(buf, "bad.csv:2: dp·tp·pp·cp = 7411·1·82436472·1 = 610936693992 GPUs, beyond any cluster (1e8)");
     expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms,tokens_per_s_gpu\n", "both \"time_ms\" and");
     expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,tokens_per_s_gpu\n24,1024,16,1024,1,1,1,1,8,0\n",
                "column 10 (\"tokens_per_s_gpu\"): expected a positive number");
