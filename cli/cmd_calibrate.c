@@ -226,7 +226,7 @@ static double act_elems_for(const HwProfile *hw, double t, int tok, int h, int f
     double lo = 1, hi = 1e13;
     for (int i = 0; i < 200; i++) {
         double mid = sqrt(lo * hi);
-        if (3.0 * mid / (hw->hbm_bw * hw_eff(&hw->mem_eff, mid)) < t)
+        if (3.0 * time_mem_s(hw, mid) < t)
             lo = mid;
         else
             hi = mid;

@@ -138,7 +138,7 @@ static double optim_s(const HwProfile *hw, const Layout *lo, double P)
     double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
     /* read and write master, m, v; read the grad twice (norm, step); write the weight */
     double bytes = P / D * (2.0 * K + 2.0 * gb + wb);
-    return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
+    return time_mem_s(hw, bytes);
 }
 
 double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)

@@ -123,6 +123,8 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
 double time_allreduce(const HwProfile *hw, double bytes, int n, int per_node);
 double time_allgather(const HwProfile *hw, double bytes, int n, int per_node);  // also reduce-scatter
 double time_p2p(const HwProfile *hw, double bytes, bool cross_node);
+/* Seconds of a memory-bound pass moving `bytes` (HBM at the mem_eff curve). */
+double time_mem_s(const HwProfile *hw, double bytes);
 
 /* Whether Megatron's fused scale-mask-softmax kernel serves this unfused
  * attention (micro-batch x heads per TP rank a multiple of 4, 16 < s <= 4096,

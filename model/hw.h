@@ -59,6 +59,8 @@ typedef struct {
     double sm_count;               // streaming multiprocessors; > 0 times each GEMM by its shape (wave quantization of its output tiles, HBM roofline); 0 = by FLOPs only
     double gemm_tile_m;            // rows of the output tile one SM computes in a large 16-bit GEMM (cuBLAS), with gemm_tile_n; used when sm_count > 0
     double gemm_tile_n;            // columns of that tile; the tile may lie either way round (cuBLAS picks the better)
+    double eff_ref_peak;           // FLOP/s (bf16) of the GPU the gemm/attn curves' sizes are stated for; 0 = this GPU's bf16 peak
+    double eff_ref_hbm_bw;         // bytes/s of the GPU the mem_eff curve's sizes are stated for; 0 = this GPU's hbm_bw
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

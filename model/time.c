@@ -18,15 +18,18 @@
 
 #include <math.h>
 
-/* The efficiency curves are indexed by a GEMM's FLOPs at the bf16 rate: a
- * GEMM's fixed costs (launch, prologue, epilogue, the last tiles' tail) take
- * the same time whatever its datatype, so an fp8 GEMM, done in half the time
- * of a bf16 one of the same FLOPs, amortizes them as a bf16 GEMM of half
- * its FLOPs would (t = t0 + F/R gives eff_fp8(F) = eff_bf16(F/2)); TF32 the
- * other way round. */
+/* The efficiency curves are read at equal duration, not equal size: a
+ * kernel's fixed costs (launch, prologue, epilogue, the last tiles' tail)
+ * take the same time whatever its rate, t = t0 + F/R, so its efficiency is a
+ * function of F/R. The GEMM and attention curves are indexed by FLOPs at the
+ * bf16 rate of the reference GPU (eff_ref_peak; 0 = this GPU's bf16 peak): an
+ * fp8 GEMM amortizes its fixed costs as a bf16 GEMM of half its FLOPs would
+ * (eff_fp8(F) = eff_bf16(F/2)), TF32 the other way round, and a GPU twice as
+ * fast as the reference reads the curve at half the size. The memory curve
+ * likewise, by bytes at the reference's HBM bandwidth (eff_ref_hbm_bw). */
 static double eff_flops(const HwProfile *hw, Precision p, double flops)
 {
-    double ref = hw->peak[PREC_BF16];
+    double ref = hw->eff_ref_peak > 0 ? hw->eff_ref_peak : hw->peak[PREC_BF16];
     return ref > 0 && hw->peak[p] > 0 ? flops * ref / hw->peak[p] : flops;
 }
 
@@ -37,12 +40,14 @@ static double gemm_s(const HwProfile *hw, Precision p, double flops)
     return flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, eff_flops(hw, p, flops)));
 }
 
-static double mem_s(const HwProfile *hw, double bytes)
+double time_mem_s(const HwProfile *hw, double bytes)
 {
     if (bytes <= 0)
         return 0;
-    return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, bytes));
+    double at = hw->eff_ref_hbm_bw > 0 && hw->hbm_bw > 0 ? bytes * hw->eff_ref_hbm_bw / hw->hbm_bw : bytes;
+    return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, at));
 }
+
 
 /* Fraction of the SMs a GEMM's last wave keeps busy: cuBLAS cuts the M x N
  * output into tiles, one per SM at a time, and runs them in waves; a last
@@ -78,7 +83,7 @@ static double gemm_mnk_s(const HwProfile *hw, Precision p, double M, double N, d
         return gemm_s(hw, p, flops);
     double t = flops / (hw->peak[p] * hw_eff(&hw->gemm_eff, eff_flops(hw, p, flops)) * wave_eff(hw, M, N));
     double bytes = hw_precision_bytes(p) * (M * K + K * N + M * N);
-    return fmax(t, mem_s(hw, bytes));
+    return fmax(t, time_mem_s(hw, bytes));
 }
 
 /* Forward, input-gradient and weight-gradient GEMMs of a linear layer
@@ -255,17 +260,17 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
         double scores = ab * m->a / t * tok * (double)m->s;
         double qkvo = 4.0 * ab * tok * q / t;
-        core = fmax(core, mem_s(hw, 2.0 * scores + qkvo));
+        core = fmax(core, time_mem_s(hw, 2.0 * scores + qkvo));
     }
     double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */
         double el = m->a * tok * (double)m->s / t;
-        softmax = mem_s(hw, 4.0 * ab * el);
+        softmax = time_mem_s(hw, 4.0 * ab * el);
         /* unfused fallback in fp32: cast (ab + 4), scale (8), mask (9), softmax
          * (8), cast (4 + ab) bytes per score instead of the fused kernel's 2ab */
         if (!time_softmax_fused(m, lo))
-            softmax += mem_s(hw, (4.0 + 8 + 9 + 8 + 4) * el);
+            softmax += time_mem_s(hw, (4.0 + 8 + 9 + 8 + 4) * el);
     }
 
     /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
@@ -280,9 +285,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         double in = tok * (2.0 * 2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
         double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
-        gemm_bwd += mem_s(hw, gout);
+        gemm_bwd += time_mem_s(hw, gout);
     }
-    double ew_s = mem_s(hw, ew);
+    double ew_s = time_mem_s(hw, ew);
 
     double gpu_fwd = gemm + core + softmax + ew_s;
     double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
@@ -337,11 +342,11 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double tok = (double)lo->mbs * m->s / lo->cp;
     double bytes = ab * tok * m->h;
     /* gather rows forward, scatter-add backward; vocab-parallel all-reduce of the output */
-    double t = mem_s(hw, 2.0 * bytes) + mem_s(hw, 3.0 * bytes);
+    double t = time_mem_s(hw, 2.0 * bytes) + time_mem_s(hw, 3.0 * bytes);
     /* the embedding backward is a dense V/tp x h gradient: zero-filled, then
      * accumulated into the tied weight's gradient (read two, write one) */
     double V = (double)spec_padded_vocab(m, lo->tp);
-    t += mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
+    t += time_mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
     t += coll_ar(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
     return t + K_MB_EMBED * hw->kernel_lat;
 }
@@ -358,7 +363,7 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast
      * back (4 + ab) */
-    t += mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
+    t += time_mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
         t += 2.0 * coll_ag(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
     /* the loss is where the schedule meets the host (loss scaling, the

@@ -277,6 +277,8 @@ static const OptField opt_fields[] = {
     {{"sm_count", offsetof(HwProfile, sm_count), R_NONNEG}, 0.0},
     {{"gemm_tile_m", offsetof(HwProfile, gemm_tile_m), R_NONNEG}, 0.0},
     {{"gemm_tile_n", offsetof(HwProfile, gemm_tile_n), R_NONNEG}, 0.0},
+    {{"eff_ref_peak", offsetof(HwProfile, eff_ref_peak), R_NONNEG}, 0.0},
+    {{"eff_ref_hbm_bw", offsetof(HwProfile, eff_ref_hbm_bw), R_NONNEG}, 0.0},
 };
 
 typedef struct {

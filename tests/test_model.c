@@ -395,6 +395,21 @@ static void test_dp_interleaved_window(void **st)
     assert_true(cost_stage_dp_s(&g, &hw, &l3, &lt3, 0) <= cost_stage_dp_s(&g, &hw, &l1, &lt1, 0));
 }
 
+/* A profile whose curves are stated for another GPU (eff_ref_hbm_bw) reads
+ * them at equal duration: twice the bandwidth moves B bytes in the time the
+ * reference moves B/2. */
+static void test_curve_reference(void **st)
+{
+    (void)st;
+    HwProfile ref = a100(), fast = ref;
+    fast.hbm_bw = 2 * ref.hbm_bw;
+    fast.eff_ref_hbm_bw = ref.hbm_bw;
+    for (double b = 1e4; b < 1e10; b *= 7.3)
+        assert_rel(time_mem_s(&fast, b), time_mem_s(&ref, b / 2), 1e-12);
+    fast.eff_ref_hbm_bw = 0;   /* stated for itself: the same curve at the same size, twice as fast */
+    assert_rel(time_mem_s(&fast, 1e6), time_mem_s(&ref, 1e6) / 2, 1e-12);
+}
+
 /* a layout that does not fit is still predicted, with the overflow */
 static void test_does_not_fit(void **st)
 {
@@ -584,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_memory_monotone),
         cmocka_unit_test(test_dp_adds_only_communication),
         cmocka_unit_test(test_dp_interleaved_window),
+        cmocka_unit_test(test_curve_reference),
         cmocka_unit_test(test_does_not_fit),
         cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_uneven_default),
