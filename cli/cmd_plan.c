@@ -128,9 +128,7 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
         cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
         cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
         cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
-        double mb = cost_mfu_bf16_peak(&in->hw, &p->layout, &p->cost);
-        if (mb >= 0)
-            cJSON_AddNumberToObject(o, "mfu_bf16_peak", mb);
+        report_add_mfu_bf16_peak(o, &in->hw, &p->layout, &p->cost);
         cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
         cJSON_AddNumberToObject(o, "days", p->cost.train.days);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);

@@ -132,6 +132,13 @@ static void move_items(cJSON *dst, cJSON *src)
     cJSON_Delete(src);
 }
 
+void report_add_mfu_bf16_peak(cJSON *o, const HwProfile *hw, const Layout *lo, const Cost *c)
+{
+    double mb = cost_mfu_bf16_peak(hw, lo, c);
+    if (o && mb >= 0)
+        cJSON_AddNumberToObject(o, "mfu_bf16_peak", mb);
+}
+
 cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c,
                            const char *model_rule)
 {
@@ -148,10 +155,7 @@ cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout
     cJSON_AddNumberToObject(hj, "peak_flops", hw->peak[lo->prec]);
     cJSON_AddItemToObject(j, "layout", report_layout_json(lo));
     move_items(j, report_cost_json(m, lo, c));
-    cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "throughput");
-    double mb = cost_mfu_bf16_peak(hw, lo, c);
-    if (mb >= 0 && th)
-        cJSON_AddNumberToObject(th, "mfu_bf16_peak", mb);
+    report_add_mfu_bf16_peak(cJSON_GetObjectItemCaseSensitive(j, "throughput"), hw, lo, c);
     return j;
 }
 
@@ -391,10 +395,7 @@ cJSON *planfile_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     cJSON_AddNumberToObject(oj, "mtbf_gpu_hours", o->mtbf_gpu_hours);
     cJSON_AddNumberToObject(oj, "restart_s", o->restart_s);
     cJSON *pj = report_cost_json(m, lo, c);
-    cJSON *th = cJSON_GetObjectItemCaseSensitive(pj, "throughput");
-    double mb = cost_mfu_bf16_peak(hw, lo, c);
-    if (mb >= 0 && th)
-        cJSON_AddNumberToObject(th, "mfu_bf16_peak", mb);
+    report_add_mfu_bf16_peak(cJSON_GetObjectItemCaseSensitive(pj, "throughput"), hw, lo, c);
     cJSON_AddItemToObject(j, "prediction", pj);
     return j;
 }

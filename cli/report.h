@@ -46,6 +46,8 @@ typedef struct {
 
 int planfile_write(const char *path, const ModelSpec *m, const HwProfile *hw, const Layout *lo,
                    const CostOpts *o, const Cost *c, char *err, int errlen);
+/* Adds "mfu_bf16_peak" (cost_mfu_bf16_peak) to o when the layout is fp8; nothing otherwise or when o is NULL. */
+void report_add_mfu_bf16_peak(cJSON *o, const HwProfile *hw, const Layout *lo, const Cost *c);
 cJSON *planfile_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, const Cost *c);
 int planfile_read(const char *path, PlanFile *pf, char *err, int errlen);
 
