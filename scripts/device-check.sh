@@ -89,6 +89,7 @@ skip() {
     python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1
     grep -E '^(PRETTY_NAME)' /etc/os-release; ldd --version | head -1
     command -v make ninja
+    ls /usr/local/cuda/lib64 2>/dev/null | grep -E "nccl|cublasLt.so" | tr "\n" " "; echo
     env | grep -E '^(OMPI|OPAL|PMIX|UCX|LD_LIBRARY|CUDA)' | sort
 } >> "$OUT/build.log" 2>&1
 
@@ -140,15 +141,15 @@ U=$B/ultraplan
 # ---- 3. GPU tests (and the unit tests, which check the unpacked libraries) --
 # test_kernels_cuda on its own (its lines feed the summary); the other GPU
 # tests verbose, so their loss comparisons are kept when they pass
-step "test_kernels_cuda" tests.log 120 "$B/tests/test_kernels_cuda"
-step "ctest -L gpu" tests.log 180 ctest --test-dir "$B" -L gpu -E '^test_kernels_cuda$' -V --timeout 120
+step "test_kernels_cuda" tests.log 90 "$B/tests/test_kernels_cuda"
+step "ctest -L gpu" tests.log 120 ctest --test-dir "$B" -L gpu -E '^test_kernels_cuda$' -V --timeout 100
 step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
 
 # ---- 4. kernel timings and calibration --------------------------------------
 # kernel timings; the profile once, from calibrate when it has the CUDA backend
 if [ -x "$U" ] && "$U" calibrate --help 2>&1 | grep -q cuda; then
-    step "bench_cuda_kernels" bench.log 180 "$B/bench/bench_cuda_kernels"
-    step "ultraplan calibrate cuda" bench.log 180 "$U" calibrate --backend cuda -o "$OUT/profile.json"
+    step "bench_cuda_kernels" bench.log 100 "$B/bench/bench_cuda_kernels"
+    step "ultraplan calibrate cuda" bench.log 100 "$U" calibrate --backend cuda -o "$OUT/profile.json"
 else
     step "bench_cuda_kernels+calib" bench.log 240 "$B/bench/bench_cuda_kernels" --calibrate "$OUT/profile.json" --profile h200
 fi
@@ -158,7 +159,7 @@ fi
 pytorch_ref() {
     [ -n "${PYTORCH_DONE:-}" ] && return
     PYTORCH_DONE=1
-    step "pytorch_gpt (eager)" run.log 240 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
+    step "pytorch_gpt (eager)" run.log 120 env LD_LIBRARY_PATH="$ORIG_LD" python3 bench/pytorch_gpt.py --steps 20 --json "$OUT/pytorch.json"
 }
 
 # ---- 5. the ~1B GPT and the 175B stage proxy --------------------------------
@@ -179,7 +180,7 @@ if [ -x "$U" ]; then
     step "plan 1.3B dp=tp=pp=1" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 --tp 1 --pp 1 \
         --mbs 8 --gbs 8 --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan.json"
     if "$U" run --help 2>&1 | grep -qi cuda; then
-        step "run 1.3B 20 steps" run.log 240 "$U" run "$D/plan.json" --backend cuda --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
+        step "run 1.3B 20 steps" run.log 120 "$U" run "$D/plan.json" --backend cuda --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
         [ -s "$OUT/run.json" ] && step "compare" run.log 30 "$U" compare "$D/plan.json" "$OUT/run.json"
     else
         skip "run 1.3B 20 steps" "ultraplan run has no CUDA backend yet (run --help names no cuda)"
@@ -189,7 +190,7 @@ if [ -x "$U" ]; then
         # 175B on 1024 GPUs, tp 8 x pp 16: stage 1 (a middle stage: layers only) on this one GPU,
         # 3 steps of at most 8 micro-batches; the first is warm-up
         step "plan 175B tp=8 pp=16" run.log 60 "$U" plan --gpus 1024 --model gpt3-175b --tp 8 --pp 16 "${PROFILE_ARGS[@]}" -o "$D/plan175.json"
-        step "run 175B stage proxy" run.log 180 "$U" run "$D/plan175.json" --backend cuda --proxy-stage 1 --steps 3 -o "$D/run175.json"
+        step "run 175B stage proxy" run.log 120 "$U" run "$D/plan175.json" --backend cuda --proxy-stage 1 --steps 3 -o "$D/run175.json"
         [ -s "$D/run175.json" ] && { echo "--- run175.json"; cat "$D/run175.json"; } >> "$OUT/run.log"
     else
         skip "run 175B stage proxy" "ultraplan run has no stage proxy yet"
