@@ -3,7 +3,10 @@
  * each against its ceiling: memory-bound kernels as GB/s over the fewest
  * bytes they must move (each input read once, each output written once)
  * against the measured device copy and the 4.8 TB/s datasheet; GEMMs and
- * attention as TFLOP/s against 989 (H200/H100 dense bf16).
+ * attention as TFLOP/s against 989 (H200/H100 dense bf16). Then the four
+ * GEMMs of one tp rank of a 175B tp-8 stage, short and sustained (~1.5 s
+ * back to back each, with NVML's SM clock and power), so that clock or
+ * power throttling under a training step's load shows.
  *
  *   bench_cuda_kernels                      the table
  *   bench_cuda_kernels --calibrate F.json [--profile h200]
@@ -21,7 +24,8 @@
 #include "common.cuh"
 #include "calibrate_cuda.h"
 extern "C" {
-#include "profile.h"   // a C header without extern "C" of its own
+#include "profile.h"   // C headers without extern "C" of their own
+#include "cunvml.h"
 }
 
 typedef __nv_bfloat16 bf16;
@@ -66,6 +70,79 @@ static void mem_row(const char *name, double bytes, double t) {
 static void flop_row(const char *name, double flops, double t) {
     printf("%-24s %9.3f ms  %8.1f TFLOP/s  %5.1f %% of 989\n", name, t * 1e3, flops / t / 1e12,
            100 * flops / t / PEAK_BF16);
+}
+
+/* Seconds per call of fn over ~secs of back-to-back calls (count from the
+ * short timing t_short), one pair of events around the whole loop: what a
+ * GEMM sustains once the chip is hot and at its power limit, which the short
+ * timing's ~10 ms batches never reach. */
+template <typename F>
+static double sustained_s(F fn, double t_short, double secs) {
+    int reps = (int)std::max(1.0, secs / t_short);
+    cudaEvent_t a, b;
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+    CHECK_CUDA(cudaEventRecord(a));
+    for (int i = 0; i < reps; i++) fn();
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return ms * 1e-3 / reps;
+}
+
+static void clock_line(CuNvml *nv, const char *when) {
+    int mhz = cunvml_clock_sm(nv);
+    if (mhz < 0) printf("stage175 SM clock %s: NVML unavailable\n", when);
+    else printf("stage175 SM clock %s: %d MHz, %.0f W\n", when, mhz, cunvml_power_w(nv));
+}
+
+/* One tp rank of a 175B stage (C = 12288, tp 8, micro-batch 4 x seq 2048 =
+ * 8192 tokens): a layer's four GEMMs forward and backward through
+ * kc_matmul_fwd/bwd as the GEMM section does, each timed short (time_s) and
+ * sustained for SUSTAIN_S; the SM clock and power right after each loop.
+ * About 13 s on an H200. */
+static void bench_stage175_gemms(void) {
+    const int N = 4 * 2048, C = 12288, tp = 8;
+    const double SUSTAIN_S = 1.5;
+    const struct { const char *name; int C, OC; } g[] = {
+        {"qkv    C->3C/tp", C, 3 * C / tp}, {"proj   C/tp->C", C / tp, C},
+        {"fc     C->4C/tp", C, 4 * C / tp}, {"fcproj 4C/tp->C", 4 * C / tp, C}};
+    size_t nin = 0, nout = 0, nw = 0;
+    for (auto &s : g) {
+        nin = std::max(nin, (size_t)N * s.C);
+        nout = std::max(nout, (size_t)N * s.OC);
+        nw = std::max(nw, (size_t)s.C * s.OC);
+    }
+    bf16 *x = rand_bf(nin, 1), *dx = rand_bf(nin, 1), *w = rand_bf(nw, 0.02f), *y = rand_bf(nout, 1);
+    float *dw = rand_f(nw, 0.01f);
+    CuNvml *nv = cunvml_open(0);
+    printf("\n-- GEMMs at a 175B tp-8 stage's shapes: N = %d tokens (micro-batch 4 x seq 2048), C = %d, tp = %d;\n"
+           "   short = median of ~10 ms batches, sustained = %.1f s back to back (events around the loop)\n",
+           N, C, tp, SUSTAIN_S);
+    clock_line(nv, "before the sustained loops");
+    for (auto &s : g) {
+        for (int bwd = 0; bwd < 2; bwd++) {
+            auto call = [&] {
+                if (bwd) kc_matmul_bwd(dx, dw, NULL, y, x, w, N, s.C, s.OC, 0);
+                else kc_matmul_fwd(y, x, w, NULL, N, s.C, s.OC, 0);
+            };
+            double flops = (bwd ? 4.0 : 2.0) * N * s.C * s.OC;
+            double ts = time_s(call), tl = sustained_s(call, ts, SUSTAIN_S);
+            int mhz = cunvml_clock_sm(nv);
+            printf("stage175 %s %s %8.3f ms %6.1f TFLOP/s %5.1f %% | sustained %6.1f TFLOP/s %5.1f %% (%+5.1f %%)",
+                   s.name, bwd ? "bwd" : "fwd", ts * 1e3, flops / ts / 1e12, 100 * flops / ts / PEAK_BF16,
+                   flops / tl / 1e12, 100 * flops / tl / PEAK_BF16, 100 * (ts / tl - 1));
+            if (mhz >= 0) printf("  SM %d MHz %.0f W", mhz, cunvml_power_w(nv));
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    clock_line(nv, "after the sustained loops");
+    cunvml_close(nv);
+    cudaFree(x); cudaFree(dx); cudaFree(w); cudaFree(y); cudaFree(dw);
 }
 
 int main(int argc, char **argv) {
@@ -118,16 +195,18 @@ int main(int argc, char **argv) {
     bf16 *wte = rand_bf((size_t)V * C, 0.02f), *logits = rand_bf((size_t)4096 * V, 4);
     flop_row("matmul_fwd lm head", 2.0 * 4096 * C * V,
              time_s([&] { kc_matmul_fwd(logits, x, wte, NULL, 4096, C, V, 0); }));
+    bench_stage175_gemms();
 
     printf("\n-- attention, B=%d T=%d NH=%d HS=%d causal: FLOPs of the causal half, bwd = 2.5 x fwd;\n"
-           "   tc = tensor cores (the default), simt = kc_attention_set_impl(KC_ATTN_SIMT)\n", B, T, NH, HS);
+           "   mma = tensor cores, mma.sync (the default); wmma = the earlier WMMA kernels; simt = fp32 SIMT\n", B, T, NH, HS);
     bf16 *q = rand_bf(NC, 1), *k = rand_bf(NC, 1), *v = rand_bf(NC, 1), *o = rand_bf(NC, 1);
     bf16 *dq = rand_bf(NC, 1), *dk = rand_bf(NC, 1), *dv = rand_bf(NC, 1);
     float *lse = rand_f((size_t)B * NH * T, 1);
-    double af = 4.0 * B * (double)T * T * NH * HS * 0.5, at[2][2];
+    double af = 4.0 * B * (double)T * T * NH * HS * 0.5, at[3][2];
     kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0);   // a real lse for the backward
-    const struct { const char *tag; KcAttnImpl impl; } impls[] = {{"tc", KC_ATTN_AUTO}, {"simt", KC_ATTN_SIMT}};
-    for (int i = 0; i < 2; i++) {
+    const struct { const char *tag; KcAttnImpl impl; } impls[] = {
+        {"mma", KC_ATTN_AUTO}, {"wmma", KC_ATTN_WMMA}, {"simt", KC_ATTN_SIMT}};
+    for (int i = 0; i < 3; i++) {
         char name[64];
         kc_attention_set_impl(impls[i].impl);
         snprintf(name, sizeof name, "attention_fwd %s", impls[i].tag);
@@ -139,7 +218,8 @@ int main(int argc, char **argv) {
         flop_row(name, af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH / 4, HS, 0); }));
     }
     kc_attention_set_impl(KC_ATTN_AUTO);
-    printf("attention_tc_vs_simt     fwd %.1fx, bwd %.1fx faster\n", at[1][0] / at[0][0], at[1][1] / at[0][1]);
+    printf("attention_mma_vs_wmma     fwd %.2fx, bwd %.2fx faster\n", at[1][0] / at[0][0], at[1][1] / at[0][1]);
+    printf("attention_mma_vs_simt     fwd %.1fx, bwd %.1fx faster\n", at[2][0] / at[0][0], at[2][1] / at[0][1]);
     printf("\n-- memory-bound kernels, fewest bytes moved\n");
     bf16 *wn = rand_bf(C, 1), *bn = rand_bf(C, 1), *dx = rand_bf(NC, 1);
     int *tgt_emb;   // token ids for the embedding: row i of x (x has >= N rows of C)

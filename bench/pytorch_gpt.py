@@ -64,7 +64,8 @@ class GPT(nn.Module):
         for b in self.blocks:
             x = b(x)
         logits = F.linear(self.lnf(x), self.wte.weight)   # tied
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+        # targets is idx[:, 1:], a strided slice: reshape, not view, flattens it
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def main():

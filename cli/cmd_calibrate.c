@@ -441,6 +441,7 @@ static int calibrate_main(int argc, char **argv)
         dist_world_finalize();
         return 1;
     }
+    hw_curves_local(&hw);   // the curves measured below are this machine's: no reference GPU
     const char *thr = getenv("OMP_NUM_THREADS");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (rank == 0 && !thr && world > 1)

@@ -1,6 +1,8 @@
 /* cmd_compare.c — `ultraplan compare plan.json run.json`: the plan's
  * prediction against what `run` measured, phase by phase, with the error of
- * each (error = (measured − predicted) / measured). */
+ * each (error = (predicted − measured) / measured). A stage proxy's run.json
+ * (run --proxy-stage) is held against its own per micro-batch prediction
+ * instead of the whole step. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +56,68 @@ static void add_row(cJSON *arr, FILE *f, const char *name, double pred, double m
                 err_pct(pred, meas));
 }
 
+static void header(FILE *f, const char *plan, const char *runp)
+{
+    if (f)
+        fprintf(f, "%s vs %s\n  %-22s %14s %14s %10s %10s\n", plan, runp, "", "predicted", "measured", "unit", "error");
+}
+
+/* A whole run: the plan's step, phase by phase, against the measured one. */
+static void whole_rows(cJSON *doc, FILE *f, const Cost *k, double step, double compute, double rc, double tp,
+                       double pp, double dp, double opt, double tok, double mfu)
+{
+    cJSON *rows = cJSON_CreateObject();
+    add_row(rows, f, "step_time", k->step_s, step, "ms", 1e3);
+    add_row(rows, f, "compute", k->time[T_COMPUTE], compute, "ms", 1e3);
+    add_row(rows, f, "recompute", k->time[T_RECOMPUTE], rc, "ms", 1e3);
+    add_row(rows, f, "tp_comm", k->time[T_TP], tp, "ms", 1e3);
+    add_row(rows, f, "pp_wait+bubble", k->time[T_PP] + k->time[T_BUBBLE], pp, "ms", 1e3);
+    add_row(rows, f, "dp_comm", k->time[T_DP], dp, "ms", 1e3);
+    add_row(rows, f, "optimizer", k->time[T_OPTIM], opt, "ms", 1e3);
+    add_row(rows, f, "tokens_per_s", k->thr.tokens_per_s, tok, "tok/s", 1);
+    add_row(rows, f, "mfu", k->thr.mfu, mfu, "%", 100);
+    cJSON_AddItemToObject(doc, "step_time", cJSON_DetachItemFromObject(rows, "step_time"));
+    cJSON_AddItemToObject(doc, "phases", rows);
+    /* step_time.{predicted_s, measured_s, error_pct} as scripts read them */
+    cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_time");
+    cJSON_AddNumberToObject(st, "predicted_s", k->step_s);
+    cJSON_AddNumberToObject(st, "measured_s", step);
+}
+
+/* A stage proxy (run --proxy-stage): one GPU ran one tp rank of one stage
+ * without its communication, so the plan's whole step is no measure of it.
+ * Its own per micro-batch prediction (the run wrote both sides, from the same
+ * cost model) against what it measured, and the rank's MFU against the MFU
+ * that prediction implies (the same rank-share FLOPs per token). 0, or -1
+ * when a field is missing. */
+static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, const cJSON *run, const cJSON *px,
+                      double mfu)
+{
+    int ok = 1;
+    double pc = num(px, "predicted_compute_mb_s", &ok), mc = num(px, "measured_compute_mb_s", &ok);
+    double pf = num(px, "predicted_fwd_mb_s", &ok), mf = num(px, "measured_fwd_mb_s", &ok);
+    double pb = num(px, "predicted_bwd_mb_s", &ok), mb = num(px, "measured_bwd_mb_s", &ok);
+    double pr = num(px, "predicted_recompute_mb_s", &ok), mr = num(px, "measured_recompute_mb_s", &ok);
+    double nmb = num(px, "micro_batches_run", &ok), stage = num(px, "stage", &ok);
+    double tokens = num(run, "tokens_per_step", &ok), fpt = num(run, "flops_per_token", &ok);
+    double peak = num(run, "peak_flops_per_rank", &ok);
+    if (!ok || nmb <= 0)
+        return -1;
+    double pmfu = pc > 0 && peak > 0 ? tokens / nmb * fpt / (pc * peak) : 0;
+    header(f, plan, runp);
+    if (f)
+        fprintf(f, "  stage proxy, stage %d: one micro-batch on one tp rank, communication left out\n", (int)stage);
+    cJSON *rows = cJSON_CreateObject();
+    add_row(rows, f, "stage_compute_mb", pc, mc, "ms", 1e3);
+    add_row(rows, f, "forward_mb", pf, mf, "ms", 1e3);
+    add_row(rows, f, "backward_mb", pb, mb, "ms", 1e3);
+    add_row(rows, f, "recompute_mb", pr, mr, "ms", 1e3);
+    add_row(rows, f, "mfu_rank_share", pmfu, mfu, "%", 100);
+    cJSON_AddNumberToObject(rows, "stage", stage);
+    cJSON_AddItemToObject(doc, "proxy", rows);
+    return 0;
+}
+
 static int compare_main(int argc, char **argv)
 {
     static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'},
@@ -66,6 +130,7 @@ static int compare_main(int argc, char **argv)
         if (c == 'h') {
             printf("usage: ultraplan compare plan.json run.json [--json] [-o FILE]\n\n"
                    "Predicted vs measured: step time and each phase, tokens/s, MFU, memory per rank.\n"
+                   "A stage proxy's run (run --proxy-stage): its stage per micro-batch and the rank's MFU.\n"
                    "error = (predicted - measured) / measured.\n");
             return 0;
         } else if (c == 'j') {
@@ -118,24 +183,18 @@ static int compare_main(int argc, char **argv)
     FILE *f = json ? NULL : stdout;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "format", "ultraplan.compare/1");
-    if (f)
-        printf("%s vs %s\n  %-22s %14s %14s %10s %10s\n", plan, runp, "", "predicted", "measured", "unit", "error");
-    cJSON *rows = cJSON_CreateObject();
-    add_row(rows, f, "step_time", k->step_s, step, "ms", 1e3);
-    add_row(rows, f, "compute", k->time[T_COMPUTE], fwd + bwd, "ms", 1e3);
-    add_row(rows, f, "recompute", k->time[T_RECOMPUTE], rc, "ms", 1e3);
-    add_row(rows, f, "tp_comm", k->time[T_TP], tp, "ms", 1e3);
-    add_row(rows, f, "pp_wait+bubble", k->time[T_PP] + k->time[T_BUBBLE], pp, "ms", 1e3);
-    add_row(rows, f, "dp_comm", k->time[T_DP], dp, "ms", 1e3);
-    add_row(rows, f, "optimizer", k->time[T_OPTIM], opt, "ms", 1e3);
-    add_row(rows, f, "tokens_per_s", k->thr.tokens_per_s, tok, "tok/s", 1);
-    add_row(rows, f, "mfu", k->thr.mfu, mfu, "%", 100);
-    cJSON_AddItemToObject(doc, "step_time", cJSON_DetachItemFromObject(rows, "step_time"));
-    cJSON_AddItemToObject(doc, "phases", rows);
-    /* step_time.{predicted_s, measured_s, error_pct} as scripts read them */
-    cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "step_time");
-    cJSON_AddNumberToObject(st, "predicted_s", k->step_s);
-    cJSON_AddNumberToObject(st, "measured_s", step);
+    const cJSON *px = cJSON_GetObjectItemCaseSensitive(run, "proxy");
+    if (cJSON_IsObject(px)) {
+        if (proxy_rows(doc, f, plan, runp, run, px, mfu) != 0) {
+            fprintf(stderr, "ultraplan compare: %s: its \"proxy\" object lacks a predicted or measured field\n", runp);
+            cJSON_Delete(doc);
+            cJSON_Delete(run);
+            return 1;
+        }
+    } else {
+        header(f, plan, runp);
+        whole_rows(doc, f, k, step, fwd + bwd, rc, tp, pp, dp, opt, tok, mfu);
+    }
 
     cJSON *mj = cJSON_CreateArray();
     static const char *cats[] = {"weights", "grads", "optim", "acts", "buffers"};

@@ -22,6 +22,25 @@ double hw_eff(const EffCurve *c, double size)
     return c->pt[c->n - 1].eff;
 }
 
+static void scale_sizes(EffCurve *c, double k)
+{
+    for (int i = 0; i < c->n; i++)
+        c->pt[i].size *= k;
+}
+
+void hw_curves_local(HwProfile *hw)
+{
+    double peak = hw->peak[PREC_BF16];
+    if (hw->eff_ref_peak > 0 && peak > 0) {   // a size read at ref is this GPU's size x ref/peak
+        scale_sizes(&hw->gemm_eff, peak / hw->eff_ref_peak);
+        scale_sizes(&hw->attn_eff, peak / hw->eff_ref_peak);
+    }
+    if (hw->eff_ref_hbm_bw > 0 && hw->hbm_bw > 0)
+        scale_sizes(&hw->mem_eff, hw->hbm_bw / hw->eff_ref_hbm_bw);
+    hw->eff_ref_peak = 0;
+    hw->eff_ref_hbm_bw = 0;
+}
+
 static const char *const prec_names[] = {"fp32", "bf16", "fp16", "fp8"};
 _Static_assert(sizeof prec_names / sizeof *prec_names == PREC_COUNT, "precision names");
 

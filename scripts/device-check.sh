@@ -5,11 +5,12 @@
 # scripts/fetch-device-debs.sh) into a prefix, builds Release, runs the GPU
 # tests, times the kernels, calibrates, plans and runs the ~1B GPT
 # (gpt3-1.3b, dp=tp=pp=1, seq 2048, 20 steps) and the 175B tp-8 stage proxy
-# when `ultraplan run` can, runs the plain-PyTorch reference, and prints a
-# one-screen summary. Budget: DEVICE_CHECK_BUDGET seconds (default 420):
-# every step's timeout is cut to the time left, and a step with none left
-# is skipped, so the summary is always written (call the device with
-# timeout_s=480 and there is time for a rerun).
+# when `ultraplan run` can (sampling the GPU's SM clock and power meanwhile),
+# runs the plain-PyTorch reference, and prints a one-screen summary. Budget:
+# DEVICE_CHECK_BUDGET seconds (default 420): every step's timeout is cut to
+# the time left, and a step with none left is skipped, so the summary is
+# always written (call the device with timeout_s=480 and there is time for a
+# rerun).
 #
 # OUT (default ./device-out) gets at most 8 files, because the device tool
 # brings back no more: summary.txt build.log tests.log bench.log
@@ -20,7 +21,9 @@
 #
 # Environment: UPDEPS (prefix for the .debs, default /tmp/updeps), JOBS
 # (default 16), DEVICE_CHECK_BUDGET (seconds, default 420),
-# DEVICE_CHECK_COMPILE=1 (also time torch.compile);
+# DEVICE_CHECK_COMPILE=1 (also time torch.compile), DEVICE_CHECK_UNIT=1
+# (also the unit tests, ~60 s there); ULTRAPLAN_ATTN=wmma|simt (attention
+# kernels; set by the script itself when the default ones fail their test);
 # for trying the script where there is no GPU: B (build folder),
 # DEVICE_CHECK_TARGETS (build only these), DEVICE_CHECK_UNTIL=build (stop
 # after the build).
@@ -44,6 +47,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERE
 # the relocated OpenMPI: shared memory and TCP only (its InfiniBand/PSM plugins
 # lack libraries there), whatever OMPI_MCA_* the image sets
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^psm,psm2,ofi
+# and its PMIx without compression: the carried zlib component fails to load
+# (undefined pmix_output_info) with an error per process, then a banner that
+# there is no compression library. Excluded, PMIx never dlopens it; the
+# banner is silenced. Harmless noise either way: startup data stays small.
+export PMIX_MCA_pcompress=^zlib PMIX_MCA_pcompress_base_silence_warning=1
 
 STEPS=()
 # step NAME LOG TIMEOUT_S CMD...: run, append to LOG, record status and time;
@@ -79,6 +87,38 @@ skip() {
     echo "=== $1: skipped: $2" >> "$OUT/run.log"
     echo "device-check: ${STEPS[-1]}"
 }
+
+# sampler_start / sampler_stop NAME: nvidia-smi's SM clock, power and
+# temperature every 200 ms in the background while a step runs (into a temp
+# file: OUT brings back 8 files at most); stop kills it by its pid and
+# appends min/median/max to run.log as a line "gpu during NAME: ..." that the
+# summary picks up. Without nvidia-smi the line says so.
+GPU_SAMPLES=$(mktemp)
+SAMPLER=
+sampler_start() {
+    : > "$GPU_SAMPLES"
+    command -v nvidia-smi >/dev/null || return 0
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 200 \
+        > "$GPU_SAMPLES" 2>/dev/null &
+    SAMPLER=$!
+}
+# min/median/max of column COL of the samples (numbers only: [N/A] dropped)
+sample_stats() {
+    cut -d, -f"$1" "$GPU_SAMPLES" | tr -d ' ' | grep -E '^[0-9]+([.][0-9]+)?$' | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR) printf "%g/%g/%g", v[1], v[int((NR + 1) / 2)], v[NR]; else printf "-" }'
+}
+sampler_stop() {
+    if [ -z "$SAMPLER" ]; then
+        echo "gpu during $1: no samples (no nvidia-smi)" >> "$OUT/run.log"
+        return 0
+    fi
+    kill "$SAMPLER" 2>/dev/null
+    wait "$SAMPLER" 2>/dev/null
+    SAMPLER=
+    echo "gpu during $1: $(cut -d, -f1 "$GPU_SAMPLES" | grep -cE '^ *[0-9]') samples every 200 ms, min/median/max:" \
+         "SM clock $(sample_stats 1) MHz, power $(sample_stats 2) W, temperature $(sample_stats 3) C" >> "$OUT/run.log"
+}
+trap '[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null; rm -f "$GPU_SAMPLES"' EXIT
 
 # ---- 0. the machine ---------------------------------------------------------
 {
@@ -142,8 +182,18 @@ U=$B/ultraplan
 # test_kernels_cuda on its own (its lines feed the summary); the other GPU
 # tests verbose, so their loss comparisons are kept when they pass
 step "test_kernels_cuda" tests.log 90 "$B/tests/test_kernels_cuda"
+# the default attention (mma.sync) wrong against the CPU: say so, look for the
+# bad access with compute-sanitizer, and run the rest on the WMMA kernels
+ATTN_NOTE=
+if grep -Eq '^ +attention_(fwd|bwd) (out|lse|dq|dk|dv) +FAIL' "$OUT/tests.log"; then
+    export ULTRAPLAN_ATTN=wmma
+    ATTN_NOTE="default (mma.sync) attention FAILED against the CPU: the steps after it ran with ULTRAPLAN_ATTN=wmma"
+    command -v compute-sanitizer >/dev/null &&
+        step "compute-sanitizer memcheck" tests.log 90 compute-sanitizer --tool memcheck --print-limit 20 "$B/tests/test_kernels_cuda"
+fi
 step "ctest -L gpu" tests.log 120 ctest --test-dir "$B" -L gpu -E '^test_kernels_cuda$' -V --timeout 100
-step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
+# the unit tests check the unpacked libraries; CI runs them, so only on request
+[ "${DEVICE_CHECK_UNIT:-0}" = 1 ] && step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
 
 # ---- 4. kernel timings and calibration --------------------------------------
 # kernel timings; the profile once, from calibrate when it has the CUDA backend
@@ -182,6 +232,12 @@ if [ -x "$U" ]; then
     if "$U" run --help 2>&1 | grep -qi cuda; then
         step "run 1.3B 20 steps" run.log 120 "$U" run "$D/plan.json" --backend cuda --data "$D/tok.bin" --steps 20 -o "$OUT/run.json"
         [ -s "$OUT/run.json" ] && step "compare" run.log 30 "$U" compare "$D/plan.json" "$OUT/run.json"
+        # the same run against the shipped h200 profile, which has seen no H200 measurement
+        if [ -s "$OUT/run.json" ] && [ -s "$OUT/profile.json" ]; then
+            step "plan 1.3B (shipped h200)" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 --tp 1 --pp 1 \
+                --mbs 8 --gbs 8 --no-dropout --gpu h200 -o "$D/plan-shipped.json"
+            step "compare (shipped h200)" run.log 30 "$U" compare "$D/plan-shipped.json" "$OUT/run.json"
+        fi
     else
         skip "run 1.3B 20 steps" "ultraplan run has no CUDA backend yet (run --help names no cuda)"
     fi
@@ -190,8 +246,11 @@ if [ -x "$U" ]; then
         # 175B on 1024 GPUs, tp 8 x pp 16: stage 1 (a middle stage: layers only) on this one GPU,
         # 3 steps of at most 8 micro-batches; the first is warm-up
         step "plan 175B tp=8 pp=16" run.log 60 "$U" plan --gpus 1024 --model gpt3-175b --tp 8 --pp 16 "${PROFILE_ARGS[@]}" -o "$D/plan175.json"
+        sampler_start
         step "run 175B stage proxy" run.log 120 "$U" run "$D/plan175.json" --backend cuda --proxy-stage 1 --steps 3 -o "$D/run175.json"
+        sampler_stop "run 175B stage proxy"
         [ -s "$D/run175.json" ] && { echo "--- run175.json"; cat "$D/run175.json"; } >> "$OUT/run.log"
+        [ -s "$D/run175.json" ] && step "compare 175B proxy" run.log 30 "$U" compare "$D/plan175.json" "$D/run175.json"
     else
         skip "run 175B stage proxy" "ultraplan run has no stage proxy yet"
     fi
@@ -217,16 +276,24 @@ rm -rf "$D"
     echo
     echo "-- kernels (bench.log; targets: memory-bound >= 80 % of HBM, every kernel matches its CPU twin)"
     grep -E '^test_kernels_cuda:|FAIL' "$OUT/tests.log" | head -8
+    [ -n "$ATTN_NOTE" ] && echo "$ATTN_NOTE"
     grep -E '^(copy|matmul_fwd|attention_|layernorm|rmsnorm|adamw|crossentropy|gelu|swiglu|residual|rope)' "$OUT/bench.log" | head -30
     grep -E '^best GEMM' "$OUT/bench.log"
+    echo "-- GEMMs of a 175B tp-8 stage, short vs sustained ~1.5 s (bench.log)"
+    grep -E '^stage175' "$OUT/bench.log" | head -10
     echo
     echo "-- 1.3B GPT (targets: MFU >= 45 % of 989 TFLOP/s, tokens/s >= PyTorch)"
     grep -E '^summary:' "$OUT/run.log" | sed 's/^/pytorch eager: /'
     [ -s "$OUT/run.json" ] && grep -E '"(tokens_per_s|mfu|step_time)"' "$OUT/run.json" | head -5
-    grep -A12 '=== compare' "$OUT/run.log" | tail -n +2 | head -12
+    # each compare: its name and its step, compute, fwd/bwd, optimizer and MFU rows
+    awk '/^=== compare[^:]*: .*ultraplan compare/ { name = $0; sub(/^=== /, "", name); sub(/:.*/, "", name); print "[" name "]"; on = 1; next }
+         /^=== / { on = 0 }
+         on && /^ +(step_time|compute|forward|backward|optimizer|mfu|tokens_per_s) / { print }' "$OUT/run.log" | head -30
     echo
     echo "-- 175B stage proxy (target: measured compute per micro-batch within 10 % of the prediction)"
     grep -E '^proxy stage' "$OUT/run.log" | head -2
+    grep -E '^step +3/3 ' "$OUT/run.log" | tail -1 | sed 's/$/ (MFU: this rank'"'"'s share)/'
+    grep -E '^gpu during run 175B' "$OUT/run.log" | tail -1
 } > "$OUT/summary.txt" 2>&1
 rm -f "$FEATURES"
 cat "$OUT/summary.txt"

@@ -3,7 +3,9 @@
  * with tp-sharded shapes) equal what the cost model counts
  * (memory_stage_params), per layer and per stage, first, middle and last
  * stages, GPT and Llama (GQA, SwiGLU); the prediction splits into compute
- * and communication; bad stages are refused with a reason. */
+ * and communication; the rank's FLOPs per token (the proxy's MFU) match its
+ * own GEMM shapes and sum over stages and tp ranks to the model's; bad stages
+ * are refused with a reason. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +18,17 @@ static int fails;
 #define CHECK(cond, ...) do { if (!(cond)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b)); }
+
+/* Training FLOPs per token of one rank counted from its own GEMM shapes:
+ * QKV, proj, FC1, FC2 and QK^T + AV (full square unless causal) per layer,
+ * the LM head on the last stage; x3 for forward + backward. */
+static double rank_flops(const ProxyShape *sh, int causal)
+{
+    double C = sh->C, gemm = C * (sh->ql + 2.0 * sh->kvl) + sh->ql * C + C * sh->F1l + sh->Fl * C;
+    double attn = 2.0 * sh->T * sh->ql * (causal ? 0.5 : 1.0);
+    double fwd = sh->layers * 2.0 * (gemm + attn) + (sh->last ? 2.0 * C * sh->Vl : 0);
+    return 3.0 * fwd;
+}
 
 static void check_model(const char *name, int tp, int pp, int vp)
 {
@@ -35,6 +48,7 @@ static void check_model(const char *name, int tp, int pp, int vp)
         return;
     }
     lo.full_rc[pp / 2] = lo.layers[pp / 2] / 2;
+    double fsum = 0;
     for (int s = 0; s < pp; s++) {
         ProxyShape sh;
         if (proxy_shape(&m, &lo, s, &sh, err, sizeof err) != 0) {
@@ -60,7 +74,20 @@ static void check_model(const char *name, int tp, int pp, int vp)
         CHECK(p.edge_mb_s > -1e-12 && (s == 0 || s == pp - 1 || p.edge_mb_s < 1e-12 * p.stage_mb_s + 1e-15),
               "%s stage %d: embedding/head time %.3g on a middle stage", name, s, p.edge_mb_s);
         CHECK(tp == 1 || p.comm_mb_s > 0, "%s stage %d: tp %d but no communication predicted", name, s, tp);
+        double fpt = proxy_flops_per_token(&m, &lo, s), want = rank_flops(&sh, lo.flops == FLOPS_CAUSAL);
+        CHECK(near(fpt, want), "%s tp %d stage %d: %.6g FLOPs per token, the rank's shapes give %.6g", name, tp, s,
+              fpt, want);
+        fsum += fpt * tp;
     }
+    CHECK(near(fsum, train_model_flops_per_token(&m, &lo)), "%s tp %d pp %d: stages sum to %.6g FLOPs per token, "
+          "the model %.6g", name, tp, pp, fsum, train_model_flops_per_token(&m, &lo));
+    lo.flops = FLOPS_6N;   // other conventions: the same split of their total
+    fsum = 0;
+    for (int s = 0; s < pp; s++)
+        fsum += proxy_flops_per_token(&m, &lo, s) * tp;
+    CHECK(near(fsum, train_model_flops_per_token(&m, &lo)), "%s 6n: stages sum to %.6g, the model %.6g", name, fsum,
+          train_model_flops_per_token(&m, &lo));
+    lo.flops = FLOPS_FULL_ATTN;
     ProxyShape sh;
     CHECK(proxy_shape(&m, &lo, pp, &sh, err, sizeof err) != 0 && strstr(err, "stages 0.."),
           "%s: stage %d out of range not refused (%s)", name, pp, err);

@@ -301,8 +301,8 @@ static void test_rope(int B, int T, int NH, int HS, int pos0) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* The default kernels (tensor cores for HS 64 and 128, SIMT otherwise)
- * against the CPU twin, then against the SIMT kernels on the same inputs,
+/* The default kernels (mma.sync tensor cores for HS 64 and 128, SIMT
+ * otherwise) against the CPU twin, then against the SIMT and WMMA kernels on the same inputs,
  * whose backward reads the same forward. qscale > 1 sharpens the softmax so
  * the online max/rescale across key tiles matters. */
 static void test_attention(int B, int T, int NH, int NKV, int HS, float qscale) {
@@ -331,24 +331,34 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, float qscale) 
     CHECK("attention_bwd dk", down_bf(d_dk, nk), dk, nk, ATOL, RTOL);
     CHECK("attention_bwd dv", down_bf(d_dv, nk), dv, nk, ATOL, RTOL);
 
-    KcAttnImpl prev = kc_attention_set_impl(KC_ATTN_SIMT);
-    kc_bf16 *s_out = dalloc(nq * 2), *s_dq = up_bf(dq0, nq), *s_dk = up_bf(dk0, nk), *s_dv = up_bf(dv0, nk);
-    float *s_lse = dalloc(nl * 4);
-    kc_attention_fwd(s_out, s_lse, d_q, d_k, d_v, B, T, NH, NKV, HS, st);
-    kc_attention_bwd(s_dq, s_dk, s_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, NH, NKV, HS, st);
-    kc_attention_set_impl(prev);
-    struct { const char *name; const kc_bf16 *got, *want; size_t n; double atol; } vs[] = {
-        {"attention_fwd out vs SIMT", d_out, s_out, nq, 1e-2}, {"attention_bwd dq vs SIMT", d_dq, s_dq, nq, ATOL},
-        {"attention_bwd dk vs SIMT", d_dk, s_dk, nk, ATOL}, {"attention_bwd dv vs SIMT", d_dv, s_dv, nk, ATOL}};
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
-        float *want = down_bf(vs[i].want, vs[i].n);
-        CHECK(vs[i].name, down_bf(vs[i].got, vs[i].n), want, vs[i].n, vs[i].atol, RTOL);
-        free(want);
+    /* the same inputs through the SIMT kernels and, where they run, the
+     * WMMA ones: every implementation computes the same function */
+    static const struct { KcAttnImpl impl; const char *tag; } others[] = {
+        {KC_ATTN_SIMT, "SIMT"}, {KC_ATTN_WMMA, "WMMA"}};
+    for (size_t o = 0; o < sizeof others / sizeof others[0]; o++) {
+        if (others[o].impl == KC_ATTN_WMMA && HS != 64 && HS != 128) continue;
+        KcAttnImpl prev = kc_attention_set_impl(others[o].impl);
+        kc_bf16 *s_out = dalloc(nq * 2), *s_dq = up_bf(dq0, nq), *s_dk = up_bf(dk0, nk), *s_dv = up_bf(dv0, nk);
+        float *s_lse = dalloc(nl * 4);
+        kc_attention_fwd(s_out, s_lse, d_q, d_k, d_v, B, T, NH, NKV, HS, st);
+        kc_attention_bwd(s_dq, s_dk, s_dv, d_dout, d_q, d_k, d_v, d_out, d_lse, B, T, NH, NKV, HS, st);
+        kc_attention_set_impl(prev);
+        struct { const char *name; const kc_bf16 *got, *want; size_t n; double atol; } vs[] = {
+            {"attention_fwd out vs", d_out, s_out, nq, 1e-2}, {"attention_bwd dq vs", d_dq, s_dq, nq, ATOL},
+            {"attention_bwd dk vs", d_dk, s_dk, nk, ATOL}, {"attention_bwd dv vs", d_dv, s_dv, nk, ATOL}};
+        char name[64];
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+            float *want = down_bf(vs[i].want, vs[i].n);
+            snprintf(name, sizeof name, "%s %s", vs[i].name, others[o].tag);
+            CHECK(name, down_bf(vs[i].got, vs[i].n), want, vs[i].n, vs[i].atol, RTOL);
+            free(want);
+        }
+        float *slse = down_f(s_lse, nl);
+        snprintf(name, sizeof name, "attention_fwd lse vs %s", others[o].tag);
+        CHECK(name, hcopy(glse, nl), slse, nl, 1e-3, 1e-4);
+        free(slse);
+        cudaFree(s_out); cudaFree(s_lse); cudaFree(s_dq); cudaFree(s_dk); cudaFree(s_dv);
     }
-    float *slse = down_f(s_lse, nl);
-    CHECK("attention_fwd lse vs SIMT", hcopy(glse, nl), slse, nl, 1e-3, 1e-4);
-    free(slse);
-    cudaFree(s_out); cudaFree(s_lse); cudaFree(s_dq); cudaFree(s_dk); cudaFree(s_dv);
     cudaFree(d_q); cudaFree(d_k); cudaFree(d_v); cudaFree(d_out); cudaFree(d_lse);
     cudaFree(d_dout); cudaFree(d_dq); cudaFree(d_dk); cudaFree(d_dv);
     free(q); free(k); free(v); free(out); free(lse); free(dout); free(dq); free(dk); free(dv);

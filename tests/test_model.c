@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost.h"
@@ -410,6 +411,48 @@ static void test_curve_reference(void **st)
     assert_rel(time_mem_s(&fast, 1e6), time_mem_s(&ref, 1e6) / 2, 1e-12);
 }
 
+/* Calibrate's update before it writes measured curves (hw_curves_local):
+ * a profile whose curves are stated for another GPU (b200: both references,
+ * h200: the HBM one) comes out with eff_ref_peak = eff_ref_hbm_bw = 0, in the
+ * file it writes too, and every time the model derives from it unchanged. */
+static void test_curves_local(void **st)
+{
+    (void)st;
+    static const char *const names[] = {"b200", "h200"};
+    ModelSpec g = gpt3();
+    for (int i = 0; i < 2; i++) {
+        HwProfile ref, loc;
+        char err[256];
+        assert_int_equal(profile_load_builtin(names[i], &ref, err, sizeof err), 0);
+        assert_true(ref.eff_ref_hbm_bw > 0);
+        loc = ref;
+        hw_curves_local(&loc);
+        assert_true(loc.eff_ref_peak == 0 && loc.eff_ref_hbm_bw == 0);
+        for (double b = 1e4; b < 1e11; b *= 3.7)
+            assert_rel(time_mem_s(&loc, b), time_mem_s(&ref, b), 1e-9);
+        static const Precision precs[] = {PREC_BF16, PREC_FP8};
+        for (int p = 0; p < 2; p++) {
+            for (int mbs = 1; mbs <= 8; mbs *= 8) {   // small and large GEMMs and attention calls
+                Layout lo = layout_for(&g, &ref, 16, 8, 8, mbs, 1024);
+                lo.prec = precs[p];
+                LayerTime a, b;
+                time_layer(&g, &ref, &lo, &a);
+                time_layer(&g, &loc, &lo, &b);
+                assert_rel(b.fwd, a.fwd, 1e-9);
+                assert_rel(b.bwd, a.bwd, 1e-9);
+                assert_rel(b.rc_sel, a.rc_sel, 1e-9);
+            }
+        }
+        char *text = profile_to_json(&loc);   // what calibrate writes
+        HwProfile back;
+        assert_non_null(text);
+        assert_int_equal(profile_parse_json(text, "calibrated", &back, err, sizeof err), 0);
+        free(text);
+        assert_true(back.eff_ref_peak == 0 && back.eff_ref_hbm_bw == 0);
+        assert_rel(time_mem_s(&back, 3e7), time_mem_s(&ref, 3e7), 1e-9);
+    }
+}
+
 /* a layout that does not fit is still predicted, with the overflow */
 static void test_does_not_fit(void **st)
 {
@@ -600,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_dp_adds_only_communication),
         cmocka_unit_test(test_dp_interleaved_window),
         cmocka_unit_test(test_curve_reference),
+        cmocka_unit_test(test_curves_local),
         cmocka_unit_test(test_does_not_fit),
         cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_uneven_default),

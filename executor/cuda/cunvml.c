@@ -14,11 +14,15 @@ typedef struct {
     unsigned int memory;   // percent of time device memory was read or written
 } nvmlUtilization_t;
 
+enum { NVML_CLOCK_SM = 1 };   // nvmlClockType_t: graphics 0, SM 1, memory 2, video 3
+
 struct CuNvml {
     void *lib;
     nvmlDevice_t dev;
     nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*shutdown)(void);
+    nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);   // optional: nvmlDeviceGetClockInfo, MHz
+    nvmlReturn_t (*power)(nvmlDevice_t, unsigned int *);        // optional: nvmlDeviceGetPowerUsage, mW
 };
 
 CuNvml *cunvml_open(int device)
@@ -39,6 +43,8 @@ CuNvml *cunvml_open(int device)
         n->lib = lib;
         n->util = (nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
         n->shutdown = (nvmlReturn_t (*)(void))dlsym(lib, "nvmlShutdown");
+        n->clock = (nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int *))dlsym(lib, "nvmlDeviceGetClockInfo");
+        n->power = (nvmlReturn_t (*)(nvmlDevice_t, unsigned int *))dlsym(lib, "nvmlDeviceGetPowerUsage");
     }
     if (!n || !init || !by_bus || !n->util || !n->shutdown || init() != 0) {
         free(n);
@@ -60,6 +66,22 @@ int cunvml_util(CuNvml *n)
     if (!n || n->util(n->dev, &u) != 0)
         return -1;
     return (int)u.gpu;
+}
+
+int cunvml_clock_sm(CuNvml *n)
+{
+    unsigned int mhz;
+    if (!n || !n->clock || n->clock(n->dev, NVML_CLOCK_SM, &mhz) != 0)
+        return -1;
+    return (int)mhz;
+}
+
+double cunvml_power_w(CuNvml *n)
+{
+    unsigned int mw;
+    if (!n || !n->power || n->power(n->dev, &mw) != 0)
+        return -1;
+    return mw / 1000.0;
 }
 
 void cunvml_close(CuNvml *n)

@@ -1,4 +1,4 @@
-/* cunvml.h — GPU utilisation from NVML, loaded at run time: dlopen of
+/* cunvml.h — GPU utilisation, SM clock and power from NVML, loaded at run time: dlopen of
  * libnvidia-ml.so.1 and the handful of stable C entry points declared here,
  * so the build needs neither NVML's header nor its library. Where the
  * library, the driver or the device is missing it is simply unavailable
@@ -16,6 +16,10 @@ CuNvml *cunvml_open(int device);
 /* Percent of NVML's last sample period (1/6 s to 1 s) in which a kernel ran
  * on the device, or -1 when the query failed. */
 int cunvml_util(CuNvml *n);
+/* The SM clock now, MHz, or -1 when the query failed or this NVML lacks it. */
+int cunvml_clock_sm(CuNvml *n);
+/* Board power, watts (NVML's average over about a second), or -1 likewise. */
+double cunvml_power_w(CuNvml *n);
 void cunvml_close(CuNvml *n);
 
 #endif

@@ -107,6 +107,10 @@ static cJSON *proxy_json(const CuExec *e, const ModelSpec *m, const HwProfile *h
     cJSON_AddNumberToObject(x, "error_pct", p.compute_mb_s > 0 ? 100.0 * (meas - p.compute_mb_s) / p.compute_mb_s : 0);
     cJSON_AddStringToObject(x, "note", "communication (TP/SP, PP) not executed; compared with time_stage_mb minus its "
                                        "predicted exposed communication");
+    cJSON_AddNumberToObject(x, "flops_per_token_model", train_model_flops_per_token(m, lo));
+    cJSON_AddStringToObject(x, "mfu_note", "flops_per_token and mfu are this rank's share: the stage's layers at one "
+                                           "tp rank's shapes (+ the LM head on the last stage), per token of the "
+                                           "micro-batches run; no bubble, no communication");
     return x;
 }
 
@@ -186,7 +190,10 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
     CuNvml *nv = cunvml_open(e.device);
     double util_sum = 0;
     int util_n = 0;
-    double fpt = train_model_flops_per_token(m, lo), peak = hw->peak[PREC_BF16];
+    /* MFU's FLOPs per token: the model's; proxy: this rank's share of them
+     * (its stage's layers at tp-sharded shapes), what this GPU really runs */
+    double fpt = proxy ? proxy_flops_per_token(m, lo, e.sh.stage) : train_model_flops_per_token(m, lo);
+    double peak = hw->peak[PREC_BF16];
     /* tokens per step: the global batch (proxy: this GPU's micro-batches) */
     double tokens = proxy ? (double)e.nmb * e.sh.N : (double)lo->gbs * e.sh.T;
     double *hist = calloc((size_t)(o->steps > 0 ? o->steps : 1) * (PH_COUNT + 1), sizeof *hist);
@@ -201,6 +208,9 @@ cJSON *curun(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cu
         fprintf(log, "run (cuda%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU"
                      "\n", proxy ? " stage proxy" : "", m->name, e.sh.layers, proxy ? " of one stage" : "", e.nmb, e.sh.B,
                 e.sh.T, (double)e.n);
+    if (log && proxy)
+        fprintf(log, "MFU counts this rank's share of the model FLOPs: %.4g per token of %.4g\n", fpt,
+                train_model_flops_per_token(m, lo));
     if (log && world > 1)
         fprintf(log, "%d ranks, one GPU each (dp %d tp %d pp %d vp %d%s), NCCL\n", world, e.dp, e.tp, e.pp, e.vp,
                 e.zero1 ? " zero1" : "");

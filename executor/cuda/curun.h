@@ -2,7 +2,9 @@
  * on one GPU per rank, or the stage proxy of a larger plan on one GPU,
  * measured into a run.json document (ultraplan.run/1, the fields runlog.h
  * writes, backend "cuda"; the proxy adds a "proxy" object with predicted vs
- * measured seconds per micro-batch).
+ * measured seconds per micro-batch). A proxy's flops_per_token and mfu are
+ * the rank's share (proxy_flops_per_token): its stage's layers at one tp
+ * rank's shapes, not the whole model's FLOPs over one GPU's tokens.
  *
  * The summary is the median over the steps after the first (warm-up:
  * cuBLASLt heuristics, NCCL connections, first touch). Timers are CUDA

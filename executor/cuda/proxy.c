@@ -53,3 +53,15 @@ void proxy_predict(const ModelSpec *m, const HwProfile *hw, const Layout *lo, in
     p->rc_mb_s = f * lt.rc_full + e * lt.rc_sel;
     p->edge_mb_s = p->compute_mb_s - p->fwd_mb_s - p->bwd_mb_s - p->rc_mb_s;
 }
+
+double proxy_flops_per_token(const ModelSpec *m, const Layout *lo, int stage)
+{
+    if (stage < 0 || stage >= lo->pp)
+        return 0;
+    bool causal = lo->flops == FLOPS_CAUSAL;
+    double layer = spec_layer_gemm_flops_fwd(m) + spec_layer_attn_flops_fwd(m, causal);
+    double head = spec_logits_flops_fwd(m, lo->tp);
+    double mine = lo->layers[stage] * layer + (stage == lo->pp - 1 ? head : 0);
+    double all = m->L * layer + head;   // spec_flops_per_token's full/causal sum is 3 x this
+    return all > 0 ? train_model_flops_per_token(m, lo) * (mine / all) / lo->tp : 0;
+}

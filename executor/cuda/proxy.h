@@ -2,7 +2,8 @@
  * tp rank of pipeline stage S of a plan does (its layers, tp-sharded widths,
  * the embedding on stage 0, the head on the last stage) and what the cost
  * model predicts that work costs per micro-batch, with the communication
- * (TP/SP collectives, PP send/recv) split out because the proxy doesn't run it.
+ * (TP/SP collectives, PP send/recv) split out because the proxy doesn't run it,
+ * and that work's share of the model's FLOPs (the proxy's MFU).
  *
  * The CUDA executor builds the stage from this (cuexec.h); the unit test holds
  * the shapes against model/memory.c's memory_stage_params.
@@ -41,5 +42,14 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
 
 /* The cost model's per-micro-batch prediction for that stage. */
 void proxy_predict(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int stage, ProxyPredict *p);
+
+/* Model FLOPs per token (forward + backward, no recomputation, the layout's
+ * convention) that one tp rank of stage `stage` does: its layers with tp-
+ * sharded shapes, plus the LM head on the last stage (the embedding lookup on
+ * stage 0 counts none). The spec.c per-layer terms; under 6n or palm the
+ * model's total split in the same proportion. Summed over the pp stages and
+ * the tp ranks of each: train_model_flops_per_token. The proxy's MFU is this
+ * over the peak of one GPU. */
+double proxy_flops_per_token(const ModelSpec *m, const Layout *lo, int stage);
 
 #endif

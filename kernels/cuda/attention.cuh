@@ -20,6 +20,13 @@ void attn_tc_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, 
                  const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
                  int NKV, int HS, cudaStream_t st);
 
+/* mma.sync kernels, HS 64 and 128, 16-byte aligned pointers (attention_tc.cu) */
+void attn_mma_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                  int B, int T, int NH, int NKV, int HS, cudaStream_t st);
+void attn_mma_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                  const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
+                  int NKV, int HS, cudaStream_t st);
+
 /* kernels above 48 KB of dynamic shared memory must say so once */
 template <typename K>
 static void allow_smem(K kernel, size_t bytes) {

@@ -463,3 +463,458 @@ void attn_tc_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, 
     if (HS == 64) bwd_tc<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
     else bwd_tc<128>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
 }
+
+/* ---- mma.sync kernels (the default) -------------------------------------
+ * The same three passes as the WMMA kernels above, written with
+ * mma.sync.m16n8k16 (bf16, fp32 accumulate) and ldmatrix, whose fragment
+ * layouts are specified, so scores, probabilities and dS stay in registers:
+ * a score accumulator of two adjacent 8-key tiles is, packed to bf16, the A
+ * operand of the next product (FlashAttention-2's register softmax), with no
+ * shared-memory staging. Tiles come in by cp.async, the next one while the
+ * current one is used (double buffering). Lane (g = lane/4, c = lane%4) of
+ * a warp holds rows g and g + 8 of its 16, columns 2c, 2c + 1 of every
+ * 8-wide tile. */
+
+__device__ __forceinline__ void ldsm4(unsigned (&r)[4], const bf16 *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+__device__ __forceinline__ void ldsm4t(unsigned (&r)[4], const bf16 *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+/* c += a·b, a 16 x 16 (row), b 16 x 8 (col) */
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(unsigned *)&v;
+}
+/* two accumulators (16 x 8 each, adjacent columns) as one 16 x 16 A operand */
+__device__ __forceinline__ void acc_to_a(unsigned (&a)[4], const float (&x)[4], const float (&y)[4]) {
+    a[0] = pack_bf2(x[0], x[1]);
+    a[1] = pack_bf2(x[2], x[3]);
+    a[2] = pack_bf2(y[0], y[1]);
+    a[3] = pack_bf2(y[2], y[3]);
+}
+/* ldmatrix addresses for lane l in a (rows, HS + 8) bf16 tile at row r0, column c0:
+ * A operand (16 x 16, row-major in smem) */
+__device__ __forceinline__ const bf16 *a_at(const bf16 *s, int ld, int r0, int c0, int l) {
+    return s + (r0 + (l & 15)) * ld + c0 + (l >> 4) * 8;
+}
+/* B operands of two 8-column tiles, B[k][n] = X[r0 + n][c0 + k] (X's rows are B's columns) */
+__device__ __forceinline__ const bf16 *bt_at(const bf16 *s, int ld, int r0, int c0, int l) {
+    return s + (r0 + (l & 7) + (l >> 4) * 8) * ld + c0 + ((l >> 3) & 1) * 8;
+}
+/* B operands of two 8-column tiles, B[k][n] = X[r0 + k][c0 + n] (ldmatrix .trans) */
+__device__ __forceinline__ const bf16 *b_at(const bf16 *s, int ld, int r0, int c0, int l) {
+    return s + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * ld + c0 + (l >> 4) * 8;
+}
+
+__device__ __forceinline__ void cp16(void *s, const void *g, bool valid) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(g), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* rows [t0, t0+TT) of x into the smem tile s by cp.async, zeros past T */
+template <int HS>
+__device__ __forceinline__ void tile_cp(bf16 *s, const bf16 *x, size_t rs, int t0, int T) {
+    constexpr int PR = HS / 8;
+    for (int i = threadIdx.x; i < TT * PR; i += TW * 32) {
+        int r = i / PR, c = i % PR * 8;
+        bool ok = t0 + r < T;
+        cp16(s + r * (HS + 8) + c, ok ? x + (size_t)(t0 + r) * rs + c : x, ok);
+    }
+}
+
+/* a warp's 16 x HS accumulators to rows t0 + g, t0 + g + 8 (< T) of y:
+ * y = f·acc, or y += f·acc */
+template <int HS>
+__device__ __forceinline__ void acc_store(bf16 *y, size_t rs, int t0, int T, const float (&acc)[HS / 8][4],
+                                          float f0, float f1, bool add) {
+    int lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int t = t0 + g + half * 8;
+        if (t >= T) continue;
+        float f = half ? f1 : f0;
+        bf16 *row = y + (size_t)t * rs + c;
+        #pragma unroll
+        for (int n = 0; n < HS / 8; n++) {
+            float x0 = f * acc[n][2 * half], x1 = f * acc[n][2 * half + 1];
+            __nv_bfloat162 *p = (__nv_bfloat162 *)(row + n * 8);
+            if (add) {
+                float2 o = __bfloat1622float2(*p);
+                x0 += o.x;
+                x1 += o.y;
+            }
+            *p = __floats2bfloat162_rn(x0, x1);
+        }
+    }
+}
+
+static constexpr size_t fwd_mma_smem(int HS) { return 5 * tc_tile(HS); }
+static constexpr size_t bwd_mma_smem(int HS) { return 6 * tc_tile(HS) + 4 * TT * sizeof(float); }
+
+/* forward: block = TT queries (warp w owns 16) over the key tiles up to the
+ * diagonal; S = Q·Kᵀ, the online softmax and O += P·V all in registers */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                         int T, int NH, int NKV) {
+    constexpr int LDT = HS + 8, NK = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    bf16 *Qs = (bf16 *)tc_smem, *Kb = Qs + TT * LDT, *Vb = Kb + 2 * TT * LDT;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;        // longest rows first
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    const bf16 *qb = q + (size_t)b * T * qrs + (size_t)h * HS;
+    const bf16 *kb = k + (size_t)b * T * krs + (size_t)kvh * HS;
+    const bf16 *vb = v + (size_t)b * T * krs + (size_t)kvh * HS;
+    tile_cp<HS>(Qs, qb, qrs, q0, T);
+    tile_cp<HS>(Kb, kb, krs, 0, T);
+    tile_cp<HS>(Vb, vb, krs, 0, T);
+    cp_commit();
+
+    unsigned qf[NK][4];
+    float o[NO][4];
+    #pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    int row0 = q0 + warp * 16 + g, row1 = row0 + 8, nt = q0 / TT + 1;
+    float sl2 = rsqrtf((float)HS) * LOG2E, m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int t = 0; t < nt; t++) {
+        int k0 = t * TT;
+        const bf16 *Ks = Kb + (t & 1) * TT * LDT, *Vs = Vb + (t & 1) * TT * LDT;
+        if (t + 1 < nt) {                              // the next tile's buffer was freed by the last barrier
+            tile_cp<HS>(Kb + ((t + 1) & 1) * TT * LDT, kb, krs, k0 + TT, T);
+            tile_cp<HS>(Vb + ((t + 1) & 1) * TT * LDT, vb, krs, k0 + TT, T);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        if (t == 0) {
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) ldsm4(qf[kk], a_at(Qs, LDT, warp * 16, kk * 16, lane));
+        }
+        int nb = k0 == q0 ? warp + 1 : TT / 16;        // 16-key blocks this warp can see
+        float s[TT / 8][4];
+        #pragma unroll
+        for (int j = 0; j < TT / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        #pragma unroll
+        for (int jb = 0; jb < TT / 16; jb++) {
+            if (jb >= nb) continue;
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                unsigned bf[4];
+                ldsm4(bf, bt_at(Ks, LDT, jb * 16, kk * 16, lane));
+                mma16816(s[2 * jb], qf[kk], bf[0], bf[1]);
+                mma16816(s[2 * jb + 1], qf[kk], bf[2], bf[3]);
+            }
+        }
+        if (k0 == q0) {                                // the diagonal tile: keys after the row are out
+            #pragma unroll
+            for (int j = 0; j < TT / 8; j++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (k0 + j * 8 + c + (e & 1) > (e < 2 ? row0 : row1)) s[j][e] = -INFINITY;
+        }
+        float x0 = -INFINITY, x1 = -INFINITY;          // key k0 <= every row: finite
+        #pragma unroll
+        for (int j = 0; j < TT / 8; j++) {
+            x0 = fmaxf(x0, fmaxf(s[j][0], s[j][1]));
+            x1 = fmaxf(x1, fmaxf(s[j][2], s[j][3]));
+        }
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        float n0 = fmaxf(m0, x0 * sl2), n1 = fmaxf(m1, x1 * sl2);
+        float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);   // 0 on the first tile
+        m0 = n0;
+        m1 = n1;
+        float s0 = 0.0f, s1 = 0.0f;
+        #pragma unroll
+        for (int j = 0; j < TT / 8; j++) {
+            s[j][0] = exp2f(s[j][0] * sl2 - n0);
+            s[j][1] = exp2f(s[j][1] * sl2 - n0);
+            s[j][2] = exp2f(s[j][2] * sl2 - n1);
+            s[j][3] = exp2f(s[j][3] * sl2 - n1);
+            s0 += s[j][0] + s[j][1];
+            s1 += s[j][2] + s[j][3];
+        }
+        l0 = l0 * c0 + s0;                             // this lane's columns; summed over the row at the end
+        l1 = l1 * c1 + s1;
+        #pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= c0;
+            o[n][1] *= c0;
+            o[n][2] *= c1;
+            o[n][3] *= c1;
+        }
+        #pragma unroll
+        for (int jb = 0; jb < TT / 16; jb++) {
+            if (jb >= nb) continue;
+            unsigned pa[4];
+            acc_to_a(pa, s[2 * jb], s[2 * jb + 1]);
+            #pragma unroll
+            for (int dn = 0; dn < HS / 16; dn++) {
+                unsigned bf[4];
+                ldsm4t(bf, b_at(Vs, LDT, jb * 16, dn * 16, lane));
+                mma16816(o[2 * dn], pa, bf[0], bf[1]);
+                mma16816(o[2 * dn + 1], pa, bf[2], bf[3]);
+            }
+        }
+        __syncthreads();                               // this buffer is refilled two tiles on
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    acc_store<HS>(out + (size_t)b * T * qrs + (size_t)h * HS, qrs, q0 + warp * 16, T, o, 1.0f / l0,
+                  1.0f / l1, false);
+    if (c == 0) {
+        float *lb = lse + ((size_t)b * NH + h) * T;
+        if (row0 < T) lb[row0] = (m0 + __log2f(l0)) * LN2;
+        if (row1 < T) lb[row1] = (m1 + __log2f(l1)) * LN2;
+    }
+}
+
+/* dQ: block = TT query rows (warp w owns 16; Q and dO fragments held in
+ * registers) over the key tiles up to the diagonal; per 16-key block, S and
+ * dP on tensor cores, dS = P∘(dP − D) in registers, dQ += dS·K */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf16 *k,
+                            const bf16 *v, const bf16 *out, const float *lse, int T, int NH, int NKV) {
+    constexpr int LDT = HS + 8, NK = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    bf16 *Qs = (bf16 *)tc_smem, *dOs = Qs + TT * LDT, *Kb = dOs + TT * LDT, *Vb = Kb + 2 * TT * LDT;
+    float *Ls = (float *)(Vb + 2 * TT * LDT), *Ds = Ls + TT;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+    int q0 = (gridDim.x - 1 - blockIdx.x) * TT;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t qoff = (size_t)b * T * qrs + (size_t)h * HS, koff = (size_t)b * T * krs + (size_t)kvh * HS;
+    tile_cp<HS>(Qs, q + qoff, qrs, q0, T);
+    tile_cp<HS>(dOs, dout + qoff, qrs, q0, T);
+    tile_cp<HS>(Kb, k + koff, krs, 0, T);
+    tile_cp<HS>(Vb, v + koff, krs, 0, T);
+    cp_commit();
+    row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
+
+    unsigned qf[NK][4], df[NK][4];
+    float acc[NO][4];
+    #pragma unroll
+    for (int n = 0; n < NO; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    int row0 = q0 + warp * 16 + g, row1 = row0 + 8, nt = q0 / TT + 1;
+    float sl2 = rsqrtf((float)HS) * LOG2E, L0 = 0, L1 = 0, D0 = 0, D1 = 0;
+    for (int t = 0; t < nt; t++) {
+        int k0 = t * TT;
+        const bf16 *Ks = Kb + (t & 1) * TT * LDT, *Vs = Vb + (t & 1) * TT * LDT;
+        if (t + 1 < nt) {
+            tile_cp<HS>(Kb + ((t + 1) & 1) * TT * LDT, k + koff, krs, k0 + TT, T);
+            tile_cp<HS>(Vb + ((t + 1) & 1) * TT * LDT, v + koff, krs, k0 + TT, T);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        if (t == 0) {
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                ldsm4(qf[kk], a_at(Qs, LDT, warp * 16, kk * 16, lane));
+                ldsm4(df[kk], a_at(dOs, LDT, warp * 16, kk * 16, lane));
+            }
+            L0 = Ls[warp * 16 + g];
+            L1 = Ls[warp * 16 + g + 8];
+            D0 = Ds[warp * 16 + g];
+            D1 = Ds[warp * 16 + g + 8];
+        }
+        int nb = k0 == q0 ? warp + 1 : TT / 16;
+        for (int jb = 0; jb < nb; jb++) {
+            float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, dp[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                unsigned bf[4];
+                ldsm4(bf, bt_at(Ks, LDT, jb * 16, kk * 16, lane));
+                mma16816(s[0], qf[kk], bf[0], bf[1]);
+                mma16816(s[1], qf[kk], bf[2], bf[3]);
+                ldsm4(bf, bt_at(Vs, LDT, jb * 16, kk * 16, lane));
+                mma16816(dp[0], df[kk], bf[0], bf[1]);
+                mma16816(dp[1], df[kk], bf[2], bf[3]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 2; j++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + jb * 16 + j * 8 + c + (e & 1), row = e < 2 ? row0 : row1;
+                    float p = key <= row && row < T ? exp2f(s[j][e] * sl2 - (e < 2 ? L0 : L1)) : 0.0f;
+                    s[j][e] = p * (dp[j][e] - (e < 2 ? D0 : D1));
+                }
+            unsigned sa[4];
+            acc_to_a(sa, s[0], s[1]);
+            #pragma unroll
+            for (int dn = 0; dn < HS / 16; dn++) {
+                unsigned bf[4];
+                ldsm4t(bf, b_at(Ks, LDT, jb * 16, dn * 16, lane));
+                mma16816(acc[2 * dn], sa, bf[0], bf[1]);
+                mma16816(acc[2 * dn + 1], sa, bf[2], bf[3]);
+            }
+        }
+        __syncthreads();
+    }
+    float sc = rsqrtf((float)HS);
+    acc_store<HS>(dq + qoff, qrs, q0 + warp * 16, T, acc, sc, sc, true);
+}
+
+/* dK, dV: block = TT keys of kv head g (warp w owns 16) against every query
+ * tile at or after them, for each query head of the group (Q, dO and their
+ * row statistics double-buffered). Per 16-query block: Sᵀ = K·Qᵀ and
+ * dPᵀ = V·dOᵀ, Pᵀ and dSᵀ in registers, dV += Pᵀ·dO, dK += dSᵀ·Q. */
+template <int HS>
+__global__ void __launch_bounds__(TW * 32, 2)
+attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+                              const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                              int T, int NH, int NKV) {
+    constexpr int LDT = HS + 8, NK = HS / 16, NO = HS / 8;
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    bf16 *Ks = (bf16 *)tc_smem, *Vs = Ks + TT * LDT, *Qb = Vs + TT * LDT, *dOb = Qb + 2 * TT * LDT;
+    float *Lb = (float *)(dOb + 2 * TT * LDT), *Db = Lb + 2 * TT;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+    int k0 = blockIdx.x * TT, kvh = blockIdx.y, b = blockIdx.z, rep = NH / NKV;
+    size_t qrs = (size_t)NH * HS, krs = (size_t)NKV * HS;
+    size_t koff = (size_t)b * T * krs + (size_t)kvh * HS;
+    int nq = (T - k0 + TT - 1) / TT, nt = rep * nq;    // (head of the group, query tile) pairs
+    tile_cp<HS>(Ks, k + koff, krs, k0, T);
+    tile_cp<HS>(Vs, v + koff, krs, k0, T);
+    {
+        size_t qoff = (size_t)b * T * qrs + (size_t)(kvh * rep) * HS;
+        tile_cp<HS>(Qb, q + qoff, qrs, k0, T);
+        tile_cp<HS>(dOb, dout + qoff, qrs, k0, T);
+        cp_commit();
+        row_stats<HS>(Lb, Db, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + kvh * rep) * T, k0, T);
+    }
+    float dka[NO][4], dva[NO][4];
+    #pragma unroll
+    for (int n = 0; n < NO; n++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) dka[n][e] = dva[n][e] = 0.0f;
+    int key0 = k0 + warp * 16 + g, key1 = key0 + 8;
+    float sl2 = rsqrtf((float)HS) * LOG2E;
+    for (int t = 0; t < nt; t++) {
+        int q0 = k0 + (t % nq) * TT, bi = t & 1;
+        if (t + 1 < nt) {                              // the next (head, query tile) into the other buffer
+            int h1 = kvh * rep + (t + 1) / nq, q1 = k0 + ((t + 1) % nq) * TT, b1 = (t + 1) & 1;
+            size_t qoff = (size_t)b * T * qrs + (size_t)h1 * HS;
+            tile_cp<HS>(Qb + b1 * TT * LDT, q + qoff, qrs, q1, T);
+            tile_cp<HS>(dOb + b1 * TT * LDT, dout + qoff, qrs, q1, T);
+            cp_commit();
+            row_stats<HS>(Lb + b1 * TT, Db + b1 * TT, dout + qoff, out + qoff, qrs,
+                          lse + ((size_t)b * NH + h1) * T, q1, T);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const bf16 *Qs = Qb + bi * TT * LDT, *dOs = dOb + bi * TT * LDT;
+        const float *Ls = Lb + bi * TT, *Ds = Db + bi * TT;
+        int jq0 = q0 == k0 ? warp : 0;                 // earlier query blocks see none of these keys
+        for (int jq = jq0; jq < TT / 16; jq++) {
+            float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, dp[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                unsigned af[4], bf[4];
+                ldsm4(af, a_at(Ks, LDT, warp * 16, kk * 16, lane));
+                ldsm4(bf, bt_at(Qs, LDT, jq * 16, kk * 16, lane));
+                mma16816(s[0], af, bf[0], bf[1]);
+                mma16816(s[1], af, bf[2], bf[3]);
+                ldsm4(af, a_at(Vs, LDT, warp * 16, kk * 16, lane));
+                ldsm4(bf, bt_at(dOs, LDT, jq * 16, kk * 16, lane));
+                mma16816(dp[0], af, bf[0], bf[1]);
+                mma16816(dp[1], af, bf[2], bf[3]);
+            }
+            float p[2][4];
+            #pragma unroll
+            for (int j = 0; j < 2; j++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int i = jq * 16 + j * 8 + c + (e & 1), tq = q0 + i;
+                    float pe = (e < 2 ? key0 : key1) <= tq && tq < T ? exp2f(s[j][e] * sl2 - Ls[i]) : 0.0f;
+                    p[j][e] = pe;
+                    s[j][e] = pe * (dp[j][e] - Ds[i]);
+                }
+            unsigned pa[4], sa[4];
+            acc_to_a(pa, p[0], p[1]);
+            acc_to_a(sa, s[0], s[1]);
+            #pragma unroll
+            for (int dn = 0; dn < HS / 16; dn++) {
+                unsigned bf[4];
+                ldsm4t(bf, b_at(dOs, LDT, jq * 16, dn * 16, lane));
+                mma16816(dva[2 * dn], pa, bf[0], bf[1]);
+                mma16816(dva[2 * dn + 1], pa, bf[2], bf[3]);
+                ldsm4t(bf, b_at(Qs, LDT, jq * 16, dn * 16, lane));
+                mma16816(dka[2 * dn], sa, bf[0], bf[1]);
+                mma16816(dka[2 * dn + 1], sa, bf[2], bf[3]);
+            }
+        }
+        __syncthreads();                               // buffer bi is refilled next iteration
+    }
+    float sc = rsqrtf((float)HS);
+    acc_store<HS>(dv + koff, krs, k0 + warp * 16, T, dva, 1.0f, 1.0f, true);
+    acc_store<HS>(dk + koff, krs, k0 + warp * 16, T, dka, sc, sc, true);
+}
+
+template <int HS>
+static void fwd_mma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                    int B, int T, int NH, int NKV, cudaStream_t st) {
+    size_t sm = fwd_mma_smem(HS);
+    allow_smem(attention_fwd_mma_kernel<HS>, sm);
+    dim3 grid(ceil_div(T, TT), NH, B);
+    attention_fwd_mma_kernel<HS><<<grid, TW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
+    CHECK_LAUNCH();
+}
+
+template <int HS>
+static void bwd_mma(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                    const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
+                    cudaStream_t st) {
+    size_t sm = bwd_mma_smem(HS);
+    allow_smem(attention_bwd_dkdv_mma_kernel<HS>, sm);
+    allow_smem(attention_bwd_dq_mma_kernel<HS>, sm);
+    if (dk && dv) {
+        dim3 g1(ceil_div(T, TT), NKV, B);
+        attention_bwd_dkdv_mma_kernel<HS><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+    if (dq) {
+        dim3 g2(ceil_div(T, TT), NH, B);
+        attention_bwd_dq_mma_kernel<HS><<<g2, TW * 32, sm, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
+        CHECK_LAUNCH();
+    }
+}
+
+void attn_mma_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                  int B, int T, int NH, int NKV, int HS, cudaStream_t st) {
+    if (HS == 64) fwd_mma<64>(out, lse, q, k, v, B, T, NH, NKV, st);
+    else fwd_mma<128>(out, lse, q, k, v, B, T, NH, NKV, st);
+}
+
+void attn_mma_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                  const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
+                  int NKV, int HS, cudaStream_t st) {
+    if (HS == 64) bwd_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+    else bwd_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
+}

@@ -10,9 +10,12 @@
  *   gemm_eff     cuBLASLt bf16 GEMMs, square and transformer-shaped, as
  *                achieved/peak[bf16] by FLOPs of one GEMM
  *   mem_eff      device-to-device copies, achieved/hbm_bw by bytes moved
- *                (read + write)
+ *                (read + write), each from a ring of buffers twice the L2
+ *                so that it measures HBM
  *   attn_eff     kc_attention_fwd, causal FLOPs (4·B·T²·NH·HS/2) over time,
  *                as a fraction of peak[bf16]
+ *   eff_ref_peak, eff_ref_hbm_bw  0: the curves above are this GPU's
+ *                (hw_curves_local restates any it doesn't replace)
  *   with 2+ GPUs and NCCL: intra.bw (all-reduce bus bandwidth at the largest
  *   size), intra.lat (small all-reduce time per ring hop), gpus_per_node
  *   (the GPUs of this machine).

@@ -114,11 +114,15 @@ void kc_rope_bwd(kc_bf16 *dinp, const kc_bf16 *dout, int B, int T, int NH, int H
  * 32, 64, 96, 128 (kc_attention_supported tells). */
 int kc_attention_supported(int HS);
 /* Which kernels kc_attention_fwd/bwd run. KC_ATTN_AUTO (the default): the
- * tensor-core kernels when HS is 64 or 128 and every pointer is 16-byte
- * aligned, the SIMT ones otherwise. KC_ATTN_SIMT: always the SIMT ones, the
- * second reference of tests/test_kernels_cuda.c and the benchmark's
- * baseline. Process-wide; returns the previous setting. */
-typedef enum { KC_ATTN_AUTO = 0, KC_ATTN_SIMT = 1 } KcAttnImpl;
+ * tensor-core kernels written with mma.sync (registers hold the softmax)
+ * when HS is 64 or 128 and every pointer is 16-byte aligned, the SIMT ones
+ * otherwise. KC_ATTN_WMMA: the earlier tensor-core kernels (WMMA, scores
+ * staged through shared memory) under the same conditions. KC_ATTN_SIMT:
+ * always the SIMT ones, the second reference of tests/test_kernels_cuda.c
+ * and the benchmark's baseline. Process-wide; returns the previous setting.
+ * The environment variable ULTRAPLAN_ATTN=mma|wmma|simt sets the starting
+ * value (an unknown value is refused at the first attention call). */
+typedef enum { KC_ATTN_AUTO = 0, KC_ATTN_SIMT = 1, KC_ATTN_WMMA = 2 } KcAttnImpl;
 KcAttnImpl kc_attention_set_impl(KcAttnImpl impl);
 void kc_attention_fwd(kc_bf16 *out, float *lse, const kc_bf16 *q, const kc_bf16 *k,
                       const kc_bf16 *v, int B, int T, int NH, int NKV, int HS,
