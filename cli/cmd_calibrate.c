@@ -37,6 +37,7 @@
 #include "profile.h"
 #if ULTRAPLAN_HAVE_CUDA
 #include "calibrate_cuda.h"
+#include "cunvml.h"
 #include "kernels_cuda.h"
 #endif
 
@@ -352,9 +353,18 @@ static void nccl_sweep(HwProfile *hw, KcCalibReport *rep, int rank, int world)
     kc_nccl_close(k);
 }
 
+/* KcCalibOpts.probe: GPU 0's SM clock and power from NVML (NULL: unknown) */
+static void nvml_probe(void *ctx, int *sm_mhz, double *watts)
+{
+    *sm_mhz = cunvml_clock_sm(ctx);
+    *watts = cunvml_power_w(ctx);
+}
+
 /* --backend cuda: GPU 0 measured by kernels/cuda/calibrate_cuda.cu over the
- * h200 profile's datasheet figures; one process: NCCL between the GPUs it
- * sees; under mpirun: rank 0 measures its GPU, then NCCL over the ranks. */
+ * h200 profile's datasheet figures, one line per measurement on stdout (with
+ * the SM clock and power around the sweeps where NVML is found); one
+ * process: NCCL between the GPUs it sees; under mpirun: rank 0 measures its
+ * GPU, then NCCL over the ranks. */
 static int calibrate_cuda(const char *out)
 {
     char err[512] = "";
@@ -367,8 +377,12 @@ static int calibrate_cuda(const char *out)
         snprintf(err, sizeof err, "this build has no NCCL: run calibrate --backend cuda as one process");
         rc = 1;
     }
-    if (!rc && rank == 0)
-        rc = kc_calibrate_opts(&hw, &rep, NULL, world == 1, err, sizeof err) != 0;
+    if (!rc && rank == 0) {
+        CuNvml *nv = cunvml_open(0);
+        KcCalibOpts opt = {stdout, world == 1, nvml_probe, nv};
+        rc = kc_calibrate_opts(&hw, &rep, &opt, err, sizeof err) != 0;
+        cunvml_close(nv);
+    }
     rc = dist_bcast_int(rc);
     if (!rc && world > 1)
         nccl_sweep(&hw, &rep, rank, world);

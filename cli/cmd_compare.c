@@ -1,8 +1,12 @@
 /* cmd_compare.c — `ultraplan compare plan.json run.json`: the plan's
  * prediction against what `run` measured, phase by phase, with the error of
- * each (error = (predicted − measured) / measured). A stage proxy's run.json
+ * each (error = (predicted − measured) / measured; "n/a", null in JSON, where
+ * nothing was measured but something predicted). A stage proxy's run.json
  * (run --proxy-stage) is held against its own per micro-batch prediction
- * instead of the whole step. */
+ * instead of the whole step, and its activations and optimizer states are
+ * shown without an error: it holds one micro-batch's activations and no
+ * optimizer states, the plan's rank all in-flight ones and its shard of
+ * the states. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +45,23 @@ static double num(const cJSON *o, const char *k, int *ok)
     return v->valuedouble;
 }
 
-static double err_pct(double pred, double meas) { return meas != 0 ? 100.0 * (pred - meas) / meas : 0; }
+/* (pred − meas) / meas in percent into *pct; 0 when it has none: nothing
+ * measured but something predicted (both 0 is an error of 0) */
+static int err_pct(double pred, double meas, double *pct)
+{
+    *pct = meas != 0 ? 100.0 * (pred - meas) / meas : 0;
+    return meas != 0 || pred == 0;
+}
+
+/* "error_pct": the error, or null where err_pct has none */
+static void add_err(cJSON *o, double pred, double meas)
+{
+    double e;
+    if (err_pct(pred, meas, &e))
+        cJSON_AddNumberToObject(o, "error_pct", e);
+    else
+        cJSON_AddNullToObject(o, "error_pct");
+}
 
 static void add_row(cJSON *arr, FILE *f, const char *name, double pred, double meas, const char *unit,
                     double scale)
@@ -49,11 +69,16 @@ static void add_row(cJSON *arr, FILE *f, const char *name, double pred, double m
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "predicted", pred);
     cJSON_AddNumberToObject(r, "measured", meas);
-    cJSON_AddNumberToObject(r, "error_pct", err_pct(pred, meas));
+    add_err(r, pred, meas);
     cJSON_AddItemToObject(arr, name, r);
-    if (f)
-        fprintf(f, "  %-22s %14.4f %14.4f %10s %+9.1f%%\n", name, pred * scale, meas * scale, unit,
-                err_pct(pred, meas));
+    double e;
+    if (!f)
+        return;
+    fprintf(f, "  %-22s %14.4f %14.4f %10s", name, pred * scale, meas * scale, unit);
+    if (err_pct(pred, meas, &e))
+        fprintf(f, " %+9.1f%%\n", e);
+    else
+        fprintf(f, " %10s\n", "n/a");
 }
 
 static void header(FILE *f, const char *plan, const char *runp)
@@ -118,6 +143,73 @@ static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, c
     return 0;
 }
 
+static const char PROXY_MEM_WHY[] = "the proxy holds one micro-batch of activations and no optimizer states";
+
+/* Each rank's memory by category against its stage's prediction. A stage
+ * proxy's acts and optim get no error (PROXY_MEM_WHY): the plan counts all
+ * in-flight micro-batches and the rank's optimizer shard. */
+static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const cJSON *mem, int proxy)
+{
+    static const char *cats[] = {"weights", "grads", "optim", "acts", "buffers"};
+    static const int kinds[] = {MEM_WEIGHTS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_BUFFERS};
+    static const int proxy_differs[] = {0, 0, 1, 1, 0};
+    enum { NCAT = sizeof cats / sizeof cats[0] };
+    _Static_assert(NCAT == sizeof kinds / sizeof kinds[0] && NCAT == sizeof proxy_differs / sizeof proxy_differs[0],
+                   "one kind and one proxy flag per category");
+    cJSON_AddBoolToObject(doc, "memory_comparable", !proxy);
+    if (proxy) {
+        char note[160];
+        snprintf(note, sizeof note, "acts and optim not comparable: %s", PROXY_MEM_WHY);
+        cJSON_AddStringToObject(doc, "memory_note", note);
+    }
+    if (f) {
+        fprintf(f, "\n  memory per rank (MiB)   predicted / measured (error)\n");
+        if (proxy)
+            fprintf(f, "  acts, optim (not comparable: %s)\n", PROXY_MEM_WHY);
+    }
+    cJSON *mj = cJSON_CreateArray();
+    const cJSON *r;
+    cJSON_ArrayForEach(r, mem) {
+        int okm = 1, s = (int)num(r, "stage", &okm), rank = (int)num(r, "rank", &okm);
+        if (!okm || s < 0 || s >= k->pp)
+            continue;
+        const StageMem *sm = &k->stage[s];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", rank);
+        cJSON_AddNumberToObject(e, "stage", s);
+        if (f)
+            fprintf(f, "  rank %-3d stage %-2d", rank, s);
+        for (int i = 0; i < NCAT; i++) {
+            double meas = num(r, cats[i], &okm), pred = sm->bytes[kinds[i]], pct = 0;
+            int skip = proxy && proxy_differs[i], has = !skip && err_pct(pred, meas, &pct);
+            cJSON *c2 = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c2, "predicted", pred);
+            cJSON_AddNumberToObject(c2, "measured", meas);
+            if (skip) {
+                cJSON_AddNullToObject(c2, "error_pct");
+                cJSON_AddFalseToObject(c2, "comparable");
+            } else {
+                add_err(c2, pred, meas);
+            }
+            cJSON_AddItemToObject(e, cats[i], c2);
+            if (!f)
+                continue;
+            fprintf(f, " %s %.2f/%.2f ", cats[i], pred / 1048576, meas / 1048576);
+            if (skip)
+                fprintf(f, "(not comparable)");
+            else if (has)
+                fprintf(f, "(%+.0f%%)", pct);
+            else
+                fprintf(f, "(n/a)");
+        }
+        cJSON_AddNumberToObject(e, "rss_peak", num(r, "rss_peak", &okm));
+        if (f)
+            fprintf(f, " rss %.1f\n", num(r, "rss_peak", &okm) / 1048576);
+        cJSON_AddItemToArray(mj, e);
+    }
+    cJSON_AddItemToObject(doc, "memory", mj);
+}
+
 static int compare_main(int argc, char **argv)
 {
     static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'},
@@ -131,7 +223,9 @@ static int compare_main(int argc, char **argv)
             printf("usage: ultraplan compare plan.json run.json [--json] [-o FILE]\n\n"
                    "Predicted vs measured: step time and each phase, tokens/s, MFU, memory per rank.\n"
                    "A stage proxy's run (run --proxy-stage): its stage per micro-batch and the rank's MFU.\n"
-                   "error = (predicted - measured) / measured.\n");
+                   "error = (predicted - measured) / measured; n/a (null in JSON) where nothing was\n"
+                   "measured but something predicted. A proxy's acts and optim are not comparable\n"
+                   "(one micro-batch of activations, no optimizer states): no error is given.\n");
             return 0;
         } else if (c == 'j') {
             json = 1;
@@ -195,39 +289,7 @@ static int compare_main(int argc, char **argv)
         header(f, plan, runp);
         whole_rows(doc, f, k, step, fwd + bwd, rc, tp, pp, dp, opt, tok, mfu);
     }
-
-    cJSON *mj = cJSON_CreateArray();
-    static const char *cats[] = {"weights", "grads", "optim", "acts", "buffers"};
-    static const int kinds[] = {MEM_WEIGHTS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_BUFFERS};
-    if (f)
-        printf("\n  memory per rank (MiB)   predicted / measured (error)\n");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, mem) {
-        int okm = 1, s = (int)num(r, "stage", &okm), rank = (int)num(r, "rank", &okm);
-        if (!okm || s < 0 || s >= pf.cost.pp)
-            continue;
-        const StageMem *sm = &k->stage[s];
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "rank", rank);
-        cJSON_AddNumberToObject(e, "stage", s);
-        if (f)
-            printf("  rank %-3d stage %-2d", rank, s);
-        for (int i = 0; i < 5; i++) {
-            double meas = num(r, cats[i], &okm), pred = sm->bytes[kinds[i]];
-            cJSON *c2 = cJSON_CreateObject();
-            cJSON_AddNumberToObject(c2, "predicted", pred);
-            cJSON_AddNumberToObject(c2, "measured", meas);
-            cJSON_AddNumberToObject(c2, "error_pct", err_pct(pred, meas));
-            cJSON_AddItemToObject(e, cats[i], c2);
-            if (f)
-                printf(" %s %.2f/%.2f (%+.0f%%)", cats[i], pred / 1048576, meas / 1048576, err_pct(pred, meas));
-        }
-        cJSON_AddNumberToObject(e, "rss_peak", num(r, "rss_peak", &okm));
-        if (f)
-            printf(" rss %.1f\n", num(r, "rss_peak", &okm) / 1048576);
-        cJSON_AddItemToArray(mj, e);
-    }
-    cJSON_AddItemToObject(doc, "memory", mj);
+    memory_rows(doc, f, k, mem, cJSON_IsObject(px));
     int rcode = 0;
     if (json || out) {
         char *s = cJSON_Print(doc);

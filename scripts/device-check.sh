@@ -279,6 +279,8 @@ rm -rf "$D"
     [ -n "$ATTN_NOTE" ] && echo "$ATTN_NOTE"
     grep -E '^(copy|matmul_fwd|attention_|layernorm|rmsnorm|adamw|crossentropy|gelu|swiglu|residual|rope)' "$OUT/bench.log" | head -30
     grep -E '^best GEMM' "$OUT/bench.log"
+    echo "-- calibrate (steady state after a warm-up; bench.log)"
+    grep -E '^(warm-up|gpu |gemm +BT=8192|attn +B=.*T=(2048|4096)|calibrated)' "$OUT/bench.log" | head -12
     echo "-- GEMMs of a 175B tp-8 stage, short vs sustained ~1.5 s (bench.log)"
     grep -E '^stage175' "$OUT/bench.log" | head -10
     echo

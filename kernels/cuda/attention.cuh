@@ -27,6 +27,10 @@ void attn_mma_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
                   const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
                   int NKV, int HS, cudaStream_t st);
 
+/* which dK/dV kernel the mma path runs: K, V fragments held in registers
+ * (true, the default) or re-read from smem (bench_cuda_kernels times both) */
+void attn_mma_dkdv_regs(bool on);
+
 /* kernels above 48 KB of dynamic shared memory must say so once */
 template <typename K>
 static void allow_smem(K kernel, size_t bytes) {

@@ -536,6 +536,41 @@ __device__ __forceinline__ void tile_cp(bf16 *s, const bf16 *x, size_t rs, int t
     }
 }
 
+__device__ __forceinline__ void cp4(void *s, const void *g, bool valid) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(a), "l"(g), "r"(valid ? 4 : 0) : "memory");
+}
+
+/* lse (natural log) and D of rows [t0, t0+TT) of one head into Ls, Ds by
+ * cp.async, zeros past T */
+__device__ __forceinline__ void stats_cp(float *Ls, float *Ds, const float *lseb, const float *Db, int t0, int T) {
+    for (int i = threadIdx.x; i < TT; i += TW * 32) {
+        bool ok = t0 + i < T;
+        cp4(Ls + i, ok ? lseb + t0 + i : lseb, ok);
+        cp4(Ds + i, ok ? Db + t0 + i : Db, ok);
+    }
+}
+
+/* D[(b·NH + h)·T + t] = dO·O of that row, the backward's row term, once
+ * for both passes (the WMMA kernels recompute it per tile: row_stats);
+ * HS/8 lanes a row, 16-byte loads */
+template <int HS>
+__global__ void attention_delta_kernel(float *D, const bf16 *dout, const bf16 *out, int T, int NH, int rows) {
+    constexpr int G = HS / 8;
+    int r = (blockIdx.x * blockDim.x + threadIdx.x) / G, c = threadIdx.x % G * 8;
+    float s = 0.0f;
+    if (r < rows) {
+        int t = r % T, bh = r / T;
+        size_t off = ((size_t)(bh / NH) * T + t) * NH * HS + (size_t)(bh % NH) * HS + c;
+        Pack8 a = *(const Pack8 *)(dout + off), o = *(const Pack8 *)(out + off);
+        #pragma unroll
+        for (int j = 0; j < 8; j++) s += __bfloat162float(a.v[j]) * __bfloat162float(o.v[j]);
+    }
+    #pragma unroll
+    for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (r < rows && c == 0) D[r] = s;
+}
+
 /* a warp's 16 x HS accumulators to rows t0 + g, t0 + g + 8 (< T) of y:
  * y = f·acc, or y += f·acc */
 template <int HS>
@@ -697,7 +732,7 @@ attention_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, co
 template <int HS>
 __global__ void __launch_bounds__(TW * 32, 2)
 attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf16 *k,
-                            const bf16 *v, const bf16 *out, const float *lse, int T, int NH, int NKV) {
+                            const bf16 *v, const float *lse, const float *D, int T, int NH, int NKV) {
     constexpr int LDT = HS + 8, NK = HS / 16, NO = HS / 8;
     extern __shared__ __align__(128) unsigned char tc_smem[];
     bf16 *Qs = (bf16 *)tc_smem, *dOs = Qs + TT * LDT, *Kb = dOs + TT * LDT, *Vb = Kb + 2 * TT * LDT;
@@ -711,8 +746,8 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
     tile_cp<HS>(dOs, dout + qoff, qrs, q0, T);
     tile_cp<HS>(Kb, k + koff, krs, 0, T);
     tile_cp<HS>(Vb, v + koff, krs, 0, T);
+    stats_cp(Ls, Ds, lse + ((size_t)b * NH + h) * T, D + ((size_t)b * NH + h) * T, q0, T);
     cp_commit();
-    row_stats<HS>(Ls, Ds, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + h) * T, q0, T);
 
     unsigned qf[NK][4], df[NK][4];
     float acc[NO][4];
@@ -738,8 +773,8 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
                 ldsm4(qf[kk], a_at(Qs, LDT, warp * 16, kk * 16, lane));
                 ldsm4(df[kk], a_at(dOs, LDT, warp * 16, kk * 16, lane));
             }
-            L0 = Ls[warp * 16 + g];
-            L1 = Ls[warp * 16 + g + 8];
+            L0 = Ls[warp * 16 + g] * LOG2E;
+            L1 = Ls[warp * 16 + g + 8] * LOG2E;
             D0 = Ds[warp * 16 + g];
             D1 = Ds[warp * 16 + g + 8];
         }
@@ -782,12 +817,12 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
 
 /* dK, dV: block = TT keys of kv head g (warp w owns 16) against every query
  * tile at or after them, for each query head of the group (Q, dO and their
- * row statistics double-buffered). Per 16-query block: Sᵀ = K·Qᵀ and
+ * rows' lse and D double-buffered). Per 16-query block: Sᵀ = K·Qᵀ and
  * dPᵀ = V·dOᵀ, Pᵀ and dSᵀ in registers, dV += Pᵀ·dO, dK += dSᵀ·Q. */
-template <int HS>
+template <int HS, bool KREG>
 __global__ void __launch_bounds__(TW * 32, 2)
 attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
-                              const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                              const bf16 *k, const bf16 *v, const float *lse, const float *D,
                               int T, int NH, int NKV) {
     constexpr int LDT = HS + 8, NK = HS / 16, NO = HS / 8;
     extern __shared__ __align__(128) unsigned char tc_smem[];
@@ -804,10 +839,12 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
         size_t qoff = (size_t)b * T * qrs + (size_t)(kvh * rep) * HS;
         tile_cp<HS>(Qb, q + qoff, qrs, k0, T);
         tile_cp<HS>(dOb, dout + qoff, qrs, k0, T);
+        size_t so = ((size_t)b * NH + kvh * rep) * T;
+        stats_cp(Lb, Db, lse + so, D + so, k0, T);
         cp_commit();
-        row_stats<HS>(Lb, Db, dout + qoff, out + qoff, qrs, lse + ((size_t)b * NH + kvh * rep) * T, k0, T);
     }
     float dka[NO][4], dva[NO][4];
+    unsigned kf[NK][4], vf[NK][4];                     // this warp's 16 keys: read once (KREG) or per use
     #pragma unroll
     for (int n = 0; n < NO; n++)
         #pragma unroll
@@ -821,14 +858,21 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
             size_t qoff = (size_t)b * T * qrs + (size_t)h1 * HS;
             tile_cp<HS>(Qb + b1 * TT * LDT, q + qoff, qrs, q1, T);
             tile_cp<HS>(dOb + b1 * TT * LDT, dout + qoff, qrs, q1, T);
+            size_t so = ((size_t)b * NH + h1) * T;
+            stats_cp(Lb + b1 * TT, Db + b1 * TT, lse + so, D + so, q1, T);
             cp_commit();
-            row_stats<HS>(Lb + b1 * TT, Db + b1 * TT, dout + qoff, out + qoff, qrs,
-                          lse + ((size_t)b * NH + h1) * T, q1, T);
             cp_wait<1>();
         } else {
             cp_wait<0>();
         }
         __syncthreads();
+        if (KREG && t == 0) {
+            #pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                ldsm4(kf[kk], a_at(Ks, LDT, warp * 16, kk * 16, lane));
+                ldsm4(vf[kk], a_at(Vs, LDT, warp * 16, kk * 16, lane));
+            }
+        }
         const bf16 *Qs = Qb + bi * TT * LDT, *dOs = dOb + bi * TT * LDT;
         const float *Ls = Lb + bi * TT, *Ds = Db + bi * TT;
         int jq0 = q0 == k0 ? warp : 0;                 // earlier query blocks see none of these keys
@@ -836,28 +880,27 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
             float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, dp[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
             #pragma unroll
             for (int kk = 0; kk < NK; kk++) {
-                unsigned af[4], bf[4];
-                ldsm4(af, a_at(Ks, LDT, warp * 16, kk * 16, lane));
+                unsigned bf[4];
+                if (!KREG) ldsm4(kf[kk], a_at(Ks, LDT, warp * 16, kk * 16, lane));
                 ldsm4(bf, bt_at(Qs, LDT, jq * 16, kk * 16, lane));
-                mma16816(s[0], af, bf[0], bf[1]);
-                mma16816(s[1], af, bf[2], bf[3]);
-                ldsm4(af, a_at(Vs, LDT, warp * 16, kk * 16, lane));
+                mma16816(s[0], kf[kk], bf[0], bf[1]);
+                mma16816(s[1], kf[kk], bf[2], bf[3]);
+                if (!KREG) ldsm4(vf[kk], a_at(Vs, LDT, warp * 16, kk * 16, lane));
                 ldsm4(bf, bt_at(dOs, LDT, jq * 16, kk * 16, lane));
-                mma16816(dp[0], af, bf[0], bf[1]);
-                mma16816(dp[1], af, bf[2], bf[3]);
+                mma16816(dp[0], vf[kk], bf[0], bf[1]);
+                mma16816(dp[1], vf[kk], bf[2], bf[3]);
             }
-            float p[2][4];
             #pragma unroll
             for (int j = 0; j < 2; j++)
                 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int i = jq * 16 + j * 8 + c + (e & 1), tq = q0 + i;
-                    float pe = (e < 2 ? key0 : key1) <= tq && tq < T ? exp2f(s[j][e] * sl2 - Ls[i]) : 0.0f;
-                    p[j][e] = pe;
-                    s[j][e] = pe * (dp[j][e] - Ds[i]);
+                    float pe = (e < 2 ? key0 : key1) <= tq && tq < T ? exp2f(s[j][e] * sl2 - Ls[i] * LOG2E) : 0.0f;
+                    s[j][e] = pe * (dp[j][e] - Ds[i]);     // dS
+                    dp[j][e] = pe;                         // P
                 }
             unsigned pa[4], sa[4];
-            acc_to_a(pa, p[0], p[1]);
+            acc_to_a(pa, dp[0], dp[1]);
             acc_to_a(sa, s[0], s[1]);
             #pragma unroll
             for (int dn = 0; dn < HS / 16; dn++) {
@@ -877,6 +920,12 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
     acc_store<HS>(dk + koff, krs, k0 + warp * 16, T, dka, sc, sc, true);
 }
 
+/* the dK/dV pass holds its K and V fragments in registers (255 of them at
+ * HS 128, 12 bytes spilled) or re-reads them from smem per query block
+ * (229 registers, 1.5x the ldmatrix traffic); the benchmark times both */
+static bool dkdv_regs = true;
+void attn_mma_dkdv_regs(bool on) { dkdv_regs = on; }
+
 template <int HS>
 static void fwd_mma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                     int B, int T, int NH, int NKV, cudaStream_t st) {
@@ -891,17 +940,26 @@ template <int HS>
 static void bwd_mma(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
                     const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                     cudaStream_t st) {
+    int rows = B * T * NH;
+    float *D = kc_ctx.partials;                        // D of every row, once: the scratch of the norms
+    attention_delta_kernel<HS><<<ceil_div((size_t)rows * (HS / 8), 256), 256, 0, st>>>(D, dout, out, T, NH, rows);
+    CHECK_LAUNCH();
     size_t sm = bwd_mma_smem(HS);
-    allow_smem(attention_bwd_dkdv_mma_kernel<HS>, sm);
     allow_smem(attention_bwd_dq_mma_kernel<HS>, sm);
     if (dk && dv) {
         dim3 g1(ceil_div(T, TT), NKV, B);
-        attention_bwd_dkdv_mma_kernel<HS><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+        if (dkdv_regs) {
+            allow_smem(attention_bwd_dkdv_mma_kernel<HS, true>, sm);
+            attention_bwd_dkdv_mma_kernel<HS, true><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, lse, D, T, NH, NKV);
+        } else {
+            allow_smem(attention_bwd_dkdv_mma_kernel<HS, false>, sm);
+            attention_bwd_dkdv_mma_kernel<HS, false><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, lse, D, T, NH, NKV);
+        }
         CHECK_LAUNCH();
     }
     if (dq) {
         dim3 g2(ceil_div(T, TT), NH, B);
-        attention_bwd_dq_mma_kernel<HS><<<g2, TW * 32, sm, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
+        attention_bwd_dq_mma_kernel<HS><<<g2, TW * 32, sm, st>>>(dq, dout, q, k, v, lse, D, T, NH, NKV);
         CHECK_LAUNCH();
     }
 }
@@ -915,6 +973,11 @@ void attn_mma_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf1
 void attn_mma_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
                   const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
                   int NKV, int HS, cudaStream_t st) {
+    kc_require_init();
+    if ((size_t)B * T * NH > kc_ctx.partial_floats) {  // D would not fit the scratch: the WMMA pass
+        attn_tc_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, st);   // recomputes it per tile
+        return;
+    }
     if (HS == 64) bwd_mma<64>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
     else bwd_mma<128>(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, st);
 }

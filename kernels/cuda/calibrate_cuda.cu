@@ -1,7 +1,19 @@
-/* calibrate_cuda.cu — GEMM, copy, attention and NCCL sweeps into a
- * HwProfile (see calibrate_cuda.h). Each measurement: warm-ups, then enough
- * repetitions for ~20 ms, timed with CUDA events; random inputs, never zeros
- * (a GEMM on zeros runs faster than on real data). */
+/* calibrate_cuda.cu — copy, GEMM, attention and NCCL sweeps into a
+ * HwProfile (see calibrate_cuda.h). Timed with CUDA events on random
+ * inputs, never zeros (a GEMM on zeros runs faster than on real data).
+ *
+ * GEMM and attention are measured in the steady, power-limited state a
+ * training run lives in, not from a cool GPU: an H200 under sustained GEMM
+ * load reaches its ~700 W cap and its SM clock falls from 1980 to ~1400-1500
+ * MHz. Device run of 2026-11-30: a 175B tp-8 stage's GEMMs ran at 796
+ * TFLOP/s in ~10 ms bursts but 640-690 TFLOP/s over 1.5 s (SM 1395-1500 MHz,
+ * 691-694 W), while this sweep, then ~20 ms a point and ~1 s in all from a
+ * cool GPU, wrote gemm_eff 0.75-0.80 at 1e11-1e12 FLOPs; predictions with
+ * that profile came out 9 % (1.3B GPT step) and 22 % (175B stage proxy) too
+ * fast. So: ~2 s of the sweep's largest GEMM back to back first, then every
+ * GEMM and attention point queued back to back for >= 100 ms (5 batches of
+ * >= 20 ms, no host sync in between), the median batch kept. Copies keep the
+ * short timing (memory-bound; they run before the warm-up). */
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -26,10 +38,6 @@ static void fill_random(bf16 *x, size_t n, uint32_t seed) {
     CHECK_LAUNCH();
 }
 
-/* seconds per call of fn(), median of 5 batches after warm-up */
-template <typename F>
-static double time_call(F fn) { return kc_time_median(fn, 4.0, 200); }
-
 static void logf_(FILE *log, const char *fmt, ...) {
     if (!log) return;
     va_list ap;
@@ -37,6 +45,97 @@ static void logf_(FILE *log, const char *fmt, ...) {
     vfprintf(log, fmt, ap);
     va_end(ap);
     fflush(log);
+}
+
+/* seconds per call of fn(), median of 5 batches of ~4 ms after warm-up */
+template <typename F>
+static double time_call(F fn) { return kc_time_median(fn, 4.0, 200); }
+
+enum { STEADY_BATCHES = 5, STEADY_MAX_REPS = 20000 };
+static const double STEADY_BATCH_MS = 20;   // x 5 batches: >= 100 ms a point
+static const double WARMUP_MS = 2000;       // long enough to reach the power cap
+
+/* Seconds per call of fn() with the GPU kept loaded: sized by 1, 2, 4 ...
+ * calls until a run takes 2 ms (one call alone would count its launch
+ * latency and size short batches), then STEADY_BATCHES batches of at least
+ * STEADY_BATCH_MS each, queued back to back with an event between batches
+ * and no host sync, so the device never idles; the median batch. */
+template <typename F>
+static double time_steady(F fn) {
+    cudaEvent_t ev[STEADY_BATCHES + 1];
+    for (int b = 0; b <= STEADY_BATCHES; b++) CHECK_CUDA(cudaEventCreate(&ev[b]));
+    fn();
+    float ms = 0;
+    int n = 1;
+    for (;; n *= 2) {
+        CHECK_CUDA(cudaEventRecord(ev[0]));
+        for (int i = 0; i < n; i++) fn();
+        CHECK_CUDA(cudaEventRecord(ev[1]));
+        CHECK_CUDA(cudaEventSynchronize(ev[1]));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+        if (ms >= 2 || n >= STEADY_MAX_REPS) break;
+    }
+    double per = std::max((double)ms / n, 1e-6);
+    int reps = (int)std::min((double)STEADY_MAX_REPS, std::max(1.0, ceil(STEADY_BATCH_MS / per)));
+    CHECK_CUDA(cudaEventRecord(ev[0]));
+    for (int b = 0; b < STEADY_BATCHES; b++) {
+        for (int i = 0; i < reps; i++) fn();
+        CHECK_CUDA(cudaEventRecord(ev[b + 1]));
+    }
+    CHECK_CUDA(cudaEventSynchronize(ev[STEADY_BATCHES]));
+    double t[STEADY_BATCHES];
+    for (int b = 0; b < STEADY_BATCHES; b++) {
+        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[b], ev[b + 1]));
+        t[b] = ms * 1e-3 / reps;
+    }
+    for (int b = 0; b <= STEADY_BATCHES; b++) cudaEventDestroy(ev[b]);
+    std::sort(t, t + STEADY_BATCHES);
+    return t[STEADY_BATCHES / 2];
+}
+
+/* fn() back to back, in chunks of 8 calls, until the events say WARMUP_MS
+ * have passed; logs the rate of the first and the last chunk (flops per
+ * call), which shows the clock falling as the power cap is reached. */
+template <typename F>
+static void warm_up(F fn, double flops, FILE *log, const char *what) {
+    enum { CHUNK = 8 };
+    cudaEvent_t e0, a, b;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
+    CHECK_CUDA(cudaEventRecord(e0));
+    float total = 0, ms = 0, first = 0;
+    int chunks = 0;
+    while (total < WARMUP_MS) {
+        CHECK_CUDA(cudaEventRecord(a));
+        for (int i = 0; i < CHUNK; i++) fn();
+        CHECK_CUDA(cudaEventRecord(b));
+        CHECK_CUDA(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+        CHECK_CUDA(cudaEventElapsedTime(&total, e0, b));
+        if (chunks++ == 0) first = ms;
+    }
+    logf_(log, "warm-up %s back to back for %.2f s: %.1f TFLOP/s at first, %.1f at the end\n", what,
+          total * 1e-3, flops * CHUNK / (first * 1e-3) / 1e12, flops * CHUNK / (ms * 1e-3) / 1e12);
+    cudaEventDestroy(e0); cudaEventDestroy(a); cudaEventDestroy(b);
+}
+
+/* "  SM N MHz, W W" from the caller's probe into buf, or "" without one or
+ * when it knows neither figure (no NVML) */
+static const char *gpu_state(const KcCalibOpts *opt, char *buf, size_t n) {
+    int mhz = -1;
+    double watts = -1;
+    if (opt->probe) opt->probe(opt->probe_ctx, &mhz, &watts);
+    if (mhz < 0 && watts < 0) return "";
+    snprintf(buf, n, "  SM %d MHz, %.0f W", mhz, watts);
+    return buf;
+}
+
+/* "gpu    WHEN:  SM N MHz, W W" when the probe knows */
+static void log_gpu(const KcCalibOpts *opt, const char *when) {
+    char buf[64];
+    const char *st = opt->log ? gpu_state(opt, buf, sizeof buf) : "";
+    if (st[0]) logf_(opt->log, "gpu    %s:%s\n", when, st);
 }
 
 /* points (size, eff) → an ascending curve of at most HW_MAX_EFF_POINTS,
@@ -57,7 +156,8 @@ static void make_curve(EffCurve *c, EffPoint *pt, int n) {
     }
 }
 
-static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, FILE *log) {
+static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt) {
+    FILE *log = opt->log;
     // (BT, C, OC) as kc_matmul_fwd takes them: squares, then the four
     // GEMMs of a layer at h = 2048, 4096, 8192 with 8192 tokens
     static const int shapes[][3] = {
@@ -81,14 +181,25 @@ static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, FILE *log) {
     fill_random(a, maxa, 1);
     fill_random(w, maxw, 2);
     double flops[NS], rate[NS], best = 0;
+    int big = 0;
+    for (int i = 0; i < NS; i++) {
+        flops[i] = 2.0 * shapes[i][0] * shapes[i][1] * (double)shapes[i][2];
+        if (flops[i] > flops[big]) big = i;
+    }
+    const int *sb = shapes[big];
+    char what[64];
+    snprintf(what, sizeof what, "GEMM BT=%d C=%d OC=%d", sb[0], sb[1], sb[2]);
+    log_gpu(opt, "before the warm-up");
+    warm_up([&] { kc_matmul_fwd(o, a, w, NULL, sb[0], sb[1], sb[2], 0); }, flops[big], log, what);
+    log_gpu(opt, "after the warm-up");
     for (int i = 0; i < NS; i++) {
         int BT = shapes[i][0], C = shapes[i][1], OC = shapes[i][2];
-        double t = time_call([&] { kc_matmul_fwd(o, a, w, NULL, BT, C, OC, 0); });
-        flops[i] = 2.0 * BT * C * OC;
+        double t = time_steady([&] { kc_matmul_fwd(o, a, w, NULL, BT, C, OC, 0); });
         rate[i] = flops[i] / t;
         best = std::max(best, rate[i]);
-        logf_(log, "gemm   BT=%-5d C=%-5d OC=%-5d  %9.3f ms  %7.1f TFLOP/s\n", BT, C, OC,
-              t * 1e3, rate[i] / 1e12);
+        char buf[64];
+        logf_(log, "gemm   BT=%-5d C=%-5d OC=%-5d  %9.3f ms  %7.1f TFLOP/s%s\n", BT, C, OC,
+              t * 1e3, rate[i] / 1e12, log ? gpu_state(opt, buf, sizeof buf) : "");
     }
     double peak = hw->peak[PREC_BF16] > 0 ? hw->peak[PREC_BF16] : best;
     if (hw->peak[PREC_BF16] <= 0) hw->peak[PREC_BF16] = best;
@@ -134,7 +245,8 @@ static void sweep_copy(HwProfile *hw, KcCalibReport *rep, FILE *log, size_t l2) 
     cudaFree(src); cudaFree(dst);
 }
 
-static void sweep_attention(HwProfile *hw, KcCalibReport *rep, FILE *log) {
+static void sweep_attention(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt) {
+    FILE *log = opt->log;
     static const int shapes[][3] = {{1, 512, 16}, {1, 1024, 16}, {1, 2048, 16},
                                     {4, 2048, 16}, {1, 4096, 32}, {2, 8192, 32}};   // B, T, NH
     enum { NS = sizeof shapes / sizeof shapes[0], HS = 128 };
@@ -152,12 +264,13 @@ static void sweep_attention(HwProfile *hw, KcCalibReport *rep, FILE *log) {
     double best = 0;
     for (int i = 0; i < NS; i++) {
         int B = shapes[i][0], T = shapes[i][1], NH = shapes[i][2];
-        double t = time_call([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); });
+        double t = time_steady([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH, HS, 0); });
         double f = 4.0 * B * (double)T * T * NH * HS * 0.5;
         best = std::max(best, f / t);
         pt[i] = EffPoint{f, f / t / hw->peak[PREC_BF16]};
-        logf_(log, "attn   B=%d T=%-5d NH=%-2d HS=%d  %9.3f ms  %7.1f TFLOP/s\n", B, T, NH, HS,
-              t * 1e3, f / t / 1e12);
+        char buf[64];
+        logf_(log, "attn   B=%d T=%-5d NH=%-2d HS=%d  %9.3f ms  %7.1f TFLOP/s%s\n", B, T, NH, HS,
+              t * 1e3, f / t / 1e12, log ? gpu_state(opt, buf, sizeof buf) : "");
     }
     make_curve(&hw->attn_eff, pt, NS);
     rep->attn_best = best;
@@ -249,7 +362,8 @@ static void sweep_nccl(HwProfile *hw, KcCalibReport *rep, FILE *log, int n) {
 }
 #endif
 
-int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, FILE *log, int nccl_in_process, char *err, int errlen) {
+int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, const KcCalibOpts *opt, char *err, int errlen) {
+    FILE *log = opt->log;
     KcCalibReport rep;
     memset(&rep, 0, sizeof rep);
     rep.ngpus = kc_device_count();
@@ -273,11 +387,14 @@ int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, FILE *log, int nccl
     hw->hbm_bytes = (double)prop.totalGlobalMem;
     hw_curves_local(hw);   // the curves measured below are this GPU's: no reference GPU
     kc_init();
-    sweep_gemm(hw, &rep, log);
+    // copies first: the GEMM sweep's warm-up brings the GPU to its power
+    // cap, and attention follows it while it is still there
     sweep_copy(hw, &rep, log, prop.l2CacheSize > 0 ? (size_t)prop.l2CacheSize : (size_t)64 << 20);
-    sweep_attention(hw, &rep, log);
+    sweep_gemm(hw, &rep, opt);
+    sweep_attention(hw, &rep, opt);
+    log_gpu(opt, "after the GEMM and attention sweeps");
 #ifdef KC_HAVE_NCCL
-    if (rep.ngpus > 1 && nccl_in_process) sweep_nccl(hw, &rep, log, rep.ngpus);
+    if (rep.ngpus > 1 && opt->nccl_in_process) sweep_nccl(hw, &rep, log, rep.ngpus);
 #endif
     if (hw->gpus_per_node < 1) hw->gpus_per_node = rep.ngpus;
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -286,7 +403,8 @@ int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, FILE *log, int nccl
 }
 
 int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen) {
-    return kc_calibrate_opts(hw, rep, log, 1, err, errlen);
+    KcCalibOpts opt = {log, 1, NULL, NULL};
+    return kc_calibrate_opts(hw, rep, &opt, err, errlen);
 }
 
 int kc_calibrate(HwProfile *hw, char *err, int errlen) {

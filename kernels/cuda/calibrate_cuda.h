@@ -8,12 +8,19 @@
  *   hbm_bytes    the device's total memory
  *   hbm_bw       kept when given; else the best device-to-device copy
  *   gemm_eff     cuBLASLt bf16 GEMMs, square and transformer-shaped, as
- *                achieved/peak[bf16] by FLOPs of one GEMM
+ *                achieved/peak[bf16] by FLOPs of one GEMM, in the steady,
+ *                power-limited state of a training run: after ~2 s of the
+ *                largest GEMM back to back, each point kept busy for
+ *                >= 100 ms (median of 5 batches queued back to back). A
+ *                cool GPU's bursts run at the full boost clock; under
+ *                sustained load an H200 sits at its ~700 W cap with the SM
+ *                clock ~25 % lower (see calibrate_cuda.cu)
  *   mem_eff      device-to-device copies, achieved/hbm_bw by bytes moved
  *                (read + write), each from a ring of buffers twice the L2
  *                so that it measures HBM
  *   attn_eff     kc_attention_fwd, causal FLOPs (4·B·T²·NH·HS/2) over time,
- *                as a fraction of peak[bf16]
+ *                as a fraction of peak[bf16]; timed like the GEMMs, right
+ *                after them (copies run first, before the warm-up)
  *   eff_ref_peak, eff_ref_hbm_bw  0: the curves above are this GPU's
  *                (hw_curves_local restates any it doesn't replace)
  *   with 2+ GPUs and NCCL: intra.bw (all-reduce bus bandwidth at the largest
@@ -22,8 +29,9 @@
  * Under mpirun, one GPU per process (kc_nccl_*): the same NCCL sweep over
  * the processes, bootstrapped by the caller (MPI stays in executor/dist.c).
  * What it doesn't: links between nodes, failure rates, storage, overheads.
- * Needs a GPU: returns -1 with err filled when there is none. Takes about a
- * minute on an H200. */
+ * Needs a GPU: returns -1 with err filled when there is none. Takes about
+ * 6 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point), plus the
+ * NCCL sweep with 2+ GPUs. */
 #ifndef ULTRAPLAN_KERNELS_CALIBRATE_CUDA_H
 #define ULTRAPLAN_KERNELS_CALIBRATE_CUDA_H
 
@@ -55,9 +63,22 @@ int kc_calibrate(HwProfile *hw, char *err, int errlen);
 /* The same, also filling rep (nullable) and printing one line per
  * measurement to log (nullable). */
 int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen);
-/* The same; nccl_in_process 0 skips the one-process NCCL sweep over every
- * visible GPU (a multi-process calibration measures NCCL with kc_nccl_*). */
-int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep, FILE *log, int nccl_in_process, char *err, int errlen);
+
+typedef struct {
+    FILE *log;             // one line per measurement; NULL: quiet
+    int nccl_in_process;   // 0 skips the one-process NCCL sweep over every visible
+                           // GPU (a multi-process calibration uses kc_nccl_*)
+    /* Nullable: GPU 0's SM clock (MHz) and board power (W) now, -1 where
+     * unknown, logged before and after the warm-up, after each GEMM and
+     * attention point and after the sweeps. The caller supplies it (NVML
+     * lives in executor/cuda/cunvml.c; kernels/ does not depend on
+     * executor/). */
+    void (*probe)(void *ctx, int *sm_mhz, double *watts);
+    void *probe_ctx;       // passed to probe
+} KcCalibOpts;
+
+/* The same, with the options above. */
+int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt, char *err, int errlen);
 
 /* ---- NCCL across processes, one GPU each ---------------------------------- */
 
