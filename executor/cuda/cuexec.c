@@ -213,7 +213,7 @@ static int dp_buckets(const CuExec *e) { return !e->proxy && e->dp > 1 && !e->ze
 static void sp_sync(CuExec *e, int li)
 {
     CuBucket r[P_LAYER_COUNT];
-    int n = cuplan_sp_sync(&e->ps, li, r);
+    int n = e->proxy ? 0 : cuplan_sp_sync(&e->ps, li, r);   // the proxy has no tp peers to sum with
     if (!n)
         return;
     int prev = cunet_tm_swap(e, PH_TP);
@@ -667,7 +667,11 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
-    e->sp = 0, e->Nl = e->sh.N;   // no collectives to shard around: every norm runs over all N rows
+    /* under SP the stage runs its norms, residuals and dropout on N/tp rows:
+     * so does the proxy (cunet.c's sp_allgather/sp_reduce_scatter copy
+     * locally where the collectives would run, timed as TP) */
+    e->sp = lo->sp && lo->tp > 1 && e->sh.N % lo->tp == 0;
+    e->Nl = e->sp ? e->sh.N / lo->tp : e->sh.N;
     CHECK_CUDA(cudaSetDevice(0));
     if (setup(e, stage, err, errlen) != 0)
         return -1;

@@ -80,19 +80,32 @@ static void tp_allreduce(CuExec *e, void *x, size_t n, CuType t, CuOp op)
     cunet_tm_swap(e, prev);
 }
 
-/* sp: out (N, C) = the (Nl, C) slices of every tp rank, in rank order */
+/* sp: out (N, C) = the (Nl, C) slices of every tp rank, in rank order. The
+ * stage proxy has no tp peers: its own slice stands in for every rank's (a
+ * device copy, timed as TP like the collective it replaces). */
 static void sp_allgather(CuExec *e, kc_bf16 *out, const kc_bf16 *in)
 {
     int prev = cunet_tm_swap(e, PH_TP);
-    cucomm_allgather_from(e->cc, CC_TP, in, out, (size_t)e->Nl * e->sh.C, CC_BF16, e->st);
+    size_t n = (size_t)e->Nl * e->sh.C;
+    if (e->proxy) {
+        for (int r = 0; r < e->sh.N / e->Nl; r++)
+            CHECK_CUDA(cudaMemcpyAsync(out + r * n, in, n * sizeof *in, cudaMemcpyDeviceToDevice, e->st));
+    } else {
+        cucomm_allgather_from(e->cc, CC_TP, in, out, n, CC_BF16, e->st);
+    }
     cunet_tm_swap(e, prev);
 }
 
-/* sp: out (Nl, C) = this rank's rows of the sum over tp of in (N, C) */
+/* sp: out (Nl, C) = this rank's rows of the sum over tp of in (N, C) (the
+ * proxy: the first Nl rows of in) */
 static void sp_reduce_scatter(CuExec *e, kc_bf16 *out, const kc_bf16 *in)
 {
     int prev = cunet_tm_swap(e, PH_TP);
-    cucomm_reduce_scatter_to(e->cc, CC_TP, in, out, (size_t)e->Nl * e->sh.C, CC_BF16, e->st);
+    size_t n = (size_t)e->Nl * e->sh.C;
+    if (e->proxy)
+        CHECK_CUDA(cudaMemcpyAsync(out, in, n * sizeof *in, cudaMemcpyDeviceToDevice, e->st));
+    else
+        cucomm_reduce_scatter_to(e->cc, CC_TP, in, out, n, CC_BF16, e->st);
     cunet_tm_swap(e, prev);
 }
 
