@@ -290,7 +290,7 @@ rm -rf "$D"
     # each compare: its name and its step, compute, fwd/bwd, optimizer and MFU rows
     awk '/^=== compare[^:]*: .*ultraplan compare/ { name = $0; sub(/^=== /, "", name); sub(/:.*/, "", name); print "[" name "]"; on = 1; next }
          /^=== / { on = 0 }
-         on && /^ +(step_time|compute|forward|backward|optimizer|mfu|tokens_per_s) / { print }' "$OUT/run.log" | head -30
+         on && /^ +(step_time|compute|forward|backward|optimizer|mfu|tokens_per_s|stage_compute_mb|forward_mb|backward_mb|mfu_rank_share) / { print }' "$OUT/run.log" | head -30
     echo
     echo "-- 175B stage proxy (target: measured compute per micro-batch within 10 % of the prediction)"
     grep -E '^proxy stage' "$OUT/run.log" | head -2

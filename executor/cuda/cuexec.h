@@ -41,8 +41,8 @@
  * state goes through host buffers into the same writer and reader.
  *
  * What it doesn't do: context parallel, ZeRO-2/3, dropout, checkpoints of the
- * proxy, sequence-parallel norm sharding in the proxy (norms run over all N rows:
- * a small overcount).
+ * proxy. The proxy runs sequence-parallel shapes (norms on N/tp rows) with
+ * local copies in place of the SP collectives.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
