@@ -112,8 +112,9 @@ static void whole_rows(cJSON *doc, FILE *f, const Cost *k, double step, double c
 /* A stage proxy (run --proxy-stage): one GPU ran one tp rank of one stage
  * without its communication, so the plan's whole step is no measure of it.
  * Its own per micro-batch prediction (the run wrote both sides, from the same
- * cost model) against what it measured, and the rank's MFU against the MFU
- * that prediction implies (the same rank-share FLOPs per token). 0, or -1
+ * cost model) against what it measured, and the rank's MFU over its measured
+ * compute time against the MFU the prediction implies (the same rank-share
+ * FLOPs per token). 0, or -1
  * when a field is missing. */
 static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, const cJSON *run, const cJSON *px,
                       double mfu)
@@ -128,7 +129,10 @@ static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, c
     double peak = num(run, "peak_flops_per_rank", &ok);
     if (!ok || nmb <= 0)
         return -1;
+    /* both MFUs from compute time: the run's own MFU counts its whole step,
+     * which includes the local copies standing in for SP's collectives */
     double pmfu = pc > 0 && peak > 0 ? tokens / nmb * fpt / (pc * peak) : 0;
+    double mmfu = mc > 0 && peak > 0 ? tokens / nmb * fpt / (mc * peak) : mfu;
     header(f, plan, runp);
     if (f)
         fprintf(f, "  stage proxy, stage %d: one micro-batch on one tp rank, communication left out\n", (int)stage);
@@ -137,7 +141,7 @@ static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, c
     add_row(rows, f, "forward_mb", pf, mf, "ms", 1e3);
     add_row(rows, f, "backward_mb", pb, mb, "ms", 1e3);
     add_row(rows, f, "recompute_mb", pr, mr, "ms", 1e3);
-    add_row(rows, f, "mfu_rank_share", pmfu, mfu, "%", 100);
+    add_row(rows, f, "mfu_rank_share", pmfu, mmfu, "%", 100);
     cJSON_AddNumberToObject(rows, "stage", stage);
     cJSON_AddItemToObject(doc, "proxy", rows);
     return 0;
