@@ -22,7 +22,6 @@
 #include <cuda_runtime.h>
 #include "kernels_cuda.h"
 #include "common.cuh"
-#include "attention.cuh"   // attn_mma_dkdv_regs: the two dK/dV variants
 #include "calibrate_cuda.h"
 extern "C" {
 #include "profile.h"   // C headers without extern "C" of their own
@@ -219,16 +218,11 @@ int main(int argc, char **argv) {
         flop_row(name, af, time_s([&] { kc_attention_fwd(o, lse, q, k, v, B, T, NH, NH / 4, HS, 0); }));
     }
     kc_attention_set_impl(KC_ATTN_AUTO);
-    // the backward's two passes apart (dK/dV: S, dP, dV, dK; dQ: S, dP, dQ),
-    // and the dK/dV pass with its K, V fragments re-read from smem
+    // the backward's two passes apart (dK/dV: S, dP, dV, dK; dQ: S, dP, dQ)
     flop_row("attention_bwd dkdv mma", 2.0 * af, time_s([&] {
         kc_attention_bwd(NULL, dk, dv, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
     flop_row("attention_bwd dq mma", 1.5 * af, time_s([&] {
         kc_attention_bwd(dq, NULL, NULL, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
-    attn_mma_dkdv_regs(false);
-    flop_row("attention_bwd dkdv mma smemKV", 2.0 * af, time_s([&] {
-        kc_attention_bwd(NULL, dk, dv, o, q, k, v, o, lse, B, T, NH, NH, HS, 0); }));
-    attn_mma_dkdv_regs(true);
     printf("attention_mma_vs_wmma     fwd %.2fx, bwd %.2fx faster\n", at[1][0] / at[0][0], at[1][1] / at[0][1]);
     printf("attention_mma_vs_simt     fwd %.1fx, bwd %.1fx faster\n", at[2][0] / at[0][0], at[2][1] / at[0][1]);
     printf("\n-- memory-bound kernels, fewest bytes moved\n");

@@ -667,7 +667,7 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
-    /* under SP the stage runs its norms, residuals and dropout on N/tp rows:
+    /* under SP the stage runs its norms and residual adds on N/tp rows:
      * so does the proxy (cunet.c's sp_allgather/sp_reduce_scatter copy
      * locally where the collectives would run, timed as TP) */
     e->sp = lo->sp && lo->tp > 1 && e->sh.N % lo->tp == 0;

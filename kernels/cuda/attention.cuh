@@ -27,15 +27,20 @@ void attn_mma_bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
                   const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH,
                   int NKV, int HS, cudaStream_t st);
 
-/* which dK/dV kernel the mma path runs: K, V fragments held in registers
- * (true, the default) or re-read from smem (bench_cuda_kernels times both) */
-void attn_mma_dkdv_regs(bool on);
-
 /* kernels above 48 KB of dynamic shared memory must say so once */
 template <typename K>
 static void allow_smem(K kernel, size_t bytes) {
     if (bytes > 48 * 1024)
         CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+/* allow_smem, then kernel<<<grid, threads, smem, st>>>(args...), checked:
+ * every attention launch of the three implementations */
+template <typename K, typename... A>
+static void attn_launch(K kernel, dim3 grid, int threads, size_t smem, cudaStream_t st, A... args) {
+    allow_smem(kernel, smem);
+    kernel<<<grid, threads, smem, st>>>(args...);
+    CHECK_LAUNCH();
 }
 
 #endif

@@ -275,30 +275,20 @@ static size_t dq_smem(int HS)   { return sizeof(float) * (2 * (size_t)BR * HS + 
 template <int HS>
 static void fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                 int B, int T, int NH, int NKV, cudaStream_t st) {
-    size_t sm = fwd_smem(HS);
-    allow_smem(attention_fwd_kernel<HS>, sm);
-    dim3 grid(ceil_div(T, BR), NH, B);
-    attention_fwd_kernel<HS><<<grid, NW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
-    CHECK_LAUNCH();
+    attn_launch(attention_fwd_kernel<HS>, dim3(ceil_div(T, BR), NH, B), NW * 32, fwd_smem(HS), st,
+                out, lse, q, k, v, T, NH, NKV);
 }
 
 template <int HS>
 static void bwd(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
                 const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                 cudaStream_t st) {
-    size_t s1 = dkdv_smem(HS), s2 = dq_smem(HS);
-    allow_smem(attention_bwd_dkdv_kernel<HS>, s1);
-    allow_smem(attention_bwd_dq_kernel<HS>, s2);
-    if (dk && dv) {
-        dim3 g1(ceil_div(T, BR), NKV, B);
-        attention_bwd_dkdv_kernel<HS><<<g1, NW * 32, s1, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
-        CHECK_LAUNCH();
-    }
-    if (dq) {
-        dim3 g2(ceil_div(T, BR), NH, B);
-        attention_bwd_dq_kernel<HS><<<g2, NW * 32, s2, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
-        CHECK_LAUNCH();
-    }
+    if (dk && dv)
+        attn_launch(attention_bwd_dkdv_kernel<HS>, dim3(ceil_div(T, BR), NKV, B), NW * 32, dkdv_smem(HS), st,
+                    dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+    if (dq)
+        attn_launch(attention_bwd_dq_kernel<HS>, dim3(ceil_div(T, BR), NH, B), NW * 32, dq_smem(HS), st,
+                    dq, dout, q, k, v, out, lse, T, NH, NKV);
 }
 
 void attn_simt_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,

@@ -425,30 +425,20 @@ attention_bwd_dkdv_tc_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q
 template <int HS>
 static void fwd_tc(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                    int B, int T, int NH, int NKV, cudaStream_t st) {
-    size_t sm = fwd_tc_smem(HS);
-    allow_smem(attention_fwd_tc_kernel<HS>, sm);
-    dim3 grid(ceil_div(T, TT), NH, B);
-    attention_fwd_tc_kernel<HS><<<grid, TW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
-    CHECK_LAUNCH();
+    attn_launch(attention_fwd_tc_kernel<HS>, dim3(ceil_div(T, TT), NH, B), TW * 32, fwd_tc_smem(HS), st,
+                out, lse, q, k, v, T, NH, NKV);
 }
 
 template <int HS>
 static void bwd_tc(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
                    const bf16 *v, const bf16 *out, const float *lse, int B, int T, int NH, int NKV,
                    cudaStream_t st) {
-    size_t s1 = dkdv_tc_smem(HS), s2 = dq_tc_smem(HS);
-    allow_smem(attention_bwd_dkdv_tc_kernel<HS>, s1);
-    allow_smem(attention_bwd_dq_tc_kernel<HS>, s2);
-    if (dk && dv) {
-        dim3 g1(ceil_div(T, TT), NKV, B);
-        attention_bwd_dkdv_tc_kernel<HS><<<g1, TW * 32, s1, st>>>(dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
-        CHECK_LAUNCH();
-    }
-    if (dq) {
-        dim3 g2(ceil_div(T, TT), NH, B);
-        attention_bwd_dq_tc_kernel<HS><<<g2, TW * 32, s2, st>>>(dq, dout, q, k, v, out, lse, T, NH, NKV);
-        CHECK_LAUNCH();
-    }
+    if (dk && dv)
+        attn_launch(attention_bwd_dkdv_tc_kernel<HS>, dim3(ceil_div(T, TT), NKV, B), TW * 32, dkdv_tc_smem(HS), st,
+                    dk, dv, dout, q, k, v, out, lse, T, NH, NKV);
+    if (dq)
+        attn_launch(attention_bwd_dq_tc_kernel<HS>, dim3(ceil_div(T, TT), NH, B), TW * 32, dq_tc_smem(HS), st,
+                    dq, dout, q, k, v, out, lse, T, NH, NKV);
 }
 
 void attn_tc_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
@@ -726,6 +716,26 @@ attention_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, co
     }
 }
 
+/* The backward's two score-shaped products for 16 rows by 16 columns, as
+ * two 8-column accumulators each: s = A·Xᵀ and dp = B·Yᵀ over HS, the A and
+ * B fragments held (16 rows, all of HS), X and Y the 16 smem rows from r0
+ * (dQ: Q·Kᵀ, dO·Vᵀ; dK/dV: K·Qᵀ, V·dOᵀ). */
+template <int NK>
+__device__ __forceinline__ void two_products(float (&s)[2][4], float (&dp)[2][4], const unsigned (&a)[NK][4],
+                                             const bf16 *X, const unsigned (&b)[NK][4], const bf16 *Y, int ld,
+                                             int r0, int lane) {
+    #pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        unsigned bf[4];
+        ldsm4(bf, bt_at(X, ld, r0, kk * 16, lane));
+        mma16816(s[0], a[kk], bf[0], bf[1]);
+        mma16816(s[1], a[kk], bf[2], bf[3]);
+        ldsm4(bf, bt_at(Y, ld, r0, kk * 16, lane));
+        mma16816(dp[0], b[kk], bf[0], bf[1]);
+        mma16816(dp[1], b[kk], bf[2], bf[3]);
+    }
+}
+
 /* dQ: block = TT query rows (warp w owns 16; Q and dO fragments held in
  * registers) over the key tiles up to the diagonal; per 16-key block, S and
  * dP on tensor cores, dS = P∘(dP − D) in registers, dQ += dS·K */
@@ -781,16 +791,7 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
         int nb = k0 == q0 ? warp + 1 : TT / 16;
         for (int jb = 0; jb < nb; jb++) {
             float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, dp[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-            #pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                unsigned bf[4];
-                ldsm4(bf, bt_at(Ks, LDT, jb * 16, kk * 16, lane));
-                mma16816(s[0], qf[kk], bf[0], bf[1]);
-                mma16816(s[1], qf[kk], bf[2], bf[3]);
-                ldsm4(bf, bt_at(Vs, LDT, jb * 16, kk * 16, lane));
-                mma16816(dp[0], df[kk], bf[0], bf[1]);
-                mma16816(dp[1], df[kk], bf[2], bf[3]);
-            }
+            two_products<NK>(s, dp, qf, Ks, df, Vs, LDT, jb * 16, lane);
             #pragma unroll
             for (int j = 0; j < 2; j++)
                 #pragma unroll
@@ -819,7 +820,7 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
  * tile at or after them, for each query head of the group (Q, dO and their
  * rows' lse and D double-buffered). Per 16-query block: Sᵀ = K·Qᵀ and
  * dPᵀ = V·dOᵀ, Pᵀ and dSᵀ in registers, dV += Pᵀ·dO, dK += dSᵀ·Q. */
-template <int HS, bool KREG>
+template <int HS>
 __global__ void __launch_bounds__(TW * 32, 2)
 attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
                               const bf16 *k, const bf16 *v, const float *lse, const float *D,
@@ -844,7 +845,7 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
         cp_commit();
     }
     float dka[NO][4], dva[NO][4];
-    unsigned kf[NK][4], vf[NK][4];                     // this warp's 16 keys: read once (KREG) or per use
+    unsigned kf[NK][4], vf[NK][4];                     // this warp's 16 keys, read once
     #pragma unroll
     for (int n = 0; n < NO; n++)
         #pragma unroll
@@ -866,7 +867,7 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
             cp_wait<0>();
         }
         __syncthreads();
-        if (KREG && t == 0) {
+        if (t == 0) {
             #pragma unroll
             for (int kk = 0; kk < NK; kk++) {
                 ldsm4(kf[kk], a_at(Ks, LDT, warp * 16, kk * 16, lane));
@@ -878,18 +879,7 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
         int jq0 = q0 == k0 ? warp : 0;                 // earlier query blocks see none of these keys
         for (int jq = jq0; jq < TT / 16; jq++) {
             float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, dp[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-            #pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                unsigned bf[4];
-                if (!KREG) ldsm4(kf[kk], a_at(Ks, LDT, warp * 16, kk * 16, lane));
-                ldsm4(bf, bt_at(Qs, LDT, jq * 16, kk * 16, lane));
-                mma16816(s[0], kf[kk], bf[0], bf[1]);
-                mma16816(s[1], kf[kk], bf[2], bf[3]);
-                if (!KREG) ldsm4(vf[kk], a_at(Vs, LDT, warp * 16, kk * 16, lane));
-                ldsm4(bf, bt_at(dOs, LDT, jq * 16, kk * 16, lane));
-                mma16816(dp[0], vf[kk], bf[0], bf[1]);
-                mma16816(dp[1], vf[kk], bf[2], bf[3]);
-            }
+            two_products<NK>(s, dp, kf, Qs, vf, dOs, LDT, jq * 16, lane);
             #pragma unroll
             for (int j = 0; j < 2; j++)
                 #pragma unroll
@@ -920,20 +910,11 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
     acc_store<HS>(dk + koff, krs, k0 + warp * 16, T, dka, sc, sc, true);
 }
 
-/* the dK/dV pass holds its K and V fragments in registers (255 of them at
- * HS 128, 12 bytes spilled) or re-reads them from smem per query block
- * (229 registers, 1.5x the ldmatrix traffic); the benchmark times both */
-static bool dkdv_regs = true;
-void attn_mma_dkdv_regs(bool on) { dkdv_regs = on; }
-
 template <int HS>
 static void fwd_mma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                     int B, int T, int NH, int NKV, cudaStream_t st) {
-    size_t sm = fwd_mma_smem(HS);
-    allow_smem(attention_fwd_mma_kernel<HS>, sm);
-    dim3 grid(ceil_div(T, TT), NH, B);
-    attention_fwd_mma_kernel<HS><<<grid, TW * 32, sm, st>>>(out, lse, q, k, v, T, NH, NKV);
-    CHECK_LAUNCH();
+    attn_launch(attention_fwd_mma_kernel<HS>, dim3(ceil_div(T, TT), NH, B), TW * 32, fwd_mma_smem(HS), st,
+                out, lse, q, k, v, T, NH, NKV);
 }
 
 template <int HS>
@@ -942,26 +923,15 @@ static void bwd_mma(bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
                     cudaStream_t st) {
     int rows = B * T * NH;
     float *D = kc_ctx.partials;                        // D of every row, once: the scratch of the norms
-    attention_delta_kernel<HS><<<ceil_div((size_t)rows * (HS / 8), 256), 256, 0, st>>>(D, dout, out, T, NH, rows);
-    CHECK_LAUNCH();
+    attn_launch(attention_delta_kernel<HS>, dim3(ceil_div((size_t)rows * (HS / 8), 256)), 256, 0, st,
+                D, dout, out, T, NH, rows);
     size_t sm = bwd_mma_smem(HS);
-    allow_smem(attention_bwd_dq_mma_kernel<HS>, sm);
-    if (dk && dv) {
-        dim3 g1(ceil_div(T, TT), NKV, B);
-        if (dkdv_regs) {
-            allow_smem(attention_bwd_dkdv_mma_kernel<HS, true>, sm);
-            attention_bwd_dkdv_mma_kernel<HS, true><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, lse, D, T, NH, NKV);
-        } else {
-            allow_smem(attention_bwd_dkdv_mma_kernel<HS, false>, sm);
-            attention_bwd_dkdv_mma_kernel<HS, false><<<g1, TW * 32, sm, st>>>(dk, dv, dout, q, k, v, lse, D, T, NH, NKV);
-        }
-        CHECK_LAUNCH();
-    }
-    if (dq) {
-        dim3 g2(ceil_div(T, TT), NH, B);
-        attention_bwd_dq_mma_kernel<HS><<<g2, TW * 32, sm, st>>>(dq, dout, q, k, v, lse, D, T, NH, NKV);
-        CHECK_LAUNCH();
-    }
+    if (dk && dv)
+        attn_launch(attention_bwd_dkdv_mma_kernel<HS>, dim3(ceil_div(T, TT), NKV, B), TW * 32, sm, st,
+                    dk, dv, dout, q, k, v, lse, (const float *)D, T, NH, NKV);
+    if (dq)
+        attn_launch(attention_bwd_dq_mma_kernel<HS>, dim3(ceil_div(T, TT), NH, B), TW * 32, sm, st,
+                    dq, dout, q, k, v, lse, (const float *)D, T, NH, NKV);
 }
 
 void attn_mma_fwd(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,

@@ -51,47 +51,11 @@ static void logf_(FILE *log, const char *fmt, ...) {
 template <typename F>
 static double time_call(F fn) { return kc_time_median(fn, 4.0, 200); }
 
-enum { STEADY_BATCHES = 5, STEADY_MAX_REPS = 20000 };
-static const double STEADY_BATCH_MS = 20;   // x 5 batches: >= 100 ms a point
-static const double WARMUP_MS = 2000;       // long enough to reach the power cap
+static const double WARMUP_MS = 2000;   // long enough to reach the power cap
 
-/* Seconds per call of fn() with the GPU kept loaded: sized by 1, 2, 4 ...
- * calls until a run takes 2 ms (one call alone would count its launch
- * latency and size short batches), then STEADY_BATCHES batches of at least
- * STEADY_BATCH_MS each, queued back to back with an event between batches
- * and no host sync, so the device never idles; the median batch. */
+/* the same with the GPU kept loaded: batches of >= 20 ms, >= 100 ms a point */
 template <typename F>
-static double time_steady(F fn) {
-    cudaEvent_t ev[STEADY_BATCHES + 1];
-    for (int b = 0; b <= STEADY_BATCHES; b++) CHECK_CUDA(cudaEventCreate(&ev[b]));
-    fn();
-    float ms = 0;
-    int n = 1;
-    for (;; n *= 2) {
-        CHECK_CUDA(cudaEventRecord(ev[0]));
-        for (int i = 0; i < n; i++) fn();
-        CHECK_CUDA(cudaEventRecord(ev[1]));
-        CHECK_CUDA(cudaEventSynchronize(ev[1]));
-        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-        if (ms >= 2 || n >= STEADY_MAX_REPS) break;
-    }
-    double per = std::max((double)ms / n, 1e-6);
-    int reps = (int)std::min((double)STEADY_MAX_REPS, std::max(1.0, ceil(STEADY_BATCH_MS / per)));
-    CHECK_CUDA(cudaEventRecord(ev[0]));
-    for (int b = 0; b < STEADY_BATCHES; b++) {
-        for (int i = 0; i < reps; i++) fn();
-        CHECK_CUDA(cudaEventRecord(ev[b + 1]));
-    }
-    CHECK_CUDA(cudaEventSynchronize(ev[STEADY_BATCHES]));
-    double t[STEADY_BATCHES];
-    for (int b = 0; b < STEADY_BATCHES; b++) {
-        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[b], ev[b + 1]));
-        t[b] = ms * 1e-3 / reps;
-    }
-    for (int b = 0; b <= STEADY_BATCHES; b++) cudaEventDestroy(ev[b]);
-    std::sort(t, t + STEADY_BATCHES);
-    return t[STEADY_BATCHES / 2];
-}
+static double time_steady(F fn) { return kc_time_median(fn, 20.0, 20000); }
 
 /* fn() back to back, in chunks of 8 calls, until the events say WARMUP_MS
  * have passed; logs the rate of the first and the last chunk (flops per

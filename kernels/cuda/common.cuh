@@ -5,6 +5,7 @@
 #define ULTRAPLAN_KERNELS_CUDA_COMMON_CUH
 
 #include <algorithm>
+#include <cmath>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cublasLt.h>
@@ -123,38 +124,50 @@ __device__ __forceinline__ void store8(bf16 *row, const float x[8], int c, int C
 }
 
 
-/* Seconds per call of fn(): two warm-up calls, one to size the batches
- * (about batch_ms each, at most max_reps calls), then the median of 5
- * batches timed with CUDA events. Shared by calibration and the benchmark. */
+/* Seconds per call of fn(): a warm-up call, then runs of 1, 2, 4 ... calls
+ * until one takes 2 ms (a single call would count its launch latency), which
+ * sizes the batches (about batch_ms each, at most max_reps calls); then 5
+ * batches queued back to back, an event between each and no host sync, so
+ * the device never idles (long batches keep it at its power-limited steady
+ * clock); the median batch. Shared by calibration and the benchmark. */
 template <typename F>
 static inline double kc_time_median(F fn, double batch_ms, int max_reps)
 {
-    cudaEvent_t a, b;
-    CHECK_CUDA(cudaEventCreate(&a));
-    CHECK_CUDA(cudaEventCreate(&b));
+    enum { NB = 5 };
+    cudaEvent_t ev[NB + 1];
+    for (int b = 0; b <= NB; b++)
+        CHECK_CUDA(cudaEventCreate(&ev[b]));
     fn();
-    fn();
-    CHECK_CUDA(cudaEventRecord(a));
-    fn();
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    int reps = (int)std::min((double)max_reps, std::max(1.0, batch_ms / std::max(ms, 1e-3f)));
-    double t[5];
-    for (int k = 0; k < 5; k++) {
-        CHECK_CUDA(cudaEventRecord(a));
+    for (int n = 1;; n *= 2) {
+        CHECK_CUDA(cudaEventRecord(ev[0]));
+        for (int i = 0; i < n; i++)
+            fn();
+        CHECK_CUDA(cudaEventRecord(ev[1]));
+        CHECK_CUDA(cudaEventSynchronize(ev[1]));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+        if (ms >= 2 || n >= max_reps) {
+            ms /= n;
+            break;
+        }
+    }
+    int reps = (int)std::min((double)max_reps, std::max(1.0, std::ceil(batch_ms / std::max(ms, 1e-6f))));
+    CHECK_CUDA(cudaEventRecord(ev[0]));
+    for (int b = 0; b < NB; b++) {
         for (int i = 0; i < reps; i++)
             fn();
-        CHECK_CUDA(cudaEventRecord(b));
-        CHECK_CUDA(cudaEventSynchronize(b));
-        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-        t[k] = ms * 1e-3 / reps;
+        CHECK_CUDA(cudaEventRecord(ev[b + 1]));
     }
-    std::sort(t, t + 5);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return t[2];
+    CHECK_CUDA(cudaEventSynchronize(ev[NB]));
+    double t[NB];
+    for (int b = 0; b < NB; b++) {
+        CHECK_CUDA(cudaEventElapsedTime(&ms, ev[b], ev[b + 1]));
+        t[b] = ms * 1e-3 / reps;
+    }
+    for (int b = 0; b <= NB; b++)
+        cudaEventDestroy(ev[b]);
+    std::sort(t, t + NB);
+    return t[NB / 2];
 }
 
 #endif
