@@ -5,7 +5,8 @@
  *
  * Each constant is fitted as a log-scale factor on its value in the base
  * profile, so a factor of 1 changes nothing and every value stays positive;
- * efficiencies are capped at 1.
+ * efficiencies are capped at 1. A constant the fit rows do not determine is
+ * kept at its base value and the others refitted (fit_main).
  */
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_matrix.h>
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_vector.h>
 
@@ -196,7 +198,20 @@ static void errors(const ValSet *set, const int *rows, int n, const HwProfile *h
     free(ape);
 }
 
-static int solve(FitData *d, double *x, int *iters, char *err, int errlen)
+/* What the solver found for the active constants: the log factors, their
+ * standard errors and how strongly the fit rows' predicted times move with
+ * each (the RMS of d ln(predicted) / d ln(factor) at the solution). */
+typedef struct {
+    double x[N_PARAMS], se[N_PARAMS], sens[N_PARAMS];
+    int iters;
+} FitResult;
+
+/* A constant whose factor moves the fit rows' predicted times by less than
+ * this (RMS, per unit of ln factor) is not determined by them: a curve that
+ * only ran into its cap of 1, or a term none of the rows exercises. */
+#define SENS_MIN 1e-3
+
+static int solve(FitData *d, FitResult *res, char *err, int errlen)
 {
     const gsl_multifit_nlinear_type *T = gsl_multifit_nlinear_trust;
     gsl_multifit_nlinear_parameters fp = gsl_multifit_nlinear_default_parameters();
@@ -204,22 +219,65 @@ static int solve(FitData *d, double *x, int *iters, char *err, int errlen)
                                     .p = (size_t)d->nsel, .params = d};
     gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(T, &fp, fdf.n, fdf.p);
     gsl_vector *x0 = gsl_vector_calloc(fdf.p);
-    if (!w || !x0) {
+    gsl_matrix *cov = gsl_matrix_alloc(fdf.p, fdf.p), *J = NULL;
+    gsl_vector *fa = NULL, *fb = NULL, *xh = NULL;
+    int rc = -1;
+    if (!w || !x0 || !cov) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        goto out;
     }
-    int info = 0, rc = gsl_multifit_nlinear_init(x0, &fdf, w);
+    int info = 0;
+    rc = gsl_multifit_nlinear_init(x0, &fdf, w);
     if (rc == GSL_SUCCESS)
         rc = gsl_multifit_nlinear_driver(100, 1e-6, 1e-6, 1e-8, NULL, NULL, &info, w);
-    if (rc == GSL_SUCCESS || rc == GSL_EMAXITER) {
-        for (int i = 0; i < d->nsel; i++)
-            x[i] = gsl_vector_get(w->x, i);
-        *iters = (int)gsl_multifit_nlinear_niter(w);
-        rc = 0;
-    } else {
+    if (rc != GSL_SUCCESS && rc != GSL_EMAXITER) {
         snprintf(err, errlen, "the least-squares solver stopped: %s", gsl_strerror(rc));
         rc = -1;
+        goto out;
     }
+    /* The Jacobian at the solution by central differences a step of 1 % in
+     * the factor wide: the model has kinks (caps at 1, max of compute and
+     * memory time), and a wider step sees past one where the solver's own
+     * forward difference may not. */
+    J = gsl_matrix_alloc(fdf.n, fdf.p);
+    fa = gsl_vector_alloc(fdf.n);
+    fb = gsl_vector_alloc(fdf.n);
+    xh = gsl_vector_alloc(fdf.p);
+    if (!J || !fa || !fb || !xh) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    const double h = 0.01;
+    for (int i = 0; i < d->nsel; i++) {
+        gsl_vector_memcpy(xh, w->x);
+        gsl_vector_set(xh, i, gsl_vector_get(w->x, i) + h);
+        int e1 = residuals(xh, d, fa);
+        gsl_vector_set(xh, i, gsl_vector_get(w->x, i) - h);
+        int e2 = residuals(xh, d, fb);
+        for (int r = 0; r < d->nrows; r++)
+            gsl_matrix_set(J, r, i, e1 || e2 ? 0 : (gsl_vector_get(fa, r) - gsl_vector_get(fb, r)) / (2 * h));
+    }
+    gsl_multifit_nlinear_covar(J, 0.0, cov);
+    double chi2;
+    gsl_blas_ddot(gsl_multifit_nlinear_residual(w), gsl_multifit_nlinear_residual(w), &chi2);
+    double s2 = d->nrows > d->nsel ? chi2 / (d->nrows - d->nsel) : 0;
+    for (int i = 0; i < d->nsel; i++) {
+        double ss = 0;
+        for (int r = 0; r < d->nrows; r++)
+            ss += gsl_matrix_get(J, r, i) * gsl_matrix_get(J, r, i);
+        res->x[i] = gsl_vector_get(w->x, i);
+        res->sens[i] = sqrt(ss / d->nrows);
+        res->se[i] = sqrt(fmax(0, gsl_matrix_get(cov, i, i) * s2));
+    }
+    res->iters = (int)gsl_multifit_nlinear_niter(w);
+    rc = 0;
+out:
+    gsl_vector_free(xh);
+    gsl_vector_free(fb);
+    gsl_vector_free(fa);
+    gsl_matrix_free(J);
+    gsl_matrix_free(cov);
     gsl_vector_free(x0);
     gsl_multifit_nlinear_free(w);
     return rc;
@@ -235,8 +293,11 @@ static void help(FILE *f)
         "Fits a profile's constants to measured runs (the CSV formats of `ultraplan validate`) by\n"
         "least squares on log(predicted/measured), with GSL's trust-region solver. Each constant is\n"
         "scaled by a fitted factor; curves are scaled as a whole and capped at 1. Prints the constants\n"
-        "before and after and the error on the fit rows and on the held-out rows, so you can see\n"
-        "whether the fit generalises.\n\n"
+        "before and after, each factor with its standard error, and the error on the fit rows and on\n"
+        "the held-out rows, so you can see whether the fit generalises. A constant the fit rows do not\n"
+        "determine (their predicted times move by under 0.1 %% per unit of log factor, e.g. a curve\n"
+        "pushed into its cap of 1) keeps its base value, is named as kept, and the rest are fitted\n"
+        "again without it.\n\n"
         "  --params LIST         constants to fit (default " DEFAULT_PARAMS ");\n"
         "                        any of kernel_lat coll_lat coll_eff gemm_eff attn_eff mem_eff tp_overlap dp_overlap\n"
         "  --holdout FRACTION    hold out a random fraction of the rows (0..1; seed with --seed)\n"
@@ -378,24 +439,62 @@ static int fit_main(int argc, char **argv)
         fprintf(stderr, "ultraplan fit: %d rows left to fit %d constants; hold out fewer\n", nfit, nsel);
         goto out;
     }
-    FitData d = {&set, fit, nfit, &base, sel, nsel};
-    double x[N_PARAMS] = {0};
-    int iters = 0;
+    /* Fit, then drop each constant the fit rows do not determine (it moves
+     * their times by less than SENS_MIN at the solution) and fit the rest
+     * again: such a constant keeps its base value rather than whatever the
+     * solver left it at (a curve run into its cap says nothing about the
+     * GPU, and would be wrong for every run that does depend on it). */
     gsl_set_error_handler_off();
-    if (solve(&d, x, &iters, err, sizeof err)) {
-        fprintf(stderr, "ultraplan fit: %s\n", err);
-        goto out;
+    int act[N_PARAMS], nact = nsel;
+    bool capped[N_PARAMS] = {0};
+    memcpy(act, sel, sizeof act);
+    FitResult res = {0};
+    for (;;) {
+        FitData d = {&set, fit, nfit, &base, act, nact};
+        if (solve(&d, &res, err, sizeof err)) {
+            fprintf(stderr, "ultraplan fit: %s\n", err);
+            goto out;
+        }
+        int keep = 0;
+        for (int i = 0; i < nact; i++) {
+            if (res.sens[i] >= SENS_MIN) {
+                res.x[keep] = res.x[i], res.se[keep] = res.se[i], res.sens[keep] = res.sens[i];
+                act[keep++] = act[i];
+                continue;
+            }
+            for (int j = 0; j < nsel; j++)
+                if (sel[j] == act[i])   // it moved up to the cap, then stopped mattering
+                    capped[j] = params[act[i]].kind != P_SCALAR && res.x[i] > 1e-3;
+        }
+        if (keep == nact)
+            break;
+        nact = keep;
+        if (nact == 0) {
+            fprintf(stderr, "ultraplan fit: none of the constants (%s) changes the predicted times of these runs; "
+                    "name others with --params\n", plist);
+            goto out;
+        }
     }
     HwProfile fitted;
-    apply(&base, sel, nsel, x, &fitted);
-    printf("fit of %d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
-           nsel, base.name, nfit, nheld, iters);
-    printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor");
+    apply(&base, act, nact, res.x, &fitted);
+    printf("fit of %d%s%.0d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
+           nact, nact < nsel ? " of " : "", nact < nsel ? nsel : 0, base.name, nfit, nheld, res.iters);
+    printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor (± 1 s.e.)");
     for (int i = 0; i < nsel; i++) {
         char b[128], a[128];
         show(&base, &params[sel[i]], b, sizeof b);
         show(&fitted, &params[sel[i]], a, sizeof a);
-        printf("  %-12s %-40s %-40s %.3f\n", params[sel[i]].name, b, a, exp(x[i]));
+        int k = -1;
+        for (int j = 0; j < nact; j++)
+            if (act[j] == sel[i])
+                k = j;
+        if (k >= 0)
+            printf("  %-12s %-40s %-40s %.3f ± %.3f\n", params[sel[i]].name, b, a, exp(res.x[k]),
+                   exp(res.x[k]) * res.se[k]);
+        else
+            printf("  %-12s %-40s %-40s kept: %s\n", params[sel[i]].name, b, a,
+                   capped[i] ? "ran into its cap of 1, where these runs stop depending on it"
+                             : "these runs do not depend on it");
     }
     ValStats fb, fa, hb, ha;
     errors(&set, fit, nfit, &base, &fb);
