@@ -20,6 +20,8 @@
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_vector.h>
 
+#include <cjson/cJSON.h>
+
 #include "command.h"
 #include "profile.h"
 #include "validate_lib.h"
@@ -283,13 +285,131 @@ out:
     return rc;
 }
 
+/* ---- the report ---------------------------------------------------------------- */
+
+/* What became of one named constant: fitted (k = its index among the
+ * active ones) or kept at its base value, with the reason. */
+typedef struct {
+    const FitParam *p;
+    int k;
+    const char *kept;
+} Outcome;
+
+typedef struct {
+    const HwProfile *base, *fitted;
+    const Outcome *oc;
+    int nsel, nact;
+    const FitResult *res;
+    int nfit, nheld;
+    const ValStats *st;   // fit before, after; held-out before, after
+    const char *out;
+} Summary;
+
+static void print_text(const Summary *s)
+{
+    printf("fit of %d%s%.0d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
+           s->nact, s->nact < s->nsel ? " of " : "", s->nact < s->nsel ? s->nsel : 0, s->base->name, s->nfit,
+           s->nheld, s->res->iters);
+    printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor (± 1 s.e.)");
+    for (int i = 0; i < s->nsel; i++) {
+        const Outcome *o = &s->oc[i];
+        char b[128], a[128];
+        show(s->base, o->p, b, sizeof b);
+        show(s->fitted, o->p, a, sizeof a);
+        if (o->k >= 0)
+            printf("  %-12s %-40s %-40s %.3f ± %.3f\n", o->p->name, b, a, exp(s->res->x[o->k]),
+                   exp(s->res->x[o->k]) * s->res->se[o->k]);
+        else
+            printf("  %-12s %-40s %-40s kept: %s\n", o->p->name, b, a, o->kept);
+    }
+    static const char *label[4] = {"fit rows, before", "fit rows, after", "held-out rows, before",
+                                   "held-out rows, after"};
+    printf("\n  %-28s %5s %10s %10s %10s %10s\n", "rows", "n", "mape%", "median%", "p90%", "max%");
+    for (int i = 0; i < (s->nheld ? 4 : 2); i++)
+        printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", label[i], s->st[i].n, s->st[i].mape, s->st[i].median,
+               s->st[i].p90, s->st[i].max);
+    if (s->out)
+        printf("\nwrote %s\n", s->out);
+}
+
+/* A constant's value: a number, or a curve as [[size, eff], ...]. */
+static cJSON *value_json(const HwProfile *hw, const FitParam *p)
+{
+    HwProfile h = *hw;
+    if (p->kind != P_CURVE)
+        return cJSON_CreateNumber(*dbl(&h, p));
+    const EffCurve *c = crv(&h, p);
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < c->n; k++) {
+        cJSON *pt = cJSON_CreateArray();
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(c->pt[k].size));
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(c->pt[k].eff));
+        cJSON_AddItemToArray(a, pt);
+    }
+    return a;
+}
+
+static int print_json(const Summary *s, const char *const *files, int nfiles)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "ultraplan.fit/1");
+    cJSON_AddStringToObject(root, "profile", s->base->name);
+    cJSON *fa = cJSON_AddArrayToObject(root, "files");
+    for (int i = 0; i < nfiles; i++)
+        cJSON_AddItemToArray(fa, cJSON_CreateString(files[i]));
+    cJSON_AddNumberToObject(root, "iterations", s->res->iters);
+    cJSON *ca = cJSON_AddArrayToObject(root, "constants");
+    for (int i = 0; i < s->nsel; i++) {
+        const Outcome *o = &s->oc[i];
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "name", o->p->name);
+        cJSON_AddStringToObject(j, "what", o->p->what);
+        cJSON_AddItemToObject(j, "before", value_json(s->base, o->p));
+        cJSON_AddItemToObject(j, "after", value_json(s->fitted, o->p));
+        if (o->k >= 0) {
+            double f = exp(s->res->x[o->k]);
+            cJSON_AddNumberToObject(j, "factor", f);
+            cJSON_AddNumberToObject(j, "factor_se", f * s->res->se[o->k]);
+            cJSON_AddNumberToObject(j, "sensitivity", s->res->sens[o->k]);
+            cJSON_AddNullToObject(j, "kept");
+        } else {
+            cJSON_AddNumberToObject(j, "factor", 1);
+            cJSON_AddNullToObject(j, "factor_se");
+            cJSON_AddNullToObject(j, "sensitivity");
+            cJSON_AddStringToObject(j, "kept", o->kept);
+        }
+        cJSON_AddItemToArray(ca, j);
+    }
+    cJSON *fr = cJSON_AddObjectToObject(root, "fit_rows");
+    cJSON_AddItemToObject(fr, "before", val_stats_json(&s->st[0]));
+    cJSON_AddItemToObject(fr, "after", val_stats_json(&s->st[1]));
+    if (s->nheld) {
+        cJSON *hr = cJSON_AddObjectToObject(root, "held_out_rows");
+        cJSON_AddItemToObject(hr, "before", val_stats_json(&s->st[2]));
+        cJSON_AddItemToObject(hr, "after", val_stats_json(&s->st[3]));
+    } else {
+        cJSON_AddNullToObject(root, "held_out_rows");
+    }
+    if (s->out)
+        cJSON_AddStringToObject(root, "output", s->out);
+    else
+        cJSON_AddNullToObject(root, "output");
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return -1;
+    puts(text);
+    free(text);
+    return 0;
+}
+
 /* ---- the command --------------------------------------------------------------- */
 
 static void help(FILE *f)
 {
     fprintf(f,
         "usage: ultraplan fit FILE.csv [FILE.csv ...] (--profile base.json | --gpu NAME) [-o fitted.json]\n"
-        "                     [--params a,b,...] [--holdout FRACTION | --holdout-where EXPR] [--seed N]\n\n"
+        "                     [--params a,b,...] [--holdout FRACTION | --holdout-where EXPR] [--seed N] [--json]\n\n"
         "Fits a profile's constants to measured runs (the CSV formats of `ultraplan validate`) by\n"
         "least squares on log(predicted/measured), with GSL's trust-region solver. Each constant is\n"
         "scaled by a fitted factor; curves are scaled as a whole and capped at 1. Prints the constants\n"
@@ -303,6 +423,9 @@ static void help(FILE *f)
         "  --holdout FRACTION    hold out a random fraction of the rows (0..1; seed with --seed)\n"
         "  --holdout-where EXPR  hold out the rows where FIELD OP VALUE holds, e.g. gpus>=256\n"
         "                        (fields: gpus tp pp dp mbs gbs hidden layers seq; ops >= <= > < == !=)\n"
+        "  --seed N              seed of the random hold-out (default 1)\n"
+        "  --json                the constants (before, after, factor, factor_se, sensitivity, kept),\n"
+        "                        fit_rows and held_out_rows {before, after} as JSON\n"
         "  -o, --output FILE     write the fitted profile (atomically)\n\n"
         "example: ultraplan fit single_node.csv multi_node.csv --gpu a100-80g --holdout-where 'gpus>=256' -o fitted.json\n");
 }
@@ -338,16 +461,18 @@ static int pick_params(const char *list, int *sel, int *n)
 
 static int fit_main(int argc, char **argv)
 {
-    enum { O_GPU = 1, O_PROFILE, O_PARAMS, O_HOLDOUT, O_WHERE, O_SEED };
+    enum { O_GPU = 1, O_PROFILE, O_PARAMS, O_HOLDOUT, O_WHERE, O_SEED, O_JSON };
     static const struct option opts[] = {
         {"help", no_argument, 0, 'h'}, {"gpu", required_argument, 0, O_GPU},
         {"profile", required_argument, 0, O_PROFILE}, {"params", required_argument, 0, O_PARAMS},
         {"holdout", required_argument, 0, O_HOLDOUT}, {"holdout-where", required_argument, 0, O_WHERE},
-        {"seed", required_argument, 0, O_SEED}, {"output", required_argument, 0, 'o'}, {0, 0, 0, 0},
+        {"seed", required_argument, 0, O_SEED}, {"output", required_argument, 0, 'o'},
+        {"json", no_argument, 0, O_JSON}, {0, 0, 0, 0},
     };
     const char *gpu = NULL, *profile = NULL, *plist = DEFAULT_PARAMS, *out = NULL, *where_s = NULL;
     double holdout = 0;
     unsigned long seed = 1;
+    bool json = false;
     int c;
     optind = 1;
     opterr = 0;
@@ -360,6 +485,7 @@ static int fit_main(int argc, char **argv)
         case O_PARAMS: plist = optarg; break;
         case 'o': out = optarg; break;
         case O_WHERE: where_s = optarg; break;
+        case O_JSON: json = true; break;
         case O_HOLDOUT:
             holdout = strtod(optarg, &end);
             if (end == optarg || *end || !(holdout >= 0 && holdout < 1)) {
@@ -477,38 +603,22 @@ static int fit_main(int argc, char **argv)
     }
     HwProfile fitted;
     apply(&base, act, nact, res.x, &fitted);
-    printf("fit of %d%s%.0d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
-           nact, nact < nsel ? " of " : "", nact < nsel ? nsel : 0, base.name, nfit, nheld, res.iters);
-    printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor (± 1 s.e.)");
+    Outcome oc[N_PARAMS];
     for (int i = 0; i < nsel; i++) {
-        char b[128], a[128];
-        show(&base, &params[sel[i]], b, sizeof b);
-        show(&fitted, &params[sel[i]], a, sizeof a);
-        int k = -1;
+        oc[i] = (Outcome){.p = &params[sel[i]], .k = -1};
         for (int j = 0; j < nact; j++)
             if (act[j] == sel[i])
-                k = j;
-        if (k >= 0)
-            printf("  %-12s %-40s %-40s %.3f ± %.3f\n", params[sel[i]].name, b, a, exp(res.x[k]),
-                   exp(res.x[k]) * res.se[k]);
-        else
-            printf("  %-12s %-40s %-40s kept: %s\n", params[sel[i]].name, b, a,
-                   capped[i] ? "ran into its cap of 1, where these runs stop depending on it"
-                             : "these runs do not depend on it");
+                oc[i].k = j;
+        if (oc[i].k < 0)
+            oc[i].kept = capped[i] ? "ran into its cap of 1, where these runs stop depending on it"
+                                   : "these runs do not depend on it";
     }
-    ValStats fb, fa, hb, ha;
-    errors(&set, fit, nfit, &base, &fb);
-    errors(&set, fit, nfit, &fitted, &fa);
-    printf("\n  %-28s %5s %10s %10s %10s %10s\n", "rows", "n", "mape%", "median%", "p90%", "max%");
-    printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "fit rows, before", fb.n, fb.mape, fb.median, fb.p90, fb.max);
-    printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "fit rows, after", fa.n, fa.mape, fa.median, fa.p90, fa.max);
+    ValStats st[4] = {0};   // fit rows before, after; held-out rows before, after
+    errors(&set, fit, nfit, &base, &st[0]);
+    errors(&set, fit, nfit, &fitted, &st[1]);
     if (nheld) {
-        errors(&set, held, nheld, &base, &hb);
-        errors(&set, held, nheld, &fitted, &ha);
-        printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "held-out rows, before", hb.n, hb.mape, hb.median, hb.p90,
-               hb.max);
-        printf("  %-28s %5d %10.2f %10.2f %10.2f %10.2f\n", "held-out rows, after", ha.n, ha.mape, ha.median, ha.p90,
-               ha.max);
+        errors(&set, held, nheld, &base, &st[2]);
+        errors(&set, held, nheld, &fitted, &st[3]);
     }
     if (out) {
         snprintf(fitted.desc, sizeof fitted.desc, "%.90s (fitted)", base.desc);
@@ -516,7 +626,15 @@ static int fit_main(int argc, char **argv)
             fprintf(stderr, "ultraplan fit: %s\n", err);
             goto out;
         }
-        printf("\nwrote %s\n", out);
+    }
+    Summary sum = {&base, &fitted, oc, nsel, nact, &res, nfit, nheld, st, out};
+    if (json) {
+        if (print_json(&sum, (const char *const *)argv + optind, argc - optind)) {
+            fprintf(stderr, "ultraplan fit: out of memory\n");
+            goto out;
+        }
+    } else {
+        print_text(&sum);
     }
     rc = 0;
 out:

@@ -84,17 +84,6 @@ static int plot(const char *png, const ValSet *set, const double *pred, const ch
     return plot_end(&pl, err, errlen);
 }
 
-static cJSON *stats_json(const ValStats *s)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "n", s->n);
-    cJSON_AddNumberToObject(o, "mape", s->mape);
-    cJSON_AddNumberToObject(o, "median_ape", s->median);
-    cJSON_AddNumberToObject(o, "p90_ape", s->p90);
-    cJSON_AddNumberToObject(o, "max_ape", s->max);
-    return o;
-}
-
 static void print_groups(FILE *f, const ValGroup *g, int n, ValGroupKind k)
 {
     fprintf(f, "\nby %s%s\n", val_group_kind_name(k),
@@ -195,14 +184,14 @@ static int run(const Opts *o, char **files, int nfiles)
                 cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), phase[i][k] * 1e3);
             cJSON_AddItemToArray(rows, j);
         }
-        cJSON *s = stats_json(&st);
+        cJSON *s = val_stats_json(&st);
         cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
         cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
         cJSON_AddItemToObject(root, "summary", s);
         cJSON *ga = cJSON_AddArrayToObject(root, "groups");
         for (int k = 0; k < VAL_GROUP_KINDS; k++)
             for (int i = 0; i < ng[k]; i++) {
-                cJSON *j = stats_json(&groups[k][i].st);
+                cJSON *j = val_stats_json(&groups[k][i].st);
                 cJSON_AddStringToObject(j, "by", val_group_kind_name((ValGroupKind)k));
                 cJSON_AddStringToObject(j, "key", groups[k][i].key);
                 cJSON_AddNumberToObject(j, "spearman", groups[k][i].spearman);

@@ -749,3 +749,14 @@ oom:
     *out = NULL;
     return -1;
 }
+
+cJSON *val_stats_json(const ValStats *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "n", s->n);
+    cJSON_AddNumberToObject(o, "mape", s->mape);
+    cJSON_AddNumberToObject(o, "median_ape", s->median);
+    cJSON_AddNumberToObject(o, "p90_ape", s->p90);
+    cJSON_AddNumberToObject(o, "max_ape", s->max);
+    return o;
+}

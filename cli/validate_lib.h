@@ -43,6 +43,8 @@
 
 #include <stdbool.h>
 
+#include <cjson/cJSON.h>
+
 #include "cost.h"
 
 typedef enum { VAL_FMT_VTRAIN, VAL_FMT_ULTRAPLAN } ValFormat;
@@ -98,6 +100,8 @@ typedef struct {
 
 double val_ape(double pred, double meas);                 // 100·|pred − meas|/meas
 void val_stats(const double *ape, int n, ValStats *out);  // n = 0 gives all zeros
+/* {n, mape, median_ape, p90_ape, max_ape}, percentages as in validate --json. */
+cJSON *val_stats_json(const ValStats *s);
 /* Spearman rank correlation (average ranks for ties); 0 when n < 2 or a side is constant. */
 double val_spearman(const double *x, const double *y, int n);
 /* Regret in percent: measured time of the row predicted fastest over the

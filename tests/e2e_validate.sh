@@ -64,6 +64,12 @@ if [ $rc -eq 0 ] && printf '%s\n' "$fout" | grep -q '^  coll_lat .*kept: these r
        'BEGIN {exit !(a > 0 && b > 0 && (a - b) / b < 1e-9 && (b - a) / b < 1e-9)}'; then
     echo "ok   fit: an undetermined constant is kept at its base value and named"
 else echo "FAIL fit: undetermined constant (rc $rc): $fout"; fails=$((fails + 1)); fi
+jout=$("$U" fit "$tiny" --gpu a100-80g --params gemm_eff,coll_lat --json 2>&1)
+if printf '%s\n' "$jout" | grep -q '"format":[[:space:]]*"ultraplan.fit/1"' &&
+   printf '%s\n' "$jout" | grep -q '"kept":[[:space:]]*"these runs do not depend on it"' &&
+   printf '%s\n' "$jout" | grep -q '"factor_se":[[:space:]]*[0-9]' &&
+   printf '%s\n' "$jout" | grep -q '"held_out_rows":[[:space:]]*null'; then echo "ok   fit --json"
+else echo "FAIL fit --json: $jout"; fails=$((fails + 1)); fi
 check "fit: no constant the runs depend on" nz "$U" fit "$tiny" --gpu a100-80g --params coll_lat
 rm -f "$tiny" "$ft"
 
