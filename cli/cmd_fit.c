@@ -254,11 +254,16 @@ static int solve(FitData *d, FitResult *res, char *err, int errlen)
     for (int i = 0; i < d->nsel; i++) {
         gsl_vector_memcpy(xh, w->x);
         gsl_vector_set(xh, i, gsl_vector_get(w->x, i) + h);
-        int e1 = residuals(xh, d, fa);
+        int e = residuals(xh, d, fa);
         gsl_vector_set(xh, i, gsl_vector_get(w->x, i) - h);
-        int e2 = residuals(xh, d, fb);
+        if (e || residuals(xh, d, fb)) {
+            snprintf(err, errlen, "a run could not be predicted next to the solution (%s scaled by %.3g)",
+                     params[d->sel[i]].name, exp(gsl_vector_get(w->x, i)));
+            rc = -1;
+            goto out;
+        }
         for (int r = 0; r < d->nrows; r++)
-            gsl_matrix_set(J, r, i, e1 || e2 ? 0 : (gsl_vector_get(fa, r) - gsl_vector_get(fb, r)) / (2 * h));
+            gsl_matrix_set(J, r, i, (gsl_vector_get(fa, r) - gsl_vector_get(fb, r)) / (2 * h));
     }
     gsl_multifit_nlinear_covar(J, 0.0, cov);
     double chi2;
@@ -307,9 +312,11 @@ typedef struct {
 
 static void print_text(const Summary *s)
 {
-    printf("fit of %d%s%.0d constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
-           s->nact, s->nact < s->nsel ? " of " : "", s->nact < s->nsel ? s->nsel : 0, s->base->name, s->nfit,
-           s->nheld, s->res->iters);
+    printf("fit of %d", s->nact);
+    if (s->nact < s->nsel)
+        printf(" of %d", s->nsel);
+    printf(" constants of %s on %d runs (%d held out), %d iterations of GSL trust-region least squares\n\n",
+           s->base->name, s->nfit, s->nheld, s->res->iters);
     printf("  %-12s %-40s %-40s %s\n", "constant", "before", "after", "factor (± 1 s.e.)");
     for (int i = 0; i < s->nsel; i++) {
         const Outcome *o = &s->oc[i];
@@ -572,7 +579,7 @@ static int fit_main(int argc, char **argv)
      * GPU, and would be wrong for every run that does depend on it). */
     gsl_set_error_handler_off();
     int act[N_PARAMS], nact = nsel;
-    bool capped[N_PARAMS] = {0};
+    const char *kept[N_PARAMS] = {0};   // by params[] index: why that constant keeps its base value
     memcpy(act, sel, sizeof act);
     FitResult res = {0};
     for (;;) {
@@ -583,16 +590,14 @@ static int fit_main(int argc, char **argv)
         }
         int keep = 0;
         for (int i = 0; i < nact; i++) {
-            if (res.sens[i] >= SENS_MIN) {
-                res.x[keep] = res.x[i], res.se[keep] = res.se[i], res.sens[keep] = res.sens[i];
+            if (res.sens[i] >= SENS_MIN)
                 act[keep++] = act[i];
-                continue;
-            }
-            for (int j = 0; j < nsel; j++)
-                if (sel[j] == act[i])   // it moved up to the cap, then stopped mattering
-                    capped[j] = params[act[i]].kind != P_SCALAR && res.x[i] > 1e-3;
+            else if (params[act[i]].kind != P_SCALAR && res.x[i] > 1e-3)   // moved up to the cap, then stopped mattering
+                kept[act[i]] = "ran into its cap of 1, where these runs stop depending on it";
+            else
+                kept[act[i]] = "these runs do not depend on it";
         }
-        if (keep == nact)
+        if (keep == nact)   // res holds the fit of exactly these
             break;
         nact = keep;
         if (nact == 0) {
@@ -605,13 +610,10 @@ static int fit_main(int argc, char **argv)
     apply(&base, act, nact, res.x, &fitted);
     Outcome oc[N_PARAMS];
     for (int i = 0; i < nsel; i++) {
-        oc[i] = (Outcome){.p = &params[sel[i]], .k = -1};
+        oc[i] = (Outcome){.p = &params[sel[i]], .k = -1, .kept = kept[sel[i]]};
         for (int j = 0; j < nact; j++)
             if (act[j] == sel[i])
                 oc[i].k = j;
-        if (oc[i].k < 0)
-            oc[i].kept = capped[i] ? "ran into its cap of 1, where these runs stop depending on it"
-                                   : "these runs do not depend on it";
     }
     ValStats st[4] = {0};   // fit rows before, after; held-out rows before, after
     errors(&set, fit, nfit, &base, &st[0]);

@@ -48,7 +48,6 @@ double time_mem_s(const HwProfile *hw, double bytes)
     return bytes / (hw->hbm_bw * hw_eff(&hw->mem_eff, at));
 }
 
-
 /* Fraction of the SMs a GEMM's last wave keeps busy: cuBLAS cuts the M x N
  * output into tiles, one per SM at a time, and runs them in waves; a last
  * wave of a few tiles idles the other SMs. The tile may lie either way round

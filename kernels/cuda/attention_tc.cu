@@ -515,6 +515,26 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
+/* A double-buffered loop's turn: the current tile's copies are done and
+ * visible to the block. With a next tile (whose copies the caller has just
+ * issued) those stay in flight; on the last tile everything is waited for. */
+__device__ __forceinline__ void tile_turn(bool next) {
+    if (next) {
+        cp_commit();
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+    __syncthreads();
+}
+
+/* A warp's 16 rows of an smem tile as NK A fragments (k = 16 columns each). */
+template <int NK>
+__device__ __forceinline__ void a_frags(unsigned (&f)[NK][4], const bf16 *s, int ld, int warp, int lane) {
+    #pragma unroll
+    for (int kk = 0; kk < NK; kk++) ldsm4(f[kk], a_at(s, ld, warp * 16, kk * 16, lane));
+}
+
 /* rows [t0, t0+TT) of x into the smem tile s by cp.async, zeros past T */
 template <int HS>
 __device__ __forceinline__ void tile_cp(bf16 *s, const bf16 *x, size_t rs, int t0, int T) {
@@ -623,16 +643,10 @@ attention_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, co
         if (t + 1 < nt) {                              // the next tile's buffer was freed by the last barrier
             tile_cp<HS>(Kb + ((t + 1) & 1) * TT * LDT, kb, krs, k0 + TT, T);
             tile_cp<HS>(Vb + ((t + 1) & 1) * TT * LDT, vb, krs, k0 + TT, T);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
         }
-        __syncthreads();
-        if (t == 0) {
-            #pragma unroll
-            for (int kk = 0; kk < NK; kk++) ldsm4(qf[kk], a_at(Qs, LDT, warp * 16, kk * 16, lane));
-        }
+        tile_turn(t + 1 < nt);
+        if (t == 0)
+            a_frags<NK>(qf, Qs, LDT, warp, lane);
         int nb = k0 == q0 ? warp + 1 : TT / 16;        // 16-key blocks this warp can see
         float s[TT / 8][4];
         #pragma unroll
@@ -771,18 +785,11 @@ attention_bwd_dq_mma_kernel(bf16 *dq, const bf16 *dout, const bf16 *q, const bf1
         if (t + 1 < nt) {
             tile_cp<HS>(Kb + ((t + 1) & 1) * TT * LDT, k + koff, krs, k0 + TT, T);
             tile_cp<HS>(Vb + ((t + 1) & 1) * TT * LDT, v + koff, krs, k0 + TT, T);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
         }
-        __syncthreads();
+        tile_turn(t + 1 < nt);
         if (t == 0) {
-            #pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                ldsm4(qf[kk], a_at(Qs, LDT, warp * 16, kk * 16, lane));
-                ldsm4(df[kk], a_at(dOs, LDT, warp * 16, kk * 16, lane));
-            }
+            a_frags<NK>(qf, Qs, LDT, warp, lane);
+            a_frags<NK>(df, dOs, LDT, warp, lane);
             L0 = Ls[warp * 16 + g] * LOG2E;
             L1 = Ls[warp * 16 + g + 8] * LOG2E;
             D0 = Ds[warp * 16 + g];
@@ -861,18 +868,11 @@ attention_bwd_dkdv_mma_kernel(bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *
             tile_cp<HS>(dOb + b1 * TT * LDT, dout + qoff, qrs, q1, T);
             size_t so = ((size_t)b * NH + h1) * T;
             stats_cp(Lb + b1 * TT, Db + b1 * TT, lse + so, D + so, q1, T);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
         }
-        __syncthreads();
+        tile_turn(t + 1 < nt);
         if (t == 0) {
-            #pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                ldsm4(kf[kk], a_at(Ks, LDT, warp * 16, kk * 16, lane));
-                ldsm4(vf[kk], a_at(Vs, LDT, warp * 16, kk * 16, lane));
-            }
+            a_frags<NK>(kf, Ks, LDT, warp, lane);
+            a_frags<NK>(vf, Vs, LDT, warp, lane);
         }
         const bf16 *Qs = Qb + bi * TT * LDT, *dOs = dOb + bi * TT * LDT;
         const float *Ls = Lb + bi * TT, *Ds = Db + bi * TT;
