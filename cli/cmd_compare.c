@@ -297,7 +297,7 @@ static int compare_main(int argc, char **argv)
     int rcode = 0;
     if (json || out) {
         char *s = cJSON_Print(doc);
-        if (!s || report_write_atomic(out ? out : "-", s, err, sizeof err) != 0) {
+        if (!s || util_write_atomic(out ? out : "-", s, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan compare: %s\n", s ? err : "out of memory");
             rcode = 1;
         }

@@ -91,7 +91,7 @@ static int export_main(int argc, char **argv)
     }
     if (!out_path) {
         fputs(text, stdout);
-    } else if (report_write_atomic(out_path, text, err, sizeof err) != 0) {
+    } else if (util_write_atomic(out_path, text, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan export: %s\n", err);
         rc = 1;
     }

@@ -125,10 +125,10 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
         const Plan *p = &res->plans[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "rank", i + 1);
-        cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
+        cJSON_AddItemToObject(o, "layout", plan_layout_json(&p->layout));
         cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
         cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
-        report_add_mfu_bf16_peak(o, &in->hw, &p->layout, &p->cost);
+        plan_add_mfu_bf16_peak(o, &in->hw, &p->layout, &p->cost);
         cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
         cJSON_AddNumberToObject(o, "days", p->cost.train.days);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
@@ -229,7 +229,7 @@ static int plan_main(int argc, char **argv)
             fprintf(stderr, "ultraplan plan: out of memory\n");
             goto out;
         }
-        if (in.out_path && report_write_atomic(in.out_path, text, err, sizeof err) != 0) {
+        if (in.out_path && util_write_atomic(in.out_path, text, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan plan: %s\n", err);
             free(text);
             goto out;

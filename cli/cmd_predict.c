@@ -62,7 +62,7 @@ static int predict_main(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        if (report_write_atomic(in.out_path ? in.out_path : "-", text, err, sizeof err) != 0) {
+        if (util_write_atomic(in.out_path ? in.out_path : "-", text, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan predict: %s\n", err);
             free(text);
             rc = 1;

@@ -191,12 +191,12 @@ static int run_cuda(const RunArgs *a, const PlanFile *pf, int rank, int world)
         return 1;
     }
     cJSON_AddStringToObject(doc, "plan", a->plan);
-    cJSON_AddItemToObject(doc, "model", report_model_json(&pf->model));
-    cJSON_AddItemToObject(doc, "layout", report_layout_json(&pf->layout));
+    cJSON_AddItemToObject(doc, "model", plan_model_json(&pf->model));
+    cJSON_AddItemToObject(doc, "layout", plan_layout_json(&pf->layout));
     int rc = 0;
     if (a->out && rank == 0) {
         char *text = cJSON_Print(doc);
-        if (!text || report_write_atomic(a->out, text, err, sizeof err) != 0) {
+        if (!text || util_write_atomic(a->out, text, err, sizeof err) != 0) {
             fprintf(stderr, "ultraplan run: %s\n", text ? err : "out of memory");
             rc = 1;
         }
@@ -340,11 +340,11 @@ static int run_main(int argc, char **argv)
     cJSON *doc = runlog_finish(&log, &e);
     if (doc && ok) {
         cJSON_AddStringToObject(doc, "plan", a.plan);
-        cJSON_AddItemToObject(doc, "model", report_model_json(&pf.model));
-        cJSON_AddItemToObject(doc, "layout", report_layout_json(&e.lo));
+        cJSON_AddItemToObject(doc, "model", plan_model_json(&pf.model));
+        cJSON_AddItemToObject(doc, "layout", plan_layout_json(&e.lo));
         if (a.out) {
             char *text = cJSON_Print(doc);
-            if (!text || report_write_atomic(a.out, text, err, sizeof err) != 0) {
+            if (!text || util_write_atomic(a.out, text, err, sizeof err) != 0) {
                 fprintf(stderr, "ultraplan run: %s\n", text ? err : "out of memory");
                 ok = 0;
             }

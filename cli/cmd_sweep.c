@@ -233,10 +233,10 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
                 char lay[128];
                 cJSON_AddNumberToObject(o, "gbs", p->layout.gbs);
                 cJSON_AddStringToObject(o, "summary", layout_short(&p->layout, lay, sizeof lay));
-                cJSON_AddItemToObject(o, "layout", report_layout_json(&p->layout));
+                cJSON_AddItemToObject(o, "layout", plan_layout_json(&p->layout));
                 cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
                 cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
-                report_add_mfu_bf16_peak(o, &ms[i].in.hw, &p->layout, &p->cost);
+                plan_add_mfu_bf16_peak(o, &ms[i].in.hw, &p->layout, &p->cost);
                 cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
                 cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", per_gpu(p));
                 cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);

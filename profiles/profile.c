@@ -6,6 +6,7 @@
  */
 #include "profile.h"
 #include "profile_embed.h"
+#include "fileio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -407,41 +408,6 @@ int profile_load_builtin(const char *name, HwProfile *out, char *err, int errlen
     return profile_parse_json(profile_embed_texts[i], origin, out, err, errlen);
 }
 
-/* Whole file into a malloc'd NUL-terminated buffer. */
-static char *slurp(const char *path, char *err, int errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "profile %s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 14, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1)
-            break;
-        char *grown = realloc(buf, cap * 2);
-        if (!grown) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = grown;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        snprintf(err, errlen, "profile %s: cannot read: %s", path,
-                 buf ? strerror(EIO) : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 int profile_load_file(const char *path, HwProfile *out, char *err, int errlen)
 {
     char dummy[8];
@@ -449,9 +415,12 @@ int profile_load_file(const char *path, HwProfile *out, char *err, int errlen)
         err = dummy;
         errlen = sizeof dummy;
     }
-    char *text = slurp(path, err, errlen);
-    if (!text)
+    char e2[256];
+    char *text = util_slurp(path, 16u << 20, NULL, e2, sizeof e2);
+    if (!text) {
+        snprintf(err, errlen, "profile %s", e2);
         return -1;
+    }
     int rc = profile_parse_json(text, path, out, err, errlen);
     free(text);
     return rc;
@@ -524,32 +493,10 @@ int profile_write_json(const HwProfile *hw, const char *path, char *err, int err
         snprintf(err, errlen, "profile %s: out of memory", path);
         return -1;
     }
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(text);
-        snprintf(err, errlen, "profile %s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int ok = f != NULL;
-    const char *what = "cannot create";
-    if (ok) {
-        what = "cannot write";
-        ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-        ok = (fclose(f) == 0) && ok;
-    }
-    if (ok) {
-        what = "cannot rename into place";
-        ok = rename(tmp, path) == 0;
-    }
-    if (!ok) {
-        snprintf(err, errlen, "profile %s: %s (%s): %s", path, what, tmp, strerror(errno));
-        unlink(tmp);
-    }
-    free(tmp);
+    char e2[512];
+    int rc = util_write_atomic(path, text, e2, sizeof e2);
+    if (rc != 0)
+        snprintf(err, errlen, "profile %s", e2);
     free(text);
-    return ok ? 0 : -1;
+    return rc;
 }

@@ -378,7 +378,7 @@ static void test_planfile_options(void **st)
         cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "options"), field[i], cJSON_CreateNumber(bad[i]));
         char *text = cJSON_Print(j);
         cJSON_Delete(j);
-        assert_int_equal(report_write_atomic(path, text, err, sizeof err), 0);
+        assert_int_equal(util_write_atomic(path, text, err, sizeof err), 0);
         free(text);
         PlanFile pf;
         assert_int_equal(planfile_read(path, &pf, err, sizeof err), -1);

@@ -1,6 +1,8 @@
 /* panes.c — Inputs, Memory, Time, Plans and Run panes drawn into a Canvas. */
 #include "panes.h"
-#include "report.h"
+#include "fileio.h"
+#include "fmt.h"
+#include "planfile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +18,7 @@ _Static_assert(MEM_COUNT == 6, "one letter, role and name per memory kind");
 
 char panes_mem_letter(MemKind k) { return mem_letters[k]; }
 
-static const char *human(double v, char *buf, int len) { return report_si(v, 4, buf, len); }
+static const char *human(double v, char *buf, int len) { return util_si(v, 4, buf, len); }
 
 /* A difference from the pin, right-aligned at x_end. `lower_better` picks
  * the colour; `rel` prints percent instead of the unit. */

@@ -10,7 +10,9 @@
 
 #include "presets.h"
 #include "profile.h"
-#include "report.h"
+#include "fileio.h"
+#include "fmt.h"
+#include "planfile.h"
 
 /* ---- the key table ---- */
 
@@ -99,7 +101,7 @@ void state_msg(TuiState *st, bool error, const char *fmt, ...)
     st->msg_error = error;
 }
 
-static const char *human(double v, char *buf, int len) { return report_si(v, 3, buf, len); }
+static const char *human(double v, char *buf, int len) { return util_si(v, 3, buf, len); }
 
 static bool uniform_recompute(const Layout *lo, Recompute *out)
 {

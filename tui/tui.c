@@ -11,7 +11,9 @@
 #include "follow.h"
 #include "layout.h"
 #include "panes.h"
-#include "report.h"
+#include "fileio.h"
+#include "fmt.h"
+#include "planfile.h"
 #include "search.h"
 
 #define SEARCH_DEBOUNCE_S 0.3   // wait this long after the last change before searching
@@ -61,7 +63,7 @@ bool tui_do_action(TuiState *st, TuiAction a)
                           st->save_path);
             return false;
         }
-        if (report_write_atomic(st->megatron_path, text, err, sizeof err) != 0)
+        if (util_write_atomic(st->megatron_path, text, err, sizeof err) != 0)
             state_msg(st, true, "Megatron arguments: %s", err);
         else
             state_msg(st, false, "saved Megatron-LM arguments to %s", st->megatron_path);
