@@ -19,10 +19,11 @@
 #include <stdbool.h>
 
 #include "cost.h"
+#include "knobs.h"
 
 typedef struct {
     int gpus;                 // cluster size
-    unsigned fixed;           // FIX_* bits from cli/args.h: knobs the user fixed (use the values in `base`)
+    unsigned fixed;           // KnobFix bits (knobs.h): knobs the user fixed (use the values in `base`)
     Layout base;              // fixed knob values, gbs, flops convention, grad_fp32 etc.
     Recompute recompute;      // when FIX_RC is set: forced uniform recomputation
     int top_k;                // plans to keep (default 10)

@@ -11,12 +11,7 @@
 #include "ilp.h"
 #include "inner.h"
 
-/* FIX_* bits (cli/args.h), repeated here so planner/ does not depend on cli/ */
-enum {
-    FX_TP = 1 << 0, FX_PP = 1 << 1, FX_VP = 1 << 2, FX_CP = 1 << 3, FX_DP = 1 << 4,
-    FX_SP = 1 << 5, FX_MBS = 1 << 6, FX_GBS = 1 << 7, FX_OPT = 1 << 8, FX_RC = 1 << 9,
-    FX_PREC = 1 << 10, FX_FLASH = 1 << 11, FX_STAGES = 1 << 12,
-};
+
 
 #define MAX_CP 32          /* context parallel beyond 32 ranks is outside published practice */
 
@@ -103,7 +98,7 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
     lo->opt = (OptimShard)o->opt;
     lo->prec = (Precision)o->prec;
     lo->sp = o->sp;
-    if (!(req->fixed & FX_STAGES))
+    if (!(req->fixed & FIX_STAGES))
         for (int s = 0; s < LAYOUT_MAX_PP; s++)
             lo->layers[s] = 0;
     for (int s = 0; s < LAYOUT_MAX_PP; s++)
@@ -121,43 +116,43 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
     int G = req->gpus, gbs = b->gbs;
     int tps[64], ntp = 0, cps[16], ncp = 0;
     for (int t = 1; t <= hw->gpus_per_node && t <= G && ntp < 64; t++)
-        if ((fx & FX_TP) ? t == b->tp : divides_all(m, t))
+        if ((fx & FIX_TP) ? t == b->tp : divides_all(m, t))
             tps[ntp++] = t;
-    if ((fx & FX_TP) && ntp == 0)
+    if ((fx & FIX_TP) && ntp == 0)
         tps[ntp++] = b->tp;   /* beyond the node: the user asked for it */
-    if (fx & FX_CP)
+    if (fx & FIX_CP)
         cps[ncp++] = b->cp;
     else
         for (int c = 1; c <= MAX_CP; c *= 2)
             if (c == 1 || (m->s >= 8192 && m->s % (2 * c) == 0))
                 cps[ncp++] = c;
     Precision precs[2] = {b->prec, PREC_FP8};
-    int nprec = !(fx & FX_PREC) && req->search_precision && b->prec != PREC_FP8 && hw->peak[PREC_FP8] > 0 ? 2 : 1;
+    int nprec = !(fx & FIX_PREC) && req->search_precision && b->prec != PREC_FP8 && hw->peak[PREC_FP8] > 0 ? 2 : 1;
     for (int it = 0; it < ntp; it++)
         for (int ic = 0; ic < ncp; ic++) {
             int tc = tps[it] * cps[ic];
             if (G % tc)
                 continue;
             for (int pp = 1; pp <= m->L && pp <= LAYOUT_MAX_PP && pp <= G / tc; pp++) {
-                if ((G / tc) % pp || ((fx & FX_PP) && pp != b->pp))
+                if ((G / tc) % pp || ((fx & FIX_PP) && pp != b->pp))
                     continue;
                 int dp = G / tc / pp;
-                if (((fx & FX_DP) && dp != b->dp) || gbs % dp)
+                if (((fx & FIX_DP) && dp != b->dp) || gbs % dp)
                     continue;
                 for (int mbs = 1; mbs <= gbs / dp; mbs *= 2) {
-                    int mbs_v = (fx & FX_MBS) ? b->mbs : mbs;
+                    int mbs_v = (fx & FIX_MBS) ? b->mbs : mbs;
                     if ((gbs / dp) % mbs_v)
                         break;
                     int mb = gbs / dp / mbs_v;
                     for (int vp = 1; vp <= m->L / pp; vp++) {
-                        if ((fx & FX_VP) ? vp != b->vp : (vp > 1 && (pp < 2 || (fx & FX_STAGES))))
+                        if ((fx & FIX_VP) ? vp != b->vp : (vp > 1 && (pp < 2 || (fx & FIX_STAGES))))
                             continue;
                         if (vp > 1 && (m->L % (pp * vp) || mb % pp))
                             continue;
                         OptimShard opts[4];
                         int nopt = 0;
                         bool sharded = (long)dp * cps[ic] > 1;
-                        if (fx & FX_OPT) {
+                        if (fx & FIX_OPT) {
                             opts[nopt++] = b->opt;
                         } else {
                             opts[nopt++] = OPT_ZERO0;
@@ -175,7 +170,7 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                                            .opt = (unsigned char)opts[io], .prec = (unsigned char)precs[ip],
                                            /* SP only adds the LM-head gather and saves activations and
                                             * norm time tp-fold: Megatron turns it on with TP */
-                                           .sp = (fx & FX_SP) ? b->sp : tps[it] > 1};
+                                           .sp = (fx & FIX_SP) ? b->sp : tps[it] > 1};
                                 Layout lo;
                                 if (outer_layout(m, hw, req, &o, &lo) != 0)
                                     continue;
@@ -183,7 +178,7 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                                     return -1;
                             }
                     }
-                    if (fx & FX_MBS)
+                    if (fx & FIX_MBS)
                         break;
                 }
             }
@@ -247,8 +242,8 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     InnerProblem *p = malloc(sizeof *p);
     if (!p)
         return false;
-    bool rc_forced = (req->fixed & FX_RC) != 0;
-    inner_build(S->m, S->hw, &lo, (req->fixed & FX_STAGES) != 0, rc_forced, req->recompute, p);
+    bool rc_forced = (req->fixed & FIX_RC) != 0;
+    inner_build(S->m, S->hw, &lo, (req->fixed & FIX_STAGES) != 0, rc_forced, req->recompute, p);
     InnerSolution sol;
     bool all_fixed = true;
     for (int s = 0; s < p->pp; s++)
@@ -309,11 +304,11 @@ static int run(Search *S, char *err, int errlen)
         snprintf(err, errlen, "planner: out of memory");
         return -1;
     }
-    bool rc_forced = (S->req->fixed & FX_RC) != 0;
+    bool rc_forced = (S->req->fixed & FIX_RC) != 0;
     for (long i = 0; i < L.n; i++) {
         Layout lo;
         outer_layout(S->m, S->hw, S->req, &L.v[i], &lo);
-        inner_build(S->m, S->hw, &lo, (S->req->fixed & FX_STAGES) != 0, rc_forced, S->req->recompute, p);
+        inner_build(S->m, S->hw, &lo, (S->req->fixed & FIX_STAGES) != 0, rc_forced, S->req->recompute, p);
         L.v[i].lb = inner_lower_bound(p);
         L.v[i].mem_lb = inner_memory_bound(p);
     }
@@ -396,7 +391,7 @@ static double least_memory(const ModelSpec *m, const HwProfile *hw, const PlanRe
         Layout lo = req->base;
         if (outer_layout(m, hw, req, &L.v[i], &lo) != 0)
             continue;
-        layout_set_recompute(&lo, m, (req->fixed & FX_RC) ? req->recompute : RECOMPUTE_FULL);
+        layout_set_recompute(&lo, m, (req->fixed & FIX_RC) ? req->recompute : RECOMPUTE_FULL);
         double peak = 0;
         for (int s = 0; s < lo.pp; s++) {
             StageMem sm;
@@ -438,7 +433,7 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
                      "%s does not fit on %d x %s (%.1f GiB each): the least memory any layout needs is %.1f GiB "
                      "per GPU (%s, %s recomputation).", m->name, req->gpus, hw->name, hw->hbm_bytes / gib,
                      res->min_peak_bytes / gib, lay,
-                     (req->fixed & FX_RC) ? spec_recompute_name(req->recompute) : "full");
+                     (req->fixed & FIX_RC) ? spec_recompute_name(req->recompute) : "full");
     }
     if (k < 0 || k >= (int)sizeof res->infeasible)
         return;
@@ -507,11 +502,11 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
         Layout lo = out->plans[0].layout;
         InnerProblem *p = malloc(sizeof *p);
         if (p) {
-            if (!(req->fixed & FX_STAGES))
+            if (!(req->fixed & FIX_STAGES))
                 for (int s = 0; s < lo.pp; s++)
                     lo.layers[s] = 0;
             layout_check(&lo, m, hw, err, errlen);
-            inner_build(m, hw, &lo, (req->fixed & FX_STAGES) != 0, (req->fixed & FX_RC) != 0, req->recompute, p);
+            inner_build(m, hw, &lo, (req->fixed & FIX_STAGES) != 0, (req->fixed & FIX_RC) != 0, req->recompute, p);
             IlpOpts io;
             ilp_opts_default(&io);
             io.dump_lp = req->dump_lp;

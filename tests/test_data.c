@@ -46,6 +46,7 @@ static void write_seq_shard(const char *name, int magic, uint32_t first, int n) 
 }
 
 static int setup(void **state) {
+    (void)state;
     strcpy(dir, "/tmp/up_test_data_XXXXXX");
     if (!mkdtemp(dir)) return -1;
     write_seq_shard("a_000.bin", DATA_MAGIC_U16, 0, 1000);
@@ -59,12 +60,14 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
+    (void)state;
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
 static void test_u16_tokens(void **state) {
+    (void)state;
     DataLoader dl;
     assert_int_equal(data_init(&dl, path_of("a_000.bin"), 2, 4, 0, 1, 50257, err, sizeof err), 0);
     int in[8], tg[8];
@@ -80,6 +83,7 @@ static void test_u16_tokens(void **state) {
 }
 
 static void test_u32_tokens(void **state) {
+    (void)state;
     DataLoader dl;
     assert_int_equal(data_init(&dl, path_of("a_002.bin"), 1, 5, 0, 1, 0, err, sizeof err), 0);
     int in[5], tg[5];
@@ -92,6 +96,7 @@ static void test_u32_tokens(void **state) {
 }
 
 static void test_text(void **state) {
+    (void)state;
     DataLoader dl;
     assert_int_equal(data_init(&dl, path_of("text.txt"), 1, 6, 0, 1, DATA_TEXT_VOCAB,
                                err, sizeof err), 0);
@@ -142,11 +147,13 @@ static void dp_case(int dp) {
 }
 
 static void test_dp_slices(void **state) {
+    (void)state;
     dp_case(2);
     dp_case(4);
 }
 
 static void test_wrap(void **state) {
+    (void)state;
     // one file of 1000 tokens, global batch 4·50 = 200 → 4 batches fit (801 ≤ 1000)
     DataLoader dl;
     assert_int_equal(data_init(&dl, path_of("a_000.bin"), 4, 50, 0, 1, 0, err, sizeof err), 0);
@@ -163,6 +170,7 @@ static void test_wrap(void **state) {
 }
 
 static void test_save_restore(void **state) {
+    (void)state;
     const char *pat = path_of("a_*.bin");
     DataLoader a, b;
     assert_int_equal(data_init(&a, pat, 3, 16, 1, 2, 0, err, sizeof err), 0);
@@ -193,6 +201,7 @@ static void expect_init_error(const char *pattern, const char *name, int B, int 
 }
 
 static void test_errors(void **state) {
+    (void)state;
     expect_init_error(path_of("missing.bin"), "missing.bin", 1, 4, 0);
     expect_init_error(path_of("nothing_*.bin"), "nothing_*.bin", 1, 4, 0);
 

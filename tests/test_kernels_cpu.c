@@ -112,6 +112,7 @@ static double matmul_obj(void *p) {
 }
 
 static void test_matmul(void **state) {
+    (void)state;
     int BT = 7, C = 5, OC = 6;
     MatmulCtx c = {malloc(sizeof(float) * BT * OC), randv(BT * C, 1), randv(OC * C, 1),
                    randv(OC, 1), randv(BT * OC, 1), BT, C, OC};
@@ -209,6 +210,7 @@ static double act_obj(void *p) {
 }
 
 static void test_gelu(void **state) {
+    (void)state;
     int N = 40;
     ActCtx c = {malloc(sizeof(float) * N), randv(N, 4), randv(N, 1), N, 0, 0};
     act_obj(&c);
@@ -230,6 +232,7 @@ static void test_gelu(void **state) {
 }
 
 static void test_swiglu(void **state) {
+    (void)state;
     int N = 5, F = 6;
     ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1};
     act_obj(&c);
@@ -257,6 +260,7 @@ static double rope_obj(void *p) {
 }
 
 static void test_rope(void **state) {
+    (void)state;
     int B = 2, T = 5, NH = 3, HS = 8, pos0 = 7;
     size_t n = (size_t)B * T * NH * HS;
     RopeCtx c = {malloc(sizeof(float) * n), randv(n, 1), randv(n, 1), B, T, NH, HS, pos0};
@@ -353,6 +357,7 @@ static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
 }
 
 static void test_attention_fwd(void **state) {
+    (void)state;
     attn_case(2, 7, 4, 4, 8, 0);    // MHA
     attn_case(2, 7, 4, 2, 8, 0);    // GQA
     attn_case(1, 9, 6, 1, 4, 0);    // MQA
@@ -361,6 +366,7 @@ static void test_attention_fwd(void **state) {
 }
 
 static void test_attention_bwd(void **state) {
+    (void)state;
     attn_case(2, 5, 4, 2, 4, 1);    // GQA
     attn_case(1, 4, 2, 2, 3, 1);    // MHA, odd head size
     attn_case(1, 70, 2, 1, 4, 1);   // two query tiles
@@ -377,6 +383,7 @@ static double emb_obj(void *p) {
 }
 
 static void test_embedding(void **state) {
+    (void)state;
     int B = 2, T = 4, C = 70, V = 5, maxT = 8, pos0 = 3;   // C > one 64-channel block
     int tok[8] = {1, 4, 1, 0, 4, 4, 2, 1};                  // repeated tokens
     EmbCtx c = {malloc(sizeof(float) * B * T * C), randv(V * C, 1), randv(maxT * C, 1),
@@ -403,6 +410,7 @@ static void test_embedding(void **state) {
 }
 
 static void test_residual(void **state) {
+    (void)state;
     size_t n = 33;
     float *a = randv(n, 1), *b = randv(n, 1), *out = malloc(n * sizeof(float));
     double ref[33];
@@ -429,6 +437,7 @@ static double ce_obj(void *p) {
 }
 
 static void test_crossentropy(void **state) {
+    (void)state;
     int BT = 4, V = 12, Vv = 9;
     int tgt[4] = {0, 8, -1, 3};
     CeCtx c = {malloc(sizeof(float) * BT), malloc(sizeof(float) * BT), randv(BT * V, 3),
@@ -462,6 +471,7 @@ static void test_crossentropy(void **state) {
 /* ---- adamw, helpers ----------------------------------------------------- */
 
 static void test_adamw(void **state) {
+    (void)state;
     size_t n = 17;
     float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
     float *p = randv(n, 1), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
@@ -497,6 +507,7 @@ static void test_adamw(void **state) {
 }
 
 static void test_helpers(void **state) {
+    (void)state;
     float x[5] = {1, -2, 3, 0.5f, 0};
     assert_true(fabs(k_sumsq(x, 5) - 14.25) < 1e-12);
     k_scale(x, 2.0f, 5);

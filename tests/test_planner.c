@@ -128,7 +128,7 @@ static void test_fixed_knobs_are_kept(void **state)
     cost_opts_default(&o);
     PlanRequest r;
     request(&r, &m, 64);
-    r.fixed = 1 << 0 | 1 << 1 | 1 << 9;   /* FIX_TP | FIX_PP | FIX_RC */
+    r.fixed = FIX_TP | FIX_PP | FIX_RC;
     r.base.tp = 4;
     r.base.pp = 4;
     r.recompute = RECOMPUTE_SELECTIVE;
@@ -200,7 +200,7 @@ static void test_bad_requests(void **state)
     assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), -1);
     /* a global batch no dp divides: infeasible with a reason, not an error */
     request(&r, &m, 8);
-    r.fixed = 1 << 4;   /* FIX_DP */
+    r.fixed = FIX_DP;
     r.base.dp = 8;
     r.base.gbs = 12;
     r.explain = false;

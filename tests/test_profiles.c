@@ -51,6 +51,7 @@ static void check_curve(const EffCurve *c)
 
 static void test_builtins_load_and_are_sane(void **state)
 {
+    (void)state;
     char err[512];
     assert_int_equal(profile_builtin_count(), 6);
     assert_null(profile_builtin_name(6));
@@ -86,6 +87,7 @@ static void test_builtins_load_and_are_sane(void **state)
 
 static void test_builtin_datasheet_values(void **state)
 {
+    (void)state;
     HwProfile hw;
     char err[512];
     assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
@@ -127,6 +129,7 @@ static void check_sources(const cJSON *obj, const char *file)
 
 static void test_builtin_files_cite_sources(void **state)
 {
+    (void)state;
     char err[512], path[512];
     for (int i = 0; i < profile_builtin_count(); i++) {
         HwProfile a, b;
@@ -149,6 +152,7 @@ static void test_builtin_files_cite_sources(void **state)
 
 static void test_aliases(void **state)
 {
+    (void)state;
     static const char *const cases[][2] = {
         {"h100", "h100-sxm"},       {"H100-SXM", "h100-sxm"}, {"H100", "h100-sxm"},
         {"a100", "a100-80g"},       {"a100-80gb", "a100-80g"}, {"A100-80GB", "a100-80g"},
@@ -224,6 +228,7 @@ static void expect_error(const char *obj, const char *key, cJSON *v, const char 
 
 static void test_bad_fields(void **state)
 {
+    (void)state;
     const char *P = "profile h100.json: field ";
     char want[256];
     expect_error(NULL, "hbm_bw", cJSON_CreateString("abc"),
@@ -260,6 +265,7 @@ static void test_bad_fields(void **state)
 
 static void test_bad_peaks(void **state)
 {
+    (void)state;
     cJSON *zero = cJSON_CreateObject();
     cJSON_AddNumberToObject(zero, "fp32", 0);
     cJSON_AddNumberToObject(zero, "bf16", 0);
@@ -272,6 +278,7 @@ static void test_bad_peaks(void **state)
 
 static void test_bad_curves(void **state)
 {
+    (void)state;
     const double above1[][2] = {{1e8, 0.3}, {1e9, 0.5}, {1e10, 1.5}};
     const double zero[][2] = {{1e8, 0.0}};
     const double descending[][2] = {{1e9, 0.5}, {1e8, 0.6}};
@@ -313,6 +320,7 @@ static void test_bad_curves(void **state)
 
 static void test_bad_text_and_files(void **state)
 {
+    (void)state;
     HwProfile hw;
     char err[512];
     assert_int_equal(profile_parse_json("{\n\"format\": \n", "t.json", &hw, err, sizeof err), -1);
@@ -342,6 +350,7 @@ static void test_bad_text_and_files(void **state)
 
 static void test_unknown_fields_are_ignored(void **state)
 {
+    (void)state;
     cJSON *root = h100_json();
     cJSON_AddStringToObject(root, "future_field", "x");
     cJSON_AddNumberToObject(cJSON_GetObjectItem(root, "intra"), "hops", 2);
@@ -384,6 +393,7 @@ static void assert_profiles_equal(const HwProfile *a, const HwProfile *b)
 
 static void test_write_load_round_trip(void **state)
 {
+    (void)state;
     char dir[] = "/tmp/test_profiles_dir_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256], err[512];
@@ -434,6 +444,7 @@ static int64_t params_of(const char *name, int tp)
 
 static void test_presets_are_valid(void **state)
 {
+    (void)state;
     char err[256];
     assert_int_equal(presets_count(), 25);
     assert_null(presets_get(25));
@@ -454,6 +465,7 @@ static void test_presets_are_valid(void **state)
 
 static void test_preset_param_counts(void **state)
 {
+    (void)state;
     assert_int_equal(params_of("llama2-7b", 1), 6738415616LL);
     assert_int_equal(params_of("llama2-13b", 1), 13015864320LL);
     assert_int_equal(params_of("llama2-70b", 1), 68976648192LL);
@@ -485,6 +497,7 @@ static void test_preset_param_counts(void **state)
 
 static void test_presets_find_unknown(void **state)
 {
+    (void)state;
     ModelSpec m;
     char err[1024];
     assert_int_equal(presets_find("gpt4", &m, err, sizeof err), -1);
@@ -512,6 +525,7 @@ static void expect_preset(double params, const char *name)
 
 static void test_presets_from_params_picks_presets(void **state)
 {
+    (void)state;
     expect_preset(175e9, "gpt3-175b");
     expect_preset(174.6e9, "gpt3-175b");
     expect_preset(7e9, "llama2-7b");
@@ -545,6 +559,7 @@ static void expect_derived(double params)
 
 static void test_presets_from_params_derives(void **state)
 {
+    (void)state;
     expect_derived(20e9);
     expect_derived(50e9);
     expect_derived(100e9);
