@@ -192,8 +192,8 @@ static void norm_test(int rms) {
     free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0);
 }
 
-static void test_layernorm(void **state) { norm_test(0); }
-static void test_rmsnorm(void **state) { norm_test(1); }
+static void test_layernorm(void **state) { (void)state; norm_test(0); }
+static void test_rmsnorm(void **state) { (void)state; norm_test(1); }
 
 /* ---- gelu / swiglu ------------------------------------------------------ */
 
