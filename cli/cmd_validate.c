@@ -1,4 +1,6 @@
-/* cmd_validate.c — `ultraplan validate`: predict measured runs and report the error. */
+/* cmd_validate.c — `ultraplan validate`: its arguments, and the prediction of
+ * measured runs (calib/runs.h) with their errors (calib/stats.h) printed as a
+ * table, JSON or a plot. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +13,8 @@
 #include "command.h"
 #include "plot.h"
 #include "profile.h"
-#include "validate_lib.h"
+#include "runs.h"
+#include "stats.h"
 
 static void help(FILE *f)
 {
@@ -34,16 +37,17 @@ static void help(FILE *f)
         "Ranking groups: model+gpus holds the runs of one model on one GPU count (every global\n"
         "batch, ranked by time per sequence); model+gpus+gbs also fixes the global batch.\n\n"
         "CSV formats (told apart by the header):\n"
-        "  vTrain     the columns of ../shared/validation/vtrain/*.csv; the settings vTrain's authors\n"
-        "             used apply to every row (GPT-2 decoder, vocab 50257, full recompute, unfused\n"
-        "             attention, fp16, plain DP, 8 GPUs per node, 12.5 GB/s inter-node per GPU)\n"
+        "  vTrain     the columns of validation/vtrain/*.csv in the source tree; the settings\n"
+        "             vTrain's authors used apply to every row (GPT-2 decoder, vocab 50257, full\n"
+        "             recompute, unfused attention, fp16, plain DP, 8 GPUs per node, 12.5 GB/s\n"
+        "             inter-node per GPU)\n"
         "  ultraplan  named columns in any order; required: layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,\n"
         "             and time_ms (ms per step) or tokens_per_s_gpu (the step is gbs*seq/(that*GPUs));\n"
         "             optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
         "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
         "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label (defaults as\n"
         "             `ultraplan predict`; vocab 50257)\n\n"
-        "example: ultraplan validate ../shared/validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
+        "example: ultraplan validate validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
 }
 
 typedef struct {
@@ -55,7 +59,7 @@ typedef struct {
 } Opts;
 
 /* Predicted vs measured, log-log, y = x and ±10 % bands, through gnuplot. */
-static int plot(const char *png, const ValSet *set, const double *pred, const char *title, char *err, int errlen)
+static int plot(const char *png, const RunSet *set, const double *pred, const char *title, char *err, int errlen)
 {
     Plot pl;
     if (plot_begin(&pl, png, err, errlen) != 0)
@@ -84,11 +88,11 @@ static int plot(const char *png, const ValSet *set, const double *pred, const ch
     return plot_end(&pl, err, errlen);
 }
 
-static void print_groups(FILE *f, const ValGroup *g, int n, ValGroupKind k)
+static void print_groups(FILE *f, const StatsGroup *g, int n, StatsGroupKind k)
 {
-    fprintf(f, "\nby %s%s\n", val_group_kind_name(k),
-            k == VAL_BY_MODEL_GPUS       ? " (ranking groups: every global batch, ranked by time per sequence)"
-            : k == VAL_BY_MODEL_GPUS_GBS ? " (ranking groups at a fixed global batch)"
+    fprintf(f, "\nby %s%s\n", stats_group_kind_name(k),
+            k == STATS_BY_MODEL_GPUS       ? " (ranking groups: every global batch, ranked by time per sequence)"
+            : k == STATS_BY_MODEL_GPUS_GBS ? " (ranking groups at a fixed global batch)"
                                          : "");
     fprintf(f, "  %-44s %5s %7s %7s %7s %7s %8s %7s\n", "group", "n", "mape%", "med%", "p90%", "max%", "spearman",
             "regret%");
@@ -107,11 +111,11 @@ static int run(const Opts *o, char **files, int nfiles)
         fprintf(stderr, "ultraplan validate: %s\n", err);
         return 2;
     }
-    ValSet set = {0};
+    RunSet set = {0};
     for (int i = 0; i < nfiles; i++)
-        if (val_read_csv(files[i], &set, err, sizeof err)) {
+        if (runs_read_csv(files[i], &set, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
-            val_free(&set);
+            runs_free(&set);
             return 1;
         }
     double *pred = malloc((size_t)set.n * sizeof *pred), *ape = malloc((size_t)set.n * sizeof *ape);
@@ -123,31 +127,31 @@ static int run(const Opts *o, char **files, int nfiles)
     }
     for (int i = 0; i < set.n; i++) {
         Cost c;
-        if (val_predict(&set.rows[i], &hw, set.path, &pred[i], &c, err, sizeof err)) {
+        if (runs_predict(&set.rows[i], &hw, set.path, &pred[i], &c, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
             rc = 1;
             goto out;
         }
-        ape[i] = val_ape(pred[i], set.rows[i].measured_s);
+        ape[i] = stats_ape(pred[i], set.rows[i].measured_s);
         memcpy(phase[i], c.time, sizeof phase[i]);
     }
-    ValStats st;
-    val_stats(ape, set.n, &st);
-    ValGroup *groups[VAL_GROUP_KINDS] = {0};
-    int ng[VAL_GROUP_KINDS];
+    ApeStats st;
+    stats_summarize(ape, set.n, &st);
+    StatsGroup *groups[STATS_GROUP_COUNT] = {0};
+    int ng[STATS_GROUP_COUNT];
     double worst_regret = 0, worst_regret_gbs = 0;
-    for (int k = 0; k < VAL_GROUP_KINDS; k++) {
-        ng[k] = val_groups(&set, pred, (ValGroupKind)k, &groups[k]);
+    for (int k = 0; k < STATS_GROUP_COUNT; k++) {
+        ng[k] = stats_groups(&set, pred, (StatsGroupKind)k, &groups[k]);
         if (ng[k] < 0) {
             fprintf(stderr, "ultraplan validate: out of memory\n");
             rc = 1;
             goto out_groups;
         }
     }
-    for (int i = 0; i < ng[VAL_BY_MODEL_GPUS]; i++)
-        worst_regret = fmax(worst_regret, groups[VAL_BY_MODEL_GPUS][i].regret);
-    for (int i = 0; i < ng[VAL_BY_MODEL_GPUS_GBS]; i++)
-        worst_regret_gbs = fmax(worst_regret_gbs, groups[VAL_BY_MODEL_GPUS_GBS][i].regret);
+    for (int i = 0; i < ng[STATS_BY_MODEL_GPUS]; i++)
+        worst_regret = fmax(worst_regret, groups[STATS_BY_MODEL_GPUS][i].regret);
+    for (int i = 0; i < ng[STATS_BY_MODEL_GPUS_GBS]; i++)
+        worst_regret_gbs = fmax(worst_regret_gbs, groups[STATS_BY_MODEL_GPUS_GBS][i].regret);
 
     if (o->json) {
         cJSON *root = cJSON_CreateObject();
@@ -158,7 +162,7 @@ static int run(const Opts *o, char **files, int nfiles)
             cJSON_AddItemToArray(fa, cJSON_CreateString(files[i]));
         cJSON *rows = cJSON_AddArrayToObject(root, "rows");
         for (int i = 0; i < set.n; i++) {
-            const ValRow *r = &set.rows[i];
+            const RunRow *r = &set.rows[i];
             cJSON *j = cJSON_CreateObject();
             cJSON_AddNumberToObject(j, "line", r->line);
             cJSON_AddNumberToObject(j, "gpus", r->gpus);
@@ -184,15 +188,15 @@ static int run(const Opts *o, char **files, int nfiles)
                 cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), phase[i][k] * 1e3);
             cJSON_AddItemToArray(rows, j);
         }
-        cJSON *s = val_stats_json(&st);
+        cJSON *s = stats_json(&st);
         cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
         cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
         cJSON_AddItemToObject(root, "summary", s);
         cJSON *ga = cJSON_AddArrayToObject(root, "groups");
-        for (int k = 0; k < VAL_GROUP_KINDS; k++)
+        for (int k = 0; k < STATS_GROUP_COUNT; k++)
             for (int i = 0; i < ng[k]; i++) {
-                cJSON *j = val_stats_json(&groups[k][i].st);
-                cJSON_AddStringToObject(j, "by", val_group_kind_name((ValGroupKind)k));
+                cJSON *j = stats_json(&groups[k][i].st);
+                cJSON_AddStringToObject(j, "by", stats_group_kind_name((StatsGroupKind)k));
                 cJSON_AddStringToObject(j, "key", groups[k][i].key);
                 cJSON_AddNumberToObject(j, "spearman", groups[k][i].spearman);
                 cJSON_AddNumberToObject(j, "regret", groups[k][i].regret);
@@ -215,7 +219,7 @@ static int run(const Opts *o, char **files, int nfiles)
             printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp", "pp", "dp",
                    "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
             for (int i = 0; i < set.n; i++) {
-                const ValRow *r = &set.rows[i];
+                const RunRow *r = &set.rows[i];
                 printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n", r->line, r->gpus, r->model.h,
                        r->layout.tp, r->layout.pp, r->layout.dp, r->layout.mbs, r->layout.gbs,
                        r->measured_s * 1e3, pred[i] * 1e3, ape[i], r->label[0] ? "  " : "", r->label);
@@ -225,8 +229,8 @@ static int run(const Opts *o, char **files, int nfiles)
         printf("%d runs on profile %s: MAPE %.2f%%, median %.2f%%, p90 %.2f%%, worst %.2f%%; worst ranking "
                "regret %.2f%% (model+gpus groups; %.2f%% at a fixed global batch)\n", st.n, hw.name, st.mape,
                st.median, st.p90, st.max, worst_regret, worst_regret_gbs);
-        for (int k = 0; k < VAL_GROUP_KINDS; k++)
-            print_groups(stdout, groups[k], ng[k], (ValGroupKind)k);
+        for (int k = 0; k < STATS_GROUP_COUNT; k++)
+            print_groups(stdout, groups[k], ng[k], (StatsGroupKind)k);
     }
     rc = 0;
     if (o->plot) {
@@ -248,13 +252,13 @@ static int run(const Opts *o, char **files, int nfiles)
         rc = 1;
     }
 out_groups:
-    for (int k = 0; k < VAL_GROUP_KINDS; k++)
+    for (int k = 0; k < STATS_GROUP_COUNT; k++)
         free(groups[k]);
 out:
     free(pred);
     free(ape);
     free(phase);
-    val_free(&set);
+    runs_free(&set);
     return rc;
 }
 

@@ -11,7 +11,8 @@
 #include <cmocka.h>
 
 #include "profile.h"
-#include "validate_lib.h"
+#include "runs.h"
+#include "stats.h"
 
 #define assert_near(got, want, tol) do { \
     double g_ = (got), w_ = (want); \
@@ -28,12 +29,12 @@ static const char *VTRAIN =
 static void test_vtrain_rows(void **st)
 {
     (void)st;
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
+    assert_int_equal(runs_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
     assert_int_equal(set.n, 2);
-    assert_int_equal(set.format, VAL_FMT_VTRAIN);
-    const ValRow *r = &set.rows[1];
+    assert_int_equal(set.format, RUNS_FMT_VTRAIN);
+    const RunRow *r = &set.rows[1];
     assert_int_equal(r->line, 3);
     assert_int_equal(r->gpus, 8);
     assert_int_equal(r->layout.tp, 2);
@@ -52,7 +53,7 @@ static void test_vtrain_rows(void **st)
     assert_int_equal(r->layout.opt, OPT_ZERO0);
     assert_near(r->dp_overlap, 0, 0);
     assert_near(r->inter_bw, 12.5e9, 1);
-    val_free(&set);
+    runs_free(&set);
 }
 
 static void test_ultraplan_rows(void **st)
@@ -62,12 +63,12 @@ static void test_ultraplan_rows(void **st)
         "label,layers,hidden,heads,kv_heads,ffn,seq,tp,pp,dp,mbs,gbs,mlp,norm,pos,recompute,zero,precision,sp,time_ms\n"
         "# a comment after the header\n"
         "llama,32,4096,32,8,14336,4096,4,2,8,1,256,swiglu,rmsnorm,rope,selective,distopt,bf16,1,1234.5\n";
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(csv, "u.csv", &set, err, sizeof err), 0);
-    assert_int_equal(set.format, VAL_FMT_ULTRAPLAN);
+    assert_int_equal(runs_parse_csv(csv, "u.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.format, RUNS_FMT_ULTRAPLAN);
     assert_int_equal(set.n, 1);
-    const ValRow *r = &set.rows[0];
+    const RunRow *r = &set.rows[0];
     assert_int_equal(r->line, 3);
     assert_string_equal(r->label, "llama");
     assert_int_equal(r->gpus, 64);
@@ -81,9 +82,9 @@ static void test_ultraplan_rows(void **st)
     HwProfile hw;
     assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
     double p;
-    assert_int_equal(val_predict(r, &hw, "u.csv", &p, NULL, err, sizeof err), 0);
+    assert_int_equal(runs_predict(r, &hw, "u.csv", &p, NULL, err, sizeof err), 0);
     assert_true(p > 0 && isfinite(p));
-    val_free(&set);
+    runs_free(&set);
 }
 
 /* published tables print tokens/s per GPU: the step is gbs·seq over that
@@ -94,18 +95,18 @@ static void test_tokens_per_gpu(void **st)
     const char *csv =
         "layers,hidden,heads,seq,tp,pp,dp,cp,mbs,gbs,tp_overlap,tokens_per_s_gpu\n"
         "32,4096,32,8192,1,1,4,2,1,128,1,12273\n";
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(csv, "t.csv", &set, err, sizeof err), 0);
+    assert_int_equal(runs_parse_csv(csv, "t.csv", &set, err, sizeof err), 0);
     assert_int_equal(set.n, 1);
     assert_int_equal(set.rows[0].gpus, 8);
     assert_true(fabs(set.rows[0].measured_s / (128.0 * 8192 / (12273.0 * 8)) - 1) < 1e-12);
     assert_true(set.rows[0].tp_overlap == 1.0);
     HwProfile base, h;
     assert_int_equal(profile_load_builtin("h100-sxm", &base, err, sizeof err), 0);
-    val_row_hw(&set.rows[0], &base, &h);
+    runs_row_hw(&set.rows[0], &base, &h);
     assert_true(h.tp_overlap == 1.0);
-    val_free(&set);
+    runs_free(&set);
 }
 
 /* what spreadsheets write: a byte-order mark, CRLF line ends, quoted fields, spaces */
@@ -114,29 +115,29 @@ static void test_spreadsheet_csv(void **st)
     (void)st;
     const char *csv = "\xEF\xBB\xBFlabel, layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms\r\n"
                       "\"run a\", \"24\",1024,16,1024,1,1,8,1,8, 100 \r\n";
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(csv, "s.csv", &set, err, sizeof err), 0);
+    assert_int_equal(runs_parse_csv(csv, "s.csv", &set, err, sizeof err), 0);
     assert_int_equal(set.n, 1);
     assert_string_equal(set.rows[0].label, "run a");
     assert_int_equal(set.rows[0].model.L, 24);
     assert_true(fabs(set.rows[0].measured_s - 0.1) < 1e-12);
-    val_free(&set);
+    runs_free(&set);
 }
 
 /* bad input: one line that names the file, the line and the column */
 static void expect_bad(const char *csv, const char *want)
 {
-    ValSet set = {0};
+    RunSet set = {0};
     char err[512] = "";
-    assert_int_equal(val_parse_csv(csv, "bad.csv", &set, err, sizeof err), -1);
+    assert_int_equal(runs_parse_csv(csv, "bad.csv", &set, err, sizeof err), -1);
     if (!strstr(err, want)) {
         print_error("error \"%s\" lacks \"%s\"\n", err, want);
         fail();
     }
     assert_null(strchr(err, '\n'));
     assert_int_equal(set.n, 0);
-    val_free(&set);
+    runs_free(&set);
 }
 
 static void test_bad_rows(void **st)
@@ -172,9 +173,9 @@ static void test_bad_rows(void **st)
 static void test_missing_file(void **st)
 {
     (void)st;
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_read_csv("/nonexistent/runs.csv", &set, err, sizeof err), -1);
+    assert_int_equal(runs_read_csv("/nonexistent/runs.csv", &set, err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent/runs.csv: cannot open"));
 }
 
@@ -182,59 +183,59 @@ static void test_stats(void **st)
 {
     (void)st;
     const double ape[] = {4, 1, 3, 2, 10};
-    ValStats s;
-    val_stats(ape, 5, &s);
+    ApeStats s;
+    stats_summarize(ape, 5, &s);
     assert_int_equal(s.n, 5);
     assert_near(s.mape, 4.0, 1e-12);
     assert_near(s.median, 3.0, 1e-12);
     assert_near(s.p90, 7.6, 1e-12);   /* sorted 1 2 3 4 10: pos 3.6 -> 4 + 0.6*6 */
     assert_near(s.max, 10.0, 0);
-    val_stats(ape, 4, &s);
+    stats_summarize(ape, 4, &s);
     assert_near(s.median, 2.5, 1e-12);
-    val_stats(NULL, 0, &s);
+    stats_summarize(NULL, 0, &s);
     assert_near(s.mape, 0, 0);
-    assert_near(val_ape(110, 100), 10.0, 1e-12);
-    assert_near(val_ape(90, 100), 10.0, 1e-12);
+    assert_near(stats_ape(110, 100), 10.0, 1e-12);
+    assert_near(stats_ape(90, 100), 10.0, 1e-12);
 }
 
 static void test_spearman_and_regret(void **st)
 {
     (void)st;
     const double a[] = {1, 2, 3, 4, 5}, b[] = {10, 20, 30, 40, 50}, c[] = {5, 4, 3, 2, 1};
-    assert_near(val_spearman(a, b, 5), 1.0, 1e-12);
-    assert_near(val_spearman(a, c, 5), -1.0, 1e-12);
+    assert_near(stats_spearman(a, b, 5), 1.0, 1e-12);
+    assert_near(stats_spearman(a, c, 5), -1.0, 1e-12);
     /* d = (0, 0, 1, -1, 0) with no ties: 1 - 6*2/(5*24) = 0.9 */
     const double d[] = {1, 2, 4, 3, 5};
-    assert_near(val_spearman(a, d, 5), 0.9, 1e-12);
+    assert_near(stats_spearman(a, d, 5), 0.9, 1e-12);
     /* ties get average ranks: x ranks (1.5 1.5 3), y ranks (1 2 3) -> r = 0.866 */
     const double tx[] = {1, 1, 2}, ty[] = {1, 2, 3};
-    assert_near(val_spearman(tx, ty, 3), sqrt(3.0) / 2, 1e-12);
-    assert_near(val_spearman(a, a, 1), 0, 0);
+    assert_near(stats_spearman(tx, ty, 3), sqrt(3.0) / 2, 1e-12);
+    assert_near(stats_spearman(a, a, 1), 0, 0);
     /* predicted fastest is row 2 (measured 110); measured fastest is 100: regret 10 % */
     const double pred[] = {3, 2, 1}, meas[] = {100, 105, 110};
-    assert_near(val_regret(pred, meas, 3), 10.0, 1e-12);
-    assert_near(val_regret(meas, meas, 3), 0.0, 0);
+    assert_near(stats_regret(pred, meas, 3), 10.0, 1e-12);
+    assert_near(stats_regret(meas, meas, 3), 0.0, 0);
 }
 
 static void test_groups(void **st)
 {
     (void)st;
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
+    assert_int_equal(runs_parse_csv(VTRAIN, "v.csv", &set, err, sizeof err), 0);
     const double pred[] = {0.372160408 * 1.1, 0.219732754};
-    ValGroup *g;
-    int n = val_groups(&set, pred, VAL_BY_GPUS, &g);
+    StatsGroup *g;
+    int n = stats_groups(&set, pred, STATS_BY_GPUS, &g);
     assert_int_equal(n, 2);
     assert_string_equal(g[0].key, "2 GPUs");
     assert_near(g[0].st.mape, 10.0, 1e-9);
     assert_near(g[1].st.mape, 0.0, 1e-9);
     free(g);
-    n = val_groups(&set, pred, VAL_BY_PARALLEL, &g);
+    n = stats_groups(&set, pred, STATS_BY_PARALLEL, &g);
     assert_string_equal(g[0].key, "pp");
     assert_string_equal(g[1].key, "dp+tp+pp");
     free(g);
-    val_free(&set);
+    runs_free(&set);
 }
 
 /* The ranking groups: model+gpus mixes global batches and ranks by time per
@@ -253,23 +254,23 @@ static void test_ranking_groups(void **st)
         "8,8,1,1024,16,12,1024,1,8,1,100\n"
         "8,16,1,1024,16,12,1024,2,4,1,180\n"
         "8,16,2,1024,16,12,1024,1,8,1,190\n";
-    ValSet set = {0};
+    RunSet set = {0};
     char err[256];
-    assert_int_equal(val_parse_csv(csv, "v.csv", &set, err, sizeof err), 0);
+    assert_int_equal(runs_parse_csv(csv, "v.csv", &set, err, sizeof err), 0);
     const double pred[] = {0.100, 0.192, 0.184};
-    ValGroup *g;
-    int n = val_groups(&set, pred, VAL_BY_MODEL_GPUS, &g);
+    StatsGroup *g;
+    int n = stats_groups(&set, pred, STATS_BY_MODEL_GPUS, &g);
     assert_int_equal(n, 1);
     assert_string_equal(g[0].key, "h1024 L12 a16 s1024, 8 GPUs");
     assert_near(g[0].regret, 100.0 * (190.0 / 180.0 - 1.0), 1e-9);
     free(g);
-    n = val_groups(&set, pred, VAL_BY_MODEL_GPUS_GBS, &g);
+    n = stats_groups(&set, pred, STATS_BY_MODEL_GPUS_GBS, &g);
     assert_int_equal(n, 2);
     assert_string_equal(g[0].key, "h1024 L12 a16 s1024, 8 GPUs, gbs 8");
     assert_near(g[0].regret, 0.0, 0);
     assert_near(g[1].regret, 100.0 * (190.0 / 180.0 - 1.0), 1e-9);
     free(g);
-    val_free(&set);
+    runs_free(&set);
 }
 
 int main(void)

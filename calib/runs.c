@@ -1,5 +1,5 @@
-/* validate_lib.c — measured runs from CSV, their predictions and error statistics. */
-#include "validate_lib.h"
+/* runs.c — measured runs from CSV and the prediction of one run (see runs.h). */
+#include "runs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fileio.h"
 /* ---- columns -------------------------------------------------------------- */
 
 typedef enum {
@@ -158,7 +159,7 @@ static int get_bool(const Where *w, int col, const char *name, const char *s, bo
 }
 
 /* Defaults of a row before its columns are read. */
-static void row_defaults(ValRow *r, ValFormat fmt)
+static void row_defaults(RunRow *r, RunsFormat fmt)
 {
     memset(r, 0, sizeof *r);
     ModelSpec *m = &r->model;
@@ -173,7 +174,7 @@ static void row_defaults(ValRow *r, ValFormat fmt)
     layout_default(&r->layout);
     r->dp_overlap = -1;
     r->tp_overlap = -1;
-    if (fmt == VAL_FMT_VTRAIN) {
+    if (fmt == RUNS_FMT_VTRAIN) {
         r->dp_overlap = 0;
         r->recompute = RECOMPUTE_FULL;
         r->layout.flash = false;
@@ -189,7 +190,7 @@ static void row_defaults(ValRow *r, ValFormat fmt)
 }
 
 /* One field into the row. */
-static int set_field(const Where *w, ValRow *r, Col c, int col, const char *s, bool *sp_given)
+static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s, bool *sp_given)
 {
     ModelSpec *m = &r->model;
     Layout *lo = &r->layout;
@@ -261,17 +262,17 @@ static int set_field(const Where *w, ValRow *r, Col c, int col, const char *s, b
     return 0;
 }
 
-static int find_col(const char *name, ValFormat fmt)
+static int find_col(const char *name, RunsFormat fmt)
 {
     for (int c = 0; c < C_COUNT; c++) {
-        const char *want = fmt == VAL_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
+        const char *want = fmt == RUNS_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
         if (want && !strcasecmp(want, name))
             return c;
     }
     return -1;
 }
 
-static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int *nf)
+static int read_header(char *line, const Where *w, RunsFormat *fmt, int *map, int *nf)
 {
     char *f[MAX_FIELDS];
     int n = split(line, f, MAX_FIELDS);
@@ -279,17 +280,17 @@ static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int
         snprintf(w->err, w->errlen, "%s:%d: header has more than %d columns", w->origin, w->line, MAX_FIELDS);
         return -1;
     }
-    *fmt = VAL_FMT_ULTRAPLAN;
+    *fmt = RUNS_FMT_ULTRAPLAN;
     for (int i = 0; i < n; i++)
         if (!strcasecmp(f[i], cols[C_TIME_MS].vtrain))
-            *fmt = VAL_FMT_VTRAIN;
+            *fmt = RUNS_FMT_VTRAIN;
     bool seen[C_COUNT] = {false};
     for (int i = 0; i < n; i++) {
         int c = find_col(f[i], *fmt);
         if (c < 0) {
             snprintf(w->err, w->errlen, "%s:%d: column %d: unknown column name \"%.40s\" (%s format; see "
                      "`ultraplan validate --help`)", w->origin, w->line, i + 1, f[i],
-                     *fmt == VAL_FMT_VTRAIN ? "vTrain" : "ultraplan");
+                     *fmt == RUNS_FMT_VTRAIN ? "vTrain" : "ultraplan");
             return -1;
         }
         if (seen[c]) {
@@ -301,18 +302,18 @@ static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int
     }
     /* the ultraplan format measures a run by its step time or by the tokens
      * per second per GPU that published tables print; exactly one of them */
-    if (*fmt == VAL_FMT_ULTRAPLAN && seen[C_TIME_MS] && seen[C_TOK_S_GPU]) {
+    if (*fmt == RUNS_FMT_ULTRAPLAN && seen[C_TIME_MS] && seen[C_TOK_S_GPU]) {
         snprintf(w->err, w->errlen, "%s:%d: header has both \"time_ms\" and \"tokens_per_s_gpu\": give one "
                  "measurement per run", w->origin, w->line);
         return -1;
     }
-    if (*fmt == VAL_FMT_ULTRAPLAN && seen[C_TOK_S_GPU])
+    if (*fmt == RUNS_FMT_ULTRAPLAN && seen[C_TOK_S_GPU])
         seen[C_TIME_MS] = true;
     for (int c = 0; c < C_COUNT; c++) {
-        bool need = *fmt == VAL_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
+        bool need = *fmt == RUNS_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
         if (need && !seen[c]) {
-            const char *nm = *fmt == VAL_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
-            if (*fmt == VAL_FMT_ULTRAPLAN && !seen[C_TIME_MS])
+            const char *nm = *fmt == RUNS_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
+            if (*fmt == RUNS_FMT_ULTRAPLAN && !seen[C_TIME_MS])
                 snprintf(w->err, w->errlen, "%s:%d: header names neither the vTrain columns (\"iteration time "
                          "(ms)\", ...) nor the ultraplan ones (\"time_ms\" or \"tokens_per_s_gpu\", ...)",
                          w->origin, w->line);
@@ -325,11 +326,11 @@ static int read_header(char *line, const Where *w, ValFormat *fmt, int *map, int
     return 0;
 }
 
-static int push(ValSet *set, const ValRow *r)
+static int push(RunSet *set, const RunRow *r)
 {
     if (set->n == set->cap) {
         int cap = set->cap ? set->cap * 2 : 256;
-        ValRow *g = realloc(set->rows, (size_t)cap * sizeof *g);
+        RunRow *g = realloc(set->rows, (size_t)cap * sizeof *g);
         if (!g)
             return -1;
         set->rows = g;
@@ -339,7 +340,7 @@ static int push(ValSet *set, const ValRow *r)
     return 0;
 }
 
-static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, int nf, ValRow *r)
+static int read_row(char *line, const Where *w, RunsFormat fmt, const int *map, int nf, RunRow *r)
 {
     char *f[MAX_FIELDS];
     int n = split(line, f, MAX_FIELDS);
@@ -374,7 +375,7 @@ static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, i
         snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);
         return -1;
     }
-    if (r->layout.tp > 1 && !sp_given && fmt == VAL_FMT_ULTRAPLAN)
+    if (r->layout.tp > 1 && !sp_given && fmt == RUNS_FMT_ULTRAPLAN)
         r->layout.sp = true;
     if (layout_check(&r->layout, &r->model, NULL, e2, sizeof e2)) {
         snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);
@@ -384,7 +385,7 @@ static int read_row(char *line, const Where *w, ValFormat fmt, const int *map, i
     return 0;
 }
 
-int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, int errlen)
+int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err, int errlen)
 {
     char *buf = strdup(text ? text : "");
     if (!buf) {
@@ -393,7 +394,7 @@ int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, 
     }
     Where w = {origin, 0, err, errlen};
     int map[MAX_FIELDS], nf = 0, have_header = 0, rc = 0, n0 = set->n;
-    ValFormat fmt = VAL_FMT_ULTRAPLAN;
+    RunsFormat fmt = RUNS_FMT_ULTRAPLAN;
     char *start = buf;
     if (!strncmp(start, "\xEF\xBB\xBF", 3))   /* a UTF-8 byte-order mark (spreadsheet exports) */
         start += 3;
@@ -414,7 +415,7 @@ int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, 
             rc = read_header(p, &w, &fmt, map, &nf);
             have_header = 1;
         } else if (*q != '#') {
-            ValRow r;
+            RunRow r;
             rc = read_row(p, &w, fmt, map, nf, &r);
             if (rc == 0 && push(set, &r)) {
                 snprintf(err, errlen, "%s: out of memory", origin);
@@ -438,48 +439,24 @@ int val_parse_csv(const char *text, const char *origin, ValSet *set, char *err, 
     return rc;
 }
 
-int val_read_csv(const char *path, ValSet *set, char *err, int errlen)
+int runs_read_csv(const char *path, RunSet *set, char *err, int errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    size_t n;
+    char *buf = util_slurp(path, 0, &n, err, errlen);
+    if (!buf)
         return -1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1)
-            break;
-        char *g = realloc(buf, cap * 2);
-        if (!g) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = g;
-        cap *= 2;
-    }
-    int bad_read = ferror(f);
-    fclose(f);
-    if (!buf || bad_read) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(EIO) : "out of memory");
-        free(buf);
-        return -1;
-    }
-    buf[n] = '\0';
     if (memchr(buf, '\0', n)) {
         snprintf(err, errlen, "%s: not a text CSV file (contains NUL bytes)", path);
         free(buf);
         return -1;
     }
     snprintf(set->path, sizeof set->path, "%s", path);
-    int rc = val_parse_csv(buf, path, set, err, errlen);
+    int rc = runs_parse_csv(buf, path, set, err, errlen);
     free(buf);
     return rc;
 }
 
-void val_free(ValSet *set)
+void runs_free(RunSet *set)
 {
     if (!set)
         return;
@@ -489,7 +466,7 @@ void val_free(ValSet *set)
 
 /* ---- prediction ------------------------------------------------------------- */
 
-void val_row_hw(const ValRow *r, const HwProfile *base, HwProfile *out)
+void runs_row_hw(const RunRow *r, const HwProfile *base, HwProfile *out)
 {
     *out = *base;
     if (r->gpus_per_node > 0)
@@ -504,11 +481,11 @@ void val_row_hw(const ValRow *r, const HwProfile *base, HwProfile *out)
         out->tp_overlap = r->tp_overlap;
 }
 
-int val_predict(const ValRow *r, const HwProfile *hw, const char *origin, double *pred_s, Cost *c,
+int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, double *pred_s, Cost *c,
                 char *err, int errlen)
 {
     HwProfile h;
-    val_row_hw(r, hw, &h);
+    runs_row_hw(r, hw, &h);
     if (h.peak[r->layout.prec] <= 0) {
         snprintf(err, errlen, "%s:%d: profile %s has no %s peak", origin, r->line, h.name,
                  hw_precision_name(r->layout.prec));
@@ -521,242 +498,4 @@ int val_predict(const ValRow *r, const HwProfile *hw, const char *origin, double
     cost(&r->model, &h, &r->layout, &o, out);
     *pred_s = out->step_s;
     return 0;
-}
-
-/* ---- statistics ---------------------------------------------------------------- */
-
-double val_ape(double pred, double meas) { return meas > 0 ? 100.0 * fabs(pred - meas) / meas : 0; }
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Linear interpolation between order statistics (numpy's default). */
-static double quantile(const double *sorted, int n, double q)
-{
-    double pos = q * (n - 1);
-    int i = (int)floor(pos);
-    if (i >= n - 1)
-        return sorted[n - 1];
-    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
-}
-
-void val_stats(const double *ape, int n, ValStats *out)
-{
-    memset(out, 0, sizeof *out);
-    out->n = n;
-    if (n <= 0)
-        return;
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s)
-        return;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        s[i] = ape[i];
-        sum += ape[i];
-    }
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    out->mape = sum / n;
-    out->median = quantile(s, n, 0.5);
-    out->p90 = quantile(s, n, 0.9);
-    out->max = s[n - 1];
-    free(s);
-}
-
-/* Ranks 1..n with ties averaged. */
-static void ranks(const double *x, int n, double *rk)
-{
-    int *idx = malloc((size_t)n * sizeof *idx);
-    if (!idx)
-        return;
-    for (int i = 0; i < n; i++)
-        idx[i] = i;
-    /* insertion sort by value: groups are small */
-    for (int i = 1; i < n; i++) {
-        int k = idx[i], j = i - 1;
-        while (j >= 0 && x[idx[j]] > x[k]) {
-            idx[j + 1] = idx[j];
-            j--;
-        }
-        idx[j + 1] = k;
-    }
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j + 1 < n && x[idx[j + 1]] == x[idx[i]])
-            j++;
-        double r = 0.5 * (i + j) + 1.0;
-        for (int k = i; k <= j; k++)
-            rk[idx[k]] = r;
-        i = j + 1;
-    }
-    free(idx);
-}
-
-double val_spearman(const double *x, const double *y, int n)
-{
-    if (n < 2)
-        return 0;
-    double *rx = calloc((size_t)n, sizeof *rx), *ry = calloc((size_t)n, sizeof *ry);
-    double res = 0;
-    if (rx && ry) {
-        ranks(x, n, rx);
-        ranks(y, n, ry);
-        double mx = 0, my = 0;
-        for (int i = 0; i < n; i++) {
-            mx += rx[i];
-            my += ry[i];
-        }
-        mx /= n;
-        my /= n;
-        double sxy = 0, sxx = 0, syy = 0;
-        for (int i = 0; i < n; i++) {
-            sxy += (rx[i] - mx) * (ry[i] - my);
-            sxx += (rx[i] - mx) * (rx[i] - mx);
-            syy += (ry[i] - my) * (ry[i] - my);
-        }
-        res = sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
-    }
-    free(rx);
-    free(ry);
-    return res;
-}
-
-double val_regret(const double *pred, const double *meas, int n)
-{
-    if (n <= 0)
-        return 0;
-    int ip = 0, im = 0;
-    for (int i = 1; i < n; i++) {
-        if (pred[i] < pred[ip])
-            ip = i;
-        if (meas[i] < meas[im])
-            im = i;
-    }
-    return 100.0 * (meas[ip] / meas[im] - 1.0);
-}
-
-/* ---- groups ------------------------------------------------------------------- */
-
-static const char *const group_names[] = {"gpus", "model", "parallel", "model+gpus", "model+gpus+gbs"};
-_Static_assert(sizeof group_names / sizeof *group_names == VAL_GROUP_KINDS, "group names");
-
-const char *val_group_kind_name(ValGroupKind k) { return group_names[k]; }
-
-static void model_key(const ValRow *r, char *buf, int len)
-{
-    if (r->params_b > 0)
-        snprintf(buf, len, "%.4gB (h%d L%d s%d)", r->params_b, r->model.h, r->model.L, r->model.s);
-    else
-        snprintf(buf, len, "h%d L%d a%d s%d", r->model.h, r->model.L, r->model.a, r->model.s);
-}
-
-void val_group_key(const ValRow *r, ValGroupKind k, char *buf, int len)
-{
-    const Layout *lo = &r->layout;
-    char mk[96];
-    switch (k) {
-    case VAL_BY_GPUS:
-        snprintf(buf, len, "%d GPUs", r->gpus);
-        return;
-    case VAL_BY_MODEL:
-        model_key(r, buf, len);
-        return;
-    case VAL_BY_PARALLEL: {
-        int n = snprintf(buf, len, "%s", "");
-        const struct { int v; const char *nm; } d[] = {{lo->dp, "dp"}, {lo->tp, "tp"}, {lo->pp, "pp"}, {lo->cp, "cp"}};
-        for (size_t i = 0; i < sizeof d / sizeof d[0] && n < len; i++)
-            if (d[i].v > 1)
-                n += snprintf(buf + n, len - n, "%s%s", n ? "+" : "", d[i].nm);
-        if (n == 0)
-            snprintf(buf, len, "single GPU");
-        return;
-    }
-    case VAL_BY_MODEL_GPUS:
-        model_key(r, mk, sizeof mk);
-        snprintf(buf, len, "%s, %d GPUs", mk, r->gpus);
-        return;
-    case VAL_BY_MODEL_GPUS_GBS:
-    default:
-        /* a planner picks a layout for a fixed model, cluster and global batch */
-        model_key(r, mk, sizeof mk);
-        snprintf(buf, len, "%s, %d GPUs, gbs %d", mk, r->gpus, lo->gbs);
-        return;
-    }
-}
-
-static int find_group(const ValGroup *g, int n, const char *key)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(g[i].key, key))
-            return i;
-    return -1;
-}
-
-int val_groups(const ValSet *set, const double *pred, ValGroupKind kind, ValGroup **out)
-{
-    int n = 0, cap = 16;
-    ValGroup *g = malloc((size_t)cap * sizeof *g);
-    int *of = malloc((size_t)(set->n ? set->n : 1) * sizeof *of);
-    double *a = malloc((size_t)(set->n ? set->n : 1) * 3 * sizeof *a);
-    if (!g || !of || !a)
-        goto oom;
-    for (int i = 0; i < set->n; i++) {
-        char key[sizeof g->key];
-        val_group_key(&set->rows[i], kind, key, sizeof key);
-        int k = find_group(g, n, key);
-        if (k < 0) {
-            if (n == cap) {
-                ValGroup *h = realloc(g, (size_t)cap * 2 * sizeof *g);
-                if (!h)
-                    goto oom;
-                g = h;
-                cap *= 2;
-            }
-            k = n++;
-            memset(&g[k], 0, sizeof g[k]);
-            g[k].kind = kind;
-            snprintf(g[k].key, sizeof g[k].key, "%s", key);
-        }
-        of[i] = k;
-    }
-    double *ape = a, *p = a + set->n, *m = a + 2 * set->n;
-    for (int k = 0; k < n; k++) {
-        int c = 0;
-        for (int i = 0; i < set->n; i++)
-            if (of[i] == k) {
-                /* ranked by time per sequence: iteration times of different
-                 * global batches do not compare; at one batch it is the same order */
-                double gbs = set->rows[i].layout.gbs > 0 ? set->rows[i].layout.gbs : 1;
-                ape[c] = val_ape(pred[i], set->rows[i].measured_s);
-                p[c] = pred[i] / gbs;
-                m[c] = set->rows[i].measured_s / gbs;
-                c++;
-            }
-        val_stats(ape, c, &g[k].st);
-        g[k].spearman = val_spearman(p, m, c);
-        g[k].regret = val_regret(p, m, c);
-    }
-    free(of);
-    free(a);
-    *out = g;
-    return n;
-oom:
-    free(g);
-    free(of);
-    free(a);
-    *out = NULL;
-    return -1;
-}
-
-cJSON *val_stats_json(const ValStats *s)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "n", s->n);
-    cJSON_AddNumberToObject(o, "mape", s->mape);
-    cJSON_AddNumberToObject(o, "median_ape", s->median);
-    cJSON_AddNumberToObject(o, "p90_ape", s->p90);
-    cJSON_AddNumberToObject(o, "max_ape", s->max);
-    return o;
 }

@@ -1,0 +1,61 @@
+/* stats.h — how far predictions are from measured runs: absolute percentage
+ * errors and their summary, Spearman rank correlation, the regret of picking
+ * the layout predicted fastest, and the same per group of runs (by GPU
+ * count, model, parallel dimensions, and the two ranking groupings).
+ *
+ * Pure arithmetic over arrays and a RunSet (calib/runs.h); `validate` and
+ * `fit` print what comes back. All errors are in percent.
+ */
+#ifndef ULTRAPLAN_CALIB_STATS_H
+#define ULTRAPLAN_CALIB_STATS_H
+
+#include <cjson/cJSON.h>
+
+#include "runs.h"
+
+typedef struct {
+    int n;
+    double mape;     // mean absolute percentage error
+    double median;   // median APE
+    double p90;      // 90th percentile APE (linear interpolation between order statistics)
+    double max;      // worst APE
+} ApeStats;
+
+double stats_ape(double pred, double meas);                     // 100·|pred − meas|/meas; 0 when meas <= 0
+void stats_summarize(const double *ape, int n, ApeStats *out);  // n = 0 gives all zeros
+/* {n, mape, median_ape, p90_ape, max_ape}, percentages as in validate --json. */
+cJSON *stats_json(const ApeStats *s);
+/* Spearman rank correlation (average ranks for ties); 0 when n < 2 or a side is constant. */
+double stats_spearman(const double *x, const double *y, int n);
+/* Regret in percent: measured time of the row predicted fastest over the
+ * fastest measured, minus one (ties in prediction: the first). */
+double stats_regret(const double *pred, const double *meas, int n);
+
+/* Grouping keys for reports. The two ranking groupings: model+gpus is
+ * issue 5's "runs of the same model on the same GPU count" (every global
+ * batch: ranked by time per sequence, since iteration times of different
+ * batches do not compare); model+gpus+gbs fixes the global batch too, the
+ * planner's own question. */
+typedef enum {
+    STATS_BY_GPUS, STATS_BY_MODEL, STATS_BY_PARALLEL, STATS_BY_MODEL_GPUS, STATS_BY_MODEL_GPUS_GBS,
+    STATS_GROUP_COUNT
+} StatsGroupKind;
+/* A key naming the row's group of this kind ("64 GPUs", "h3072 L30 a32 s2048", "tp", ...). */
+void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len);
+/* "gpus", "model", "parallel", "model+gpus", "model+gpus+gbs". */
+const char *stats_group_kind_name(StatsGroupKind k);
+
+typedef struct {
+    StatsGroupKind kind;
+    char key[128];
+    ApeStats st;         // APE statistics of the group's rows
+    double spearman;     // rank correlation of predicted and measured time per sequence
+    double regret;       // percent, see stats_regret, on time per sequence (= iteration time at one batch)
+} StatsGroup;
+
+/* Groups of one kind in order of first appearance, with their statistics;
+ * pred[i] belongs to set->rows[i]. Returns the count (malloc'd in *out,
+ * caller frees) or -1 when out of memory. */
+int stats_groups(const RunSet *set, const double *pred, StatsGroupKind kind, StatsGroup **out);
+
+#endif
