@@ -1,10 +1,10 @@
 #!/bin/bash
 # e2e: validate and fit end to end. Accuracy regression against vTrain's
-# measured runs (fails if the model gets worse), and bad inputs that must
-# give one error line and a non-zero exit.
+# measured runs (validation/vtrain/ in this repository; fails if the model
+# gets worse), and bad inputs that must give one error line and a non-zero exit.
 set -u
 U=${ULTRAPLAN:?}
-V=${SHARED:?}/validation/vtrain
+V=$(dirname "$0")/../validation/vtrain
 fails=0
 . "$(dirname "$0")/lib.sh"   # check()
 # Published H100 runs (docs/accuracy/h100_published.csv, in this repository): 4.75 % since
@@ -72,11 +72,6 @@ if printf '%s\n' "$jout" | grep -q '"format":[[:space:]]*"ultraplan.fit/1"' &&
 else echo "FAIL fit --json: $jout"; fails=$((fails + 1)); fi
 check "fit: no constant the runs depend on" nz "$U" fit "$tiny" --gpu a100-80g --params coll_lat
 rm -f "$tiny" "$ft"
-
-if [ ! -f "$V/single_node.csv" ]; then
-    [ "$fails" -gt 0 ] && exit 1
-    echo "no $V; vTrain checks skipped"; exit 77
-fi
 
 # Accuracy: the current figures plus a small margin (docs/accuracy/NOTES.md).
 # Issue 5 targets 8 % on both and 3 % regret per group: both MAPEs meet it
