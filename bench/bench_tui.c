@@ -49,13 +49,14 @@ int main(int argc, char **argv)
     Canvas cv;
     if (!st || canvas_init(&cv, 40, 120) != 0)
         return 1;
-    state_init(st, &in, 2.0);
+    state_init(st, &in.sc, 2.0);
     state_pin(st);   /* differences on: the most drawing */
     TuiLayout lay;
     tui_layout(40, 120, false, VIEW_TIME, &lay);
 
     /* each press: GPUs up or down (doubles/halves dp), then micro-batch */
-    static const TuiField keys[] = {F_GPUS, F_GPUS, F_MBS, F_MBS, F_RECOMPUTE, F_RECOMPUTE};
+    const TuiField keys[] = {state_field_own(TF_GPUS), state_field_own(TF_GPUS), state_field_knob(K_MBS),
+                             state_field_knob(K_MBS), state_field_knob(K_RECOMPUTE), state_field_knob(K_RECOMPUTE)};
     int nk = (int)(sizeof keys / sizeof *keys), refused = 0;
     double t0 = now_s();
     for (int i = 0; i < iters; i++)

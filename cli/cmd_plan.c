@@ -74,11 +74,11 @@ static const char *rc_text(const Layout *lo, char *buf, int len)
 
 static void print_table(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
 {
-    const ModelSpec *m = &in->model;
+    const ModelSpec *m = &in->sc.model;
     char b1[96], b2[96];
     const Cost *c0 = &res->plans[0].cost;
     printf("%s (%.1fB params) on %d x %s, %d per node; global batch %d x %d = %.2fM tokens; %.3gT training tokens\n",
-           m->name, spec_params(m, 1, PARAMS_EXACT) / 1e9, req->gpus, in->hw.name, in->hw.gpus_per_node,
+           m->name, spec_params(m, 1, PARAMS_EXACT) / 1e9, req->gpus, in->sc.hw.name, in->sc.hw.gpus_per_node,
            req->base.gbs, m->s, req->base.gbs * (double)m->s / 1e6, c0->train.tokens / 1e12);
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
@@ -103,12 +103,12 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     /* fp8 rows: MFU is against the fp8 peak; say what it is against bf16's, as it is usually quoted */
     int nf = 0;
     for (int i = 0; i < res->n; i++) {
-        double mb = cost_mfu_bf16_peak(&in->hw, &res->plans[i].layout, &res->plans[i].cost);
+        double mb = cost_mfu_bf16_peak(&in->sc.hw, &res->plans[i].layout, &res->plans[i].cost);
         if (mb < 0)
             continue;
         if (nf++ == 0)
             printf("\nfp8 rows: MFU above is against the fp8 peak (%.0f TFLOP/s); against the bf16 peak (%.0f):",
-                   in->hw.peak[PREC_FP8] / 1e12, in->hw.peak[PREC_BF16] / 1e12);
+                   in->sc.hw.peak[PREC_FP8] / 1e12, in->sc.hw.peak[PREC_BF16] / 1e12);
         printf(" #%d %.1f%%", i + 1, 100 * mb);
     }
     if (nf)
@@ -118,7 +118,7 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
 static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
 {
     const Plan *best = &res->plans[0];
-    cJSON *j = planfile_json(&in->model, &in->hw, &best->layout, &in->opts, &best->cost);
+    cJSON *j = planfile_json(&in->sc.model, &in->sc.hw, &best->layout, &in->sc.opts, &best->cost);
     cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
     cJSON *rk = cJSON_AddArrayToObject(j, "ranked");
     for (int i = 0; i < res->n; i++) {
@@ -128,7 +128,7 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
         cJSON_AddItemToObject(o, "layout", plan_layout_json(&p->layout));
         cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
         cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
-        plan_add_mfu_bf16_peak(o, &in->hw, &p->layout, &p->cost);
+        plan_add_mfu_bf16_peak(o, &in->sc.hw, &p->layout, &p->cost);
         cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
         cJSON_AddNumberToObject(o, "days", p->cost.train.days);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
@@ -170,7 +170,7 @@ static int plan_main(int argc, char **argv)
         } else if (c == 'o') {
             in.out_path = optarg;
         } else if (c == P_TOP) {
-            if (args_parse_int(optarg, &req.top_k) != 0 || req.top_k < 1 || req.top_k > 10000) {
+            if (util_parse_int(optarg, &req.top_k) != 0 || req.top_k < 1 || req.top_k > 10000) {
                 fprintf(stderr, "ultraplan plan: --top: expected a whole number from 1 to 10000, got \"%s\"\n", optarg);
                 goto out;
             }
@@ -192,7 +192,7 @@ static int plan_main(int argc, char **argv)
         fprintf(stderr, "ultraplan plan: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         goto out;
     }
-    if (in.gpus < 1) {
+    if (in.sc.gpus < 1) {
         fprintf(stderr, "ultraplan plan: --gpus N is required (the GPUs of the job)\n");
         goto out;
     }
@@ -200,17 +200,17 @@ static int plan_main(int argc, char **argv)
         fprintf(stderr, "ultraplan plan: %s\n", err);
         goto out;
     }
-    req.gpus = in.gpus;
-    req.fixed = in.fixed;
-    req.base = in.layout;
-    req.recompute = in.recompute;
+    req.gpus = in.sc.gpus;
+    req.fixed = in.sc.fixed;
+    req.base = in.sc.layout;
+    req.recompute = in.sc.recompute;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double t0 = t.tv_sec + t.tv_nsec * 1e-9;
     req.progress = progress;
     req.progress_ctx = &t0;
     rc = 1;
-    if (planner_search(&in.model, &in.hw, &in.opts, &req, &res, err, sizeof err) != 0) {
+    if (planner_search(&in.sc.model, &in.sc.hw, &in.sc.opts, &req, &res, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan plan: %s\n", err);
         goto out;
     }

@@ -52,9 +52,9 @@ static int predict_main(int argc, char **argv)
         goto out;
     }
     Cost cst;
-    cost(&in.model, &in.hw, &in.layout, &in.opts, &cst);
+    cost(&in.sc.model, &in.sc.hw, &in.sc.layout, &in.sc.opts, &cst);
     if (in.json || in.out_path) {
-        cJSON *j = report_predict_json(&in.model, &in.hw, &in.layout, &cst, in.model_rule);
+        cJSON *j = report_predict_json(&in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
         char *text = cJSON_Print(j);
         cJSON_Delete(j);
         if (!text) {
@@ -70,9 +70,9 @@ static int predict_main(int argc, char **argv)
         }
         free(text);
         if (in.out_path && !in.json)
-            report_text(stdout, &in.model, &in.hw, &in.layout, &cst, in.model_rule);
+            report_text(stdout, &in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
     } else {
-        report_text(stdout, &in.model, &in.hw, &in.layout, &cst, in.model_rule);
+        report_text(stdout, &in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
     }
     rc = 0;
 out:

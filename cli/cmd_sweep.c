@@ -115,13 +115,13 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
     planner_request_default(&req);
     req.top_k = 1;
     req.gpus = gpus;
-    req.fixed = sm->in.fixed;
-    req.base = sm->in.layout;
-    req.recompute = sm->in.recompute;
+    req.fixed = sm->in.sc.fixed;
+    req.base = sm->in.sc.layout;
+    req.recompute = sm->in.sc.recompute;
     PlanResult res = {0};
     char err[512];
     memset(cell, 0, sizeof *cell);
-    if (planner_search(&sm->in.model, &sm->in.hw, &sm->in.opts, &req, &res, err, sizeof err) != 0) {
+    if (planner_search(&sm->in.sc.model, &sm->in.sc.hw, &sm->in.sc.opts, &req, &res, err, sizeof err) != 0) {
         snprintf(cell->reason, sizeof cell->reason, "%s", err);   /* e.g. a fixed --tp that does not divide */
     } else if (res.n == 0) {
         snprintf(cell->reason, sizeof cell->reason, "%s", res.infeasible[0] ? res.infeasible : "no layout fits");
@@ -135,20 +135,20 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
 
 static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
 {
-    const HwProfile *hw = &ms[0].in.hw;
+    const HwProfile *hw = &ms[0].in.sc.hw;
     printf("best layout per model and GPU count on %s (%d per node); MFU under the full FLOP convention\n\n",
            hw->name, hw->gpus_per_node);
     printf("%-14s %8s %6s %6s %7s %13s %9s  %-36s %s\n", "model", "params", "gpus", "gbs", "MFU", "tokens/s/GPU",
            "step s", "layout", "bottleneck");
     for (int i = 0; i < nm; i++) {
-        const ModelSpec *m = &ms[i].in.model;
+        const ModelSpec *m = &ms[i].in.sc.model;
         double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
         for (int j = 0; j < ng; j++) {
             const SweepCell *c = &cells[i * ng + j];
             char lay[128];
             if (!c->ok) {
                 /* "—" is one column but three bytes: widen its fields by two */
-                printf("%-14s %7.1fB %6d %6d %9s %15s %11s  %s\n", ms[i].name, pb, gpus[j], ms[i].in.layout.gbs,
+                printf("%-14s %7.1fB %6d %6d %9s %15s %11s  %s\n", ms[i].name, pb, gpus[j], ms[i].in.sc.layout.gbs,
                        "—", "—", "—", "does not fit (reason in --json and --csv)");
                 continue;
             }
@@ -159,7 +159,7 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
         }
     }
     for (int i = 0; i < nm; i++) {
-        if (ms[i].in.layout.prec == PREC_FP8 && hw->peak[PREC_BF16] > 0) {
+        if (ms[i].in.sc.layout.prec == PREC_FP8 && hw->peak[PREC_BF16] > 0) {
             printf("\nfp8: MFU is against the fp8 peak (%.0f TFLOP/s); against the bf16 peak (%.0f) it is %.2fx as "
                    "high (mfu_bf16_peak in --csv and --json)\n",
                    hw->peak[PREC_FP8] / 1e12, hw->peak[PREC_BF16] / 1e12, hw->peak[PREC_FP8] / hw->peak[PREC_BF16]);
@@ -179,13 +179,13 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
     fprintf(f, "model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,optim,sp,layout,step_s,mfu,"
                "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason,mfu_bf16_peak\n");
     for (int i = 0; i < nm; i++) {
-        const ModelSpec *m = &ms[i].in.model;
+        const ModelSpec *m = &ms[i].in.sc.model;
         double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
         for (int j = 0; j < ng; j++) {
             const SweepCell *c = &cells[i * ng + j];
             if (!c->ok) {
                 /* the reason in quotes, its own quotes doubled */
-                fprintf(f, "%s,%.3f,%d,%d,%d,0,,,,,,,,,,,,,,,\"", ms[i].name, pb, gpus[j], ms[i].in.layout.gbs, m->s);
+                fprintf(f, "%s,%.3f,%d,%d,%d,0,,,,,,,,,,,,,,,\"", ms[i].name, pb, gpus[j], ms[i].in.sc.layout.gbs, m->s);
                 for (const char *r = c->reason; *r; r++) {
                     if (*r == '"')
                         fputc('"', f);
@@ -200,7 +200,7 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
                     gpus[j], lo->gbs, m->s, lo->tp, lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt),
                     lo->sp ? 1 : 0, layout_short(lo, lay, sizeof lay), c->plan.cost.step_s, c->plan.cost.thr.mfu,
                     per_gpu(&c->plan), c->plan.cost.thr.tokens_per_s, c->plan.bottleneck);
-            double mb = cost_mfu_bf16_peak(&ms[i].in.hw, lo, &c->plan.cost);
+            double mb = cost_mfu_bf16_peak(&ms[i].in.sc.hw, lo, &c->plan.cost);
             if (mb >= 0)
                 fprintf(f, "%.6g", mb);
             fputc('\n', f);
@@ -216,17 +216,17 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
 static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
 {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "gpu", ms[0].in.hw.name);
-    cJSON_AddNumberToObject(j, "gpus_per_node", ms[0].in.hw.gpus_per_node);
+    cJSON_AddStringToObject(j, "gpu", ms[0].in.sc.hw.name);
+    cJSON_AddNumberToObject(j, "gpus_per_node", ms[0].in.sc.hw.gpus_per_node);
     cJSON *arr = cJSON_AddArrayToObject(j, "cells");
     for (int i = 0; i < nm; i++) {
         for (int g = 0; g < ng; g++) {
             const SweepCell *c = &cells[i * ng + g];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "model", ms[i].name);
-            cJSON_AddNumberToObject(o, "params", (double)spec_params(&ms[i].in.model, 1, PARAMS_EXACT));
+            cJSON_AddNumberToObject(o, "params", (double)spec_params(&ms[i].in.sc.model, 1, PARAMS_EXACT));
             cJSON_AddNumberToObject(o, "gpus", gpus[g]);
-            cJSON_AddNumberToObject(o, "seq", ms[i].in.model.s);
+            cJSON_AddNumberToObject(o, "seq", ms[i].in.sc.model.s);
             cJSON_AddBoolToObject(o, "feasible", c->ok);
             if (c->ok) {
                 const Plan *p = &c->plan;
@@ -236,13 +236,13 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
                 cJSON_AddItemToObject(o, "layout", plan_layout_json(&p->layout));
                 cJSON_AddNumberToObject(o, "step_s", p->cost.step_s);
                 cJSON_AddNumberToObject(o, "mfu", p->cost.thr.mfu);
-                plan_add_mfu_bf16_peak(o, &ms[i].in.hw, &p->layout, &p->cost);
+                plan_add_mfu_bf16_peak(o, &ms[i].in.sc.hw, &p->layout, &p->cost);
                 cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
                 cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", per_gpu(p));
                 cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
                 cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
             } else {
-                cJSON_AddNumberToObject(o, "gbs", ms[i].in.layout.gbs);
+                cJSON_AddNumberToObject(o, "gbs", ms[i].in.sc.layout.gbs);
                 cJSON_AddStringToObject(o, "reason", c->reason);
             }
             cJSON_AddItemToArray(arr, o);
@@ -270,8 +270,8 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
     FILE *gp = plot_script(&pl, 260 + 110 * ng, 200 + 60 * nm, err, errlen);
     if (!gp)
         return -1;
-    fprintf(gp, "set title \"MFU of the best layout on %s, %d per node\" noenhanced\n", ms[0].in.hw.name,
-            ms[0].in.hw.gpus_per_node);
+    fprintf(gp, "set title \"MFU of the best layout on %s, %d per node\" noenhanced\n", ms[0].in.sc.hw.name,
+            ms[0].in.sc.hw.gpus_per_node);
     fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%'\nset cbrange [0:*]\n"
                 "set palette defined (0 '#fff7bc', 1 '#c2e699', 2 '#78c679', 3 '#31a354')\n"
                 "set xrange [-0.5:%g]\nset yrange [-0.5:%g]\nset tics scale 0\nunset key\n",
@@ -295,7 +295,7 @@ static int parse_gpus(const char *arg, int *gpus, int *ng, char *err, int errlen
     if (split_list("--gpus", arg, items, ng, err, errlen) != 0)
         return -1;
     for (int i = 0; i < *ng; i++)
-        if (args_parse_int(items[i], &gpus[i]) != 0 || gpus[i] < 1 || gpus[i] > 100000000) {
+        if (util_parse_int(items[i], &gpus[i]) != 0 || gpus[i] < 1 || gpus[i] > 100000000) {
             snprintf(err, errlen, "--gpus: expected GPU counts from 1 to 1e8, got \"%.60s\"", items[i]);
             return -1;
         }
@@ -355,7 +355,7 @@ static int sweep_main(int argc, char **argv)
         fprintf(stderr, "ultraplan sweep: --params and --models exclude each other\n");
         goto out;
     }
-    if (base.model_name || base.params > 0) {
+    if (base.sc.model_name || base.sc.params > 0) {
         fprintf(stderr, "ultraplan sweep: give models as lists: --params 7B,70B or --models NAME,NAME\n");
         goto out;
     }
@@ -363,7 +363,7 @@ static int sweep_main(int argc, char **argv)
         fprintf(stderr, "ultraplan sweep: -o is not a sweep output; use --csv FILE or --json\n");
         goto out;
     }
-    if (base.fixed & FIX_STAGES) {
+    if (base.sc.fixed & FIX_STAGES) {
         fprintf(stderr, "ultraplan sweep: --stage-layers depends on the model; it cannot apply to a sweep\n");
         goto out;
     }
@@ -388,8 +388,8 @@ static int sweep_main(int argc, char **argv)
         snprintf(sm->name, sizeof sm->name, "%.63s", items[i]);
         sm->in = base;
         if (by_name) {
-            sm->in.model_name = sm->name;
-        } else if (args_parse_count(items[i], &sm->in.params) != 0 || sm->in.params <= 0) {
+            sm->in.sc.model_name = sm->name;
+        } else if (util_parse_count(items[i], &sm->in.sc.params) != 0 || sm->in.sc.params <= 0) {
             fprintf(stderr, "ultraplan sweep: --params: expected parameter counts such as 7B,70B, got \"%s\"\n",
                     items[i]);
             goto out;

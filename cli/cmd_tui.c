@@ -82,7 +82,7 @@ static int tui_main(int argc, char **argv)
         case O_SNAPSHOT: snapshot = true; break;
         case O_ROWS: case O_COLS: {
             int v;
-            if (args_parse_int(optarg, &v) != 0 || v < 1 || v > 1000) {
+            if (util_parse_int(optarg, &v) != 0 || v < 1 || v > 1000) {
                 fprintf(stderr, "ultraplan tui: --%s: expected 1..1000, got \"%s\"\n", c == O_ROWS ? "rows" : "cols",
                         optarg);
                 goto out;
@@ -115,7 +115,7 @@ static int tui_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    state_init(st, &in, price);
+    state_init(st, &in.sc, price);
     if (save)
         snprintf(st->save_path, sizeof st->save_path, "%s", save);
     if (follow)

@@ -10,27 +10,32 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "knobs.h"
 #include "profile.h"
+
+/* The knobs of a group as JSON fields, in table order. */
+static void add_knobs(cJSON *j, KnobGroup g, const void *obj, int pp)
+{
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (k->group != g || !k->json)
+            continue;
+        int v = k->json_value ? k->json_value(obj) : knob_get_int(k, obj);
+        switch (k->type) {
+        case KNOB_INT:
+        case KNOB_DERIVED: cJSON_AddNumberToObject(j, k->json, v); break;
+        case KNOB_BOOL: cJSON_AddBoolToObject(j, k->json, v); break;
+        case KNOB_ENUM: cJSON_AddStringToObject(j, k->json, k->value_name(v)); break;
+        case KNOB_LIST: cJSON_AddItemToObject(j, k->json, cJSON_CreateIntArray(knob_cfield(k, obj), pp)); break;
+        }
+    }
+}
 
 cJSON *plan_model_json(const ModelSpec *m)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", m->name);
-    cJSON_AddNumberToObject(j, "layers", m->L);
-    cJSON_AddNumberToObject(j, "hidden", m->h);
-    cJSON_AddNumberToObject(j, "heads", m->a);
-    cJSON_AddNumberToObject(j, "kv_heads", m->g);
-    cJSON_AddNumberToObject(j, "head_dim", spec_head_dim(m));
-    cJSON_AddNumberToObject(j, "ffn", m->f);
-    cJSON_AddNumberToObject(j, "vocab", m->vocab);
-    cJSON_AddNumberToObject(j, "vocab_div", m->vocab_div);
-    cJSON_AddNumberToObject(j, "seq", m->s);
-    cJSON_AddStringToObject(j, "mlp", spec_mlp_name(m->mlp));
-    cJSON_AddStringToObject(j, "norm", spec_norm_name(m->norm));
-    cJSON_AddStringToObject(j, "pos", spec_pos_name(m->pos));
-    cJSON_AddBoolToObject(j, "bias", m->bias);
-    cJSON_AddBoolToObject(j, "tied", m->tied);
-    cJSON_AddBoolToObject(j, "dropout", m->dropout);
+    add_knobs(j, KNOB_MODEL, m, 0);
     cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT));
     return j;
 }
@@ -38,23 +43,7 @@ cJSON *plan_model_json(const ModelSpec *m)
 cJSON *plan_layout_json(const Layout *lo)
 {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "dp", lo->dp);
-    cJSON_AddNumberToObject(j, "tp", lo->tp);
-    cJSON_AddNumberToObject(j, "pp", lo->pp);
-    cJSON_AddNumberToObject(j, "vp", lo->vp);
-    cJSON_AddNumberToObject(j, "cp", lo->cp);
-    cJSON_AddBoolToObject(j, "sp", lo->sp);
-    cJSON_AddNumberToObject(j, "mbs", lo->mbs);
-    cJSON_AddNumberToObject(j, "gbs", lo->gbs);
-    cJSON_AddNumberToObject(j, "microbatches", layout_microbatches(lo));
-    cJSON_AddStringToObject(j, "optimizer", layout_opt_name(lo->opt));
-    cJSON_AddStringToObject(j, "precision", hw_precision_name(lo->prec));
-    cJSON_AddBoolToObject(j, "grad_fp32", lo->grad_fp32);
-    cJSON_AddBoolToObject(j, "flash", lo->flash);
-    cJSON_AddStringToObject(j, "flops", spec_flops_name(lo->flops));
-    cJSON_AddItemToObject(j, "stage_layers", cJSON_CreateIntArray(lo->layers, lo->pp));
-    cJSON_AddItemToObject(j, "full_recompute", cJSON_CreateIntArray(lo->full_rc, lo->pp));
-    cJSON_AddItemToObject(j, "selective_recompute", cJSON_CreateIntArray(lo->sel_rc, lo->pp));
+    add_knobs(j, KNOB_LAYOUT, lo, lo->pp);
     return j;
 }
 
@@ -156,6 +145,71 @@ static const char *get_str(const cJSON *j, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+static int get_int_array(const cJSON *j, const char *what, const char *sect, const Knob *k, int n, int *out,
+                         char *err, int errlen)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, k->json);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        BAD("%s: field \"%s.%s\": expected an array of %d whole numbers", what, sect, k->json, n);
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, a) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < k->min ||
+            v->valuedouble > k->max)
+            BAD("%s: field \"%s.%s[%d]\": expected a whole number >= %d", what, sect, k->json, i, k->min);
+        out[i++] = (int)v->valuedouble;
+    }
+    for (; i < LAYOUT_MAX_PP; i++)
+        out[i] = 0;
+    return 0;
+}
+
+/* Read the knobs of a group back, in table order (pp before the per-stage
+ * lists, which have pp entries). */
+static int get_knobs(const cJSON *j, const char *what, KnobGroup g, void *obj, const int *pp, char *err, int errlen)
+{
+    const char *sect = g == KNOB_MODEL ? "model" : "layout";
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (k->group != g || !k->json || k->type == KNOB_DERIVED)
+            continue;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k->json);
+        if (!v && k->json_optional)
+            continue;
+        int x;
+        switch (k->type) {
+        case KNOB_INT:
+            if (get_int(j, what, sect, k->json, k->min, &x, err, errlen))
+                return -1;
+            if (x > k->max)
+                BAD("%s: field \"%s.%s\": at most %d, got %d", what, sect, k->json, k->max, x);
+            knob_set_int(k, obj, x);
+            break;
+        case KNOB_BOOL: {
+            bool b;
+            if (get_bool(j, what, sect, k->json, &b, err, errlen))
+                return -1;
+            knob_set_int(k, obj, b);
+            break;
+        }
+        case KNOB_ENUM:
+            if (!cJSON_IsString(v) || k->value_parse(v->valuestring, &x) != 0 || x < 0 || x >= k->count) {
+                char list[160];
+                knob_enum_list(k, true, list, sizeof list);
+                BAD("%s: field \"%s.%s\": expected %s", what, sect, k->json, list);
+            }
+            knob_set_int(k, obj, x);
+            break;
+        case KNOB_LIST:
+            if (get_int_array(j, what, sect, k, *pp, knob_field(k, obj), err, errlen))
+                return -1;
+            break;
+        case KNOB_DERIVED: break;
+        }
+    }
+    return 0;
+}
+
 int plan_parse_model(const cJSON *j, const char *what, ModelSpec *m, char *err, int errlen)
 {
     memset(m, 0, sizeof *m);
@@ -163,40 +217,11 @@ int plan_parse_model(const cJSON *j, const char *what, ModelSpec *m, char *err, 
         BAD("%s: field \"model\": expected an object", what);
     const char *name = get_str(j, "name");
     snprintf(m->name, sizeof m->name, "%s", name ? name : "custom");
-    if (get_int(j, what, "model", "layers", 1, &m->L, err, errlen) || get_int(j, what, "model", "hidden", 1, &m->h, err, errlen)
-        || get_int(j, what, "model", "heads", 1, &m->a, err, errlen) || get_int(j, what, "model", "kv_heads", 1, &m->g, err, errlen)
-        || get_int(j, what, "model", "head_dim", 1, &m->d_head, err, errlen) || get_int(j, what, "model", "ffn", 1, &m->f, err, errlen)
-        || get_int(j, what, "model", "vocab", 1, &m->vocab, err, errlen) || get_int(j, what, "model", "vocab_div", 1, &m->vocab_div, err, errlen)
-        || get_int(j, what, "model", "seq", 1, &m->s, err, errlen))
-        return -1;
-    const char *s;
-    if (!(s = get_str(j, "mlp")) || spec_parse_mlp(s, &m->mlp))
-        BAD("%s: field \"model.mlp\": expected \"gelu\" or \"swiglu\"", what);
-    if (!(s = get_str(j, "norm")) || spec_parse_norm(s, &m->norm))
-        BAD("%s: field \"model.norm\": expected \"layernorm\" or \"rmsnorm\"", what);
-    if (!(s = get_str(j, "pos")) || spec_parse_pos(s, &m->pos))
-        BAD("%s: field \"model.pos\": expected \"learned\" or \"rope\"", what);
-    if (get_bool(j, what, "model", "bias", &m->bias, err, errlen) || get_bool(j, what, "model", "tied", &m->tied, err, errlen)
-        || get_bool(j, what, "model", "dropout", &m->dropout, err, errlen))
+    if (get_knobs(j, what, KNOB_MODEL, m, NULL, err, errlen) != 0)
         return -1;
     char e2[200];
     if (spec_validate(m, e2, sizeof e2) != 0)
         BAD("%s: %s", what, e2);
-    return 0;
-}
-
-static int get_int_array(const cJSON *j, const char *what, const char *key, int n, int *out, char *err, int errlen)
-{
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
-        BAD("%s: field \"layout.%s\": expected an array of %d whole numbers", what, key, n);
-    int i = 0;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, a) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e6)
-            BAD("%s: field \"layout.%s[%d]\": expected a whole number >= 0", what, key, i);
-        out[i++] = (int)v->valuedouble;
-    }
     return 0;
 }
 
@@ -205,27 +230,12 @@ int plan_parse_layout(const cJSON *j, const char *what, Layout *lo, char *err, i
     layout_default(lo);
     if (!cJSON_IsObject(j))
         BAD("%s: field \"layout\": expected an object", what);
-    if (get_int(j, what, "layout", "dp", 1, &lo->dp, err, errlen) || get_int(j, what, "layout", "tp", 1, &lo->tp, err, errlen)
-        || get_int(j, what, "layout", "pp", 1, &lo->pp, err, errlen) || get_int(j, what, "layout", "vp", 1, &lo->vp, err, errlen)
-        || get_int(j, what, "layout", "cp", 1, &lo->cp, err, errlen) || get_int(j, what, "layout", "mbs", 1, &lo->mbs, err, errlen)
-        || get_int(j, what, "layout", "gbs", 1, &lo->gbs, err, errlen) || get_bool(j, what, "layout", "sp", &lo->sp, err, errlen)
-        || get_bool(j, what, "layout", "grad_fp32", &lo->grad_fp32, err, errlen)
-        || get_bool(j, what, "layout", "flash", &lo->flash, err, errlen))
+    /* pp first: it sizes the per-stage lists and must fit them */
+    if (get_int(j, what, "layout", "pp", 1, &lo->pp, err, errlen))
         return -1;
     if (lo->pp > LAYOUT_MAX_PP)
         BAD("%s: field \"layout.pp\": at most %d stages", what, LAYOUT_MAX_PP);
-    const char *s;
-    if (!(s = get_str(j, "optimizer")) || layout_parse_opt(s, &lo->opt))
-        BAD("%s: field \"layout.optimizer\": expected zero0..zero3 or distopt", what);
-    if (!(s = get_str(j, "precision")) || hw_parse_precision(s, &lo->prec))
-        BAD("%s: field \"layout.precision\": expected fp32, bf16, fp16 or fp8", what);
-    if ((s = get_str(j, "flops")) && spec_parse_flops(s, &lo->flops))
-        BAD("%s: field \"layout.flops\": expected full, causal, 6n or palm", what);
-    if (get_int_array(j, what, "stage_layers", lo->pp, lo->layers, err, errlen)
-        || get_int_array(j, what, "full_recompute", lo->pp, lo->full_rc, err, errlen)
-        || get_int_array(j, what, "selective_recompute", lo->pp, lo->sel_rc, err, errlen))
-        return -1;
-    return 0;
+    return get_knobs(j, what, KNOB_LAYOUT, lo, &lo->pp, err, errlen);
 }
 
 /* ---- plan file ---- */

@@ -14,19 +14,19 @@ static void test_counts(void **st)
 {
     (void)st;
     double v;
-    assert_int_equal(args_parse_count("175B", &v), 0);
+    assert_int_equal(util_parse_count("175B", &v), 0);
     assert_true(v == 175e9);
-    assert_int_equal(args_parse_count("1.5T", &v), 0);
+    assert_int_equal(util_parse_count("1.5T", &v), 0);
     assert_true(v == 1.5e12);
-    assert_int_equal(args_parse_count("4M", &v), 0);
+    assert_int_equal(util_parse_count("4M", &v), 0);
     assert_true(v == 4e6);
-    assert_int_equal(args_parse_count("7e9", &v), 0);
+    assert_int_equal(util_parse_count("7e9", &v), 0);
     assert_true(v == 7e9);
-    assert_int_equal(args_parse_count("300b", &v), 0);
+    assert_int_equal(util_parse_count("300b", &v), 0);
     assert_true(v == 300e9);
     const char *bad[] = {"", "B", "abc", "-5", "12X", "1e999", "nan", "inf", "5BB", "1.2.3"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        if (args_parse_count(bad[i], &v) != -1)
+        if (util_parse_count(bad[i], &v) != -1)
             fail_msg("\"%s\" was accepted as %g", bad[i], v);
 }
 
@@ -34,28 +34,28 @@ static void test_bytes(void **st)
 {
     (void)st;
     double v;
-    assert_int_equal(args_parse_bytes("80GiB", &v), 0);
+    assert_int_equal(util_parse_bytes("80GiB", &v), 0);
     assert_true(v == 80.0 * 1073741824.0);
-    assert_int_equal(args_parse_bytes("80GB", &v), 0);
+    assert_int_equal(util_parse_bytes("80GB", &v), 0);
     assert_true(v == 80e9);
-    assert_int_equal(args_parse_bytes("512MiB", &v), 0);
+    assert_int_equal(util_parse_bytes("512MiB", &v), 0);
     assert_true(v == 512.0 * 1048576);
-    assert_int_equal(args_parse_bytes("100B", &v), 0);
+    assert_int_equal(util_parse_bytes("100B", &v), 0);
     assert_true(v == 100);
-    assert_int_equal(args_parse_bytes("80GiX", &v), -1);
-    assert_int_equal(args_parse_bytes("-1GiB", &v), -1);
+    assert_int_equal(util_parse_bytes("80GiX", &v), -1);
+    assert_int_equal(util_parse_bytes("-1GiB", &v), -1);
 }
 
 static void test_ints(void **st)
 {
     (void)st;
     int v;
-    assert_int_equal(args_parse_int("512", &v), 0);
+    assert_int_equal(util_parse_int("512", &v), 0);
     assert_int_equal(v, 512);
-    assert_int_equal(args_parse_int("16K", &v), 0);
+    assert_int_equal(util_parse_int("16K", &v), 0);
     assert_int_equal(v, 16000);
-    assert_int_equal(args_parse_int("1.5", &v), -1);
-    assert_int_equal(args_parse_int("3e10", &v), -1);
+    assert_int_equal(util_parse_int("1.5", &v), -1);
+    assert_int_equal(util_parse_int("3e10", &v), -1);
 }
 
 static int handle(CliInputs *in, const char *name, const char *arg, char *err)
@@ -93,8 +93,8 @@ static void test_flags(void **st)
     assert_int_equal(handle(&in, "pp", "8", err), 0);
     assert_int_equal(handle(&in, "gbs", "1536", err), 0);
     assert_int_equal(args_finish(&in, true, err, sizeof err), 0);
-    assert_int_equal(in.layout.dp, 16);
-    assert_int_equal(in.layout.layers[0], 12);
+    assert_int_equal(in.sc.layout.dp, 16);
+    assert_int_equal(in.sc.layout.layers[0], 12);
 
     /* gpus that do not divide */
     args_init(&in);
@@ -120,8 +120,8 @@ static void test_flags(void **st)
     handle(&in, "vocab", "256", err);
     handle(&in, "gbs", "8", err);
     assert_int_equal(args_finish(&in, true, err, sizeof err), 0);
-    assert_int_equal(in.model.f, 1024);
-    assert_int_equal(in.model.d_head, 64);
+    assert_int_equal(in.sc.model.f, 1024);
+    assert_int_equal(in.sc.model.d_head, 64);
 
     /* unknown GPU */
     args_init(&in);
@@ -135,11 +135,11 @@ static void test_default_gbs(void **st)
 {
     (void)st;
     ModelSpec m = {.s = 2048};
-    assert_int_equal(args_default_gbs(&m), 2048);
+    assert_int_equal(scenario_default_gbs(&m), 2048);
     m.s = 4096;
-    assert_int_equal(args_default_gbs(&m), 1024);
+    assert_int_equal(scenario_default_gbs(&m), 1024);
     m.s = 8192;
-    assert_int_equal(args_default_gbs(&m), 512);
+    assert_int_equal(scenario_default_gbs(&m), 512);
 }
 
 int main(void)

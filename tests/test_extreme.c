@@ -66,11 +66,11 @@ static int predict(const char *line, Run *r)
     }
     if (args_finish(&r->in, true, r->err, sizeof r->err) != 0)
         return -1;
-    cost(&r->in.model, &r->in.hw, &r->in.layout, &r->in.opts, &r->c);
-    r->json = report_predict_json(&r->in.model, &r->in.hw, &r->in.layout, &r->c, r->in.model_rule);
+    cost(&r->in.sc.model, &r->in.sc.hw, &r->in.sc.layout, &r->in.sc.opts, &r->c);
+    r->json = report_predict_json(&r->in.sc.model, &r->in.sc.hw, &r->in.sc.layout, &r->c, r->in.sc.model_rule);
     size_t n = 0;
     FILE *f = open_memstream(&r->text, &n);
-    report_text(f, &r->in.model, &r->in.hw, &r->in.layout, &r->c, r->in.model_rule);
+    report_text(f, &r->in.sc.model, &r->in.sc.hw, &r->in.sc.layout, &r->c, r->in.sc.model_rule);
     fclose(f);
     return 0;
 }
@@ -157,8 +157,8 @@ static void test_million_gpus(void **st)
     Run r;
     const char *line = "--model gpt3-175b --gpus 1000000 --tp 8 --pp 8 --gbs 31250";
     ok(line, &r);
-    assert_int_equal(layout_gpus(&r.in.layout), 1000000);
-    assert_int_equal(r.in.layout.dp, 15625);
+    assert_int_equal(layout_gpus(&r.in.sc.layout), 1000000);
+    assert_int_equal(r.in.sc.layout.dp, 15625);
     assert_true(r.c.train.fail_per_day > 100);
     if (!isfinite(r.c.train.days_with_failures)) {
         assert_true(jnum(r.json, "training", "days_with_failures") == -1);
@@ -183,7 +183,7 @@ static void test_100t_params(void **st)
     (void)st;
     Run r;
     ok("--params 100T --gpus 1048576 --tp 8 --pp 64 --gbs 2048", &r);
-    double n = (double)spec_params(&r.in.model, 1, PARAMS_EXACT);
+    double n = (double)spec_params(&r.in.sc.model, 1, PARAMS_EXACT);
     assert_true(fabs(n / 1e14 - 1) < 0.01);
     assert_false(r.c.fits);
     assert_non_null(strstr(r.text, "DOES NOT FIT"));
@@ -204,7 +204,7 @@ static void test_million_token_seq(void **st)
     (void)st;
     Run r;
     ok("--model llama3.1-8b --seq 1048576 --cp 64 --tp 8 --gpus 512", &r);
-    assert_int_equal(r.in.layout.gbs, 4);   /* ~4M tokens per step */
+    assert_int_equal(r.in.sc.layout.gbs, 4);   /* ~4M tokens per step */
     assert_true(r.c.tokens_per_step == 4.0 * 1048576);
     run_free(&r);
     /* under the causal convention the FLOPs counted are the FLOPs flash runs: MFU <= 1 */
@@ -225,7 +225,7 @@ static void test_one_gpu(void **st)
     (void)st;
     Run r;
     ok("--model gpt3-125m --gpus 1", &r);
-    assert_int_equal(layout_gpus(&r.in.layout), 1);
+    assert_int_equal(layout_gpus(&r.in.sc.layout), 1);
     assert_true(r.c.time[T_TP] == 0 && r.c.time[T_PP] == 0 && r.c.time[T_DP] == 0 && r.c.time[T_BUBBLE] == 0);
     assert_true(r.c.fits);
     run_free(&r);
@@ -240,13 +240,13 @@ static void test_vocab_padding(void **st)
     (void)st;
     Run r;
     ok("--model gpt3-175b --gpus 8 --tp 8 --vocab 50257", &r);
-    assert_int_equal(spec_padded_vocab(&r.in.model, 8), 51200);   /* multiple of 128*8 */
+    assert_int_equal(spec_padded_vocab(&r.in.sc.model, 8), 51200);   /* multiple of 128*8 */
     run_free(&r);
     ok("--model gpt3-175b --gpus 8 --tp 8 --vocab 50257 --vocab-div 1", &r);
-    assert_int_equal(spec_padded_vocab(&r.in.model, 8), 50264);   /* multiple of 8 */
+    assert_int_equal(spec_padded_vocab(&r.in.sc.model, 8), 50264);   /* multiple of 8 */
     run_free(&r);
     ok("--model gpt3-125m --gpus 4 --tp 4 --vocab 2147483647", &r);
-    assert_true(spec_padded_vocab(&r.in.model, 4) > 2147483647LL);
+    assert_true(spec_padded_vocab(&r.in.sc.model, 4) > 2147483647LL);
     run_free(&r);
 }
 
@@ -343,8 +343,8 @@ static void test_reliability_flags(void **st)
     assert_true(fabs(a.c.train.fail_per_day / 4.736 - 1) < 1e-3);
     assert_true(fabs(a.c.train.p_fail_day / 0.9912 - 1) < 1e-3);
     assert_true(fabs(a.c.train.job_mtbf_s / 3600 / 5.07 - 1) < 2e-3);
-    double nodes = ceil(10000.0 / a.in.hw.gpus_per_node);
-    assert_true(fabs(a.c.train.ckpt_write_s - a.c.train.ckpt_bytes / (nodes * a.in.hw.ckpt_bw_per_node)) < 1e-9);
+    double nodes = ceil(10000.0 / a.in.sc.hw.gpus_per_node);
+    assert_true(fabs(a.c.train.ckpt_write_s - a.c.train.ckpt_bytes / (nodes * a.in.sc.hw.ckpt_bw_per_node)) < 1e-9);
     assert_true(jnum(a.json, "training", "checkpoint_write_s") == a.c.train.ckpt_write_s);
     snprintf(line, sizeof line, "%s --restart-time 3600", base);
     ok(line, &b);
@@ -374,7 +374,7 @@ static void test_planfile_options(void **st)
     double bad[] = {1e-300, 1e300, 1e300};
     char err[512];
     for (int i = 0; i < 3; i++) {
-        cJSON *j = planfile_json(&r.in.model, &r.in.hw, &r.in.layout, &r.in.opts, &r.c);
+        cJSON *j = planfile_json(&r.in.sc.model, &r.in.sc.hw, &r.in.sc.layout, &r.in.sc.opts, &r.c);
         cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "options"), field[i], cJSON_CreateNumber(bad[i]));
         char *text = cJSON_Print(j);
         cJSON_Delete(j);

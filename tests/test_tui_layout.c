@@ -167,7 +167,7 @@ static TuiState *new_state(void)
     inputs_175b(&in);
     TuiState *st = malloc(sizeof *st);
     assert_non_null(st);
-    state_init(st, &in, 2.0);
+    state_init(st, &in.sc, 2.0);
     return st;
 }
 
@@ -216,7 +216,7 @@ static void test_edit_gpus_and_layout(void **unused)
     assert_cost_of_inputs(st);
     double days512 = st->cost.train.days;
     /* + on GPUs doubles them, dp follows */
-    st->sel = F_GPUS;
+    st->sel = state_field_own(TF_GPUS);
     assert_int_equal(state_key(st, '+'), A_NONE);
     assert_int_equal(layout_gpus(&st->in.layout), 1024);
     assert_int_equal(st->in.layout.dp, 16);
@@ -234,27 +234,27 @@ static void test_edit_gpus_and_layout(void **unused)
     /* a GPU count that does not divide is refused, state unchanged, reason given */
     Cost *before = malloc(sizeof *before);
     *before = st->cost;
-    assert_int_equal(state_set(st, F_GPUS, "100"), -1);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "100"), -1);
     assert_true(st->msg_error);
     assert_non_null(strstr(st->msg, "not a multiple of tp*pp*cp"));
     assert_int_equal(layout_gpus(&st->in.layout), 256);
     assert_true(before->step_s == st->cost.step_s);
     free(before);
     /* tp 16 divides 96 heads, tp 64 does not */
-    assert_int_equal(state_set(st, F_TP, "16"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_TP), "16"), 0);
     assert_int_equal(st->in.layout.dp, 2);
-    assert_int_equal(state_set(st, F_GPUS, "512"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "512"), 0);
     assert_int_equal(st->in.layout.dp, 4);
-    assert_int_equal(state_set(st, F_TP, "64"), -1);
+    assert_int_equal(state_set(st, state_field_knob(K_TP), "64"), -1);
     assert_non_null(strstr(st->msg, "does not divide heads"));
     assert_int_equal(st->bad_field, -1);   /* only keys mark the field */
     assert_int_equal(st->in.layout.tp, 16);
-    assert_int_equal(state_set(st, F_GPUS, "256"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "256"), 0);
     assert_int_equal(st->in.layout.dp, 2);
     /* dp is derived */
-    assert_int_equal(state_step(st, F_DP, +1), -1);
+    assert_int_equal(state_step(st, state_field_knob(K_DP), +1), -1);
     /* pp skips values that do not divide the GPUs: 8 -> 16 (9..15 refused) */
-    assert_int_equal(state_step(st, F_PP, +1), 0);
+    assert_int_equal(state_step(st, state_field_knob(K_PP), +1), 0);
     assert_int_equal(st->in.layout.pp, 16);
     assert_int_equal(st->in.layout.dp, 1);
     int sum = 0;
@@ -263,19 +263,19 @@ static void test_edit_gpus_and_layout(void **unused)
     assert_int_equal(sum, 96);
     assert_cost_of_inputs(st);
     /* recomputation and ZeRO cycle */
-    assert_int_equal(state_set(st, F_RECOMPUTE, "full"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_RECOMPUTE), "full"), 0);
     assert_int_equal(st->in.layout.full_rc[0], st->in.layout.layers[0]);
-    assert_int_equal(state_set(st, F_ZERO, "3"), -1);     /* ZeRO-3 with pp > 1 */
+    assert_int_equal(state_set(st, state_field_knob(K_OPTIMIZER), "3"), -1);     /* ZeRO-3 with pp > 1 */
     assert_non_null(strstr(st->msg, "ZeRO-3"));
-    assert_int_equal(state_set(st, F_ZERO, "distopt"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_OPTIMIZER), "distopt"), 0);
     assert_cost_of_inputs(st);
-    assert_int_equal(state_set(st, F_MODEL, "nonsense"), -1);
-    assert_int_equal(state_set(st, F_MODEL, "llama2-70b"), -1);   /* tp 16 vs its 8 KV heads */
+    assert_int_equal(state_set(st, state_field_own(TF_MODEL), "nonsense"), -1);
+    assert_int_equal(state_set(st, state_field_own(TF_MODEL), "llama2-70b"), -1);   /* tp 16 vs its 8 KV heads */
     assert_non_null(strstr(st->msg, "kv-heads"));
-    assert_int_equal(state_set(st, F_TP, "8"), 0);
-    assert_int_equal(state_set(st, F_MODEL, "llama2-70b"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_TP), "8"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_MODEL), "llama2-70b"), 0);
     assert_string_equal(st->in.model.name, "llama2-70b");
-    assert_int_equal(state_set(st, F_GPU, "h200"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_GPU), "h200"), 0);
     assert_cost_of_inputs(st);
     free(st);
 }
@@ -288,15 +288,15 @@ static void test_pin(void **unused)
     assert_int_equal(state_key(st, 'p'), A_NONE);
     assert_true(st->pinned);
     char pin[64];
-    state_field_pin_text(st, F_GPUS, pin, sizeof pin);
+    state_field_pin_text(st, state_field_own(TF_GPUS), pin, sizeof pin);
     assert_string_equal(pin, "");
-    assert_int_equal(state_set(st, F_GPUS, "1024"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "1024"), 0);
     assert_true(st->problem_gen != gen);     /* the planner re-runs on GPU changes */
-    state_field_pin_text(st, F_GPUS, pin, sizeof pin);
+    state_field_pin_text(st, state_field_own(TF_GPUS), pin, sizeof pin);
     assert_string_equal(pin, "512");
     assert_true(st->pin_cost.train.days > st->cost.train.days);
     gen = st->problem_gen;
-    assert_int_equal(state_set(st, F_MBS, "2"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_MBS), "2"), 0);
     assert_true(st->problem_gen == gen);     /* ... not on layout knobs */
     state_key(st, 'p');
     assert_false(st->pinned);
@@ -332,14 +332,14 @@ static void test_load_plan(void **unused)
     assert_int_equal(st->in.layout.full_rc[1], 5);
     assert_true(st->rc_mixed);
     char v[64];
-    state_field_text(st, F_RECOMPUTE, v, sizeof v);
+    state_field_text(st, state_field_knob(K_RECOMPUTE), v, sizeof v);
     assert_string_equal(v, "per-stage");
     assert_cost_of_inputs(st);
     /* a knob that keeps the split keeps the plan's recomputation */
-    assert_int_equal(state_set(st, F_MBS, "2"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_MBS), "2"), 0);
     assert_int_equal(st->in.layout.full_rc[1], 5);
     /* changing pp re-splits evenly */
-    assert_int_equal(state_set(st, F_PP, "8"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_PP), "8"), 0);
     assert_false(st->rc_mixed);
     assert_int_equal(st->in.layout.layers[1], 12);
     free(st);
@@ -400,7 +400,7 @@ static void test_panes_render(void **unused)
         Canvas c8;
         TuiLayout l8;
         assert_false(canvas_has_text_after_render(st, "vs bf16"));
-        assert_int_equal(state_set(st, F_PREC, "fp8"), 0);
+        assert_int_equal(state_set(st, state_field_knob(K_PRECISION), "fp8"), 0);
         char w8[64];
         snprintf(w8, sizeof w8, "vs bf16 %.1f %%", 100 * cost_mfu_bf16_peak(&st->in.hw, &st->in.layout, &st->cost));
         assert_int_equal(canvas_init(&c8, 60, 200), 0);
@@ -415,10 +415,10 @@ static void test_panes_render(void **unused)
             fail_msg("no \"%s\" in the time pane", w8);
         }
         canvas_free(&c8);
-        assert_int_equal(state_set(st, F_PREC, "bf16"), 0);
+        assert_int_equal(state_set(st, state_field_knob(K_PRECISION), "bf16"), 0);
     }
     /* a layout that does not fit shows the overflow */
-    assert_int_equal(state_set(st, F_PP, "1"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_PP), "1"), 0);
     Canvas cv;
     assert_int_equal(canvas_init(&cv, 40, 120), 0);
     TuiLayout l;

@@ -17,7 +17,7 @@
 #define TUI_MIN_COLS 64
 #define TUI_WIDE_ROWS 34
 #define TUI_WIDE_COLS 110
-#define TUI_INPUTS_ROWS (F_COUNT + 2)   // one row per field plus the border
+#define TUI_INPUTS_ROWS (state_field_count() + 2)   // one row per field plus the border
 
 typedef struct {
     int y, x;     // top-left cell

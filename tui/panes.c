@@ -45,7 +45,7 @@ static void pane_inputs(const TuiState *st, const TuiRect *r, Canvas *cv)
     canvas_box(cv, r, "Inputs", st->focus == FOCUS_INPUTS ? R_FOCUS_TITLE : R_PANE_TITLE);
     int iw = r->w - 2, x = r->x + 1;
     int lw = 14;
-    for (int f = 0; f < F_COUNT && f < r->h - 2; f++) {
+    for (int f = 0; f < state_field_count() && f < r->h - 2; f++) {
         int y = r->y + 1 + f;
         bool sel = st->focus == FOCUS_INPUTS && st->sel == f;
         char val[64], pin[64];

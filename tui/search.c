@@ -22,9 +22,9 @@ struct TuiSearch {
     bool live;               // a worker was created and not joined yet
     bool done;               // the worker finished (guarded by mu)
     volatile int cancel;     // planner's cancel flag
-    CliInputs job;           // what the live worker searches
+    Scenario job;           // what the live worker searches
     bool pending;            // a newer request waits for the worker to stop
-    CliInputs next;
+    Scenario next;
     bool announced;          // the caller saw PLANS_RUNNING for the live job
     Outcome out;             // guarded by mu
 };
@@ -33,7 +33,7 @@ bool search_available(void) { return true; }
 
 /* What the planner searches: the problem (model, GPUs, hardware, global
  * batch), every layout knob free, so the pane shows the best overall. */
-static void run_search(const CliInputs *in, volatile int *cancel, Outcome *o)
+static void run_search(const Scenario *in, volatile int *cancel, Outcome *o)
 {
     PlanRequest req;
     planner_request_default(&req);
@@ -95,7 +95,7 @@ TuiSearch *search_new(void)
     return s;
 }
 
-static void launch(TuiSearch *s, const CliInputs *in)
+static void launch(TuiSearch *s, const Scenario *in)
 {
     s->job = *in;
     s->cancel = 0;
@@ -111,7 +111,7 @@ static void launch(TuiSearch *s, const CliInputs *in)
     }
 }
 
-void search_start(TuiSearch *s, const CliInputs *in)
+void search_start(TuiSearch *s, const Scenario *in)
 {
     if (!s->live) {
         launch(s, in);
@@ -179,7 +179,7 @@ void search_free(TuiSearch *s)
     free(s);
 }
 
-void search_now(const CliInputs *in, TuiState *st)
+void search_now(const Scenario *in, TuiState *st)
 {
     Outcome o;
     run_search(in, NULL, &o);

@@ -21,7 +21,7 @@ void search_free(TuiSearch *s);        // cancels and joins a running search
 
 /* Search plans for `in` (its model, GPUs, hardware, global batch); a
  * running search is cancelled and this one starts when it has stopped. */
-void search_start(TuiSearch *s, const CliInputs *in);
+void search_start(TuiSearch *s, const Scenario *in);
 void search_cancel(TuiSearch *s);
 
 /* Move a finished result into st (plans, status, note) and start a pending
@@ -29,7 +29,7 @@ void search_cancel(TuiSearch *s);
 bool search_poll(TuiSearch *s, TuiState *st);
 
 /* The same search, synchronously (for --snapshot and the benchmark). */
-void search_now(const CliInputs *in, TuiState *st);
+void search_now(const Scenario *in, TuiState *st);
 
 /* The planner's Megatron-LM arguments for the current layout, malloc'd;
  * NULL when out of memory or built without the planner. */

@@ -11,7 +11,7 @@ struct TuiSearch {
 bool search_available(void) { return false; }
 TuiSearch *search_new(void) { return calloc(1, sizeof(TuiSearch)); }
 void search_free(TuiSearch *s) { free(s); }
-void search_start(TuiSearch *s, const CliInputs *in) { (void)s, (void)in; }
+void search_start(TuiSearch *s, const Scenario *in) { (void)s, (void)in; }
 void search_cancel(TuiSearch *s) { (void)s; }
 
 bool search_poll(TuiSearch *s, TuiState *st)
@@ -23,6 +23,6 @@ bool search_poll(TuiSearch *s, TuiState *st)
     return changed;
 }
 
-void search_now(const CliInputs *in, TuiState *st) { (void)in, search_poll(NULL, st); }
+void search_now(const Scenario *in, TuiState *st) { (void)in, search_poll(NULL, st); }
 
 char *search_megatron_args(const TuiState *st) { (void)st; return NULL; }

@@ -12,6 +12,7 @@
 #include "profile.h"
 #include "fileio.h"
 #include "fmt.h"
+#include "parse.h"
 #include "planfile.h"
 
 /* ---- the key table ---- */
@@ -61,36 +62,119 @@ TuiAction tui_key_action(int key)
 
 typedef struct {
     const char *label;
+    int row;             // among the knobs' tui_row numbers
     bool editable;
     bool problem;        // changes what the planner searches
     const char *help;
-} FieldInfo;
+} OwnInfo;
 
-static const FieldInfo fields[] = {
-    [F_MODEL] = {"model", true, true, "preset name or a size (70B); +/- cycle presets"},
-    [F_GPUS] = {"GPUs", true, true, "GPUs in the job; +/- double or halve"},
-    [F_GPU] = {"GPU type", true, true, "builtin profile; +/- cycle"},
-    [F_GPN] = {"GPUs/node", true, true, "GPUs per NVLink domain"},
-    [F_SEQ] = {"sequence", true, true, "tokens per sequence"},
-    [F_GBS] = {"global batch", true, true, "sequences per step"},
-    [F_TOKENS] = {"tokens", true, true, "token budget (300B, 2T)"},
-    [F_PRICE] = {"$/GPU-hour", true, false, "price of one GPU-hour"},
-    [F_TP] = {"tp", true, false, "tensor parallel"},
-    [F_PP] = {"pp", true, false, "pipeline stages"},
-    [F_VP] = {"vp", true, false, "virtual stages (interleaving)"},
-    [F_CP] = {"cp", true, false, "context parallel"},
-    [F_DP] = {"dp", false, false, "data parallel = GPUs/(tp*pp*cp)"},
-    [F_MBS] = {"micro-batch", true, false, "sequences per micro-batch"},
-    [F_ZERO] = {"ZeRO", true, false, "zero0..3 or distopt"},
-    [F_RECOMPUTE] = {"recompute", true, false, "none, selective, full"},
-    [F_SP] = {"seq-parallel", true, false, "on or off (needs tp > 1)"},
-    [F_PREC] = {"precision", true, false, "bf16, fp16, fp8, fp32"},
+static const OwnInfo own[] = {
+    [TF_MODEL] = {"model", 10, true, true, "preset name or a size (70B); +/- cycle presets"},
+    [TF_GPUS] = {"GPUs", 20, true, true, "GPUs in the job; +/- double or halve"},
+    [TF_GPU] = {"GPU type", 30, true, true, "builtin profile; +/- cycle"},
+    [TF_GPN] = {"GPUs/node", 40, true, true, "GPUs per NVLink domain"},
+    [TF_TOKENS] = {"tokens", 70, true, true, "token budget (300B, 2T)"},
+    [TF_PRICE] = {"$/GPU-hour", 80, true, false, "price of one GPU-hour"},
 };
-_Static_assert(sizeof fields / sizeof *fields == F_COUNT, "one FieldInfo per TuiField");
+_Static_assert(sizeof own / sizeof *own == TF_OWN_COUNT, "one OwnInfo per TuiOwnField");
 
-const char *state_field_label(TuiField f) { return fields[f].label; }
-const char *state_field_help(TuiField f) { return fields[f].help; }
-bool state_field_editable(TuiField f) { return fields[f].editable; }
+/* A row: one of the TUI's own fields, or a knob. */
+typedef struct {
+    int own;             // TuiOwnField, or -1
+    const Knob *knob;    // or NULL
+    int row;
+} Row;
+
+static Row rows[TUI_MAX_FIELDS];
+static int n_rows;
+
+static void rows_init(void)
+{
+    if (n_rows)
+        return;
+    Row r[TUI_MAX_FIELDS];
+    int n = 0;
+    for (int i = 0; i < TF_OWN_COUNT; i++)
+        r[n++] = (Row){i, NULL, own[i].row};
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (k->tui_label)
+            r[n++] = (Row){-1, k, k->tui_row};
+    }
+    for (int i = 1; i < n; i++)   /* stable insertion sort by row */
+        for (int j = i; j > 0 && r[j - 1].row > r[j].row; j--) {
+            Row t = r[j];
+            r[j] = r[j - 1];
+            r[j - 1] = t;
+        }
+    memcpy(rows, r, sizeof r);
+    n_rows = n;
+}
+
+int state_field_count(void)
+{
+    rows_init();
+    return n_rows;
+}
+
+TuiField state_field_own(TuiOwnField f)
+{
+    rows_init();
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].own == (int)f)
+            return i;
+    return -1;
+}
+
+TuiField state_field_knob(KnobId k)
+{
+    rows_init();
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].knob && rows[i].knob->id == k)
+            return i;
+    return -1;
+}
+
+static const Row *row_of(TuiField f)
+{
+    rows_init();
+    static const Row none = {-1, NULL, 0};
+    return f >= 0 && f < n_rows ? &rows[f] : &none;
+}
+
+const char *state_field_label(TuiField f)
+{
+    const Row *r = row_of(f);
+    return r->knob ? r->knob->tui_label : r->own >= 0 ? own[r->own].label : "?";
+}
+
+const char *state_field_help(TuiField f)
+{
+    const Row *r = row_of(f);
+    if (r->knob)
+        return r->knob->tui_help ? r->knob->tui_help : r->knob->help;
+    return r->own >= 0 ? own[r->own].help : "";
+}
+
+bool state_field_editable(TuiField f)
+{
+    const Row *r = row_of(f);
+    return r->knob ? r->knob->tui_step != TUI_DERIVED : r->own >= 0 && own[r->own].editable;
+}
+
+static bool field_problem(TuiField f)
+{
+    const Row *r = row_of(f);
+    return r->knob ? r->knob->tui_problem : r->own >= 0 && own[r->own].problem;
+}
+
+/* The object a knob's field lives in. */
+static void *knob_obj(Scenario *sc, const Knob *k)
+{
+    return k->group == KNOB_MODEL ? (void *)&sc->model : k->group == KNOB_LAYOUT ? (void *)&sc->layout : (void *)sc;
+}
+
+static const void *knob_cobj(const Scenario *sc, const Knob *k) { return knob_obj((Scenario *)sc, k); }
 
 void state_msg(TuiState *st, bool error, const char *fmt, ...)
 {
@@ -116,34 +200,31 @@ static bool uniform_recompute(const Layout *lo, Recompute *out)
     return true;
 }
 
-static void field_text(const CliInputs *in, double price, bool rc_mixed, const Cost *c, TuiField f,
-                       char *buf, int len)
+static void field_text(const Scenario *in, double price, bool rc_mixed, const Cost *c, TuiField f, char *buf,
+                       int len)
 {
-    const Layout *lo = &in->layout;
+    const Row *r = row_of(f);
+    if (r->knob) {
+        const Knob *k = r->knob;
+        int v = knob_get_int(k, knob_cobj(in, k));
+        if (k->id == K_RECOMPUTE && rc_mixed)
+            snprintf(buf, len, "per-stage");
+        else if (k->tui_text)
+            k->tui_text(knob_cobj(in, k), v, buf, len);
+        else
+            knob_format(k, v, buf, len);
+        return;
+    }
     char h[32];
-    switch (f) {
-    case F_MODEL: snprintf(buf, len, "%s", in->model.name); break;
-    case F_GPUS: snprintf(buf, len, "%d", layout_gpus(lo)); break;
-    case F_GPU: snprintf(buf, len, "%s", in->hw.name); break;
-    case F_GPN: snprintf(buf, len, "%d", in->hw.gpus_per_node); break;
-    case F_SEQ: snprintf(buf, len, "%d", in->model.s); break;
-    case F_GBS: snprintf(buf, len, "%d", lo->gbs); break;
-    case F_TOKENS:
+    switch (r->own) {
+    case TF_MODEL: snprintf(buf, len, "%s", in->model.name); break;
+    case TF_GPUS: snprintf(buf, len, "%d", layout_gpus(&in->layout)); break;
+    case TF_GPU: snprintf(buf, len, "%s", in->hw.name); break;
+    case TF_GPN: snprintf(buf, len, "%d", in->hw.gpus_per_node); break;
+    case TF_TOKENS:
         snprintf(buf, len, "%s%s", human(c->train.tokens, h, sizeof h), in->opts.tokens > 0 ? "" : " (20/p)");
         break;
-    case F_PRICE: snprintf(buf, len, "$%.2f", price); break;
-    case F_TP: snprintf(buf, len, "%d", lo->tp); break;
-    case F_PP: snprintf(buf, len, "%d", lo->pp); break;
-    case F_VP: snprintf(buf, len, "%d", lo->vp); break;
-    case F_CP: snprintf(buf, len, "%d", lo->cp); break;
-    case F_DP: snprintf(buf, len, "%d", lo->dp); break;
-    case F_MBS: snprintf(buf, len, "%d (m=%d)", lo->mbs, layout_microbatches(lo)); break;
-    case F_ZERO: snprintf(buf, len, "%s", layout_opt_name(lo->opt)); break;
-    case F_RECOMPUTE:
-        snprintf(buf, len, "%s", rc_mixed ? "per-stage" : spec_recompute_name(in->recompute));
-        break;
-    case F_SP: snprintf(buf, len, "%s", lo->tp == 1 ? "off (tp=1)" : lo->sp ? "on" : "off"); break;
-    case F_PREC: snprintf(buf, len, "%s", hw_precision_name(lo->prec)); break;
+    case TF_PRICE: snprintf(buf, len, "$%.2f", price); break;
     default: snprintf(buf, len, "?"); break;
     }
 }
@@ -161,7 +242,7 @@ void state_field_pin_text(const TuiState *st, TuiField f, char *buf, int len)
     char now[64], then[64];
     field_text(&st->in, st->price, st->rc_mixed, &st->cost, f, now, sizeof now);
     field_text(&st->pin_in, st->pin_price, false, &st->pin_cost, f, then, sizeof then);
-    if (f == F_RECOMPUTE) {
+    if (f == state_field_knob(K_RECOMPUTE)) {
         Recompute r;
         if (!uniform_recompute(&st->pin_in.layout, &r))
             snprintf(then, sizeof then, "per-stage");
@@ -174,7 +255,7 @@ void state_field_pin_text(const TuiState *st, TuiField f, char *buf, int len)
 
 /* Derive dp, reset the stage split when asked, check, and spread the uniform
  * recomputation. 0 ok, -1 with err. */
-static int resolve(CliInputs *in, bool reset_stages, bool rc_mixed, char *err, int errlen)
+static int resolve(Scenario *in, bool reset_stages, bool rc_mixed, char *err, int errlen)
 {
     Layout *lo = &in->layout;
     long long mp = (long long)lo->tp * lo->pp * lo->cp;
@@ -188,38 +269,46 @@ static int resolve(CliInputs *in, bool reset_stages, bool rc_mixed, char *err, i
         return -1;
     }
     lo->dp = (int)(in->gpus / mp);
+    /* sequence parallel follows tp unless the user set it */
+    if (lo->tp > 1 && !(in->fixed & FIX_SP))
+        lo->sp = true;
     if (reset_stages)
         for (int s = 0; s < LAYOUT_MAX_PP; s++)
             lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
     if (layout_check(lo, &in->model, &in->hw, err, errlen) != 0)
         return -1;
     if (!rc_mixed)
-        layout_set_recompute(lo, &in->model, in->recompute);
+        layout_set_recompute(lo, in->recompute);
     return 0;
 }
 
 void state_eval(TuiState *st) { cost(&st->in.model, &st->in.hw, &st->in.layout, &st->in.opts, &st->cost); }
 
+/* a loaded plan's per-stage recomputation survives until the stage split
+ * changes or the recompute knob is set; then the uniform mode (the plan's
+ * first stage's, set on load) applies */
+static bool keeps_mixed(const TuiState *st, TuiField f, bool reset_stages)
+{
+    return st->rc_mixed && !reset_stages && f != state_field_knob(K_RECOMPUTE);
+}
+
 /* Commit `cand` if it resolves; otherwise leave everything and say why. */
-static int apply(TuiState *st, CliInputs *cand, TuiField f, bool reset_stages)
+static int apply(TuiState *st, Scenario *cand, TuiField f, bool reset_stages)
 {
     char err[256];
-    /* a loaded plan's per-stage recomputation survives until the stage
-     * split changes or the recompute knob is set; then the uniform mode
-     * (the plan's first stage's, set on load) applies */
-    bool mixed = st->rc_mixed && !reset_stages && f != F_RECOMPUTE;
+    bool mixed = keeps_mixed(st, f, reset_stages);
     if (resolve(cand, reset_stages, mixed, err, sizeof err) != 0) {
-        state_msg(st, true, "%s: refused: %s", fields[f].label, err);
+        state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
         return -1;
     }
     st->in = *cand;
     st->rc_mixed = mixed;
     state_eval(st);
-    if (fields[f].problem)
+    if (field_problem(f))
         st->problem_gen++;
     char v[64];
     state_field_text(st, f, v, sizeof v);
-    state_msg(st, false, "%s = %s", fields[f].label, v);
+    state_msg(st, false, "%s = %s", state_field_label(f), v);
     return 0;
 }
 
@@ -244,14 +333,14 @@ static int profile_index(const char *name)
     return -1;
 }
 
-static int set_model(TuiState *st, CliInputs *c, const ModelSpec *m, const char *rule)
+static int set_model(TuiState *st, Scenario *c, const ModelSpec *m, const char *rule)
 {
     c->model = *m;
     snprintf(c->model_rule, sizeof c->model_rule, "%s", rule ? rule : "");
-    return apply(st, c, F_MODEL, true);
+    return apply(st, c, state_field_own(TF_MODEL), true);
 }
 
-static int set_gpu(TuiState *st, CliInputs *c, const char *name)
+static int set_gpu(TuiState *st, Scenario *c, const char *name)
 {
     char err[256];
     HwProfile hw;
@@ -262,89 +351,123 @@ static int set_gpu(TuiState *st, CliInputs *c, const char *name)
     if (st->gpn_override > 0)
         hw.gpus_per_node = st->gpn_override;
     c->hw = hw;
-    return apply(st, c, F_GPU, false);
+    return apply(st, c, state_field_own(TF_GPU), false);
 }
 
-/* Next value of a doubling knob; refuses below 1. */
+/* Next value of a doubling knob. */
 static int dbl(int v, int dir) { return dir > 0 ? (v > (1 << 29) ? v : v * 2) : v / 2; }
 
-/* Step an int knob by +-1 until the layout resolves (pp, vp skip values
- * that do not divide), at most `tries` candidates. */
-static int step_search(TuiState *st, TuiField f, int *knob_of_cand(CliInputs *), int dir, int lo_v, int hi_v,
-                       bool reset)
+/* A candidate with knob k set to v (and its fix bit). */
+static Scenario with_knob(const TuiState *st, const Knob *k, int v)
 {
-    CliInputs first = st->in;
-    int v0 = *knob_of_cand(&first);
-    char first_err[256] = "";
-    for (int v = v0 + dir; v >= lo_v && v <= hi_v; v += dir) {
-        CliInputs c = st->in;
-        *knob_of_cand(&c) = v;
+    Scenario c = st->in;
+    knob_set_int(k, knob_obj(&c, k), v);
+    c.fixed |= k->fix;
+    return c;
+}
+
+/* Try values of knob k one after another (TUI_SEARCH: +-1 up to the layer
+ * count; TUI_CYCLE: the other enum values, wrapping) and apply the first
+ * that resolves; refuse with the first reason when none does. */
+static int step_search(TuiState *st, TuiField f, const Knob *k, int dir)
+{
+    int v0 = knob_get_int(k, knob_cobj(&st->in, k));
+    bool cycle = k->tui_step == TUI_CYCLE, reset = k->tui_step == TUI_SEARCH;
+    int tries = cycle ? k->count - 1 : st->in.model.L;
+    char first_err[320] = "";
+    for (int i = 1; i <= tries; i++) {
+        int v = cycle ? ((v0 + dir * i) % k->count + k->count) % k->count : v0 + dir * i;
+        if (!cycle && (v < k->min || v > st->in.model.L))
+            break;
+        Scenario c = with_knob(st, k, v);
         char err[256];
-        bool mixed = st->rc_mixed && !reset;
-        if (resolve(&c, reset, mixed, err, sizeof err) == 0) {
-            CliInputs c2 = st->in;
-            *knob_of_cand(&c2) = v;
+        if (resolve(&c, reset, keeps_mixed(st, f, reset), err, sizeof err) == 0) {
+            Scenario c2 = with_knob(st, k, v);
             return apply(st, &c2, f, reset);
         }
-        if (!first_err[0])
-            snprintf(first_err, sizeof first_err, "%s = %d: %.200s", fields[f].label, v, err);
+        if (!first_err[0]) {
+            char t[64];
+            knob_format(k, v, t, sizeof t);
+            snprintf(first_err, sizeof first_err, "%s = %s: %.200s", k->tui_label, t, err);
+        }
     }
-    state_msg(st, true, "%s: no valid value %s %d%s%.200s", fields[f].label, dir > 0 ? "above" : "below", v0,
-              first_err[0] ? "; " : "", first_err);
+    char t0[64];
+    knob_format(k, v0, t0, sizeof t0);
+    if (cycle)
+        state_msg(st, true, "%s: refused: no other value is valid here%s%.200s", k->tui_label,
+                  first_err[0] ? "; " : "", first_err);
+    else
+        state_msg(st, true, "%s: no valid value %s %s%s%.200s", k->tui_label, dir > 0 ? "above" : "below", t0,
+                  first_err[0] ? "; " : "", first_err);
     return -1;
 }
 
-static int *knob_pp(CliInputs *c) { return &c->layout.pp; }
-static int *knob_vp(CliInputs *c) { return &c->layout.vp; }
+static int knob_step(TuiState *st, TuiField f, const Knob *k, int dir)
+{
+    int v0 = knob_get_int(k, knob_cobj(&st->in, k)), v;
+    char err[200];
+    switch (k->tui_step) {
+    case TUI_DOUBLE:
+        if ((v = dbl(v0, dir)) < k->min) {
+            state_msg(st, true, "%s: refused: must be >= %d", k->tui_label, k->min);
+            return -1;
+        }
+        break;
+    case TUI_SEARCH:
+    case TUI_CYCLE: return step_search(st, f, k, dir);
+    case TUI_TOGGLE: v = !v0; break;
+    default:
+        state_msg(st, true, "%s is derived: %s; change the knobs it comes from", k->tui_label,
+                  k->tui_help ? k->tui_help : k->help);
+        return -1;
+    }
+    if (k->tui_check && k->tui_check(knob_cobj(&st->in, k), v, err, sizeof err) != 0) {
+        state_msg(st, true, "%s: refused: %s", k->tui_label, err);
+        return -1;
+    }
+    Scenario c = with_knob(st, k, v);
+    return apply(st, &c, f, false);
+}
 
 int state_step(TuiState *st, TuiField f, int dir)
 {
-    CliInputs c = st->in;
-    Layout *lo = &c.layout;
+    const Row *r = row_of(f);
+    if (r->knob)
+        return knob_step(st, f, r->knob, dir);
+    Scenario c = st->in;
     int v;
-    switch (f) {
-    case F_MODEL: {
+    switch (r->own) {
+    case TF_MODEL: {
         int i = preset_index(c.model.name), n = presets_count();
         i = i < 0 ? (dir > 0 ? 0 : n - 1) : (i + dir + n) % n;
         return set_model(st, &c, presets_get(i), "");
     }
-    case F_GPUS:
+    case TF_GPUS:
         if ((v = dbl(c.gpus, dir)) < 1)
-            goto floor1;
+            break;
         c.gpus = v;
         return apply(st, &c, f, false);
-    case F_GPU: {
+    case TF_GPU: {
         int i = profile_index(c.hw.name), n = profile_builtin_count();
         i = i < 0 ? 0 : (i + dir + n) % n;
         return set_gpu(st, &c, profile_builtin_name(i));
     }
-    case F_GPN:
+    case TF_GPN:
         if ((v = dbl(c.hw.gpus_per_node, dir)) < 1)
-            goto floor1;
+            break;
         c.hw.gpus_per_node = v;
         if (apply(st, &c, f, false) != 0)
             return -1;
         st->gpn_override = v;
         return 0;
-    case F_SEQ:
-        if ((v = dbl(c.model.s, dir)) < 1)
-            goto floor1;
-        c.model.s = v;
-        return apply(st, &c, f, false);
-    case F_GBS:
-        if ((v = dbl(lo->gbs, dir)) < 1)
-            goto floor1;
-        lo->gbs = v;
-        c.fixed |= FIX_GBS;
-        return apply(st, &c, f, false);
-    case F_TOKENS:
+    case TF_TOKENS:
         c.opts.tokens = dir > 0 ? st->cost.train.tokens * 2 : st->cost.train.tokens / 2;
         if (c.opts.tokens < 1e6) {
             state_msg(st, true, "tokens: refused: below 1M tokens");
             return -1;
         }
         return apply(st, &c, f, false);
-    case F_PRICE:
+    case TF_PRICE:
         if (st->price + 0.25 * dir < 0) {
             state_msg(st, true, "$/GPU-hour: refused: a price is >= 0");
             return -1;
@@ -352,90 +475,58 @@ int state_step(TuiState *st, TuiField f, int dir)
         st->price += 0.25 * dir;
         state_msg(st, false, "$/GPU-hour = $%.2f", st->price);
         return 0;
-    case F_TP:
-        if ((v = dbl(lo->tp, dir)) < 1)
-            goto floor1;
-        lo->tp = v;
-        if (v > 1 && !(c.fixed & FIX_SP))
-            lo->sp = true;
-        return apply(st, &c, f, false);
-    case F_PP: return step_search(st, f, knob_pp, dir, 1, c.model.L, true);
-    case F_VP: return step_search(st, f, knob_vp, dir, 1, c.model.L, true);
-    case F_CP:
-        if ((v = dbl(lo->cp, dir)) < 1)
-            goto floor1;
-        lo->cp = v;
-        return apply(st, &c, f, false);
-    case F_DP:
-        state_msg(st, true, "dp is derived: GPUs/(tp*pp*cp); change GPUs, tp, pp or cp");
-        return -1;
-    case F_MBS:
-        if ((v = dbl(lo->mbs, dir)) < 1)
-            goto floor1;
-        lo->mbs = v;
-        return apply(st, &c, f, false);
-    case F_ZERO:
-        lo->opt = (OptimShard)(((int)lo->opt + dir + 5) % 5);
-        return apply(st, &c, f, false);
-    case F_RECOMPUTE:
-        c.recompute = (Recompute)(((int)c.recompute + dir + 3) % 3);
-        return apply(st, &c, f, false);
-    case F_SP:
-        if (lo->tp == 1) {
-            state_msg(st, true, "seq-parallel: refused: needs tp > 1");
-            return -1;
-        }
-        lo->sp = !lo->sp;
-        c.fixed |= FIX_SP;
-        return apply(st, &c, f, false);
-    case F_PREC: {
-        /* cycle bf16 -> fp16 -> fp8 -> fp32, skipping what the GPU lacks */
-        for (int k = 1; k < PREC_COUNT; k++) {
-            Precision p = (Precision)(((int)lo->prec + dir * k + PREC_COUNT) % PREC_COUNT);
-            if (c.hw.peak[p] > 0) {
-                lo->prec = p;
-                return apply(st, &c, f, false);
-            }
-        }
-        state_msg(st, true, "precision: refused: %s supports only %s", c.hw.name, hw_precision_name(lo->prec));
-        return -1;
-    }
     default: return -1;
     }
-floor1:
-    state_msg(st, true, "%s: refused: must be >= 1", fields[f].label);
+    state_msg(st, true, "%s: refused: must be >= 1", state_field_label(f));
     return -1;
 }
 
 static int want_int(TuiState *st, TuiField f, const char *text, int *out)
 {
-    if (args_parse_int(text, out) != 0 || *out < 1) {
-        state_msg(st, true, "%s: refused: expected a whole number >= 1, got \"%s\"", fields[f].label, text);
+    if (util_parse_int(text, out) != 0 || *out < 1) {
+        state_msg(st, true, "%s: refused: expected a whole number >= 1, got \"%s\"", state_field_label(f), text);
         return -1;
     }
     return 0;
 }
 
+static int knob_set(TuiState *st, TuiField f, const Knob *k, const char *text)
+{
+    if (k->tui_step == TUI_DERIVED)
+        return knob_step(st, f, k, 0);
+    int v;
+    char err[256];
+    if (knob_parse(k, text, &v, "", err, sizeof err) != 0 ||
+        (k->tui_check && k->tui_check(knob_cobj(&st->in, k), v, err, sizeof err) != 0)) {
+        state_msg(st, true, "%s: refused: %s", k->tui_label, err);
+        return -1;
+    }
+    Scenario c = with_knob(st, k, v);
+    return apply(st, &c, f, k->tui_step == TUI_SEARCH);
+}
+
 int state_set(TuiState *st, TuiField f, const char *text)
 {
-    CliInputs c = st->in;
-    Layout *lo = &c.layout;
-    char err[256];
-    int v;
-    double d;
     while (isspace((unsigned char)*text))
         text++;
     if (!*text) {
-        state_msg(st, true, "%s: nothing typed", fields[f].label);
+        state_msg(st, true, "%s: nothing typed", state_field_label(f));
         return -1;
     }
-    switch (f) {
-    case F_MODEL: {
+    const Row *r = row_of(f);
+    if (r->knob)
+        return knob_set(st, f, r->knob, text);
+    Scenario c = st->in;
+    char err[256];
+    int v;
+    double d;
+    switch (r->own) {
+    case TF_MODEL: {
         ModelSpec m;
         char rule[256] = "";
         if (presets_find(text, &m, err, sizeof err) == 0)
             return set_model(st, &c, &m, "");
-        if (args_parse_count(text, &d) == 0 && d > 0) {
+        if (util_parse_count(text, &d) == 0 && d > 0) {
             if (presets_from_params(d, &m, rule, sizeof rule, err, sizeof err) != 0) {
                 state_msg(st, true, "model: refused: %s", err);
                 return -1;
@@ -445,13 +536,13 @@ int state_set(TuiState *st, TuiField f, const char *text)
         state_msg(st, true, "model: refused: \"%s\" is neither a preset nor a size such as 70B", text);
         return -1;
     }
-    case F_GPUS:
+    case TF_GPUS:
         if (want_int(st, f, text, &v))
             return -1;
         c.gpus = v;
         break;
-    case F_GPU: return set_gpu(st, &c, text);
-    case F_GPN:
+    case TF_GPU: return set_gpu(st, &c, text);
+    case TF_GPN:
         if (want_int(st, f, text, &v))
             return -1;
         c.hw.gpus_per_node = v;
@@ -459,25 +550,14 @@ int state_set(TuiState *st, TuiField f, const char *text)
             return -1;
         st->gpn_override = v;
         return 0;
-    case F_SEQ:
-        if (want_int(st, f, text, &v))
-            return -1;
-        c.model.s = v;
-        break;
-    case F_GBS:
-        if (want_int(st, f, text, &v))
-            return -1;
-        lo->gbs = v;
-        c.fixed |= FIX_GBS;
-        break;
-    case F_TOKENS:
-        if (args_parse_count(text, &d) != 0 || d < 1e6) {
+    case TF_TOKENS:
+        if (util_parse_count(text, &d) != 0 || d < 1e6) {
             state_msg(st, true, "tokens: refused: expected a count >= 1M such as 300B, got \"%s\"", text);
             return -1;
         }
         c.opts.tokens = d;
         break;
-    case F_PRICE: {
+    case TF_PRICE: {
         char *end;
         d = strtod(text[0] == '$' ? text + 1 : text, &end);
         if (end == text || *end || !isfinite(d) || d < 0) {
@@ -488,55 +568,6 @@ int state_set(TuiState *st, TuiField f, const char *text)
         state_msg(st, false, "$/GPU-hour = $%.2f", d);
         return 0;
     }
-    case F_TP: case F_PP: case F_VP: case F_CP: case F_MBS:
-        if (want_int(st, f, text, &v))
-            return -1;
-        if (f == F_TP) {
-            lo->tp = v;
-            if (v > 1 && !(c.fixed & FIX_SP))
-                lo->sp = true;
-        }
-        if (f == F_PP) lo->pp = v;
-        if (f == F_VP) lo->vp = v;
-        if (f == F_CP) lo->cp = v;
-        if (f == F_MBS) lo->mbs = v;
-        return apply(st, &c, f, f == F_PP || f == F_VP);
-    case F_DP: return state_step(st, f, 0);
-    case F_ZERO:
-        if (text[0] >= '0' && text[0] <= '3' && !text[1])
-            lo->opt = (OptimShard)(text[0] - '0');
-        else if (layout_parse_opt(text, &lo->opt) != 0) {
-            state_msg(st, true, "ZeRO: refused: expected 0..3, zero0..zero3 or distopt, got \"%s\"", text);
-            return -1;
-        }
-        break;
-    case F_RECOMPUTE:
-        if (spec_parse_recompute(text, &c.recompute) != 0) {
-            state_msg(st, true, "recompute: refused: expected none, selective or full, got \"%s\"", text);
-            return -1;
-        }
-        break;
-    case F_SP:
-        if (!strcmp(text, "on") || !strcmp(text, "1"))
-            lo->sp = true;
-        else if (!strcmp(text, "off") || !strcmp(text, "0"))
-            lo->sp = false;
-        else {
-            state_msg(st, true, "seq-parallel: refused: expected on or off, got \"%s\"", text);
-            return -1;
-        }
-        if (lo->sp && lo->tp == 1) {
-            state_msg(st, true, "seq-parallel: refused: needs tp > 1");
-            return -1;
-        }
-        c.fixed |= FIX_SP;
-        break;
-    case F_PREC:
-        if (hw_parse_precision(text, &lo->prec) != 0) {
-            state_msg(st, true, "precision: refused: expected fp32, bf16, fp16 or fp8, got \"%s\"", text);
-            return -1;
-        }
-        break;
     default: return -1;
     }
     return apply(st, &c, f, false);
@@ -544,7 +575,7 @@ int state_set(TuiState *st, TuiField f, const char *text)
 
 /* ---- init, pin, plans, keys ---- */
 
-void state_init(TuiState *st, const CliInputs *in, double price)
+void state_init(TuiState *st, const Scenario *in, double price)
 {
     memset(st, 0, sizeof *st);
     st->in = *in;
@@ -580,7 +611,7 @@ int state_load_plan(TuiState *st, int i)
         state_msg(st, true, "no plan to load");
         return -1;
     }
-    CliInputs c = st->in;
+    Scenario c = st->in;
     c.layout = st->plans[i].layout;
     c.gpus = layout_gpus(&c.layout);
     Recompute r;
@@ -614,7 +645,7 @@ static void move_sel(TuiState *st, int dir)
             st->plan_sel = (st->plan_sel + dir + st->n_plans) % st->n_plans;
         return;
     }
-    st->sel = (st->sel + dir + F_COUNT) % F_COUNT;
+    st->sel = (st->sel + dir + state_field_count()) % state_field_count();
 }
 
 static void mark(TuiState *st, int rc) { st->bad_field = rc != 0 ? st->sel : -1; }
@@ -648,7 +679,7 @@ TuiAction state_key(TuiState *st, int key)
         return edit_key(st, key);
     TuiAction a = tui_key_action(key);
     if (a == A_NONE && st->focus == FOCUS_INPUTS && key < 127 && (isdigit(key) || key == '.') &&
-        fields[st->sel].editable) {
+        state_field_editable(st->sel)) {
         st->editing = true;
         st->edit[0] = (char)key;
         st->edit[1] = 0;
@@ -662,7 +693,7 @@ TuiAction state_key(TuiState *st, int key)
     case A_EDIT:
         if (st->focus == FOCUS_PLANS) {
             state_load_plan(st, st->plan_sel);
-        } else if (!fields[st->sel].editable) {
+        } else if (!state_field_editable(st->sel)) {
             mark(st, state_step(st, (TuiField)st->sel, 0));
         } else {
             st->editing = true;

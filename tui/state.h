@@ -15,15 +15,22 @@
 
 #include <stdbool.h>
 
-#include "args.h"
 #include "cost.h"
+#include "knobs.h"
+#include "scenario.h"
 
-/* The input fields in the order the Inputs pane lists them. */
-typedef enum {
-    F_MODEL, F_GPUS, F_GPU, F_GPN, F_SEQ, F_GBS, F_TOKENS, F_PRICE,
-    F_TP, F_PP, F_VP, F_CP, F_DP, F_MBS, F_ZERO, F_RECOMPUTE, F_SP, F_PREC,
-    F_COUNT
-} TuiField;
+/* The rows of the Inputs pane: the TUI's own rows (what the question is
+ * about: model, GPUs, GPU type, GPUs per node, token budget, price) and one
+ * row per knob that the knob table (scenario/knobs.h) gives a TUI row,
+ * ordered by their row numbers. A TuiField is a row index. */
+typedef int TuiField;
+typedef enum { TF_MODEL, TF_GPUS, TF_GPU, TF_GPN, TF_TOKENS, TF_PRICE, TF_OWN_COUNT } TuiOwnField;
+#define TUI_MAX_FIELDS (TF_OWN_COUNT + KNOB_COUNT)
+
+int state_field_count(void);
+TuiField state_field_own(TuiOwnField f);
+TuiField state_field_knob(KnobId k);    // -1 when the knob has no TUI row
+
 
 /* Keys as the state understands them; printable ASCII is itself. */
 enum {
@@ -84,14 +91,14 @@ typedef struct {
 } TuiRun;
 
 typedef struct {
-    CliInputs in;                // model, hw, layout, recompute, opts, gpus
+    Scenario in;                 // model, hw, layout, recompute, opts, gpus
     int gpn_override;            // --gpus-per-node / edited; 0 = the profile's
     double price;                // $ per GPU-hour
     bool rc_mixed;               // per-stage recomputation from a plan (not one uniform mode)
     Cost cost;                   // of `in`
 
     bool pinned;
-    CliInputs pin_in;
+    Scenario pin_in;
     double pin_price;
     Cost pin_cost;
 
@@ -119,8 +126,8 @@ typedef struct {
     char megatron_path[256];     // where `m` writes Megatron arguments
 } TuiState;
 
-/* Take over parsed inputs (args_finish done, layout checked) and evaluate. */
-void state_init(TuiState *st, const CliInputs *in, double price);
+/* Take over a resolved Scenario (scenario_finish done, layout checked) and evaluate. */
+void state_init(TuiState *st, const Scenario *in, double price);
 
 /* Re-evaluate cost() of the current inputs (the per-key work). */
 void state_eval(TuiState *st);

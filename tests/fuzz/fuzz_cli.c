@@ -86,9 +86,9 @@ static void check_predict(int argc, char **argv)
     if (!ok || optind < argc || args_finish(&in, true, err, sizeof err) != 0)
         return;
     Cost cst;
-    cost(&in.model, &in.hw, &in.layout, &in.opts, &cst);
-    fz_check_cost(&in.model, &in.layout, &cst);
-    cJSON *j = report_predict_json(&in.model, &in.hw, &in.layout, &cst, in.model_rule);
+    cost(&in.sc.model, &in.sc.hw, &in.sc.layout, &in.sc.opts, &cst);
+    fz_check_cost(&in.sc.model, &in.sc.layout, &cst);
+    cJSON *j = report_predict_json(&in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
     fz_check_json(j, "predict json");
     cJSON_Delete(j);
 }

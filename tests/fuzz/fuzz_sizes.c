@@ -27,13 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *s = fz_strndup(data, size);
     double v;
     int n;
-    if (args_parse_count(s, &v) == 0)
+    if (util_parse_count(s, &v) == 0)
         need(isfinite(v) && v >= 0 && v <= 1e30, "count out of range", s);
-    if (args_parse_bytes(s, &v) == 0)
+    if (util_parse_bytes(s, &v) == 0)
         need(isfinite(v) && v >= 0 && v <= 1e30, "bytes out of range", s);
-    if (args_parse_int(s, &n) == 0) {
+    if (util_parse_int(s, &n) == 0) {
         need(n >= 0, "negative int", s);
-        need(args_parse_count(s, &v) == 0 && v == n, "int differs from count", s);
+        need(util_parse_count(s, &v) == 0 && v == n, "int differs from count", s);
     }
 
     MlpKind mk; NormKind nk; PosKind pk; FlopConvention fc; Recompute rc; OptimShard os; Precision pr;
@@ -58,10 +58,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             need(err[0] != 0, "error without a message", s);
             need(strstr(err, o[i].name) != NULL, "error does not name its flag", s);
         } else {
-            need(in.opts.tokens >= 0 && isfinite(in.opts.tokens), "tokens", s);
-            need(in.opts.mtbf_gpu_hours >= 0 && isfinite(in.opts.mtbf_gpu_hours), "mtbf", s);
-            need(isfinite(in.opts.restart_s), "restart", s);
-            need(in.n_stage_layers >= 0 && in.n_stage_layers <= LAYOUT_MAX_PP, "stage count", s);
+            need(in.sc.opts.tokens >= 0 && isfinite(in.sc.opts.tokens), "tokens", s);
+            need(in.sc.opts.mtbf_gpu_hours >= 0 && isfinite(in.sc.opts.mtbf_gpu_hours), "mtbf", s);
+            need(isfinite(in.sc.opts.restart_s), "restart", s);
+            for (int k = 0; k < LAYOUT_MAX_PP; k++)
+                need(in.sc.layout.layers[k] >= 0 && in.sc.layout.layers[k] <= 100000, "stage layers", s);
         }
     }
     free(s);

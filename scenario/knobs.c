@@ -1,0 +1,299 @@
+/* knobs.c — the knob table and its accessors (see knobs.h). */
+#include "knobs.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "parse.h"
+#include "scenario.h"
+
+/* Enum fields are read and written as ints. */
+_Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
+                   sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
+                   sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int),
+               "enum knobs are int-sized");
+
+/* name and parse functions of each enum, over ints */
+#define ENUM_WRAP(tag, T, name_fn, parse_fn)                                                                    \
+    static const char *tag##_name(int v) { return name_fn((T)v); }                                              \
+    static int tag##_parse(const char *s, int *v)                                                               \
+    {                                                                                                           \
+        T t;                                                                                                    \
+        if (parse_fn(s, &t) != 0)                                                                               \
+            return -1;                                                                                          \
+        *v = (int)t;                                                                                            \
+        return 0;                                                                                               \
+    }
+ENUM_WRAP(mlp, MlpKind, spec_mlp_name, spec_parse_mlp)
+ENUM_WRAP(norm, NormKind, spec_norm_name, spec_parse_norm)
+ENUM_WRAP(pos, PosKind, spec_pos_name, spec_parse_pos)
+ENUM_WRAP(prec, Precision, hw_precision_name, hw_parse_precision)
+ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
+ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
+
+static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
+/* --zero takes the stage's digit; plan.json and the TUI also the names */
+static int opt_parse(const char *s, int *v)
+{
+    if (s[0] >= '0' && s[0] <= '3' && s[1] == 0) {
+        *v = s[0] - '0';
+        return 0;
+    }
+    OptimShard o;
+    if (layout_parse_opt(s, &o) != 0)
+        return -1;
+    *v = (int)o;
+    return 0;
+}
+
+static void mbs_text(const void *lo, int v, char *buf, int len)
+{
+    snprintf(buf, len, "%d (m=%d)", v, layout_microbatches(lo));
+}
+
+static void sp_text(const void *lo, int v, char *buf, int len)
+{
+    snprintf(buf, len, "%s", ((const Layout *)lo)->tp == 1 ? "off (tp=1)" : v ? "on" : "off");
+}
+
+static int sp_check(const void *lo, int v, char *err, int errlen)
+{
+    if (v && ((const Layout *)lo)->tp == 1) {
+        snprintf(err, errlen, "needs tp > 1");
+        return -1;
+    }
+    return 0;
+}
+
+static int head_dim_value(const void *m) { return spec_head_dim(m); }
+static int microbatches_value(const void *lo) { return layout_microbatches(lo); }
+
+#define M(field) KNOB_MODEL, .off = offsetof(ModelSpec, field)
+#define L(field) KNOB_LAYOUT, .off = offsetof(Layout, field)
+#define S(field) KNOB_SCENARIO, .off = offsetof(Scenario, field)
+#define INT(lo_, hi_) .type = KNOB_INT, .min = (lo_), .max = (hi_), .arg = "N"
+#define ENUM(tag, n) .type = KNOB_ENUM, .count = (n), .value_name = tag##_name, .value_parse = tag##_parse
+#define BIG 2147483647
+
+static const Knob table[KNOB_COUNT] = {
+    /* ---- model shape ---- */
+    [K_LAYERS] = {K_LAYERS, "layers", M(L), INT(1, BIG), .flag = "layers", .json = "layers", .csv = "layers",
+                  .custom_required = true, .help = "transformer layers"},
+    [K_HIDDEN] = {K_HIDDEN, "hidden", M(h), INT(1, BIG), .flag = "hidden", .json = "hidden", .csv = "hidden",
+                  .custom_required = true, .resets = KNOB_BIT(K_HEAD_DIM) | KNOB_BIT(K_FFN),
+                  .help = "hidden size"},
+    [K_HEADS] = {K_HEADS, "heads", M(a), INT(1, BIG), .flag = "heads", .json = "heads", .csv = "heads",
+                 .custom_required = true, .resets = KNOB_BIT(K_HEAD_DIM) | KNOB_BIT(K_KV_HEADS),
+                 .help = "attention (query) heads"},
+    [K_KV_HEADS] = {K_KV_HEADS, "kv-heads", M(g), INT(1, BIG), .flag = "kv-heads", .json = "kv_heads",
+                    .csv = "kv_heads", .help = "key/value heads (GQA; default = heads)"},
+    [K_HEAD_DIM] = {K_HEAD_DIM, "head-dim", M(d_head), INT(1, BIG), .flag = "head-dim", .json = "head_dim",
+                    .json_value = head_dim_value, .help = "head dimension (default hidden/heads)"},
+    [K_FFN] = {K_FFN, "ffn", M(f), INT(1, BIG), .flag = "ffn", .json = "ffn", .csv = "ffn",
+               .help = "MLP hidden size (default 4h, or Llama's 8h/3 rounded for SwiGLU)"},
+    [K_VOCAB] = {K_VOCAB, "vocab", M(vocab), INT(1, BIG), .flag = "vocab", .json = "vocab", .csv = "vocab",
+                 .custom_required = true, .help = "vocabulary size"},
+    [K_VOCAB_DIV] = {K_VOCAB_DIV, "vocab-div", M(vocab_div), INT(1, BIG), .flag = "vocab-div", .json = "vocab_div",
+                     .help = "pad the vocabulary to a multiple of this times tp (default 128, Megatron's)"},
+    [K_SEQ] = {K_SEQ, "seq", M(s), INT(1, BIG), .flag = "seq", .json = "seq", .csv = "seq",
+               .custom_required = true, .help = "tokens per sequence", .tui_help = "tokens per sequence",
+               .tui_label = "sequence", .tui_row = 50, .tui_step = TUI_DOUBLE, .tui_problem = true},
+    [K_MLP] = {K_MLP, "mlp", M(mlp), ENUM(mlp, 2), .flag = "mlp", .arg = "gelu|swiglu", .json = "mlp",
+               .csv = "mlp", .resets = KNOB_BIT(K_FFN), .help = "MLP kind"},
+    [K_NORM] = {K_NORM, "norm", M(norm), ENUM(norm, 2), .flag = "norm", .arg = "layernorm|rmsnorm",
+                .json = "norm", .csv = "norm", .help = "normalisation"},
+    [K_POS] = {K_POS, "pos", M(pos), ENUM(pos, 2), .flag = "pos", .arg = "learned|rope", .json = "pos",
+               .csv = "pos", .help = "position embedding"},
+    [K_BIAS] = {K_BIAS, "bias", M(bias), .type = KNOB_BOOL, .flag = "bias", .neg_flag = "no-bias",
+                .json = "bias", .custom_default = 0, .help = "linear biases (a custom shape: off)"},
+    [K_TIED] = {K_TIED, "tied", M(tied), .type = KNOB_BOOL, .flag = "tied", .neg_flag = "untied", .json = "tied",
+                .custom_default = 1, .help = "output layer shares the input embedding (a custom shape: tied)"},
+    [K_DROPOUT] = {K_DROPOUT, "dropout", M(dropout), .type = KNOB_BOOL, .flag = "dropout",
+                   .neg_flag = "no-dropout", .json = "dropout", .help = "dropout masks (GPT-3 style)"},
+
+    /* ---- layout ---- */
+    [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,
+              .help = "data parallel size (default gpus/(tp*pp*cp))", .tui_help = "data parallel = GPUs/(tp*pp*cp)",
+              .tui_label = "dp", .tui_row = 130, .tui_step = TUI_DERIVED},
+    [K_TP] = {K_TP, "tp", L(tp), INT(1, BIG), .flag = "tp", .json = "tp", .csv = "tp", .fix = FIX_TP,
+              .help = "tensor parallel size", .tui_help = "tensor parallel", .tui_label = "tp", .tui_row = 90, .tui_step = TUI_DOUBLE},
+    [K_PP] = {K_PP, "pp", L(pp), INT(1, BIG), .flag = "pp", .json = "pp", .csv = "pp", .fix = FIX_PP,
+              .help = "pipeline stages", .tui_label = "pp", .tui_row = 100, .tui_step = TUI_SEARCH},
+    [K_VP] = {K_VP, "vp", L(vp), INT(1, BIG), .flag = "vp", .json = "vp", .csv = "vp", .fix = FIX_VP,
+              .help = "virtual stages per pipeline rank (interleaving)", .tui_help = "virtual stages (interleaving)",
+              .tui_label = "vp", .tui_row = 110,
+              .tui_step = TUI_SEARCH},
+    [K_CP] = {K_CP, "cp", L(cp), INT(1, BIG), .flag = "cp", .json = "cp", .csv = "cp", .fix = FIX_CP,
+              .help = "context parallel size", .tui_help = "context parallel", .tui_label = "cp", .tui_row = 120, .tui_step = TUI_DOUBLE},
+    [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
+              .fix = FIX_SP, .help = "sequence parallel (default on when tp > 1)",
+              .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,
+              .tui_help = "on or off (needs tp > 1)", .tui_text = sp_text, .tui_check = sp_check},
+    [K_MBS] = {K_MBS, "mbs", L(mbs), INT(1, BIG), .flag = "mbs", .json = "mbs", .csv = "mbs", .fix = FIX_MBS,
+               .help = "micro-batch, sequences", .tui_label = "micro-batch", .tui_row = 140,
+               .tui_step = TUI_DOUBLE, .tui_help = "sequences per micro-batch", .tui_text = mbs_text},
+    [K_GBS] = {K_GBS, "gbs", L(gbs), INT(1, BIG), .flag = "gbs", .json = "gbs", .csv = "gbs", .fix = FIX_GBS,
+               .help = "global batch, sequences (default: the power of two nearest 4M tokens)",
+               .tui_help = "sequences per step", .tui_label = "global batch", .tui_row = 60, .tui_step = TUI_DOUBLE, .tui_problem = true},
+    [K_MICROBATCHES] = {K_MICROBATCHES, "microbatches", L(gbs), .type = KNOB_DERIVED, .json = "microbatches",
+                        .json_value = microbatches_value},
+    [K_OPTIMIZER] = {K_OPTIMIZER, "optimizer", L(opt), ENUM(opt, 5), .flag = "zero", .arg = "0..3",
+                     .expect = "0..3, zero0..zero3 or distopt", .neg_flag = "dist-opt", .alias_value = OPT_DISTOPT,
+                     .json = "optimizer", .csv = "optimizer", .fix = FIX_OPT,
+                     .help = "ZeRO stage (default 0), or --dist-opt: Megatron's distributed optimizer",
+                     .tui_help = "zero0..3 or distopt", .tui_label = "ZeRO", .tui_row = 150, .tui_step = TUI_CYCLE},
+    [K_PRECISION] = {K_PRECISION, "precision", L(prec), ENUM(prec, PREC_COUNT), .flag = "precision",
+                     .arg = "fp32|bf16|fp16|fp8", .json = "precision", .csv = "precision", .fix = FIX_PREC,
+                     .help = "compute precision (default bf16, or the best the profile has)",
+                     .tui_help = "bf16, fp16, fp8, fp32", .tui_label = "precision", .tui_row = 180, .tui_step = TUI_CYCLE},
+    [K_GRAD_FP32] = {K_GRAD_FP32, "grad-fp32", L(grad_fp32), .type = KNOB_BOOL, .flag = "grad-fp32",
+                     .neg_flag = "no-grad-fp32", .json = "grad_fp32", .csv = "grad_fp32",
+                     .help = "fp32 main gradients (default on, Megatron's)"},
+    [K_FLASH] = {K_FLASH, "flash", L(flash), .type = KNOB_BOOL, .flag = "flash", .neg_flag = "no-flash",
+                 .json = "flash", .csv = "flash", .fix = FIX_FLASH, .help = "fused flash attention (default on)"},
+    [K_FLOPS] = {K_FLOPS, "flops", L(flops), ENUM(flops, FLOPS_CONVENTION_COUNT), .flag = "flops",
+                 .arg = "full|causal|6n|palm", .json = "flops", .json_optional = true,
+                 .help = "FLOP convention for MFU (default full = Korthikanti Eq. 7)"},
+    [K_STAGE_LAYERS] = {K_STAGE_LAYERS, "stage-layers", L(layers), .type = KNOB_LIST, .min = 1, .max = 100000,
+                        .flag = "stage-layers", .arg = "A,B,...", .json = "stage_layers", .fix = FIX_STAGES,
+                        .expect = "a comma-separated list of layer counts >= 1",
+                        .help = "layers per pipeline stage (default even)"},
+    [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
+                   .json = "full_recompute"},
+    [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
+                  .json = "selective_recompute"},
+
+    /* ---- scenario ---- */
+    [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",
+                     .arg = "none|selective|full", .fix = FIX_RC, .csv = "recompute",
+                     .help = "activation recomputation of every layer (default none)",
+                     .tui_help = "none, selective, full", .tui_label = "recompute", .tui_row = 160, .tui_step = TUI_CYCLE},
+};
+
+const Knob *knob_get(KnobId id) { return id >= 0 && id < KNOB_COUNT ? &table[id] : NULL; }
+
+const Knob *knob_by_flag(const char *flag, bool *neg)
+{
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = &table[i];
+        if (k->flag && !strcmp(k->flag, flag)) {
+            *neg = false;
+            return k;
+        }
+        if (k->neg_flag && !strcmp(k->neg_flag, flag)) {
+            *neg = true;
+            return k;
+        }
+    }
+    return NULL;
+}
+
+const Knob *knob_by_json(KnobGroup g, const char *key)
+{
+    for (int i = 0; i < KNOB_COUNT; i++)
+        if (table[i].group == g && table[i].json && !strcmp(table[i].json, key))
+            return &table[i];
+    return NULL;
+}
+
+const Knob *knob_by_csv(const char *column)
+{
+    for (int i = 0; i < KNOB_COUNT; i++)
+        if (table[i].csv && !strcmp(table[i].csv, column))
+            return &table[i];
+    return NULL;
+}
+
+void *knob_field(const Knob *k, void *obj) { return (char *)obj + k->off; }
+const void *knob_cfield(const Knob *k, const void *obj) { return (const char *)obj + k->off; }
+
+int knob_get_int(const Knob *k, const void *obj)
+{
+    const void *p = knob_cfield(k, obj);
+    switch (k->type) {
+    case KNOB_BOOL: return *(const bool *)p;
+    case KNOB_INT:
+    case KNOB_ENUM: return *(const int *)p;
+    case KNOB_DERIVED: return k->json_value ? k->json_value(obj) : 0;
+    case KNOB_LIST: return ((const int *)p)[0];
+    }
+    return 0;
+}
+
+void knob_set_int(const Knob *k, void *obj, int v)
+{
+    void *p = knob_field(k, obj);
+    switch (k->type) {
+    case KNOB_BOOL: *(bool *)p = v != 0; break;
+    case KNOB_INT:
+    case KNOB_ENUM: *(int *)p = v; break;
+    case KNOB_DERIVED:
+    case KNOB_LIST: break;
+    }
+}
+
+void knob_enum_list(const Knob *k, bool quoted, char *buf, int len)
+{
+    int n = 0;
+    buf[0] = 0;
+    for (int v = 0; v < k->count && n < len; v++) {
+        const char *sep = v == 0 ? "" : v == k->count - 1 ? " or " : ", ";
+        n += snprintf(buf + n, len - n, quoted ? "%s\"%s\"" : "%s%s", sep, k->value_name(v));
+    }
+}
+
+void knob_format(const Knob *k, int v, char *buf, int len)
+{
+    if (k->type == KNOB_ENUM)
+        snprintf(buf, len, "%s", v >= 0 && v < k->count ? k->value_name(v) : "?");
+    else if (k->type == KNOB_BOOL)
+        snprintf(buf, len, "%s", v ? "on" : "off");
+    else
+        snprintf(buf, len, "%d", v);
+}
+
+int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *err, int errlen)
+{
+    char flag[80];
+    if (!who)
+        snprintf(flag, sizeof flag, "--%s: ", k->flag ? k->flag : k->name);
+    else
+        snprintf(flag, sizeof flag, "%s%s", who, *who ? ": " : "");
+    who = flag;
+    switch (k->type) {
+    case KNOB_INT:
+        if (util_parse_int(text, v) != 0 || *v < k->min || *v > k->max) {
+            if (k->max < BIG)
+                snprintf(err, errlen, "%sexpected a whole number from %d to %d, got \"%s\"", who, k->min, k->max,
+                         text);
+            else
+                snprintf(err, errlen, "%sexpected a whole number >= %d, got \"%s\"", who, k->min, text);
+            return -1;
+        }
+        return 0;
+    case KNOB_ENUM:
+        if (k->value_parse(text, v) != 0 || *v < 0 || *v >= k->count) {
+            char list[160];
+            knob_enum_list(k, false, list, sizeof list);
+            snprintf(err, errlen, "%sexpected %s, got \"%s\"", who, k->expect ? k->expect : list, text);
+            return -1;
+        }
+        return 0;
+    case KNOB_BOOL:
+        if (!strcasecmp(text, "on") || !strcasecmp(text, "true") || !strcmp(text, "1"))
+            *v = 1;
+        else if (!strcasecmp(text, "off") || !strcasecmp(text, "false") || !strcmp(text, "0"))
+            *v = 0;
+        else {
+            snprintf(err, errlen, "%sexpected on or off, got \"%s\"", who, text);
+            return -1;
+        }
+        return 0;
+    case KNOB_LIST:
+    case KNOB_DERIVED: break;
+    }
+    snprintf(err, errlen, "%snot a single value", who);
+    return -1;
+}

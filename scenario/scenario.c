@@ -1,0 +1,214 @@
+/* scenario.c — setting knobs and resolving a Scenario (see scenario.h). */
+#include "scenario.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "presets.h"
+#include "profile.h"
+
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+
+void scenario_init(Scenario *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    layout_default(&sc->layout);
+    cost_opts_default(&sc->opts);
+    sc->recompute = RECOMPUTE_NONE;
+}
+
+int scenario_default_gbs(const ModelSpec *m)
+{
+    double seqs = 4194304.0 / m->s;
+    int g = (int)pow(2.0, round(log2(seqs > 1 ? seqs : 1)));
+    return g < 1 ? 1 : g;
+}
+
+/* The object a knob's offset is relative to. */
+static void *knob_obj(Scenario *sc, const Knob *k)
+{
+    return k->group == KNOB_MODEL ? (void *)&sc->model : k->group == KNOB_LAYOUT ? (void *)&sc->layout : (void *)sc;
+}
+
+/* "A,B,C" into a per-stage array; the entries after the list are zeroed. */
+static int parse_list(const Knob *k, const char *arg, int *out, char *err, int errlen)
+{
+    int n = 0;
+    const char *p = arg;
+    int vals[LAYOUT_MAX_PP];
+    if (!*p)
+        BAD("--%s: expected %s, got \"%s\"", k->flag, k->expect, arg);
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < k->min || v > k->max)
+            BAD("--%s: expected %s, got \"%s\"", k->flag, k->expect, arg);
+        if (n >= LAYOUT_MAX_PP)
+            BAD("--%s: more than %d stages", k->flag, LAYOUT_MAX_PP);
+        vals[n++] = (int)v;
+        p = end;
+        if (*p == ',' && p[1])
+            p++;
+        else if (*p)
+            BAD("--%s: expected %s, got \"%s\"", k->flag, k->expect, arg);
+    }
+    for (int s = 0; s < LAYOUT_MAX_PP; s++)
+        out[s] = s < n ? vals[s] : 0;
+    return 0;
+}
+
+int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, char *err, int errlen)
+{
+    void *obj = knob_obj(sc, k);
+    int v = 0;
+    switch (k->type) {
+    case KNOB_BOOL:
+        v = !neg;
+        break;
+    case KNOB_ENUM:
+        if (neg) {
+            v = k->alias_value;
+            if ((sc->given & KNOB_BIT(k->id)) && knob_get_int(k, obj) != v)
+                BAD("--%s and --%s exclude each other", k->flag, k->neg_flag);
+        } else {
+            if (knob_parse(k, text, &v, NULL, err, errlen) != 0)
+                return -1;
+            if (k->neg_flag && (sc->given & KNOB_BIT(k->id)) && knob_get_int(k, obj) == k->alias_value &&
+                v != k->alias_value)
+                BAD("--%s and --%s exclude each other", k->flag, k->neg_flag);
+        }
+        break;
+    case KNOB_INT:
+        if (knob_parse(k, text, &v, NULL, err, errlen) != 0)
+            return -1;
+        break;
+    case KNOB_LIST:
+        if (parse_list(k, text, knob_field(k, obj), err, errlen) != 0)
+            return -1;
+        break;
+    case KNOB_DERIVED: BAD("%s is derived from the other knobs", k->name);
+    }
+    if (k->type != KNOB_LIST)
+        knob_set_int(k, obj, v);
+    sc->given |= KNOB_BIT(k->id);
+    sc->fixed |= k->fix;
+    return 0;
+}
+
+/* Model knobs given over a preset override its fields; the fields derived
+ * from a given one (head_dim from hidden, ...) are derived again unless
+ * given too. */
+static int resolve_model(Scenario *sc, char *err, int errlen)
+{
+    ModelSpec given = sc->model;
+    KnobSet shape = 0;
+    for (int i = 0; i < KNOB_COUNT; i++)
+        if (knob_get((KnobId)i)->group == KNOB_MODEL)
+            shape |= sc->given & KNOB_BIT(i);
+    if (sc->model_name && sc->params > 0)
+        BAD("--model and --params exclude each other");
+    ModelSpec *m = &sc->model;
+    if (sc->model_name) {
+        if (presets_find(sc->model_name, m, err, errlen) != 0)
+            return -1;
+    } else if (sc->params > 0) {
+        if (presets_from_params(sc->params, m, sc->model_rule, sizeof sc->model_rule, err, errlen) != 0)
+            return -1;
+    } else {
+        for (int i = 0; i < KNOB_COUNT; i++) {
+            const Knob *k = knob_get((KnobId)i);
+            if (k->custom_required && !(shape & KNOB_BIT(i)))
+                BAD("no model: give --model NAME, --params SIZE, or a full shape (missing --%s)", k->flag);
+        }
+        /* a custom shape starts GPT-style unless told otherwise */
+        for (int i = 0; i < KNOB_COUNT; i++) {
+            const Knob *k = knob_get((KnobId)i);
+            if (k->group == KNOB_MODEL && k->type == KNOB_BOOL && !(shape & KNOB_BIT(i)))
+                knob_set_int(k, m, k->custom_default);
+        }
+        strcpy(m->name, "custom");
+        return spec_validate(m, err, errlen);
+    }
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (!(shape & KNOB_BIT(i)))
+            continue;
+        for (int r = 0; r < KNOB_COUNT; r++)
+            if ((k->resets & KNOB_BIT(r)) && !(shape & KNOB_BIT(r)))
+                knob_set_int(knob_get((KnobId)r), m, 0);
+    }
+    for (int i = 0; i < KNOB_COUNT; i++)
+        if (shape & KNOB_BIT(i))
+            knob_set_int(knob_get((KnobId)i), m, knob_get_int(knob_get((KnobId)i), &given));
+    if (shape && strlen(m->name) + 2 < sizeof m->name)
+        strcat(m->name, "*");   /* a preset with overridden fields */
+    return spec_validate(m, err, errlen);
+}
+
+static int resolve_hw(Scenario *sc, char *err, int errlen)
+{
+    if (sc->gpu_name && sc->profile_path)
+        BAD("--gpu and --profile exclude each other");
+    if (sc->profile_path) {
+        if (profile_load_file(sc->profile_path, &sc->hw, err, errlen) != 0)
+            return -1;
+    } else if (profile_load_builtin(sc->gpu_name ? sc->gpu_name : "h100-sxm", &sc->hw, err, errlen) != 0) {
+        return -1;
+    }
+    if (sc->gpus_per_node > 0)
+        sc->hw.gpus_per_node = sc->gpus_per_node;
+    return 0;
+}
+
+int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
+{
+    if (resolve_model(sc, err, errlen) != 0 || resolve_hw(sc, err, errlen) != 0)
+        return -1;
+    Layout *lo = &sc->layout;
+    /* a profile without bf16 (a calibrated CPU) trains in the best it has */
+    if (!(sc->fixed & FIX_PREC) && sc->hw.peak[lo->prec] <= 0) {
+        static const Precision order[] = {PREC_BF16, PREC_FP32, PREC_FP16, PREC_FP8};
+        for (int i = 3; i >= 0; i--)
+            if (sc->hw.peak[order[i]] > 0)
+                lo->prec = order[i];
+    }
+    if (!(sc->fixed & FIX_GBS))
+        lo->gbs = scenario_default_gbs(&sc->model);
+    if (sc->fixed & FIX_STAGES) {
+        int n = 0;
+        while (n < LAYOUT_MAX_PP && lo->layers[n] > 0)
+            n++;
+        if ((sc->fixed & FIX_PP) && n != lo->pp)
+            BAD("--stage-layers lists %d stages but --pp is %d", n, lo->pp);
+        lo->pp = n;
+        sc->fixed |= FIX_PP;
+    }
+    if (!need_layout)
+        return 0;
+    /* in 64 bits: --tp 65536 --pp 65536 must be an error, not a wrapped zero */
+    long long mpl = (long long)lo->tp * lo->pp * lo->cp;
+    if (mpl > 100000000LL)
+        BAD("--tp %d, --pp %d and --cp %d give %lld GPUs per model replica, beyond any cluster (1e8)", lo->tp,
+            lo->pp, lo->cp, mpl);
+    int mp = (int)mpl;
+    if (sc->gpus > 0) {
+        if (sc->fixed & FIX_DP) {
+            if ((long long)lo->dp * mp != sc->gpus)
+                BAD("--gpus %d does not equal dp*tp*pp*cp = %d*%d*%d*%d = %lld", sc->gpus, lo->dp, lo->tp,
+                    lo->pp, lo->cp, (long long)lo->dp * mp);
+        } else {
+            if (sc->gpus % mp != 0)
+                BAD("--gpus %d is not a multiple of tp*pp*cp = %d*%d*%d = %d", sc->gpus, lo->tp, lo->pp, lo->cp, mp);
+            lo->dp = sc->gpus / mp;
+        }
+    }
+    sc->gpus = layout_gpus(lo);
+    if (layout_check(lo, &sc->model, &sc->hw, err, errlen) != 0)
+        return -1;
+    layout_set_recompute(lo, sc->recompute);
+    return 0;
+}

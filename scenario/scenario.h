@@ -1,0 +1,54 @@
+/* scenario.h — the resolved inputs of one question: which model, on which
+ * hardware, in which layout, for what budget, and which knobs the user fixed.
+ *
+ * cli/ fills a Scenario from flags (through the knob table), the TUI edits
+ * one, and the planner searches the knobs it leaves free. scenario_finish
+ * turns what was given into a checked whole: the preset plus the shape
+ * knobs given over it, the hardware profile, the default global batch (the
+ * power of two of sequences nearest 4M tokens), dp from the GPU count, the
+ * best precision the hardware has, the stage split and the uniform
+ * recomputation spread over the stages. Errors name the flag and what was
+ * expected; nothing here prints or exits.
+ */
+#ifndef ULTRAPLAN_SCENARIO_SCENARIO_H
+#define ULTRAPLAN_SCENARIO_SCENARIO_H
+
+#include <stdbool.h>
+
+#include "cost.h"
+#include "knobs.h"
+
+typedef struct {
+    ModelSpec model;
+    char model_rule[256];      // how --params chose the shape ("" for presets and explicit shapes)
+    HwProfile hw;
+    Layout layout;
+    Recompute recompute;       // uniform recomputation (--recompute)
+    CostOpts opts;
+    int gpus;                  // --gpus; 0 = tp*pp*cp*dp
+    unsigned fixed;            // KnobFix bits: layout knobs the user fixed
+    KnobSet given;             // knobs given (flags, TUI edits)
+    /* what was given, resolved in scenario_finish */
+    const char *model_name;    // --model
+    double params;             // --params
+    const char *gpu_name;      // --gpu
+    const char *profile_path;  // --profile
+    int gpus_per_node;         // --gpus-per-node; 0 = the profile's
+} Scenario;
+
+/* Defaults: layout_default, cost_opts_default, no recomputation, nothing given. */
+void scenario_init(Scenario *sc);
+
+/* Set a knob from text, as a flag does: parses, range-checks, records it as
+ * given and sets its fix bit. `neg` is the negating flag of a bool (or an
+ * enum's alias flag). 0 ok, -1 with err naming the flag. */
+int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, char *err, int errlen);
+
+/* Resolve model, hardware, defaults and (when need_layout) dp and the
+ * checked layout. 0 ok, -1 error in err. */
+int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen);
+
+/* Default global batch for a model: the power of two of sequences nearest 4M tokens. */
+int scenario_default_gbs(const ModelSpec *m);
+
+#endif
