@@ -7,7 +7,7 @@ layers (L = 12..24) at fixed GPUs, global batch, pp and dp, divided by the
 replica). Prints measured/predicted ms per layer pass, one line per cell
 (docs/accuracy/NOTES.md step 10).
 
-usage: ultraplan validate ../shared/validation/vtrain/single_node.csv --json \
+usage: ultraplan validate validation/vtrain/single_node.csv --json \
            | scripts/vtrain_layer_slopes.py
 """
 import collections
