@@ -1,4 +1,6 @@
-/* cost.c — assemble memory, time, throughput and training into a Cost. */
+/* cost.c — assemble memory, time, throughput and training into a Cost; the
+ * per-step terms: bubble, exposed DP collectives, optimizer step
+ * (docs/COSTMODEL.md §4.2, §4.4, §4.5). */
 #include "cost.h"
 
 #include <math.h>
@@ -11,18 +13,15 @@ void cost_opts_default(CostOpts *o)
     o->restart_s = -1;
 }
 
-/* One NCCL call over the DP group: the profile's fixed cost per call plus
- * alpha-beta at the bandwidth collectives reach (coll_eff), as in time.c. */
+/* One DP collective call (all-reduce, or reduce-scatter / all-gather). */
 static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allreduce)
 {
-    if (n <= 1 || bytes <= 0)
-        return 0;
-    HwProfile v = *hw;
-    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
-    v.intra.bw *= e;
-    v.inter.bw *= e;
-    return hw->coll_lat + (allreduce ? time_allreduce(&v, bytes, n, k) : time_allgather(&v, bytes, n, k));
+    return allreduce ? time_coll_allreduce(hw, bytes, n, k) : time_coll_allgather(hw, bytes, n, k);
 }
+
+/* Megatron DDP's gradient bucket: max(4e7, 1e6 dp) parameters, at most the
+ * stage's; the last one to be reduced is exposed after the backward. */
+static double dp_bucket_params(const Layout *lo, double P) { return fmin(P, fmax(4e7, 1e6 * lo->dp)); }
 
 /* Seconds of a DP collective of `total` seconds that overlap cannot hide on
  * pipeline stage s, when the stage's work is cut into v model chunks
@@ -67,18 +66,12 @@ static double dp_hidden_tail(double total, int v, int pp, int s, double pass, bo
 /* Seconds of DP reduction that stage s cannot hide, per step. */
 static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
 {
-    int D = lo->dp * lo->cp;
+    int D = layout_dp_group(lo);
     if (D <= 1)
         return 0;
-    double w, g, o;
-    memory_state_bytes(lo, &w, &g, &o);
-    double wb = hw_precision_bytes(lo->prec), gb = lo->grad_fp32 ? 4.0 : wb;
+    double wb = memory_weight_bytes(lo), gb = memory_grad_bytes(lo);
     double P = memory_stage_params(m, lo, s, lo->layers[s]);
-    int k = hw->gpus_per_node / lo->tp;
-    if (k < 1)
-        k = 1;
-    if (k > D)
-        k = D;
+    int k = time_members_per_node(hw, lo->tp, D);
     int mb = layout_microbatches(lo);
     double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
     double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
@@ -88,8 +81,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     case OPT_ZERO0: {
         /* buckets of max(4e7, 1e6 dp) parameters reduce during the last backward; the last one is exposed */
         double total = dp_coll(hw, P * gb, D, k, true);
-        double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
-        double last = dp_coll(hw, bucket * gb, D, k, true);
+        double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, true);
         t = fmax(last, dp_hidden_tail(total, v, lo->pp, s, hw->dp_overlap * bwd_mb, true));
         break;
     }
@@ -97,8 +89,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     case OPT_DISTOPT: {
         double rs = dp_coll(hw, P * gb, D, k, false);
         double ag = dp_coll(hw, P * wb, D, k, false);
-        double bucket = fmin(P, fmax(4e7, 1e6 * lo->dp));
-        double last = dp_coll(hw, bucket * gb, D, k, false);
+        double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
         t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, hw->dp_overlap * bwd_mb, true)) +
             dp_hidden_tail(ag, v, lo->pp, s, hw->dp_overlap * fwd_mb, false);
@@ -120,7 +111,6 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         break;
     }
     }
-    (void)w; (void)g; (void)o;
     /* tied embeddings with pp > 1: first and last stage all-reduce the embedding grad */
     if (m->tied && lo->pp > 1 && (s == 0 || s == lo->pp - 1)) {
         double V = (double)spec_padded_vocab(m, lo->tp);
@@ -129,16 +119,15 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     return t;
 }
 
+/* One GPU steps the parameters whose optimizer states it holds (all of the
+ * stage's under ZeRO-0, its 1/(dp·cp) shard otherwise): it reads and writes
+ * the states (master, m, v), reads the gradient twice (norm, step) and
+ * writes the weight, at the HBM curve. */
 static double optim_s(const HwProfile *hw, const Layout *lo, double P)
 {
-    double w, g, o;
-    memory_state_bytes(lo, &w, &g, &o);
-    double D = lo->opt == OPT_ZERO0 ? 1.0 : (double)lo->dp * lo->cp;
-    double wb = hw_precision_bytes(lo->prec), gb = lo->grad_fp32 ? 4.0 : wb;
-    double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
-    /* read and write master, m, v; read the grad twice (norm, step); write the weight */
-    double bytes = P / D * (2.0 * K + 2.0 * gb + wb);
-    return time_mem_s(hw, bytes);
+    double D = lo->opt == OPT_ZERO0 ? 1.0 : (double)layout_dp_group(lo);
+    double K = memory_optim_bytes(lo), gb = memory_grad_bytes(lo), wb = memory_weight_bytes(lo);
+    return time_mem_s(hw, P / D * (2.0 * K + 2.0 * gb + wb));
 }
 
 double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s)
@@ -217,7 +206,7 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     th->tflops_per_gpu = th->flops_per_token * th->tokens_per_s / gpus / 1e12;
     th->mfu = th->flops_per_token * th->tokens_per_s / (gpus * hw->peak[lo->prec]);
     th->hfu = train_hw_flops_per_token(m, lo) * th->tokens_per_s / (gpus * hw->peak[lo->prec]);
-    train_fill(m, hw, lo, o, c);
+    train_fill(m, hw, lo, o, c->tokens_per_step, c->step_s, &c->train);
 }
 
 static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers", "overhead"};

@@ -69,7 +69,7 @@ double hw_eff(const EffCurve *c, double size);
 /* Restate the curves for this GPU: the gemm/attn sizes scaled from the
  * eff_ref_peak GPU's rate to this one's bf16 peak, the mem_eff sizes from
  * eff_ref_hbm_bw to hbm_bw, both references set to 0. The cost model reads
- * the result exactly as before (time.c reads the curves at equal duration).
+ * the result exactly as before (timing.c reads the curves at equal duration).
  * Calibrate calls it before it overwrites curves with ones measured here,
  * which are stated for this GPU: a kept reference would read them as the
  * reference GPU's. (Without a bf16 peak the gemm/attn sizes stay as they are.) */

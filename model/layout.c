@@ -27,9 +27,14 @@ int layout_microbatches(const Layout *lo)
     return d > 0 ? lo->gbs / d : 0;
 }
 
-void layout_set_recompute(Layout *lo, const ModelSpec *m, Recompute r)
+int layout_dp_group(const Layout *lo) { return lo->dp * lo->cp; }
+
+double layout_mb_tokens(const ModelSpec *m, const Layout *lo) { return (double)lo->mbs * m->s / lo->cp; }
+
+double layout_sp_share(const Layout *lo) { return lo->sp ? 1.0 / lo->tp : 1.0; }
+
+void layout_set_recompute(Layout *lo, Recompute r)
 {
-    (void)m;
     for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++) {
         lo->full_rc[s] = r == RECOMPUTE_FULL ? lo->layers[s] : 0;
         lo->sel_rc[s] = r == RECOMPUTE_SELECTIVE ? lo->layers[s] : 0;
@@ -144,12 +149,13 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
 }
 
 static const char *const opt_names[] = {"zero0", "zero1", "zero2", "zero3", "distopt"};
+_Static_assert(sizeof opt_names / sizeof *opt_names == OPT_COUNT, "optimizer sharding names");
 
 const char *layout_opt_name(OptimShard o) { return opt_names[o]; }
 
 int layout_parse_opt(const char *s, OptimShard *out)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < OPT_COUNT; i++)
         if (strcasecmp(s, opt_names[i]) == 0) {
             *out = (OptimShard)i;
             return 0;

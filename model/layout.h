@@ -20,6 +20,7 @@ typedef enum {
     OPT_ZERO2,     // + gradients sharded
     OPT_ZERO3,     // + parameters sharded (gathered per layer)
     OPT_DISTOPT,   // Megatron distributed optimizer (= ZeRO-1 with fp32 main grads)
+    OPT_COUNT
 } OptimShard;
 
 typedef struct {
@@ -43,7 +44,7 @@ void layout_default(Layout *lo);
 
 /* Apply one recomputation choice to every layer of every stage (after the
  * layer split is known: call layout_check first or set layers). */
-void layout_set_recompute(Layout *lo, const ModelSpec *m, Recompute r);
+void layout_set_recompute(Layout *lo, Recompute r);
 
 /* Fill an even layer split if none is given and check that every number
  * divides. Returns 0, or -1 with a one-line reason in err. */
@@ -51,6 +52,14 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
 
 int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
 int layout_microbatches(const Layout *lo);        // m = gbs / (dp·mbs)
+/* Ranks that reduce gradients together and over which ZeRO shards model
+ * states: dp·cp (Megatron forms its data-parallel group over dp × cp). */
+int layout_dp_group(const Layout *lo);
+/* Tokens one GPU processes per micro-batch: mbs · s / cp (its CP shard). */
+double layout_mb_tokens(const ModelSpec *m, const Layout *lo);
+/* The share of a non-TP-split activation one GPU holds or touches: 1/tp
+ * under sequence parallelism, else 1 (replicated). */
+double layout_sp_share(const Layout *lo);
 Recompute layout_stage_recompute(const Layout *lo, int stage);  // dominant mode for display
 
 const char *layout_opt_name(OptimShard o);

@@ -1,4 +1,4 @@
-/* memory.c — bytes per GPU of each pipeline stage (COSTMODEL.md §3).
+/* memory.c — bytes per GPU of each pipeline stage (docs/COSTMODEL.md §3).
  *
  * Activations follow Korthikanti et al. 2022 term by term (§4.1 of the
  * paper), generalised to GQA, SwiGLU, no-dropout models, flash attention
@@ -7,17 +7,37 @@
  * we count: the recompute working set, PP send/recv buffers, NCCL buffers,
  * the CUDA context and allocator fragmentation (constants in the profile).
  */
-#include "cost.h"
+#include "memory.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
+
+#include "timing.h"
+
+double memory_weight_bytes(const Layout *lo) { return hw_precision_bytes(lo->prec); }
+
+double memory_grad_bytes(const Layout *lo) { return lo->grad_fp32 ? 4.0 : memory_weight_bytes(lo); }
+
+double memory_optim_bytes(const Layout *lo) { return lo->prec == PREC_FP32 ? 8.0 : 12.0; }
+
+void memory_state_bytes(const Layout *lo, double *w, double *g, double *o)
+{
+    double D = layout_dp_group(lo);
+    bool shard_o = lo->opt != OPT_ZERO0;                              // ZeRO-1, 2, 3, dist-opt
+    bool shard_g = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
+    bool shard_w = lo->opt == OPT_ZERO3;
+    *w = memory_weight_bytes(lo) / (shard_w ? D : 1.0);
+    *g = memory_grad_bytes(lo) / (shard_g ? D : 1.0);
+    *o = memory_optim_bytes(lo) / (shard_o ? D : 1.0);
+}
 
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 {
     double ab = hw_precision_bytes(lo->prec);
-    double t = lo->tp, b = lo->mbs, s_loc = (double)m->s / lo->cp, h = m->h;
-    double sbh = s_loc * b * h;
-    double rep = lo->sp ? 1.0 / t : 1.0;       // non-TP-parallel parts, sharded by SP
+    double t = lo->tp, h = m->h;
+    double sbh = layout_mb_tokens(m, lo) * h;
+    double rep = layout_sp_share(lo);          // non-TP-parallel parts, sharded by SP
     double mask = m->dropout ? 1.0 : 0.0;      // 1-byte dropout masks
 
     if (r == RECOMPUTE_FULL)
@@ -36,21 +56,15 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 
     double a = m->a;
     if (lo->flash) {
-        bytes += 4.0 * a * s_loc * b / t;      // fp32 log-sum-exp per row
+        bytes += 4.0 * a * layout_mb_tokens(m, lo) / t;   // fp32 log-sum-exp per row
     } else if (r == RECOMPUTE_NONE) {
         /* softmax output, dropout mask and dropout output: 5 a s^2 b with
          * dropout; with CP each rank scores its s/cp queries against s keys */
         /* the unfused fp32 fallback (time_softmax_fused) keeps its fp32 output */
         double sm = time_softmax_fused(m, lo) ? ab : 4.0;
-        double core = (sm + (m->dropout ? mask + ab : 0.0)) * a * s_loc * (double)m->s * b / t;
-        bytes += core;
+        bytes += (sm + (m->dropout ? mask + ab : 0.0)) * a * layout_mb_tokens(m, lo) * (double)m->s / t;
     }
     return bytes;
-}
-
-double memory_recompute_workspace(const ModelSpec *m, const Layout *lo)
-{
-    return memory_layer_acts(m, lo, RECOMPUTE_NONE);
 }
 
 double memory_inflight(const Layout *lo, int stage)
@@ -88,63 +102,48 @@ double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int 
     return n;
 }
 
-void memory_state_bytes(const Layout *lo, double *w, double *g, double *o)
+double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
 {
-    double wb = hw_precision_bytes(lo->prec);
-    double gb = lo->grad_fp32 ? 4.0 : wb;
-    /* Adam m and v in fp32, plus an fp32 master copy unless training in fp32 */
-    double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
-    double D = (double)lo->dp * lo->cp;
-    switch (lo->opt) {
-    case OPT_ZERO0: *w = wb; *g = gb; *o = K; break;
-    case OPT_ZERO1:
-    case OPT_DISTOPT: *w = wb; *g = gb; *o = K / D; break;
-    case OPT_ZERO2: *w = wb; *g = gb / D; *o = K / D; break;
-    case OPT_ZERO3: *w = wb / D; *g = gb / D; *o = K / D; break;
-    }
+    return hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * m->h / lo->tp;
 }
 
 static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight)
 {
     int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
-    double per_mb = (n - f - e) * memory_layer_acts(m, lo, RECOMPUTE_NONE)
+    double none = memory_layer_acts(m, lo, RECOMPUTE_NONE);
+    double per_mb = (n - f - e) * none
                   + e * memory_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
                   + f * memory_layer_acts(m, lo, RECOMPUTE_FULL);
     double ab = hw_precision_bytes(lo->prec);
-    double t = lo->tp, b = lo->mbs, s_loc = (double)m->s / lo->cp, h = m->h;
-    double rep = lo->sp ? 1.0 / t : 1.0;
+    double tok = layout_mb_tokens(m, lo), h = m->h, rep = layout_sp_share(lo);
     double bytes = inflight * per_mb;
     if (s == 0) {
         /* token and position ids (int64) and the embedding dropout mask, per micro-batch held */
-        bytes += inflight * (8.0 * s_loc * b + (m->dropout ? s_loc * b * h * rep : 0.0));
+        bytes += inflight * (8.0 * tok + (m->dropout ? tok * h * rep : 0.0));
     }
     if (s == lo->pp - 1) {
         /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
         double V = (double)spec_padded_vocab(m, lo->tp);
-        bytes += 2.0 * ab * s_loc * b * h * rep + 4.0 * s_loc * b * V / t;
+        bytes += 2.0 * ab * tok * h * rep + 4.0 * tok * V / lo->tp;
     }
+    /* the recompute working set: while one fully recomputed layer runs its
+     * backward, its activations are all live */
     if (f > 0)
-        bytes += memory_recompute_workspace(m, lo);
+        bytes += none;
     return bytes;
 }
 
-static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
+static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
-    double ab = hw_precision_bytes(lo->prec);
     double bytes = 0;
-    if (lo->pp > 1) {
-        /* send and receive buffers for activations and their gradients */
-        double msg = ab * (double)m->s / lo->cp * lo->mbs * m->h / lo->tp;
-        bytes += 4.0 * msg;
-    }
+    if (lo->pp > 1)   /* send and receive buffers for activations and their gradients */
+        bytes += 4.0 * memory_pp_msg_bytes(m, lo);
     if (lo->opt == OPT_ZERO3) {
         /* two layers gathered at once: the one computing and the one prefetched */
-        bytes += 2.0 * ab * (double)spec_layer_matrix_params(m) / lo->tp;
+        bytes += 2.0 * memory_weight_bytes(lo) * (double)spec_layer_matrix_params(m) / lo->tp;
     }
-    int comms = (lo->tp > 1) + (lo->pp > 1) + (lo->dp * lo->cp > 1) + (lo->cp > 1);
-    bytes += comms * hw->nccl_buf_bytes;
-    (void)s;
-    return bytes;
+    int comms = (lo->tp > 1) + (lo->pp > 1) + (layout_dp_group(lo) > 1) + (lo->cp > 1);
+    return bytes + comms * hw->nccl_buf_bytes;
 }
 
 void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)
@@ -159,7 +158,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_GRADS] = out->params * g;
     out->bytes[MEM_OPTIM] = out->params * o;
     out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
-    out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
+    out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
     out->total = 0;

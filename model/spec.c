@@ -1,4 +1,4 @@
-/* spec.c — parameter counts and FLOPs of a dense decoder (COSTMODEL.md §1–2). */
+/* spec.c — parameter counts and FLOPs of a dense decoder (docs/COSTMODEL.md §1–2). */
 #include "spec.h"
 
 #include <stdio.h>
@@ -173,7 +173,11 @@ static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"learned", "rope"};
 static const char *const flops_names[] = {"full", "causal", "6n", "palm"};
 static const char *const rc_names[] = {"none", "selective", "full"};
+_Static_assert(sizeof mlp_names / sizeof *mlp_names == MLP_COUNT, "mlp names");
+_Static_assert(sizeof norm_names / sizeof *norm_names == NORM_COUNT, "norm names");
+_Static_assert(sizeof pos_names / sizeof *pos_names == POS_COUNT, "position names");
 _Static_assert(sizeof flops_names / sizeof *flops_names == FLOPS_CONVENTION_COUNT, "flop names");
+_Static_assert(sizeof rc_names / sizeof *rc_names == RECOMPUTE_COUNT, "recompute names");
 
 static int parse_name(const char *s, const char *const *names, int n)
 {
@@ -191,7 +195,7 @@ const char *spec_recompute_name(Recompute r) { return rc_names[r]; }
 
 int spec_parse_mlp(const char *s, MlpKind *out)
 {
-    int i = parse_name(s, mlp_names, 2);
+    int i = parse_name(s, mlp_names, MLP_COUNT);
     if (i < 0)
         return -1;
     *out = (MlpKind)i;
@@ -200,7 +204,7 @@ int spec_parse_mlp(const char *s, MlpKind *out)
 
 int spec_parse_norm(const char *s, NormKind *out)
 {
-    int i = parse_name(s, norm_names, 2);
+    int i = parse_name(s, norm_names, NORM_COUNT);
     if (i < 0)
         return -1;
     *out = (NormKind)i;
@@ -209,7 +213,7 @@ int spec_parse_norm(const char *s, NormKind *out)
 
 int spec_parse_pos(const char *s, PosKind *out)
 {
-    int i = parse_name(s, pos_names, 2);
+    int i = parse_name(s, pos_names, POS_COUNT);
     if (i < 0)
         return -1;
     *out = (PosKind)i;
@@ -227,7 +231,7 @@ int spec_parse_flops(const char *s, FlopConvention *out)
 
 int spec_parse_recompute(const char *s, Recompute *out)
 {
-    int i = parse_name(s, rc_names, 3);
+    int i = parse_name(s, rc_names, RECOMPUTE_COUNT);
     if (i < 0)
         return -1;
     *out = (Recompute)i;

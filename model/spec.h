@@ -3,7 +3,7 @@
  *
  * Pure arithmetic on a plain struct: no files, no printing. Presets and the
  * --params rule live in profiles/presets.c; formulas and their sources are in
- * ../shared/COSTMODEL.md §1–2.
+ * docs/COSTMODEL.md §1–2.
  */
 #ifndef ULTRAPLAN_MODEL_SPEC_H
 #define ULTRAPLAN_MODEL_SPEC_H
@@ -11,9 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { MLP_GELU, MLP_SWIGLU } MlpKind;
-typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
-typedef enum { POS_LEARNED, POS_ROPE } PosKind;
+typedef enum { MLP_GELU, MLP_SWIGLU, MLP_COUNT } MlpKind;
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM, NORM_COUNT } NormKind;
+typedef enum { POS_LEARNED, POS_ROPE, POS_COUNT } PosKind;
 
 typedef struct {
     char name[48];      // preset name or "custom"
@@ -49,7 +49,7 @@ typedef enum {
     FLOPS_CONVENTION_COUNT
 } FlopConvention;
 
-typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_COUNT } Recompute;
 
 /* Fill defaults that derive from other fields (d_head, g, f, vocab_div).
  * Returns 0, or -1 with err filled when the shape is inconsistent. */

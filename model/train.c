@@ -1,8 +1,10 @@
 /* train.c — MFU conventions, training days, failures and checkpoint
- * intervals (COSTMODEL.md §5–6). */
-#include "cost.h"
+ * intervals (docs/COSTMODEL.md §5–6). */
+#include "train.h"
 
 #include <math.h>
+
+#include "memory.h"
 
 double train_model_flops_per_token(const ModelSpec *m, const Layout *lo)
 {
@@ -39,14 +41,14 @@ double train_expected_failures(double lambda, int n, double t) { return lambda *
 
 double train_p_any_failure(double lambda, int n, double t) { return -expm1(-lambda * n * t); }
 
-void train_fill(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, Cost *c)
+void train_fill(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o,
+                double tokens_per_step, double step_s, Training *tr)
 {
-    Training *tr = &c->train;
     int n = layout_gpus(lo);
     double N = (double)spec_params(m, lo->tp, PARAMS_EXACT);
     tr->tokens = o->tokens > 0 ? o->tokens : 20.0 * N;
-    tr->steps = tr->tokens / c->tokens_per_step;
-    double secs = tr->steps * c->step_s;
+    tr->steps = tr->tokens / tokens_per_step;
+    double secs = tr->steps * step_s;
     tr->days = secs / 86400.0;
     tr->gpu_hours = secs / 3600.0 * n;
 
@@ -58,8 +60,7 @@ void train_fill(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const
     tr->job_mtbf_s = lambda > 0 ? 1.0 / (lambda * n) : INFINITY;
 
     /* a checkpoint holds the weights and the fp32 optimizer states */
-    double K = lo->prec == PREC_FP32 ? 8.0 : 12.0;
-    tr->ckpt_bytes = N * (hw_precision_bytes(lo->prec) + K);
+    tr->ckpt_bytes = N * (memory_weight_bytes(lo) + memory_optim_bytes(lo));
     double nodes = ceil((double)n / hw->gpus_per_node);
     tr->ckpt_write_s = hw->ckpt_bw_per_node > 0 ? tr->ckpt_bytes / (nodes * hw->ckpt_bw_per_node) : 0;
     if (lambda > 0 && tr->ckpt_write_s > 0) {

@@ -70,6 +70,6 @@ void planner_result_free(PlanResult *r);
 void planner_thread_end(void);
 
 /* The phase that dominates a plan's step (see Plan.bottleneck). */
-const char *planner_bottleneck(const Layout *lo, const Cost *c);
+const char *planner_bottleneck(const Cost *c);
 
 #endif

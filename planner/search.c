@@ -11,8 +11,6 @@
 #include "ilp.h"
 #include "inner.h"
 
-
-
 #define MAX_CP 32          /* context parallel beyond 32 ranks is outside published practice */
 
 /* One outer choice: the discrete knobs, its bounds and its place in the enumeration. */
@@ -57,10 +55,9 @@ void planner_result_free(PlanResult *r)
     memset(r, 0, sizeof *r);
 }
 
-const char *planner_bottleneck(const Layout *lo, const Cost *c)
+const char *planner_bottleneck(const Cost *c)
 {
     static const TimeKind kinds[] = {T_COMPUTE, T_BUBBLE, T_TP, T_DP, T_PP, T_CP, T_RECOMPUTE, T_OPTIM};
-    (void)lo;
     int best = 0;
     for (int i = 1; i < (int)(sizeof kinds / sizeof *kinds); i++)
         if (c->time[kinds[i]] > c->time[kinds[best]])
@@ -283,7 +280,7 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     bool rc = false;
     for (int s = 0; s < lo.pp; s++)
         rc |= lo.full_rc[s] + lo.sel_rc[s] > 0;
-    plan->bottleneck = rc && !rc_forced ? "memory" : planner_bottleneck(&lo, &plan->cost);
+    plan->bottleneck = rc && !rc_forced ? "memory" : planner_bottleneck(&plan->cost);
     return true;
 }
 
@@ -345,8 +342,6 @@ static int run(Search *S, char *err, int errlen)
     return 0;
 }
 
-static const char *opt_label(const Layout *lo) { return layout_opt_name(lo->opt); }
-
 static int search_once(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
                        bool first_fit, PlanResult *out, char *err, int errlen)
 {
@@ -391,7 +386,7 @@ static double least_memory(const ModelSpec *m, const HwProfile *hw, const PlanRe
         Layout lo = req->base;
         if (outer_layout(m, hw, req, &L.v[i], &lo) != 0)
             continue;
-        layout_set_recompute(&lo, m, (req->fixed & FIX_RC) ? req->recompute : RECOMPUTE_FULL);
+        layout_set_recompute(&lo, (req->fixed & FIX_RC) ? req->recompute : RECOMPUTE_FULL);
         double peak = 0;
         for (int s = 0; s < lo.pp; s++) {
             StageMem sm;
@@ -410,7 +405,7 @@ static double least_memory(const ModelSpec *m, const HwProfile *hw, const PlanRe
 static void describe(const Layout *lo, char *buf, int len)
 {
     snprintf(buf, len, "tp %d, pp %d, dp %d, cp %d, vp %d, mbs %d, %s", lo->tp, lo->pp, lo->dp, lo->cp, lo->vp,
-             lo->mbs, opt_label(lo));
+             lo->mbs, layout_opt_name(lo->opt));
 }
 
 /* Nothing fits: say by how much, and find the smallest GPU count that works. */
@@ -439,7 +434,8 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
         return;
     /* states alone need (w + g + o) bytes per parameter spread over all GPUs: no count below fits */
     double N = (double)spec_params(m, 1, PARAMS_EXACT);
-    double per_param = 2.0 + (req->base.grad_fp32 ? 4.0 : 2.0) + 12.0;
+    const Layout *b = &req->base;
+    double per_param = memory_weight_bytes(b) + memory_grad_bytes(b) + memory_optim_bytes(b);
     long gpn = hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
     long g = (long)ceil(per_param * N / hw->hbm_bytes);
     long start = ((req->gpus / gpn) + 1) * gpn;

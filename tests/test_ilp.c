@@ -127,7 +127,7 @@ static double mid_capacity(const ModelSpec *m, const HwProfile *hw, const Layout
     Layout lo = *lo0;
     double lo_b = 0, hi_b = 0;
     for (int r = 0; r < 2; r++) {
-        layout_set_recompute(&lo, m, r ? RECOMPUTE_NONE : RECOMPUTE_FULL);
+        layout_set_recompute(&lo, r ? RECOMPUTE_NONE : RECOMPUTE_FULL);
         double peak = 0;
         for (int s = 0; s < lo.pp; s++) {
             StageMem sm;

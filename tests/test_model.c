@@ -1,6 +1,6 @@
 /* test_model.c — the cost model against the worked numbers of
- * ../shared/COSTMODEL.md and against invariants that any correct model
- * must keep. Each expected figure names its section there. */
+ * docs/COSTMODEL.md and against invariants that any correct model must
+ * keep. Each expected figure names its section there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -332,7 +332,7 @@ static void test_memory_monotone(void **st)
     Layout lo = layout_for(&g, &hw, 8, 8, 8, 1, 512);
     cost(&g, &hw, &lo, &o, &c);
     double none = c.stage[0].bytes[MEM_ACTS];
-    layout_set_recompute(&lo, &g, RECOMPUTE_FULL);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
     cost(&g, &hw, &lo, &o, &c);
     assert_true(c.stage[0].bytes[MEM_ACTS] < none / 3);
 }

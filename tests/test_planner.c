@@ -146,36 +146,64 @@ static void test_fixed_knobs_are_kept(void **state)
     planner_result_free(&res);
 }
 
+/* An infeasible request on `gpus` is explained with the smallest GPU count
+ * that fits, computed, not guessed: it fits there and not one node below. */
+static void check_explained(const ModelSpec *m, const HwProfile *hw, PlanRequest *r, int gpus)
+{
+    CostOpts o;
+    cost_opts_default(&o);
+    r->gpus = gpus;
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(m, hw, &o, r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    assert_non_null(strstr(res.infeasible, "does not fit"));
+    assert_non_null(strstr(res.infeasible, "smallest GPU count"));
+    assert_true(res.min_peak_bytes > hw->hbm_bytes);
+    assert_true(res.min_gpus > gpus && res.min_gpus % hw->gpus_per_node == 0);
+    PlanResult at, below;
+    r->explain = false;
+    r->gpus = res.min_gpus;
+    assert_int_equal(planner_search(m, hw, &o, r, &at, err, sizeof err), 0);
+    assert_true(at.n > 0);
+    r->gpus = res.min_gpus - hw->gpus_per_node;
+    assert_int_equal(planner_search(m, hw, &o, r, &below, err, sizeof err), 0);
+    if (below.n > 0)
+        fail_msg("explained %d GPUs as the smallest count, but %d fit (%.1f GiB peak)", res.min_gpus, r->gpus,
+                 below.plans[0].cost.peak_bytes / 1073741824.0);
+    planner_result_free(&res);
+    planner_result_free(&at);
+    planner_result_free(&below);
+}
+
 static void test_infeasible_explained(void **state)
 {
     (void)state;
     ModelSpec m;
     HwProfile hw;
     load("gpt3-175b", "h100-sxm", &m, &hw);
-    CostOpts o;
-    cost_opts_default(&o);
     PlanRequest r;
     request(&r, &m, 8);
-    PlanResult res;
-    char err[256];
-    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
-    assert_int_equal(res.n, 0);
-    assert_non_null(strstr(res.infeasible, "does not fit"));
-    assert_non_null(strstr(res.infeasible, "smallest GPU count"));
-    assert_true(res.min_peak_bytes > hw.hbm_bytes);
-    assert_true(res.min_gpus > 8 && res.min_gpus % hw.gpus_per_node == 0);
-    /* computed, not guessed: it fits there and not one node below */
-    PlanResult at, below;
-    r.explain = false;
-    r.gpus = res.min_gpus;
-    assert_int_equal(planner_search(&m, &hw, &o, &r, &at, err, sizeof err), 0);
-    assert_true(at.n > 0);
-    r.gpus = res.min_gpus - hw.gpus_per_node;
-    assert_int_equal(planner_search(&m, &hw, &o, &r, &below, err, sizeof err), 0);
-    assert_int_equal(below.n, 0);
-    planner_result_free(&res);
-    planner_result_free(&at);
-    planner_result_free(&below);
+    check_explained(&m, &hw, &r, 8);
+}
+
+/* The GPU-count search starts at the count that the model states alone
+ * need, memory_weight/grad/optim_bytes per parameter: 16 bytes in fp32
+ * (weights and gradients 4, Adam m and v 8, no master copy). It used 18
+ * (bf16 weights + fp32 grads + 12) whatever the precision, so in fp32 it
+ * started above counts that fit: GPT-3 on 96 GB GPUs fits on 32 (tp 8, dp 4,
+ * ZeRO-3: 87 GB of states, 5 GB else) below 18 N / 96 GB = 32.7. */
+static void test_infeasible_explained_fp32(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "a100-80g", &m, &hw);
+    hw.hbm_bytes = 96e9;
+    PlanRequest r;
+    request(&r, &m, 8);
+    r.base.prec = PREC_FP32;
+    check_explained(&m, &hw, &r, 8);
 }
 
 static void test_bad_requests(void **state)
@@ -312,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_plans_are_cost_of_their_layout),
         cmocka_unit_test(test_fixed_knobs_are_kept),
         cmocka_unit_test(test_infeasible_explained),
+        cmocka_unit_test(test_infeasible_explained_fp32),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),

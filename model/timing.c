@@ -1,4 +1,4 @@
-/* time.c — seconds of compute and communication (COSTMODEL.md §4).
+/* timing.c — seconds of compute and communication (docs/COSTMODEL.md §4).
  *
  * GEMMs: FLOPs / (peak · η(size)), η from the profile's curve; with an SM
  * count in the profile also by shape (wave quantization of the output tiles,
@@ -14,9 +14,11 @@
  * kernel_lat to launch, so a layer pass lasts at least its kernel count times
  * kernel_lat however small its GEMMs (eager PyTorch is host-bound there).
  */
-#include "cost.h"
+#include "timing.h"
 
 #include <math.h>
+
+#include "memory.h"
 
 /* The efficiency curves are read at equal duration, not equal size: a
  * kernel's fixed costs (launch, prologue, epilogue, the last tiles' tail)
@@ -114,8 +116,7 @@ static double attn_s(const HwProfile *hw, Precision p, double flops)
     return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, eff_flops(hw, p, flops)));
 }
 
-/* Members of a group with this stride that share one node. */
-static int members_per_node(const HwProfile *hw, int stride, int n)
+int time_members_per_node(const HwProfile *hw, int stride, int n)
 {
     int k = hw->gpus_per_node / (stride > 0 ? stride : 1);
     if (k < 1)
@@ -169,33 +170,23 @@ static double kernels_fwd(const ModelSpec *m, const Layout *lo)
     return k;
 }
 
-/* The profile as collectives see it: links at their achieved bus bandwidth. */
-static void coll_view(const HwProfile *hw, HwProfile *v)
-{
-    *v = *hw;
-    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
-    v->intra.bw *= e;
-    v->inter.bw *= e;
-}
+/* The fraction of link bandwidth NCCL reaches (nccl-tests busbw / bw). */
+static double coll_eff(const HwProfile *hw) { return hw->coll_eff > 0 ? hw->coll_eff : 1.0; }
 
-/* One NCCL call: fixed cost + alpha-beta at the achieved bandwidth. */
-static double coll_ar(const HwProfile *hw, double bytes, int n, int k)
+/* One NCCL call: fixed cost + alpha-beta on links at their achieved bandwidth. */
+static double coll_call(const HwProfile *hw, double bytes, int n, int k, bool allreduce)
 {
     if (n <= 1 || bytes <= 0)
         return 0;
-    HwProfile v;
-    coll_view(hw, &v);
-    return hw->coll_lat + time_allreduce(&v, bytes, n, k);
+    HwProfile v = *hw;
+    v.intra.bw *= coll_eff(hw);
+    v.inter.bw *= coll_eff(hw);
+    return hw->coll_lat + (allreduce ? time_allreduce(&v, bytes, n, k) : time_allgather(&v, bytes, n, k));
 }
 
-static double coll_ag(const HwProfile *hw, double bytes, int n, int k)
-{
-    if (n <= 1 || bytes <= 0)
-        return 0;
-    HwProfile v;
-    coll_view(hw, &v);
-    return hw->coll_lat + time_allgather(&v, bytes, n, k);
-}
+double time_coll_allreduce(const HwProfile *hw, double bytes, int n, int k) { return coll_call(hw, bytes, n, k, true); }
+
+double time_coll_allgather(const HwProfile *hw, double bytes, int n, int k) { return coll_call(hw, bytes, n, k, false); }
 
 double time_allreduce(const HwProfile *hw, double bytes, int n, int k)
 {
@@ -229,16 +220,15 @@ double time_p2p(const HwProfile *hw, double bytes, bool cross_node)
     if (bytes <= 0)
         return 0;
     const Link *l = cross_node ? &hw->inter : &hw->intra;
-    double e = hw->coll_eff > 0 ? hw->coll_eff : 1.0;
-    return hw->coll_lat + l->lat + bytes / (l->bw * e);
+    return hw->coll_lat + l->lat + bytes / (l->bw * coll_eff(hw));
 }
 
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
 {
     Precision p = lo->prec;
     double ab = hw_precision_bytes(p);
-    double t = lo->tp, cp = lo->cp;
-    double tok = (double)lo->mbs * m->s / cp;        // tokens per GPU per micro-batch
+    double t = lo->tp;
+    double tok = layout_mb_tokens(m, lo);           // tokens per GPU per micro-batch
     double h = m->h, q = spec_q_width(m), kv = spec_kv_width(m), f = m->f;
     double gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
 
@@ -273,7 +263,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     }
 
     /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
-    double rep = lo->sp ? 1.0 / t : 1.0;
+    double rep = layout_sp_share(lo);
     double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
     /* fp8: each GEMM's bf16 input is quantized into an fp8 copy and an fp8
      * transpose (kept for the weight gradient), read ab + write 2 bytes per
@@ -292,9 +282,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
 
     /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
-    int k_tp = members_per_node(hw, 1, lo->tp);
+    int k_tp = time_members_per_node(hw, 1, lo->tp);
     double msg = ab * tok * h;
-    double ar = coll_ar(hw, msg, lo->tp, k_tp);
+    double ar = time_coll_allreduce(hw, msg, lo->tp, k_tp);
     double expose = 1.0 - hw->tp_overlap;
     out->tp_fwd = 2.0 * ar * expose;
     out->tp_bwd = 2.0 * ar * expose;
@@ -314,9 +304,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * as ring exchanges overlapped with the attention blocks they feed */
     out->cp = 0;
     if (lo->cp > 1) {
-        int k_cp = members_per_node(hw, lo->tp, lo->cp);
+        int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
         double kv_bytes = 2.0 * ab * lo->mbs * (double)m->s * kv / t;
-        double ag = coll_ag(hw, kv_bytes, lo->cp, k_cp);
+        double ag = time_coll_allgather(hw, kv_bytes, lo->cp, k_cp);
         out->cp = fmax(0.0, ag - core) + fmax(0.0, 2.0 * ag - core_bwd);
     }
 }
@@ -338,7 +328,7 @@ enum {
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double ab = hw_precision_bytes(lo->prec);
-    double tok = (double)lo->mbs * m->s / lo->cp;
+    double tok = layout_mb_tokens(m, lo);
     double bytes = ab * tok * m->h;
     /* gather rows forward, scatter-add backward; vocab-parallel all-reduce of the output */
     double t = time_mem_s(hw, 2.0 * bytes) + time_mem_s(hw, 3.0 * bytes);
@@ -346,14 +336,14 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
      * accumulated into the tied weight's gradient (read two, write one) */
     double V = (double)spec_padded_vocab(m, lo->tp);
     t += time_mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
-    t += coll_ar(hw, bytes, lo->tp, members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
+    t += time_coll_allreduce(hw, bytes, lo->tp, time_members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
     return t + K_MB_EMBED * hw->kernel_lat;
 }
 
 double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double ab = hw_precision_bytes(lo->prec);
-    double tok = (double)lo->mbs * m->s / lo->cp;
+    double tok = layout_mb_tokens(m, lo);
     double V = (double)spec_padded_vocab(m, lo->tp);
     /* the output layer: logits T x V/tp x h, forward and both gradients */
     Precision p = prec_bf16_if_fp8(hw, lo->prec);
@@ -364,7 +354,7 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
      * back (4 + ab) */
     t += time_mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
-        t += 2.0 * coll_ag(hw, ab * tok * m->h, lo->tp, members_per_node(hw, 1, lo->tp));
+        t += 2.0 * time_coll_allgather(hw, ab * tok * m->h, lo->tp, time_members_per_node(hw, 1, lo->tp));
     /* the loss is where the schedule meets the host (loss scaling, the
      * backward's start): its kernels' launch time adds to the GPU time */
     return t + K_MB_HEAD * hw->kernel_lat;
@@ -374,9 +364,8 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     if (lo->pp <= 1)
         return 0;
-    double ab = hw_precision_bytes(lo->prec);
     /* scatter-gather (or SP) sends 1/tp of the activation per GPU */
-    double bytes = ab * (double)lo->mbs * m->s / lo->cp * m->h / lo->tp;
+    double bytes = memory_pp_msg_bytes(m, lo);
     bool cross = (long long)lo->tp * lo->cp * lo->dp >= hw->gpus_per_node;
     return 2.0 * lo->vp * time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap);
 }

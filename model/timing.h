@@ -1,0 +1,72 @@
+/* timing.h — seconds of compute and communication on one GPU.
+ *
+ * GEMMs at their own M, N, K through the profile's efficiency curve (with
+ * wave quantization and an HBM roofline when the profile has an SM count),
+ * the attention core, memory-bound kernels at the HBM curve, host launch
+ * time as a floor, and alpha-beta collectives that turn hierarchical when a
+ * group spans nodes. Every collective the cost model prices goes through
+ * time_coll_allreduce / time_coll_allgather / time_p2p, which add the
+ * profile's per-call cost (coll_lat) and achieved bandwidth (coll_eff).
+ * What is per layer or per micro-batch is here; what is per step (bubble,
+ * DP exposure, optimizer) is cost.c's. docs/COSTMODEL.md §4.
+ */
+#ifndef ULTRAPLAN_MODEL_TIMING_H
+#define ULTRAPLAN_MODEL_TIMING_H
+
+#include <stdbool.h>
+
+#include "hw.h"
+#include "layout.h"
+#include "spec.h"
+
+/* Alpha-beta seconds of one collective of `bytes` (the full buffer) over n
+ * ranks of which k share a node: a ring within the node, hierarchical
+ * (reduce-scatter in the node, across nodes on 1/k shards, all-gather in
+ * the node) when the group spans nodes. At the links' bandwidth as given:
+ * no per-call cost, no coll_eff (calibrate fits those around these). */
+double time_allreduce(const HwProfile *hw, double bytes, int n, int k);
+double time_allgather(const HwProfile *hw, double bytes, int n, int k);  // also reduce-scatter
+
+/* One NCCL call as the cost model prices it: coll_lat plus the alpha-beta
+ * time at coll_eff of the link bandwidth; 0 when n <= 1 or bytes <= 0. */
+double time_coll_allreduce(const HwProfile *hw, double bytes, int n, int k);
+double time_coll_allgather(const HwProfile *hw, double bytes, int n, int k);  // also reduce-scatter
+/* One point-to-point send of `bytes`, within the node or across. */
+double time_p2p(const HwProfile *hw, double bytes, bool cross_node);
+/* Members of an n-rank group with rank stride `stride` that share one node
+ * (Megatron's rank order: tp fastest, then cp, dp, pp), at least 1. */
+int time_members_per_node(const HwProfile *hw, int stride, int n);
+
+/* Seconds of a memory-bound pass moving `bytes` (HBM at the mem_eff curve). */
+double time_mem_s(const HwProfile *hw, double bytes);
+
+/* Whether Megatron's fused scale-mask-softmax kernel serves this unfused
+ * attention (micro-batch x heads per TP rank a multiple of 4, 16 < s <= 4096,
+ * s a multiple of 4); else PyTorch runs it in fp32 as separate ops. */
+bool time_softmax_fused(const ModelSpec *m, const Layout *lo);
+
+/* Per-layer, per-micro-batch times on one GPU (seconds). */
+typedef struct {
+    double fwd;        // forward compute of one layer
+    double bwd;        // backward compute of one layer
+    double rc_full;    // extra forward when the layer is fully recomputed
+    double rc_sel;     // extra forward when selectively recomputed
+    double tp_fwd;     // exposed TP comm in forward
+    double tp_bwd;     // exposed TP comm in backward
+    double tp_rc;      // exposed TP comm of a full recompute
+    double cp;         // exposed CP comm (fwd + bwd)
+} LayerTime;
+
+void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out);
+/* Time of the first stage's extra work (embedding) and the last stage's
+ * (final norm, LM head, loss) per micro-batch, forward + backward. */
+double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+/* Per micro-batch time of stage `stage` with n layers, f fully and e
+ * selectively recomputed (embedding, head and PP p2p included). */
+double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,
+                     int stage, int n, int f, int e);
+/* PP send/recv seconds per micro-batch per boundary (fwd + bwd), exposed. */
+double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+
+#endif
