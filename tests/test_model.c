@@ -152,6 +152,52 @@ static void test_zero_figure1(void **st)
     assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
 }
 
+/* One formula per quantity: the bytes of each model state per parameter
+ * (memory_weight/grad/optim_bytes) are what ZeRO shards, what a checkpoint
+ * holds and what the optimizer step moves; one NCCL-call price
+ * (time_coll_allreduce: coll_lat + alpha-beta at coll_eff) is what the DP
+ * reduction costs when nothing hides it. */
+static void test_one_formula(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    for (int prec = PREC_FP32; prec <= PREC_BF16; prec++) {
+        Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+        lo.prec = (Precision)prec;
+        double wb = memory_weight_bytes(&lo), gb = memory_grad_bytes(&lo), K = memory_optim_bytes(&lo);
+        assert_rel(wb + gb + K, prec == PREC_FP32 ? 16.0 : 18.0, 0);
+        lo.opt = OPT_ZERO3;
+        double w, gr, o;
+        memory_state_bytes(&lo, &w, &gr, &o);
+        assert_rel((w + gr + o) * 16, wb + gb + K, 1e-15);
+        lo.opt = OPT_ZERO0;
+        CostOpts co;
+        cost_opts_default(&co);
+        Cost c;
+        cost(&g, &hw, &lo, &co, &c);
+        double N = (double)spec_params(&g, lo.tp, PARAMS_EXACT);
+        assert_rel(c.train.ckpt_bytes, N * (wb + K), 1e-15);
+        double P = c.stage[3].params;
+        assert_rel(cost_stage_optim_s(&hw, &lo, P), time_mem_s(&hw, P * (2 * K + 2 * gb + wb)), 1e-15);
+        /* nothing overlapped: a middle stage's DP time is one all-reduce of its gradients */
+        HwProfile no = hw;
+        no.dp_overlap = 0;
+        LayerTime lt;
+        time_layer(&g, &no, &lo, &lt);
+        assert_rel(cost_stage_dp_s(&g, &no, &lo, &lt, 3), time_coll_allreduce(&no, P * gb, 16, 1), 1e-15);
+    }
+    HwProfile v = hw;
+    v.intra.bw *= hw.coll_eff;
+    v.inter.bw *= hw.coll_eff;
+    assert_rel(time_coll_allreduce(&hw, 1e8, 8, 8), hw.coll_lat + time_allreduce(&v, 1e8, 8, 8), 1e-15);
+    assert_rel(time_coll_allgather(&hw, 1e8, 16, 8), hw.coll_lat + time_allgather(&v, 1e8, 16, 8), 1e-15);
+    assert_true(time_coll_allreduce(&hw, 1e8, 1, 1) == 0);
+    assert_int_equal(time_members_per_node(&hw, 8, 16), 1);
+    assert_int_equal(time_members_per_node(&hw, 2, 16), 4);
+    assert_int_equal(time_members_per_node(&hw, 1, 4), 4);
+}
+
 /* §8 A: the GPT-3 activation table (Korthikanti), b = 1, per layer, GiB */
 static void test_activation_table(void **st)
 {
@@ -632,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_flops_llama),
         cmocka_unit_test(test_palm_mfu),
         cmocka_unit_test(test_zero_figure1),
+        cmocka_unit_test(test_one_formula),
         cmocka_unit_test(test_activation_table),
         cmocka_unit_test(test_output_extras),
         cmocka_unit_test(test_bubble),
