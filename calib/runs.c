@@ -381,7 +381,7 @@ static int read_row(char *line, const Where *w, RunsFormat fmt, const int *map, 
         snprintf(w->err, w->errlen, "%s:%d: %s", w->origin, w->line, e2);
         return -1;
     }
-    layout_set_recompute(&r->layout, &r->model, r->recompute);
+    layout_set_recompute(&r->layout, r->recompute);
     return 0;
 }
 
