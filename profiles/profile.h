@@ -27,7 +27,7 @@
  *   sm_count, gemm_tile_m, gemm_tile_n >= 0, optional (default 0: no wave quantization)
  *   eff_ref_peak, eff_ref_hbm_bw  >= 0, optional (default 0: the curves' sizes are
  *                 stated for this GPU); else the bf16 FLOP/s and HBM bytes/s of the
- *                 GPU they are stated for, read here at equal duration (model/time.c)
+ *                 GPU they are stated for, read here at equal duration (model/timing.c)
  *
  * Every number besides fractions and gpus_per_node also lies in
  * [1e-12, 1e30] where it is not 0, so that no cost the model derives from a
