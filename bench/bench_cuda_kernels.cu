@@ -10,7 +10,7 @@
  *
  *   bench_cuda_kernels                      the table
  *   bench_cuda_kernels --calibrate F.json [--profile h200]
- *                                           also run kc_calibrate_report from
+ *                                           also run bench_cuda_measure_log from
  *                                           the builtin profile and write F.json
  * Exit 77 when no GPU is present. Times: CUDA events, warm-up first, median
  * of 5 batches of ~10 ms, random inputs. */
@@ -22,7 +22,7 @@
 #include <cuda_runtime.h>
 #include "kernels_cuda.h"
 #include "common.cuh"
-#include "calibrate_cuda.h"
+#include "bench_cuda.h"
 extern "C" {
 #include "profile.h"   // C headers without extern "C" of their own
 #include "cunvml.h"
@@ -272,8 +272,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         printf("\n-- calibration from builtin '%s'\n", profile);
-        KcCalibReport rep;
-        if (kc_calibrate_report(&hw, &rep, stdout, err, sizeof err) ||
+        BenchCudaReport rep;
+        if (bench_cuda_measure_log(&hw, &rep, stdout, err, sizeof err) ||
             profile_write_json(&hw, calib_out, err, sizeof err)) {
             fprintf(stderr, "bench_cuda_kernels: %s\n", err);
             return 1;

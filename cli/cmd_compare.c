@@ -15,34 +15,16 @@
 
 #include "command.h"
 #include "report.h"
+#include "runfile.h"
 
-static char *slurp(const char *path)
+/* x, or 0 with *ok cleared when the run file lacks it */
+static double need(double x, int *ok)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static double num(const cJSON *o, const char *k, int *ok)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(v)) {
+    if (isnan(x)) {
         *ok = 0;
         return 0;
     }
-    return v->valuedouble;
+    return x;
 }
 
 /* (pred − meas) / meas in percent into *pct; 0 when it has none: nothing
@@ -116,17 +98,17 @@ static void whole_rows(cJSON *doc, FILE *f, const Cost *k, double step, double c
  * compute time against the MFU the prediction implies (the same rank-share
  * FLOPs per token). 0, or -1
  * when a field is missing. */
-static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, const cJSON *run, const cJSON *px,
-                      double mfu)
+static int proxy_rows(cJSON *doc, FILE *f, const char *plan, const char *runp, const RunDoc *run, double mfu)
 {
     int ok = 1;
-    double pc = num(px, "predicted_compute_mb_s", &ok), mc = num(px, "measured_compute_mb_s", &ok);
-    double pf = num(px, "predicted_fwd_mb_s", &ok), mf = num(px, "measured_fwd_mb_s", &ok);
-    double pb = num(px, "predicted_bwd_mb_s", &ok), mb = num(px, "measured_bwd_mb_s", &ok);
-    double pr = num(px, "predicted_recompute_mb_s", &ok), mr = num(px, "measured_recompute_mb_s", &ok);
-    double nmb = num(px, "micro_batches_run", &ok), stage = num(px, "stage", &ok);
-    double tokens = num(run, "tokens_per_step", &ok), fpt = num(run, "flops_per_token", &ok);
-    double peak = num(run, "peak_flops_per_rank", &ok);
+    const RunDocProxy *px = &run->proxy;
+    double pc = need(px->predicted_compute_mb_s, &ok), mc = need(px->measured_compute_mb_s, &ok);
+    double pf = need(px->predicted_fwd_mb_s, &ok), mf = need(px->measured_fwd_mb_s, &ok);
+    double pb = need(px->predicted_bwd_mb_s, &ok), mb = need(px->measured_bwd_mb_s, &ok);
+    double pr = need(px->predicted_recompute_mb_s, &ok), mr = need(px->measured_recompute_mb_s, &ok);
+    double nmb = need(px->micro_batches_run, &ok), stage = need(px->stage, &ok);
+    double tokens = need(run->tokens_per_step, &ok), fpt = need(run->flops_per_token, &ok);
+    double peak = need(run->peak_flops_per_rank, &ok);
     if (!ok || nmb <= 0)
         return -1;
     /* both MFUs from compute time: the run's own MFU counts its whole step,
@@ -152,14 +134,12 @@ static const char PROXY_MEM_WHY[] = "the proxy holds one micro-batch of activati
 /* Each rank's memory by category against its stage's prediction. A stage
  * proxy's acts and optim get no error (PROXY_MEM_WHY): the plan counts all
  * in-flight micro-batches and the rank's optimizer shard. */
-static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const cJSON *mem, int proxy)
+static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const RunDoc *run, int proxy)
 {
-    static const char *cats[] = {"weights", "grads", "optim", "acts", "buffers"};
-    static const int kinds[] = {MEM_WEIGHTS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, MEM_BUFFERS};
-    static const int proxy_differs[] = {0, 0, 1, 1, 0};
-    enum { NCAT = sizeof cats / sizeof cats[0] };
-    _Static_assert(NCAT == sizeof kinds / sizeof kinds[0] && NCAT == sizeof proxy_differs / sizeof proxy_differs[0],
-                   "one kind and one proxy flag per category");
+    /* run.json's categories (runfile.h) and the cost model's, in one order */
+    static const int kinds[XM_COUNT] = {[XM_WEIGHTS] = MEM_WEIGHTS, [XM_GRADS] = MEM_GRADS, [XM_OPTIM] = MEM_OPTIM,
+                                        [XM_ACTS] = MEM_ACTS, [XM_BUFFERS] = MEM_BUFFERS};
+    static const int proxy_differs[XM_COUNT] = {[XM_OPTIM] = 1, [XM_ACTS] = 1};
     cJSON_AddBoolToObject(doc, "memory_comparable", !proxy);
     if (proxy) {
         char note[160];
@@ -172,19 +152,20 @@ static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const cJSON *mem, in
             fprintf(f, "  acts, optim (not comparable: %s)\n", PROXY_MEM_WHY);
     }
     cJSON *mj = cJSON_CreateArray();
-    const cJSON *r;
-    cJSON_ArrayForEach(r, mem) {
-        int okm = 1, s = (int)num(r, "stage", &okm), rank = (int)num(r, "rank", &okm);
-        if (!okm || s < 0 || s >= k->pp)
+    for (int q = 0; q < run->nmem; q++) {
+        const RunDocMem *r = &run->mem[q];
+        if (isnan(r->stage) || isnan(r->rank) || r->stage < 0 || r->stage >= k->pp)
             continue;
+        int s = (int)r->stage, rank = (int)r->rank;
         const StageMem *sm = &k->stage[s];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", rank);
         cJSON_AddNumberToObject(e, "stage", s);
         if (f)
             fprintf(f, "  rank %-3d stage %-2d", rank, s);
-        for (int i = 0; i < NCAT; i++) {
-            double meas = num(r, cats[i], &okm), pred = sm->bytes[kinds[i]], pct = 0;
+        for (int i = 0; i < XM_COUNT; i++) {
+            const char *cat = runfile_mem_name(i);
+            double meas = isnan(r->bytes[i]) ? 0 : r->bytes[i], pred = sm->bytes[kinds[i]], pct = 0;
             int skip = proxy && proxy_differs[i], has = !skip && err_pct(pred, meas, &pct);
             cJSON *c2 = cJSON_CreateObject();
             cJSON_AddNumberToObject(c2, "predicted", pred);
@@ -195,10 +176,10 @@ static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const cJSON *mem, in
             } else {
                 add_err(c2, pred, meas);
             }
-            cJSON_AddItemToObject(e, cats[i], c2);
+            cJSON_AddItemToObject(e, cat, c2);
             if (!f)
                 continue;
-            fprintf(f, " %s %.2f/%.2f ", cats[i], pred / 1048576, meas / 1048576);
+            fprintf(f, " %s %.2f/%.2f ", cat, pred / 1048576, meas / 1048576);
             if (skip)
                 fprintf(f, "(not comparable)");
             else if (has)
@@ -206,9 +187,10 @@ static void memory_rows(cJSON *doc, FILE *f, const Cost *k, const cJSON *mem, in
             else
                 fprintf(f, "(n/a)");
         }
-        cJSON_AddNumberToObject(e, "rss_peak", num(r, "rss_peak", &okm));
+        double rss = isnan(r->rss_peak) ? 0 : r->rss_peak;
+        cJSON_AddNumberToObject(e, "rss_peak", rss);
         if (f)
-            fprintf(f, " rss %.1f\n", num(r, "rss_peak", &okm) / 1048576);
+            fprintf(f, " rss %.1f\n", rss / 1048576);
         cJSON_AddItemToArray(mj, e);
     }
     cJSON_AddItemToObject(doc, "memory", mj);
@@ -251,49 +233,49 @@ static int compare_main(int argc, char **argv)
         fprintf(stderr, "ultraplan compare: %s\n", err);
         return 1;
     }
-    char *text = slurp(runp);
-    if (!text) {
-        fprintf(stderr, "ultraplan compare: cannot read %s\n", runp);
+    RunDoc run;
+    if (runfile_read(runp, &run, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan compare: %s\n", err);
+        runfile_free(&run);
         return 1;
     }
-    cJSON *run = cJSON_Parse(text);
-    free(text);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(run, "format");
-    if (!run || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "ultraplan.run/1") != 0) {
-        fprintf(stderr, "ultraplan compare: %s: field \"format\": expected \"ultraplan.run/1\"\n", runp);
-        cJSON_Delete(run);
+    if (strcmp(run.format, RUN_FORMAT) != 0) {
+        fprintf(stderr, "ultraplan compare: %s: field \"format\": expected \"%s\"\n", runp, RUN_FORMAT);
+        runfile_free(&run);
         return 1;
     }
-    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(run, "summary");
-    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(sum, "phases_s");
-    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(run, "memory");
     int ok = 1;
-    double step = num(sum, "step_s", &ok), tok = num(sum, "tokens_per_s", &ok), mfu = num(sum, "mfu", &ok);
-    double fwd = num(ph, "forward", &ok), bwd = num(ph, "backward", &ok), rc = num(ph, "recompute", &ok);
-    double tp = num(ph, "tp_comm", &ok), pp = num(ph, "pp_wait", &ok), dp = num(ph, "dp_comm", &ok);
-    double opt = num(ph, "optimizer", &ok);
-    if (!ok || !cJSON_IsArray(mem)) {
-        fprintf(stderr, "ultraplan compare: %s: missing summary, phases_s or memory (not a finished run?)\n", runp);
-        cJSON_Delete(run);
+    double step = need(run.step_s, &ok), tok = need(run.tokens_per_s, &ok), mfu = need(run.mfu, &ok);
+    double ph[PH_COUNT];
+    for (int i = 0; i < PH_COUNT; i++)
+        ph[i] = need(run.phases[i], &ok);
+    if (!ok || !run.has_memory) {
+        if (!strcmp(run.status, "running"))
+            fprintf(stderr, "ultraplan compare: %s: the run is still going (status \"running\"; its summary and "
+                            "memory are final when it ends)\n", runp);
+        else
+            fprintf(stderr, "ultraplan compare: %s: missing summary, phases_s or memory (not a finished run?)\n",
+                    runp);
+        runfile_free(&run);
         return 1;
     }
     const Cost *k = &pf.cost;
     FILE *f = json ? NULL : stdout;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "format", "ultraplan.compare/1");
-    const cJSON *px = cJSON_GetObjectItemCaseSensitive(run, "proxy");
-    if (cJSON_IsObject(px)) {
-        if (proxy_rows(doc, f, plan, runp, run, px, mfu) != 0) {
+    if (run.has_proxy) {
+        if (proxy_rows(doc, f, plan, runp, &run, mfu) != 0) {
             fprintf(stderr, "ultraplan compare: %s: its \"proxy\" object lacks a predicted or measured field\n", runp);
             cJSON_Delete(doc);
-            cJSON_Delete(run);
+            runfile_free(&run);
             return 1;
         }
     } else {
         header(f, plan, runp);
-        whole_rows(doc, f, k, step, fwd + bwd, rc, tp, pp, dp, opt, tok, mfu);
+        whole_rows(doc, f, k, step, ph[PH_FWD] + ph[PH_BWD], ph[PH_RECOMPUTE], ph[PH_TP], ph[PH_PP], ph[PH_DP],
+                   ph[PH_OPTIM], tok, mfu);
     }
-    memory_rows(doc, f, k, mem, cJSON_IsObject(px));
+    memory_rows(doc, f, k, &run, run.has_proxy);
     int rcode = 0;
     if (json || out) {
         char *s = cJSON_Print(doc);
@@ -304,7 +286,7 @@ static int compare_main(int argc, char **argv)
         free(s);
     }
     cJSON_Delete(doc);
-    cJSON_Delete(run);
+    runfile_free(&run);
     return rcode;
 }
 

@@ -1,6 +1,6 @@
 /* dist.h — ranks, groups and communicators of one run. The only part of the
  * executor that creates communicators or calls MPI at all; everything else
- * (exec.c, net.c, ckpt.c, runlog.c, the commands) calls these.
+ * (exec.c, net.c, ckpt.c, loop.c, the calibration) calls these.
  *
  * World rank r maps to coordinates in Megatron's order tp-cp-dp-pp (tp
  * fastest, pp slowest):  r = tp + TP·(cp + CP·(dp + DP·pp)).

@@ -20,12 +20,6 @@ void exec_default_opts(TrainOpts *o)
     o->seed = 1337;
 }
 
-static const char *mem_names[XM_COUNT] = {"weights", "grads", "optim", "acts", "buffers"};
-static const char *phase_names[PH_COUNT] = {"forward", "backward", "recompute", "tp_comm",
-                                            "pp_wait", "dp_comm", "optimizer"};
-const char *exec_mem_name(ExecMem k) { return mem_names[k]; }
-const char *exec_phase_name(Phase p) { return phase_names[p]; }
-
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
 static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int errlen)

@@ -27,13 +27,8 @@
 #include "data.h"
 #include "dist.h"
 #include "params.h"
+#include "runfile.h"   // ExecMem, Phase: run.json's vocabulary
 #include "sched.h"
-
-typedef enum { XM_WEIGHTS, XM_GRADS, XM_OPTIM, XM_ACTS, XM_BUFFERS, XM_COUNT } ExecMem;
-
-typedef enum {
-    PH_FWD, PH_BWD, PH_RECOMPUTE, PH_TP, PH_PP, PH_DP, PH_OPTIM, PH_COUNT
-} Phase;
 
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
@@ -135,8 +130,5 @@ int exec_load(Exec *e, const char *dir, char *err, int errlen);
 void exec_ckpt_path(char *buf, size_t n, const char *dir, int step);
 
 void exec_free(Exec *e);
-
-const char *exec_mem_name(ExecMem k);
-const char *exec_phase_name(Phase p);
 
 #endif

@@ -3,9 +3,9 @@
 # against the CPU executor's, one GPU and several under mpirun (gpu: exits
 # 77 where too few GPUs are present).
 if(TARGET up_proxy)
-  up_test(test_cuda_exec_proxy SOURCES test_cuda_exec_proxy.c LIBS up_proxy up_profiles LABELS unit)
+  up_test(test_cuda_exec_proxy SOURCES test_cuda_exec_proxy.c LIBS up_proxy up_executor up_profiles LABELS unit)
   if(CMOCKA_FOUND)
-    up_test(test_cuda_plan SOURCES test_cuda_plan.c LIBS up_proxy PkgConfig::CMOCKA LABELS unit)
+    up_test(test_cuda_plan SOURCES test_cuda_plan.c LIBS up_proxy up_executor PkgConfig::CMOCKA LABELS unit)
   endif()
 endif()
 if(TARGET up_executor_cuda)

@@ -40,3 +40,30 @@ echo '{"format": "ultraplan.plan/1", "model": 3}' > "$D/bad.json"
 expect_err "bad.json" $U run "$D/bad.json" --data "$D/text.txt"
 expect_err "no checkpoint" $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --checkpoint-dir "$D/none" --resume
 echo "errors: clean"
+
+# run.json: status "done"; one step is its own summary (was step_s 0: the
+# only step was dropped as warm-up)
+$U plan --gpus 1 --dp 1 --tp 1 --pp 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout -o "$D/plan1.json" > /dev/null || fail "plan dp 1"
+$U run "$D/plan1.json" --data "$D/text.txt" --steps 1 -o "$D/one.json" > /dev/null || fail "run 1 step"
+grep -q '"status":[[:space:]]*"done"' "$D/one.json" || fail "run.json status"
+grep -q '"steps_averaged":[[:space:]]*1,' "$D/one.json" || fail "one step: steps_averaged"
+grep -Eq '"step_s":[[:space:]]*0,' "$D/one.json" && fail "one step: a summary step_s of 0"
+echo "run.json: status done, one step summarised"
+
+# the executor module is found beside the binary or in ULTRAPLAN_MODULE_DIR;
+# missing, it is named with the loader's reason: exit 1, no crash
+mkdir "$D/nomod" "$D/execonly"
+ULTRAPLAN_MODULE_DIR="$D/nomod" expect_err "cannot load libultraplan-exec.so: not found in $D/nomod" \
+    $U run "$D/plan1.json" --data "$D/text.txt" --steps 1
+BUILDDIR=$(dirname "$U")
+cp "$BUILDDIR/libultraplan-exec.so" "$D/execonly/"
+ULTRAPLAN_MODULE_DIR="$D/execonly" $U run "$D/plan1.json" --data "$D/text.txt" --steps 1 > /dev/null \
+    || fail "the CPU backend needs only the executor module"
+if [ -e "$BUILDDIR/libultraplan-cuda.so" ]; then
+    ULTRAPLAN_MODULE_DIR="$D/execonly" expect_err "cannot load libultraplan-cuda.so: not found in $D/execonly" \
+        $U run "$D/plan1.json" --data "$D/text.txt" --steps 1 --backend cuda
+else
+    expect_err "this build has no CUDA backend" $U run "$D/plan1.json" --data "$D/text.txt" --steps 1 --backend cuda
+fi
+echo "modules: a missing one is named, a CPU run needs no CUDA module"

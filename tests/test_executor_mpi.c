@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 3; k++)
         if (mem[kinds[k][0]] != sm.bytes[kinds[k][1]]) {
             fprintf(stderr, "[rank %d] %s: executor %.0f bytes, cost model %.0f\n", rank,
-                    exec_mem_name(kinds[k][0]), mem[kinds[k][0]], sm.bytes[kinds[k][1]]);
+                    runfile_mem_name(kinds[k][0]), mem[kinds[k][0]], sm.bytes[kinds[k][1]]);
             fails++;
         }
     double acts_err = fabs(mem[XM_ACTS] - sm.bytes[MEM_ACTS]) / sm.bytes[MEM_ACTS];

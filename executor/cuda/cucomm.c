@@ -59,9 +59,9 @@ CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
         exit(1);
     }
     c->rank = d->rank;
-    MPI_Comm mc[CC_GROUPS] = {d->tp_comm, d->dp_comm, d->emb_comm};
-    int size[CC_GROUPS] = {d->tp, d->dp, tied && d->pp > 1 ? 2 : 1};
-    int rank[CC_GROUPS] = {d->tp_rank, d->dp_rank, d->pp_rank == 0 ? 0 : 1};
+    MPI_Comm mc[CC_GROUPS] = {d->tp_comm, d->dp_comm, d->emb_comm, MPI_COMM_NULL};
+    int size[CC_GROUPS] = {d->tp, d->dp, tied && d->pp > 1 ? 2 : 1, 1};
+    int rank[CC_GROUPS] = {d->tp_rank, d->dp_rank, d->pp_rank == 0 ? 0 : 1, 0};
     for (int g = 0; g < CC_GROUPS; g++) {
         c->size[g] = 1;
         if (size[g] > 1 && mc[g] != MPI_COMM_NULL) {
@@ -103,6 +103,65 @@ CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
     CHECK_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     return c;
 }
+
+static CuComm *alloc_comm(int rank)
+{
+    CuComm *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "[rank %d] out of host memory for communicators\n", rank);
+        exit(1);
+    }
+    c->rank = rank;
+    for (int g = 0; g < CC_GROUPS; g++)
+        c->size[g] = 1;
+    for (int r = 0; r < CL_COUNT; r++)
+        c->role[r] = (CuLink){-1, -1, 0};
+    return c;
+}
+
+CuComm *cucomm_init_world(char *err, int errlen)
+{
+    (void)err, (void)errlen;
+    int rank = 0, world = 1;
+    dist_world_init(&rank, &world);
+    g_rank = rank;
+    CuComm *c = alloc_comm(rank);
+    if (world > 1) {
+        c->g[CC_WORLD] = group_init(MPI_COMM_WORLD, world, rank);
+        c->size[CC_WORLD] = world;
+        c->grank[CC_WORLD] = rank;
+    }
+    CHECK_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    return c;
+}
+
+int cucomm_init_local(int n, CuComm **comms, char *err, int errlen)
+{
+    (void)err, (void)errlen;
+    g_rank = 0;
+    ncclComm_t *h = calloc((size_t)n, sizeof *h);
+    if (!h) {
+        fprintf(stderr, "out of host memory for communicators\n");
+        exit(1);
+    }
+    CHECK_NCCL(ncclCommInitAll(h, n, NULL));
+    for (int d = 0; d < n; d++) {
+        CuComm *c = alloc_comm(0);
+        c->g[CC_WORLD] = h[d];
+        c->size[CC_WORLD] = n;
+        c->grank[CC_WORLD] = d;
+        CHECK_CU(cudaSetDevice(d));
+        CHECK_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+        comms[d] = c;
+    }
+    CHECK_CU(cudaSetDevice(0));
+    free(h);
+    return 0;
+}
+
+void cucomm_group_start(void) { CHECK_NCCL(ncclGroupStart()); }
+void cucomm_group_end(void) { CHECK_NCCL(ncclGroupEnd()); }
+int cucomm_rank(const CuComm *c, CuGroup g) { return c && c->g[g] ? c->grank[g] : 0; }
 
 void cucomm_free(CuComm *c)
 {
@@ -146,6 +205,14 @@ void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op
     if (!c || !c->g[g] || !n)
         return;
     CHECK_ON(c->g[g], ncclAllReduce(x, x, n, nt(t), op == CC_SUM ? ncclSum : ncclMax, c->g[g], st));
+}
+
+void cucomm_allreduce_to(CuComm *c, CuGroup g, const void *in, void *out, size_t n, CuType t, CuOp op,
+                         cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n)
+        return;
+    CHECK_ON(c->g[g], ncclAllReduce(in, out, n, nt(t), op == CC_SUM ? ncclSum : ncclMax, c->g[g], st));
 }
 
 void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st)
@@ -201,4 +268,18 @@ void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStr
 {
     ncclComm_t l = link_of(c, r, 0);
     CHECK_ON(l, ncclRecv(buf, n, nt(t), 0, l, st));
+}
+
+void cucomm_send_peer(CuComm *c, CuGroup g, int peer, const void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n)
+        return;
+    CHECK_ON(c->g[g], ncclSend(buf, n, nt(t), peer, c->g[g], st));
+}
+
+void cucomm_recv_peer(CuComm *c, CuGroup g, int peer, void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n)
+        return;
+    CHECK_ON(c->g[g], ncclRecv(buf, n, nt(t), peer, c->g[g], st));
 }

@@ -18,8 +18,13 @@
  * (cucomm_none.c) cucomm_available() is 0 and cucomm_init fails with a
  * message saying so.
  *
- * What it doesn't: a world communicator, context parallel, NCCL's
- * non-blocking (config.blocking = 0) mode.
+ * Calibration (calib/bench_cuda_run.c) uses the same wrapper: a world
+ * communicator over the MPI world (one GPU per rank), or, in one process,
+ * one communicator per visible GPU (ncclCommInitAll) driven inside
+ * cucomm_group_start/end; the only other NCCL user of the tree is none.
+ *
+ * What it doesn't: context parallel, NCCL's non-blocking
+ * (config.blocking = 0) mode.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
@@ -30,7 +35,7 @@
 #include "cuplan.h"
 #include "dist.h"
 
-typedef enum { CC_TP, CC_DP, CC_EMB, CC_GROUPS } CuGroup;
+typedef enum { CC_TP, CC_DP, CC_EMB, CC_WORLD, CC_GROUPS } CuGroup;   // CC_WORLD: calibration only
 typedef enum { CC_F32, CC_BF16 } CuType;
 typedef enum { CC_SUM, CC_MAX } CuOp;
 
@@ -46,6 +51,18 @@ int cucomm_available(void);
 CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen);
 void cucomm_free(CuComm *c);
 
+/* Calibration. The MPI world as group CC_WORLD on the current device
+ * (collective); or one process over devices 0..n-1, comms[d] on device d
+ * (CC_WORLD of n, rank d). NULL / -1 with err without NCCL. */
+CuComm *cucomm_init_world(char *err, int errlen);
+int cucomm_init_local(int n, CuComm **comms, char *err, int errlen);
+/* Bracket the calls of one process that drives several GPUs, or a send
+ * and a receive issued together (ncclGroupStart/End). */
+void cucomm_group_start(void);
+void cucomm_group_end(void);
+/* This rank's index in group g (0 when it has no communicator). */
+int cucomm_rank(const CuComm *c, CuGroup g);
+
 /* Ranks in group g (1 when it has no communicator). */
 int cucomm_size(const CuComm *c, CuGroup g);
 /* The communication stream (DP buckets, ZeRO-1). */
@@ -53,6 +70,9 @@ cudaStream_t cucomm_stream(const CuComm *c);
 
 /* Collectives on st; no-ops for a group of one. n counts elements. */
 void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op, cudaStream_t st);
+/* Out of place: in (n) summed over the group into out (n). */
+void cucomm_allreduce_to(CuComm *c, CuGroup g, const void *in, void *out, size_t n, CuType t, CuOp op,
+                         cudaStream_t st);
 /* In place: buf holds size·n_each elements; this rank's reduced part lands
  * at buf + rank·n_each. */
 void cucomm_reduce_scatter(CuComm *c, CuGroup g, void *buf, size_t n_each, CuType t, cudaStream_t st);
@@ -71,5 +91,8 @@ void cucomm_allgather_from(CuComm *c, CuGroup g, const void *in, void *out, size
  * exist and be a send (cucomm_send) or a receive (cucomm_recv) link. */
 void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st);
 void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st);
+/* Point-to-point with rank `peer` of group g (calibration's send/recv). */
+void cucomm_send_peer(CuComm *c, CuGroup g, int peer, const void *buf, size_t n, CuType t, cudaStream_t st);
+void cucomm_recv_peer(CuComm *c, CuGroup g, int peer, void *buf, size_t n, CuType t, cudaStream_t st);
 
 #endif

@@ -14,6 +14,36 @@ CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
 }
 
 void cucomm_free(CuComm *c) { (void)c; }
+
+CuComm *cucomm_init_world(char *err, int errlen)
+{
+    snprintf(err, errlen, "this build has no NCCL: run calibrate --backend cuda as one process");
+    return NULL;
+}
+
+int cucomm_init_local(int n, CuComm **comms, char *err, int errlen)
+{
+    (void)n, (void)comms;
+    snprintf(err, errlen, "this build has no NCCL: no collectives between GPUs");
+    return -1;
+}
+
+void cucomm_group_start(void) {}
+void cucomm_group_end(void) {}
+int cucomm_rank(const CuComm *c, CuGroup g) { (void)c, (void)g; return 0; }
+void cucomm_allreduce_to(CuComm *c, CuGroup g, const void *in, void *out, size_t n, CuType t, CuOp op,
+                         cudaStream_t st)
+{
+    (void)c, (void)g, (void)in, (void)out, (void)n, (void)t, (void)op, (void)st;
+}
+void cucomm_send_peer(CuComm *c, CuGroup g, int peer, const void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    (void)c, (void)g, (void)peer, (void)buf, (void)n, (void)t, (void)st;
+}
+void cucomm_recv_peer(CuComm *c, CuGroup g, int peer, void *buf, size_t n, CuType t, cudaStream_t st)
+{
+    (void)c, (void)g, (void)peer, (void)buf, (void)n, (void)t, (void)st;
+}
 int cucomm_size(const CuComm *c, CuGroup g) { (void)c, (void)g; return 1; }
 cudaStream_t cucomm_stream(const CuComm *c) { (void)c; return NULL; }
 void cucomm_allreduce(CuComm *c, CuGroup g, void *x, size_t n, CuType t, CuOp op, cudaStream_t st)

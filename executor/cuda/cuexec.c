@@ -143,7 +143,7 @@ static int dev_alloc(CuExec *e, ExecMem k, size_t bytes, char *err, int errlen)
         cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        FAIL("not enough device memory for %s: %.2f GiB asked, %.2f GiB free of %.2f", exec_mem_name(k),
+        FAIL("not enough device memory for %s: %.2f GiB asked, %.2f GiB free of %.2f", runfile_mem_name(k),
              bytes / 1073741824.0, fr / 1073741824.0, tot / 1073741824.0);
     }
     e->mem[k] = (double)bytes;

@@ -1,8 +1,7 @@
-/* fuzz_run_json.c — run.json (ultraplan.run/1) as the TUI's --follow reads
- * it (tui/follow.c: follow_parse), twice in a row as a growing file is.
- *
- * `compare` has its own reader in cli/cmd_compare.c; it is not a library
- * function yet, so it is fuzzed through nothing here (see FUZZING.md).
+/* fuzz_run_json.c — run.json (ultraplan.run/1) through its one reader
+ * (executor/runfile.c: runfile_parse, what `compare` reads with), directly
+ * and as the TUI's --follow view of it (tui/follow.c: follow_parse), twice
+ * in a row as a growing file is.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +10,7 @@
 
 #include "common.h"
 #include "follow.h"
+#include "runfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -18,6 +18,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     char *text = fz_strndup(data, size);
     static TuiRun run;
+    RunDoc d;
+    char err[256];
+    if (runfile_parse(text, &d, err, sizeof err) != 0 && !err[0]) {
+        fprintf(stderr, "fuzz_run_json: runfile_parse refused without a reason\n");
+        abort();
+    }
+    if (d.nsteps < 0 || d.nmem < 0 || (d.nsteps && !d.steps) || (d.nmem && !d.mem))
+        abort();
+    runfile_free(&d);
     follow_init(&run, "run.json");
     for (int pass = 0; pass < 2; pass++) {
         int prev = run.n;

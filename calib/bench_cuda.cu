@@ -1,5 +1,5 @@
-/* calibrate_cuda.cu — copy, GEMM, attention and NCCL sweeps into a
- * HwProfile (see calibrate_cuda.h). Timed with CUDA events on random
+/* bench_cuda.cu — copy, GEMM and attention sweeps into a HwProfile (see
+ * bench_cuda.h; the NCCL sweeps are bench_cuda_run.c's, over cucomm). Timed with CUDA events on random
  * inputs, never zeros (a GEMM on zeros runs faster than on real data).
  *
  * GEMM and attention are measured in the steady, power-limited state a
@@ -19,10 +19,7 @@
 #include <string.h>
 #include <algorithm>
 #include "common.cuh"
-#include "calibrate_cuda.h"
-#ifdef KC_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "bench_cuda.h"
 
 __global__ void fill_random_kernel(bf16 *x, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -86,7 +83,7 @@ static void warm_up(F fn, double flops, FILE *log, const char *what) {
 
 /* "  SM N MHz, W W" from the caller's probe into buf, or "" without one or
  * when it knows neither figure (no NVML) */
-static const char *gpu_state(const KcCalibOpts *opt, char *buf, size_t n) {
+static const char *gpu_state(const BenchCudaOpts *opt, char *buf, size_t n) {
     int mhz = -1;
     double watts = -1;
     if (opt->probe) opt->probe(opt->probe_ctx, &mhz, &watts);
@@ -96,7 +93,7 @@ static const char *gpu_state(const KcCalibOpts *opt, char *buf, size_t n) {
 }
 
 /* "gpu    WHEN:  SM N MHz, W W" when the probe knows */
-static void log_gpu(const KcCalibOpts *opt, const char *when) {
+static void log_gpu(const BenchCudaOpts *opt, const char *when) {
     char buf[64];
     const char *st = opt->log ? gpu_state(opt, buf, sizeof buf) : "";
     if (st[0]) logf_(opt->log, "gpu    %s:%s\n", when, st);
@@ -120,7 +117,7 @@ static void make_curve(EffCurve *c, EffPoint *pt, int n) {
     }
 }
 
-static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt) {
+static void sweep_gemm(HwProfile *hw, BenchCudaReport *rep, const BenchCudaOpts *opt) {
     FILE *log = opt->log;
     // (BT, C, OC) as kc_matmul_fwd takes them: squares, then the four
     // GEMMs of a layer at h = 2048, 4096, 8192 with 8192 tokens
@@ -180,7 +177,7 @@ static void sweep_gemm(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt
  * memory-bound pass over a run's activations does. One hot pair measured
  * the L2 instead: 16 MiB each way fit the H200's and came out above the HBM
  * peak (clamped to 1, then 0.81 at the next size). */
-static void sweep_copy(HwProfile *hw, KcCalibReport *rep, FILE *log, size_t l2) {
+static void sweep_copy(HwProfile *hw, BenchCudaReport *rep, FILE *log, size_t l2) {
     static const double sizes[] = {1 << 16, 1 << 20, 1 << 24, 1 << 26, 1 << 28, 1 << 30};
     enum { NS = sizeof sizes / sizeof sizes[0] };
     char *src, *dst;
@@ -209,7 +206,7 @@ static void sweep_copy(HwProfile *hw, KcCalibReport *rep, FILE *log, size_t l2) 
     cudaFree(src); cudaFree(dst);
 }
 
-static void sweep_attention(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts *opt) {
+static void sweep_attention(HwProfile *hw, BenchCudaReport *rep, const BenchCudaOpts *opt) {
     FILE *log = opt->log;
     static const int shapes[][3] = {{1, 512, 16}, {1, 1024, 16}, {1, 2048, 16},
                                     {4, 2048, 16}, {1, 4096, 32}, {2, 8192, 32}};   // B, T, NH
@@ -241,94 +238,9 @@ static void sweep_attention(HwProfile *hw, KcCalibReport *rep, const KcCalibOpts
     cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse);
 }
 
-#ifdef KC_HAVE_NCCL
-#define CHECK_NCCL(call) do { ncclResult_t r_ = (call); \
-    if (r_ != ncclSuccess) kc_fail(#call, ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
-
-/* one process drives every GPU: ncclCommInitAll, grouped calls */
-static void sweep_nccl(HwProfile *hw, KcCalibReport *rep, FILE *log, int n) {
-    ncclComm_t *comm = (ncclComm_t *)calloc(n, sizeof *comm);
-    cudaStream_t *st = (cudaStream_t *)calloc(n, sizeof *st);
-    void **sb = (void **)calloc(n, sizeof *sb), **rb = (void **)calloc(n, sizeof *rb);
-    size_t maxb = (size_t)1 << 30;
-    CHECK_NCCL(ncclCommInitAll(comm, n, NULL));
-    for (int d = 0; d < n; d++) {
-        CHECK_CUDA(cudaSetDevice(d));
-        CHECK_CUDA(cudaStreamCreate(&st[d]));
-        CHECK_CUDA(cudaMalloc(&sb[d], maxb));
-        CHECK_CUDA(cudaMalloc(&rb[d], maxb * n));   // all-gather output
-        fill_random((bf16 *)sb[d], maxb / 2, 7 + d);
-    }
-    CHECK_CUDA(cudaSetDevice(0));
-    cudaEvent_t e0, e1;
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
-    auto timed = [&](int kind, size_t bytes) {
-        size_t cnt = bytes / 2;   // bf16 elements
-        auto once = [&] {
-            CHECK_NCCL(ncclGroupStart());
-            for (int d = 0; d < n; d++) {
-                switch (kind) {
-                case 0: CHECK_NCCL(ncclAllReduce(sb[d], rb[d], cnt, ncclBfloat16, ncclSum, comm[d], st[d])); break;
-                case 1: CHECK_NCCL(ncclAllGather(sb[d], rb[d], cnt / n, ncclBfloat16, comm[d], st[d])); break;
-                case 2: CHECK_NCCL(ncclReduceScatter(sb[d], rb[d], cnt / n, ncclBfloat16, ncclSum, comm[d], st[d])); break;
-                case 3:
-                    if (d == 0) CHECK_NCCL(ncclSend(sb[0], cnt, ncclBfloat16, 1, comm[0], st[0]));
-                    if (d == 1) CHECK_NCCL(ncclRecv(rb[1], cnt, ncclBfloat16, 0, comm[1], st[1]));
-                    break;
-                }
-            }
-            CHECK_NCCL(ncclGroupEnd());
-        };
-        for (int i = 0; i < 3; i++) once();
-        for (int d = 0; d < n; d++) { CHECK_CUDA(cudaSetDevice(d)); CHECK_CUDA(cudaStreamSynchronize(st[d])); }
-        CHECK_CUDA(cudaSetDevice(0));
-        int reps = bytes >= ((size_t)1 << 28) ? 5 : 20;
-        CHECK_CUDA(cudaEventRecord(e0, st[0]));
-        for (int i = 0; i < reps; i++) once();
-        for (int d = 0; d < n; d++) { CHECK_CUDA(cudaSetDevice(d)); CHECK_CUDA(cudaStreamSynchronize(st[d])); }
-        CHECK_CUDA(cudaSetDevice(0));
-        CHECK_CUDA(cudaEventRecord(e1, st[0]));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        float ms = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        return ms * 1e-3 / reps;
-    };
-    double f = (double)(n - 1) / n;
-    rep->nccl_n = KC_NCCL_SIZES;
-    double t_small = 0;
-    for (int i = 0; i < KC_NCCL_SIZES; i++) {
-        size_t bytes = ((size_t)1 << 16) << (2 * i);   // 64 KiB .. 1 GiB
-        if (bytes > maxb) bytes = maxb;
-        rep->nccl_bytes[i] = (double)bytes;
-        double ta = timed(0, bytes), tg = timed(1, bytes), tr = timed(2, bytes), ts = timed(3, bytes);
-        if (i == 0) t_small = ta;
-        rep->allreduce_busbw[i] = 2 * f * bytes / ta;
-        rep->allgather_busbw[i] = f * bytes / tg;
-        rep->reducescatter_busbw[i] = f * bytes / tr;
-        rep->sendrecv_bw[i] = bytes / ts;
-        logf_(log, "nccl   %10zu B  all-reduce %6.1f  all-gather %6.1f  reduce-scatter %6.1f  send-recv %6.1f GB/s\n",
-              bytes, rep->allreduce_busbw[i] / 1e9, rep->allgather_busbw[i] / 1e9,
-              rep->reducescatter_busbw[i] / 1e9, rep->sendrecv_bw[i] / 1e9);
-    }
-    hw->intra.bw = rep->allreduce_busbw[KC_NCCL_SIZES - 1];
-    hw->intra.lat = t_small / (2.0 * (n - 1));   // α of a 2(n−1)-step ring at 64 KiB
-    hw->gpus_per_node = n;
-    for (int d = 0; d < n; d++) {
-        CHECK_CUDA(cudaSetDevice(d));
-        cudaFree(sb[d]); cudaFree(rb[d]);
-        cudaStreamDestroy(st[d]);
-        ncclCommDestroy(comm[d]);
-    }
-    CHECK_CUDA(cudaSetDevice(0));
-    cudaEventDestroy(e0); cudaEventDestroy(e1);
-    free(comm); free(st); free(sb); free(rb);
-}
-#endif
-
-int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, const KcCalibOpts *opt, char *err, int errlen) {
+int bench_cuda_measure(HwProfile *hw, BenchCudaReport *rep_out, const BenchCudaOpts *opt, char *err, int errlen) {
     FILE *log = opt->log;
-    KcCalibReport rep;
+    BenchCudaReport rep;
     memset(&rep, 0, sizeof rep);
     rep.ngpus = kc_device_count();
     if (rep.ngpus == 0) {
@@ -357,115 +269,13 @@ int kc_calibrate_opts(HwProfile *hw, KcCalibReport *rep_out, const KcCalibOpts *
     sweep_gemm(hw, &rep, opt);
     sweep_attention(hw, &rep, opt);
     log_gpu(opt, "after the GEMM and attention sweeps");
-#ifdef KC_HAVE_NCCL
-    if (rep.ngpus > 1 && opt->nccl_in_process) sweep_nccl(hw, &rep, log, rep.ngpus);
-#endif
     if (hw->gpus_per_node < 1) hw->gpus_per_node = rep.ngpus;
     CHECK_CUDA(cudaDeviceSynchronize());
     if (rep_out) *rep_out = rep;
     return 0;
 }
 
-int kc_calibrate_report(HwProfile *hw, KcCalibReport *rep, FILE *log, char *err, int errlen) {
-    KcCalibOpts opt = {log, 1, NULL, NULL};
-    return kc_calibrate_opts(hw, rep, &opt, err, errlen);
+int bench_cuda_measure_log(HwProfile *hw, BenchCudaReport *rep, FILE *log, char *err, int errlen) {
+    BenchCudaOpts opt = {log, NULL, NULL};
+    return bench_cuda_measure(hw, rep, &opt, err, errlen);
 }
-
-int kc_calibrate(HwProfile *hw, char *err, int errlen) {
-    return kc_calibrate_report(hw, NULL, NULL, err, errlen);
-}
-
-/* ---- NCCL across processes ---------------------------------------------------- */
-
-#ifdef KC_HAVE_NCCL
-static_assert(sizeof(ncclUniqueId) == KC_NCCL_ID_BYTES, "KC_NCCL_ID_BYTES is NCCL's id size");
-
-struct KcNccl {
-    ncclComm_t comm;
-    int rank, world;
-    cudaStream_t st;
-    void *sb, *rb;     // send and receive buffers, KC_NCCL_MAX bytes each
-    cudaEvent_t e0, e1;
-};
-static const size_t KC_NCCL_MAX = (size_t)1 << 30;
-
-int kc_nccl_available(void) { return 1; }
-
-int kc_nccl_unique_id(void *id) {
-    CHECK_NCCL(ncclGetUniqueId((ncclUniqueId *)id));
-    return 0;
-}
-
-KcNccl *kc_nccl_open(const void *id, int rank, int world, int device) {
-    KcNccl *k = (KcNccl *)calloc(1, sizeof *k);
-    if (!k) kc_fail("calloc", "out of host memory", __FILE__, __LINE__);
-    k->rank = rank, k->world = world;
-    CHECK_CUDA(cudaSetDevice(device));
-    ncclUniqueId uid;
-    memcpy(&uid, id, sizeof uid);
-    CHECK_NCCL(ncclCommInitRank(&k->comm, world, uid, rank));
-    CHECK_CUDA(cudaStreamCreateWithFlags(&k->st, cudaStreamNonBlocking));
-    CHECK_CUDA(cudaMalloc(&k->sb, KC_NCCL_MAX));
-    CHECK_CUDA(cudaMalloc(&k->rb, KC_NCCL_MAX));
-    fill_random((bf16 *)k->sb, KC_NCCL_MAX / 2, 11 + rank);
-    CHECK_CUDA(cudaEventCreate(&k->e0));
-    CHECK_CUDA(cudaEventCreate(&k->e1));
-    CHECK_CUDA(cudaDeviceSynchronize());
-    return k;
-}
-
-static void nccl_once(KcNccl *k, int kind, size_t bytes) {
-    size_t cnt = bytes / 4, part = cnt / k->world;   // fp32 elements: the whole buffer, one rank's part
-    switch (kind) {
-    case 0: CHECK_NCCL(ncclAllReduce(k->sb, k->rb, cnt, ncclFloat32, ncclSum, k->comm, k->st)); break;
-    case 1: CHECK_NCCL(ncclReduceScatter(k->sb, k->rb, part, ncclFloat32, ncclSum, k->comm, k->st)); break;
-    case 2: CHECK_NCCL(ncclAllGather(k->sb, k->rb, part, ncclFloat32, k->comm, k->st)); break;
-    default:
-        CHECK_NCCL(ncclGroupStart());
-        if (k->rank == 0) CHECK_NCCL(ncclSend(k->sb, cnt, ncclFloat32, 1, k->comm, k->st));
-        if (k->rank == 1) CHECK_NCCL(ncclRecv(k->rb, cnt, ncclFloat32, 0, k->comm, k->st));
-        CHECK_NCCL(ncclGroupEnd());
-    }
-}
-
-double kc_nccl_time(KcNccl *k, int kind, size_t bytes, int reps) {
-    enum { BATCHES = 5 };
-    bytes = std::min(bytes, KC_NCCL_MAX);
-    for (int i = 0; i < 3; i++) nccl_once(k, kind, bytes);
-    CHECK_CUDA(cudaStreamSynchronize(k->st));
-    double t[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
-        CHECK_CUDA(cudaEventRecord(k->e0, k->st));
-        for (int i = 0; i < reps; i++) nccl_once(k, kind, bytes);
-        CHECK_CUDA(cudaEventRecord(k->e1, k->st));
-        CHECK_CUDA(cudaEventSynchronize(k->e1));
-        float ms = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, k->e0, k->e1));
-        t[b] = ms * 1e-3 / reps;
-    }
-    std::sort(t, t + BATCHES);
-    return t[BATCHES / 2];
-}
-
-void kc_nccl_close(KcNccl *k) {
-    if (!k) return;
-    cudaStreamSynchronize(k->st);
-    cudaFree(k->sb); cudaFree(k->rb);
-    cudaEventDestroy(k->e0); cudaEventDestroy(k->e1);
-    cudaStreamDestroy(k->st);
-    ncclCommDestroy(k->comm);
-    free(k);
-}
-#else
-int kc_nccl_available(void) { return 0; }
-int kc_nccl_unique_id(void *id) { (void)id; return -1; }
-KcNccl *kc_nccl_open(const void *id, int rank, int world, int device) {
-    (void)id, (void)rank, (void)world, (void)device;
-    return NULL;
-}
-double kc_nccl_time(KcNccl *k, int kind, size_t bytes, int reps) {
-    (void)k, (void)kind, (void)bytes, (void)reps;
-    return 0;
-}
-void kc_nccl_close(KcNccl *k) { (void)k; }
-#endif

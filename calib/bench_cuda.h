@@ -1,0 +1,87 @@
+/* bench_cuda.h — measure this machine's GPUs into a HwProfile, for
+ * `[mpirun -np N] ultraplan calibrate --backend cuda` (in the CUDA module;
+ * cli/cmd_calibrate.c parses the command).
+ *
+ * bench_cuda_measure (bench_cuda.cu) starts from the profile it is given (a
+ * builtin such as "h200", or zeros) and overwrites only what it measures on
+ * GPU 0:
+ *   peak[bf16]   kept when given (datasheet); else the best GEMM measured
+ *   hbm_bytes    the device's total memory
+ *   hbm_bw       kept when given; else the best device-to-device copy
+ *   gemm_eff     cuBLASLt bf16 GEMMs, square and transformer-shaped, as
+ *                achieved/peak[bf16] by FLOPs of one GEMM, in the steady,
+ *                power-limited state of a training run: after ~2 s of the
+ *                largest GEMM back to back, each point kept busy for
+ *                >= 100 ms (median of 5 batches queued back to back). A
+ *                cool GPU's bursts run at the full boost clock; under
+ *                sustained load an H200 sits at its ~700 W cap with the SM
+ *                clock ~25 % lower (see bench_cuda.cu)
+ *   mem_eff      device-to-device copies, achieved/hbm_bw by bytes moved
+ *                (read + write), each from a ring of buffers twice the L2
+ *                so that it measures HBM
+ *   attn_eff     kc_attention_fwd, causal FLOPs (4·B·T²·NH·HS/2) over time,
+ *                as a fraction of peak[bf16]; timed like the GEMMs, right
+ *                after them (copies run first, before the warm-up)
+ *   eff_ref_peak, eff_ref_hbm_bw  0: the curves above are this GPU's
+ *                (hw_curves_local restates any it doesn't replace)
+ * Needs a GPU: returns -1 with err filled when there is none. Takes about
+ * 6 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point).
+ *
+ * bench_cuda_calibrate (bench_cuda_run.c) is the whole command: those
+ * sweeps on rank 0's GPU, then with 2+ GPUs the NCCL sweep (all-reduce,
+ * all-gather, reduce-scatter by bus bandwidth, nccl-tests' convention, and
+ * send/recv between GPUs 0 and 1 by size) through executor/cuda/cucomm.h,
+ * the one NCCL wrapper: in one process over every visible GPU, or under
+ * mpirun one GPU per rank, giving intra.bw (all-reduce bus bandwidth at the
+ * largest size; inter across nodes), intra.lat (the smallest all-reduce's
+ * time per ring hop), gpus_per_node, and under mpirun coll_lat and coll_eff
+ * (bench_fit_colls). What it doesn't: failure rates, storage, overheads.
+ */
+#ifndef ULTRAPLAN_CALIB_BENCH_CUDA_H
+#define ULTRAPLAN_CALIB_BENCH_CUDA_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "hw.h"   // plain C, no extern "C" of its own
+
+#define BENCH_NCCL_SIZES 8
+
+typedef struct {
+    char device[96];          // cudaDeviceProp.name
+    int ngpus;                // devices visible
+    double gemm_best;         // FLOP/s, best bf16 GEMM of the sweep
+    double copy_bw;           // bytes/s (read + write), best device copy
+    double attn_best;         // FLOP/s, best kc_attention_fwd
+    int nccl_n;               // sizes measured below, 0 without NCCL or 1 GPU
+    double nccl_bytes[BENCH_NCCL_SIZES];       // message bytes per rank
+    double allreduce_busbw[BENCH_NCCL_SIZES];  // bytes/s, nccl-tests' busbw
+    double allgather_busbw[BENCH_NCCL_SIZES];
+    double reducescatter_busbw[BENCH_NCCL_SIZES];
+    double sendrecv_bw[BENCH_NCCL_SIZES];      // bytes/s, GPU 0 → 1
+} BenchCudaReport;
+
+typedef struct {
+    FILE *log;             // one line per measurement; NULL: quiet
+    /* Nullable: GPU 0's SM clock (MHz) and board power (W) now, -1 where
+     * unknown, logged before and after the warm-up, after each GEMM and
+     * attention point and after the sweeps (NVML: executor/cuda/cunvml.h). */
+    void (*probe)(void *ctx, int *sm_mhz, double *watts);
+    void *probe_ctx;       // passed to probe
+} BenchCudaOpts;
+
+/* The copy, GEMM and attention sweeps on GPU 0 into hw and rep (nullable). */
+int bench_cuda_measure(HwProfile *hw, BenchCudaReport *rep, const BenchCudaOpts *opt, char *err, int errlen);
+/* The same, logging to log (nullable), no probe. */
+int bench_cuda_measure_log(HwProfile *hw, BenchCudaReport *rep, FILE *log, char *err, int errlen);
+
+/* calibrate --backend cuda under MPI (up already): the exit status, the
+ * same on every rank; rank 0 writes the profile to out and prints. */
+int bench_cuda_calibrate(const char *out, int rank, int world);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
