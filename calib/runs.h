@@ -36,8 +36,8 @@
  * skipped; a UTF-8 byte-order mark, CRLF line ends, spaces around fields and
  * one pair of double quotes around a field are accepted (spreadsheet
  * exports); a field cannot contain a comma. The columns of both formats are
- * one table in runs.c (name, vTrain header, required, and the field each
- * fills).
+ * one table in runs.c (cols[]: name, vTrain header, required), and one
+ * function there (set_field) fills the row from a column's text.
  */
 #ifndef ULTRAPLAN_CALIB_RUNS_H
 #define ULTRAPLAN_CALIB_RUNS_H
