@@ -10,13 +10,16 @@
 #include <strings.h>
 
 #include "fileio.h"
+#include "knobs.h"
+#include "scenario.h"
 /* ---- columns -------------------------------------------------------------- */
 
+/* A column is either a knob of the knob table (scenario/knobs.h: its `csv`
+ * name; parsed and range-checked by the table) or one of the columns below,
+ * which describe the measurement and the cluster rather than the layout. */
 typedef enum {
-    C_PARAMS_B, C_GPUS, C_GBS, C_MBS, C_HIDDEN, C_HEADS, C_LAYERS, C_SEQ, C_TP, C_DP, C_PP, C_TIME_MS,
-    C_KV_HEADS, C_HEAD_DIM, C_FFN, C_VOCAB, C_MLP, C_NORM, C_POS, C_BIAS, C_TIED, C_DROPOUT, C_SP,
-    C_FLASH, C_RECOMPUTE, C_ZERO, C_PRECISION, C_GRAD_FP32, C_VP, C_CP, C_GPN, C_INTRA_BW, C_INTER_BW,
-    C_DP_OVERLAP, C_TP_OVERLAP, C_TOK_S_GPU, C_LABEL, C_COUNT
+    C_PARAMS_B, C_GPUS, C_TIME_MS, C_GPN, C_INTRA_BW, C_INTER_BW, C_DP_OVERLAP, C_TP_OVERLAP, C_TOK_S_GPU,
+    C_LABEL, C_COUNT
 } Col;
 
 typedef struct {
@@ -28,34 +31,7 @@ typedef struct {
 static const ColDesc cols[] = {
     [C_PARAMS_B] = {"params_b", "Parameters (billion)", false},
     [C_GPUS] = {"gpus", "# GPUs", false},
-    [C_GBS] = {"gbs", "global batch", true},
-    [C_MBS] = {"mbs", "micro batch", true},
-    [C_HIDDEN] = {"hidden", "hidden size", true},
-    [C_HEADS] = {"heads", "attention heads", true},
-    [C_LAYERS] = {"layers", "# layers", true},
-    [C_SEQ] = {"seq", "sequence length", true},
-    [C_TP] = {"tp", "tensor parallelism", true},
-    [C_DP] = {"dp", "data parallelism", true},
-    [C_PP] = {"pp", "pipeline parallelism", true},
     [C_TIME_MS] = {"time_ms", "iteration time (ms)", true},   // or tokens_per_s_gpu
-    [C_KV_HEADS] = {"kv_heads", NULL, false},
-    [C_HEAD_DIM] = {"head_dim", NULL, false},
-    [C_FFN] = {"ffn", NULL, false},
-    [C_VOCAB] = {"vocab", NULL, false},
-    [C_MLP] = {"mlp", NULL, false},
-    [C_NORM] = {"norm", NULL, false},
-    [C_POS] = {"pos", NULL, false},
-    [C_BIAS] = {"bias", NULL, false},
-    [C_TIED] = {"tied", NULL, false},
-    [C_DROPOUT] = {"dropout", NULL, false},
-    [C_SP] = {"sp", NULL, false},
-    [C_FLASH] = {"flash", NULL, false},
-    [C_RECOMPUTE] = {"recompute", NULL, false},
-    [C_ZERO] = {"zero", NULL, false},
-    [C_PRECISION] = {"precision", NULL, false},
-    [C_GRAD_FP32] = {"grad_fp32", NULL, false},
-    [C_VP] = {"vp", NULL, false},
-    [C_CP] = {"cp", NULL, false},
     [C_GPN] = {"gpus_per_node", NULL, false},
     [C_INTRA_BW] = {"intra_bw_gbs", NULL, false},
     [C_INTER_BW] = {"inter_bw_gbs", NULL, false},
@@ -65,6 +41,22 @@ static const ColDesc cols[] = {
     [C_LABEL] = {"label", NULL, false},
 };
 _Static_assert(sizeof cols / sizeof cols[0] == C_COUNT, "one descriptor per column");
+
+/* Knob columns every row of the ultraplan format gives. */
+static const KnobSet required_knobs = KNOB_BIT(K_GBS) | KNOB_BIT(K_MBS) | KNOB_BIT(K_HIDDEN) | KNOB_BIT(K_HEADS) |
+                                      KNOB_BIT(K_LAYERS) | KNOB_BIT(K_SEQ) | KNOB_BIT(K_TP) | KNOB_BIT(K_DP) |
+                                      KNOB_BIT(K_PP);
+
+/* vTrain's header names for knob columns (all of them required there). */
+static const struct { const char *vtrain; KnobId knob; } vtrain_knobs[] = {
+    {"global batch", K_GBS},           {"micro batch", K_MBS},          {"hidden size", K_HIDDEN},
+    {"attention heads", K_HEADS},      {"# layers", K_LAYERS},          {"sequence length", K_SEQ},
+    {"tensor parallelism", K_TP},      {"data parallelism", K_DP},      {"pipeline parallelism", K_PP},
+};
+#define N_VTRAIN_KNOBS ((int)(sizeof vtrain_knobs / sizeof *vtrain_knobs))
+
+/* map[] entries: an own column c, or COL_KNOB + KnobId */
+#define COL_KNOB 1000
 
 #define MAX_FIELDS 64
 
@@ -147,17 +139,6 @@ static int get_pos(const Where *w, int col, const char *name, const char *s, dou
     return 0;
 }
 
-static int get_bool(const Where *w, int col, const char *name, const char *s, bool *out)
-{
-    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
-        *out = true;
-    else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
-        *out = false;
-    else
-        return bad(w, col, name, "0 or 1", s);
-    return 0;
-}
-
 /* Defaults of a row before its columns are read. */
 static void row_defaults(RunRow *r, RunsFormat fmt)
 {
@@ -189,60 +170,44 @@ static void row_defaults(RunRow *r, RunsFormat fmt)
     }
 }
 
-/* One field into the row. */
-static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s, bool *sp_given)
+/* A knob column into the row, through the knob table. */
+static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const char *s)
 {
-    ModelSpec *m = &r->model;
-    Layout *lo = &r->layout;
+    char who[160];
+    snprintf(who, sizeof who, "%s:%d: column %d (\"%s\")", w->origin, w->line, col + 1, k->csv);
+    int v;
+    if (k->type == KNOB_BOOL && (!strcasecmp(s, "yes") || !strcasecmp(s, "no")))
+        v = !strcasecmp(s, "yes");
+    else if (knob_parse(k, s, &v, who, w->err, w->errlen) != 0)
+        return -1;
+    if (k->type == KNOB_INT && v > 1000000000)
+        return bad(w, col, k->csv, "a whole number up to 1e9", s);
+    if (k->group == KNOB_MODEL) {
+        knob_set_int(k, &r->model, v);
+    } else if (k->group == KNOB_LAYOUT) {
+        knob_set_int(k, &r->layout, v);
+    } else {   /* the scenario's knobs: the uniform recomputation */
+        Scenario sc = {.recompute = r->recompute};
+        knob_set_int(k, &sc, v);
+        r->recompute = sc.recompute;
+    }
+    return 0;
+}
+
+/* One of the own columns into the row. */
+static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s)
+{
     const char *nm = cols[c].name;
     double v;
     switch (c) {
     case C_PARAMS_B: return get_pos(w, col, nm, s, &r->params_b);
     case C_GPUS: return get_int(w, col, nm, s, 1, &r->gpus);
-    case C_GBS: return get_int(w, col, nm, s, 1, &lo->gbs);
-    case C_MBS: return get_int(w, col, nm, s, 1, &lo->mbs);
-    case C_HIDDEN: return get_int(w, col, nm, s, 1, &m->h);
-    case C_HEADS: return get_int(w, col, nm, s, 1, &m->a);
-    case C_LAYERS: return get_int(w, col, nm, s, 1, &m->L);
-    case C_SEQ: return get_int(w, col, nm, s, 1, &m->s);
-    case C_TP: return get_int(w, col, nm, s, 1, &lo->tp);
-    case C_DP: return get_int(w, col, nm, s, 1, &lo->dp);
-    case C_PP: return get_int(w, col, nm, s, 1, &lo->pp);
     case C_TIME_MS:
         if (get_pos(w, col, nm, s, &v))
             return -1;
         r->measured_s = v / 1e3;
         return 0;
     case C_TOK_S_GPU: return get_pos(w, col, nm, s, &r->tok_s_gpu);
-    case C_KV_HEADS: return get_int(w, col, nm, s, 1, &m->g);
-    case C_HEAD_DIM: return get_int(w, col, nm, s, 1, &m->d_head);
-    case C_FFN: return get_int(w, col, nm, s, 1, &m->f);
-    case C_VOCAB: return get_int(w, col, nm, s, 1, &m->vocab);
-    case C_MLP: return spec_parse_mlp(s, &m->mlp) ? bad(w, col, nm, "gelu or swiglu", s) : 0;
-    case C_NORM: return spec_parse_norm(s, &m->norm) ? bad(w, col, nm, "layernorm or rmsnorm", s) : 0;
-    case C_POS: return spec_parse_pos(s, &m->pos) ? bad(w, col, nm, "learned or rope", s) : 0;
-    case C_BIAS: return get_bool(w, col, nm, s, &m->bias);
-    case C_TIED: return get_bool(w, col, nm, s, &m->tied);
-    case C_DROPOUT: return get_bool(w, col, nm, s, &m->dropout);
-    case C_SP: *sp_given = true; return get_bool(w, col, nm, s, &lo->sp);
-    case C_FLASH: return get_bool(w, col, nm, s, &lo->flash);
-    case C_GRAD_FP32: return get_bool(w, col, nm, s, &lo->grad_fp32);
-    case C_RECOMPUTE:
-        return spec_parse_recompute(s, &r->recompute) ? bad(w, col, nm, "none, selective or full", s) : 0;
-    case C_ZERO:
-        if (!strcasecmp(s, "distopt") || !strcasecmp(s, "dist-opt")) {
-            lo->opt = OPT_DISTOPT;
-            return 0;
-        }
-        if (!strcmp(s, "0") || !strcmp(s, "1") || !strcmp(s, "2") || !strcmp(s, "3")) {
-            lo->opt = (OptimShard)(OPT_ZERO0 + (s[0] - '0'));
-            return 0;
-        }
-        return bad(w, col, nm, "0, 1, 2, 3 or distopt", s);
-    case C_PRECISION:
-        return hw_parse_precision(s, &lo->prec) ? bad(w, col, nm, "fp32, bf16, fp16 or fp8", s) : 0;
-    case C_VP: return get_int(w, col, nm, s, 1, &lo->vp);
-    case C_CP: return get_int(w, col, nm, s, 1, &lo->cp);
     case C_GPN: return get_int(w, col, nm, s, 1, &r->gpus_per_node);
     case C_INTRA_BW:
     case C_INTER_BW:
@@ -262,6 +227,7 @@ static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s, b
     return 0;
 }
 
+/* An own column c, COL_KNOB + a knob's id, or -1. */
 static int find_col(const char *name, RunsFormat fmt)
 {
     for (int c = 0; c < C_COUNT; c++) {
@@ -269,7 +235,25 @@ static int find_col(const char *name, RunsFormat fmt)
         if (want && !strcasecmp(want, name))
             return c;
     }
-    return -1;
+    if (fmt == RUNS_FMT_VTRAIN) {
+        for (int i = 0; i < N_VTRAIN_KNOBS; i++)
+            if (!strcasecmp(vtrain_knobs[i].vtrain, name))
+                return COL_KNOB + vtrain_knobs[i].knob;
+        return -1;
+    }
+    const Knob *k = knob_by_csv(name);
+    return k ? COL_KNOB + (int)k->id : -1;
+}
+
+static const char *col_name(int c, RunsFormat fmt)
+{
+    if (c >= COL_KNOB) {
+        for (int i = 0; fmt == RUNS_FMT_VTRAIN && i < N_VTRAIN_KNOBS; i++)
+            if (COL_KNOB + (int)vtrain_knobs[i].knob == c)
+                return vtrain_knobs[i].vtrain;
+        return knob_get((KnobId)(c - COL_KNOB))->csv;
+    }
+    return fmt == RUNS_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
 }
 
 static int read_header(char *line, const Where *w, RunsFormat *fmt, int *map, int *nf)
@@ -285,6 +269,7 @@ static int read_header(char *line, const Where *w, RunsFormat *fmt, int *map, in
         if (!strcasecmp(f[i], cols[C_TIME_MS].vtrain))
             *fmt = RUNS_FMT_VTRAIN;
     bool seen[C_COUNT] = {false};
+    KnobSet seen_knobs = 0;
     for (int i = 0; i < n; i++) {
         int c = find_col(f[i], *fmt);
         if (c < 0) {
@@ -293,11 +278,17 @@ static int read_header(char *line, const Where *w, RunsFormat *fmt, int *map, in
                      *fmt == RUNS_FMT_VTRAIN ? "vTrain" : "ultraplan");
             return -1;
         }
-        if (seen[c]) {
+        bool *was = NULL, dummy = (c >= COL_KNOB && (seen_knobs & KNOB_BIT(c - COL_KNOB)));
+        if (c < COL_KNOB)
+            was = &seen[c];
+        if (was ? *was : dummy) {
             snprintf(w->err, w->errlen, "%s:%d: column %d: \"%.40s\" appears twice", w->origin, w->line, i + 1, f[i]);
             return -1;
         }
-        seen[c] = true;
+        if (was)
+            *was = true;
+        else
+            seen_knobs |= KNOB_BIT(c - COL_KNOB);
         map[i] = c;
     }
     /* the ultraplan format measures a run by its step time or by the tokens
@@ -309,10 +300,21 @@ static int read_header(char *line, const Where *w, RunsFormat *fmt, int *map, in
     }
     if (*fmt == RUNS_FMT_ULTRAPLAN && seen[C_TOK_S_GPU])
         seen[C_TIME_MS] = true;
-    for (int c = 0; c < C_COUNT; c++) {
-        bool need = *fmt == RUNS_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
-        if (need && !seen[c]) {
-            const char *nm = *fmt == RUNS_FMT_VTRAIN ? cols[c].vtrain : cols[c].name;
+    KnobSet need_knobs = required_knobs;
+    if (*fmt == RUNS_FMT_VTRAIN)
+        for (int i = 0; i < N_VTRAIN_KNOBS; i++)
+            need_knobs |= KNOB_BIT(vtrain_knobs[i].knob);
+    for (int c = 0; c < C_COUNT + KNOB_COUNT; c++) {
+        bool need, got;
+        if (c < C_COUNT) {
+            need = *fmt == RUNS_FMT_VTRAIN ? (cols[c].vtrain && c != C_PARAMS_B) : cols[c].required;
+            got = seen[c];
+        } else {
+            need = (need_knobs & KNOB_BIT(c - C_COUNT)) != 0;
+            got = (seen_knobs & KNOB_BIT(c - C_COUNT)) != 0;
+        }
+        if (need && !got) {
+            const char *nm = col_name(c < C_COUNT ? c : COL_KNOB + (c - C_COUNT), *fmt);
             if (*fmt == RUNS_FMT_ULTRAPLAN && !seen[C_TIME_MS])
                 snprintf(w->err, w->errlen, "%s:%d: header names neither the vTrain columns (\"iteration time "
                          "(ms)\", ...) nor the ultraplan ones (\"time_ms\" or \"tokens_per_s_gpu\", ...)",
@@ -352,9 +354,13 @@ static int read_row(char *line, const Where *w, RunsFormat fmt, const int *map, 
     row_defaults(r, fmt);
     r->line = w->line;
     bool sp_given = false;
-    for (int i = 0; i < n; i++)
-        if (set_field(w, r, (Col)map[i], i, f[i], &sp_given))
+    for (int i = 0; i < n; i++) {
+        int bad_field = map[i] >= COL_KNOB ? set_knob(w, r, knob_get((KnobId)(map[i] - COL_KNOB)), i, f[i])
+                                           : set_field(w, r, (Col)map[i], i, f[i]);
+        if (bad_field)
             return -1;
+        sp_given |= map[i] == COL_KNOB + K_SP;
+    }
     /* in 64 bits: each factor alone may be a valid int, their product not */
     long long g = (long long)r->layout.dp * r->layout.tp * r->layout.pp * r->layout.cp;
     if (g > 100000000LL) {

@@ -8,4 +8,4 @@ endif()
 add_library(up_calib STATIC ${CMAKE_CURRENT_LIST_DIR}/runs.c ${CMAKE_CURRENT_LIST_DIR}/stats.c
             ${CMAKE_CURRENT_LIST_DIR}/fit.c)
 target_include_directories(up_calib PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(up_calib PUBLIC up_model up_profiles up_util PkgConfig::CJSON GSL::gsl m)
+target_link_libraries(up_calib PUBLIC up_model up_profiles up_scenario up_util PkgConfig::CJSON GSL::gsl m)

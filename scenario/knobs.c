@@ -42,6 +42,8 @@ static int opt_parse(const char *s, int *v)
         return 0;
     }
     OptimShard o;
+    if (!strcasecmp(s, "dist-opt"))
+        s = "distopt";
     if (layout_parse_opt(s, &o) != 0)
         return -1;
     *v = (int)o;
@@ -89,7 +91,7 @@ static const Knob table[KNOB_COUNT] = {
                  .help = "attention (query) heads"},
     [K_KV_HEADS] = {K_KV_HEADS, "kv-heads", M(g), INT(1, BIG), .flag = "kv-heads", .json = "kv_heads",
                     .csv = "kv_heads", .help = "key/value heads (GQA; default = heads)"},
-    [K_HEAD_DIM] = {K_HEAD_DIM, "head-dim", M(d_head), INT(1, BIG), .flag = "head-dim", .json = "head_dim",
+    [K_HEAD_DIM] = {K_HEAD_DIM, "head-dim", M(d_head), INT(1, BIG), .flag = "head-dim", .json = "head_dim", .csv = "head_dim",
                     .json_value = head_dim_value, .help = "head dimension (default hidden/heads)"},
     [K_FFN] = {K_FFN, "ffn", M(f), INT(1, BIG), .flag = "ffn", .json = "ffn", .csv = "ffn",
                .help = "MLP hidden size (default 4h, or Llama's 8h/3 rounded for SwiGLU)"},
@@ -107,11 +109,11 @@ static const Knob table[KNOB_COUNT] = {
     [K_POS] = {K_POS, "pos", M(pos), ENUM(pos, 2), .flag = "pos", .arg = "learned|rope", .json = "pos",
                .csv = "pos", .help = "position embedding"},
     [K_BIAS] = {K_BIAS, "bias", M(bias), .type = KNOB_BOOL, .flag = "bias", .neg_flag = "no-bias",
-                .json = "bias", .custom_default = 0, .help = "linear biases (a custom shape: off)"},
-    [K_TIED] = {K_TIED, "tied", M(tied), .type = KNOB_BOOL, .flag = "tied", .neg_flag = "untied", .json = "tied",
+                .json = "bias", .csv = "bias", .custom_default = 0, .help = "linear biases (a custom shape: off)"},
+    [K_TIED] = {K_TIED, "tied", M(tied), .type = KNOB_BOOL, .flag = "tied", .neg_flag = "untied", .json = "tied", .csv = "tied",
                 .custom_default = 1, .help = "output layer shares the input embedding (a custom shape: tied)"},
     [K_DROPOUT] = {K_DROPOUT, "dropout", M(dropout), .type = KNOB_BOOL, .flag = "dropout",
-                   .neg_flag = "no-dropout", .json = "dropout", .help = "dropout masks (GPT-3 style)"},
+                   .neg_flag = "no-dropout", .json = "dropout", .csv = "dropout", .help = "dropout masks (GPT-3 style)"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,
@@ -141,7 +143,7 @@ static const Knob table[KNOB_COUNT] = {
                         .json_value = microbatches_value},
     [K_OPTIMIZER] = {K_OPTIMIZER, "optimizer", L(opt), ENUM(opt, 5), .flag = "zero", .arg = "0..3",
                      .expect = "0..3, zero0..zero3 or distopt", .neg_flag = "dist-opt", .alias_value = OPT_DISTOPT,
-                     .json = "optimizer", .csv = "optimizer", .fix = FIX_OPT,
+                     .json = "optimizer", .csv = "zero", .fix = FIX_OPT,
                      .help = "ZeRO stage (default 0), or --dist-opt: Megatron's distributed optimizer",
                      .tui_help = "zero0..3 or distopt", .tui_label = "ZeRO", .tui_row = 150, .tui_step = TUI_CYCLE},
     [K_PRECISION] = {K_PRECISION, "precision", L(prec), ENUM(prec, PREC_COUNT), .flag = "precision",
@@ -282,9 +284,10 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
         }
         return 0;
     case KNOB_BOOL:
-        if (!strcasecmp(text, "on") || !strcasecmp(text, "true") || !strcmp(text, "1"))
+        if (!strcasecmp(text, "on") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") || !strcmp(text, "1"))
             *v = 1;
-        else if (!strcasecmp(text, "off") || !strcasecmp(text, "false") || !strcmp(text, "0"))
+        else if (!strcasecmp(text, "off") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
+                 !strcmp(text, "0"))
             *v = 0;
         else {
             snprintf(err, errlen, "%sexpected on or off, got \"%s\"", who, text);
