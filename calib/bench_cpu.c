@@ -139,7 +139,7 @@ static void bench_attn(EffCurve *c)
         double sf, sb;
         TIME_IT(0.2, sf, k_attention_fwd(o, l, q, k, v, B, T, NH, NH, HS));
         TIME_IT(0.3, sb, k_attention_bwd(dq, dk, dv, q, q, k, v, o, l, B, T, NH, NH, HS));
-        /* time.c: flash core = 4·B·T²·NH·HS / 2 (the causal half) at attn_eff,
+        /* timing.c: flash core = 4·B·T²·NH·HS / 2 (the causal half) at attn_eff,
          * and its backward 2.5x that: fit forward + backward together */
         double flops = 0.5 * 4.0 * B * (double)T * T * NH * HS;
         c->pt[c->n].size = flops;
@@ -190,7 +190,7 @@ static double bench_layer_ew(int tok, int h, int f)
     return sf + sb;
 }
 
-/* time.c counts a layer's memory-bound work as ew = 4·tok·(A·h + 2f) bytes
+/* timing.c counts a layer's memory-bound work as ew = 4·tok·(A·h + 2f) bytes
  * forward (GELU, no TP) and twice that backward, each at hbm_bw·mem_eff(ew):
  * the A that makes 3·mem_s(ew) last t seconds (bisection; mem_s grows with ew). */
 static double act_elems_for(const HwProfile *hw, double t, int tok, int h, int f)
@@ -207,20 +207,20 @@ static double act_elems_for(const HwProfile *hw, double t, int tok, int h, int f
     return a > 0 ? a : 0;
 }
 
-/* What time.c predicts for those calls at a given coll_eff. */
-static double model_colls(const HwProfile *hw, double eff, const double *bytes, const int *kind, int n, int world)
+/* What timing.c predicts for those calls at a given coll_eff. */
+static double model_colls(const HwProfile *hw, double eff, const double *bytes, const CollKind *kind, int n, int world)
 {
     HwProfile v = *hw;
     v.intra.bw *= eff;
     v.inter.bw *= eff;
     double t = 0;
     for (int i = 0; i < n; i++)
-        t += hw->coll_lat + (kind[i] == 0 ? time_allreduce(&v, bytes[i], world, world)
+        t += hw->coll_lat + (kind[i] == COLL_ALLREDUCE ? time_allreduce(&v, bytes[i], world, world)
                                           : time_allgather(&v, bytes[i], world, world));
     return t;
 }
 
-static double mpi_coll(void *buf, int kind, int count, int reps)
+static double mpi_coll(void *buf, CollKind kind, int count, int reps)
 {
     return dist_time_collective(kind, buf, count, reps);
 }
@@ -228,10 +228,11 @@ static double mpi_coll(void *buf, int kind, int count, int reps)
 void bench_fit_colls(HwProfile *hw, int world, BenchCollTimer timer, void *ctx)
 {
     enum { BIG = 4 << 20, MID = 128 << 10 };
-    double t8 = timer(ctx, 0, 2 * world, 200);
+    double t8 = timer(ctx, COLL_ALLREDUCE, 2 * world, 200);
     hw->coll_lat = 0;
     hw->coll_lat = fmax(0.0, t8 - time_allreduce(hw, 8.0 * world, world, world));
-    static const int kind[6] = {0, 1, 2, 0, 1, 2};
+    static const CollKind kind[6] = {COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER,
+                                     COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER};
     double bytes[6], meas = 0;
     for (int i = 0; i < 6; i++) {
         int count = (i < 3 ? MID : BIG) / world * world;

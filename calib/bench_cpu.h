@@ -28,10 +28,11 @@
 #define ULTRAPLAN_CALIB_BENCH_CPU_H
 
 #include "hw.h"
+#include "timing.h"
 
 /* Seconds per collective of `count` floats over the world (kind 0
  * all-reduce, 1 reduce-scatter, 2 all-gather), the same on every rank. */
-typedef double (*BenchCollTimer)(void *ctx, int kind, int count, int reps);
+typedef double (*BenchCollTimer)(void *ctx, CollKind kind, int count, int reps);
 
 /* coll_lat from a tiny all-reduce; coll_eff so that the model's all-reduce,
  * reduce-scatter and all-gather of 512 KiB and 16 MiB (a TP activation, DP

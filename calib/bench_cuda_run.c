@@ -27,9 +27,9 @@ typedef struct {
     cudaEvent_t e0, e1;          // on device 0 of this process
 } Sweep;
 
-/* kind 0 all-reduce, 1 reduce-scatter, 2 all-gather (bytes: the whole
- * buffer, as nccl-tests' size), 3 send from rank 0 to rank 1 (bytes sent) */
-static void nccl_once(Sweep *w, int kind, size_t bytes, CuType t)
+/* bytes: the whole buffer, as nccl-tests' size; COLL_P2P sends from rank 0
+ * to rank 1 */
+static void nccl_once(Sweep *w, CollKind kind, size_t bytes, CuType t)
 {
     size_t es = t == CC_F32 ? 4 : 2, cnt = bytes / es, part = cnt / w->size;
     cucomm_group_start();
@@ -38,10 +38,11 @@ static void nccl_once(Sweep *w, int kind, size_t bytes, CuType t)
         cudaStream_t st = cucomm_stream(c);
         int me = cucomm_rank(c, CC_WORLD);
         switch (kind) {
-        case 0: cucomm_allreduce_to(c, CC_WORLD, w->sb[d], w->rb[d], cnt, t, CC_SUM, st); break;
-        case 1: cucomm_reduce_scatter_to(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
-        case 2: cucomm_allgather_from(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
-        default:
+        case COLL_ALLREDUCE: cucomm_allreduce_to(c, CC_WORLD, w->sb[d], w->rb[d], cnt, t, CC_SUM, st); break;
+        case COLL_REDUCE_SCATTER: cucomm_reduce_scatter_to(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
+        case COLL_ALLGATHER: cucomm_allgather_from(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
+        case COLL_P2P:
+        case COLL_COUNT:
             if (me == 0)
                 cucomm_send_peer(c, CC_WORLD, 1, w->sb[d], cnt, t, st);
             if (me == 1)
@@ -64,7 +65,7 @@ static void sync_all(Sweep *w)
 
 /* Seconds per call on this process: the median of 5 batches of reps calls
  * after 3 warm-ups. Collective under mpirun. */
-static double nccl_time(Sweep *w, int kind, size_t bytes, int reps, CuType t)
+static double nccl_time(Sweep *w, CollKind kind, size_t bytes, int reps, CuType t)
 {
     enum { BATCHES = 5 };
     for (int i = 0; i < 3; i++)
@@ -138,9 +139,9 @@ static double nccl_sizes(Sweep *w, BenchCudaReport *rep, CuType t, int mpi, int 
     for (int i = 0; i < BENCH_NCCL_SIZES; i++) {
         size_t bytes = ((size_t)1 << 16) << (2 * i);
         int reps = bytes >= ((size_t)1 << 28) ? 5 : 20;
-        double s[4];
-        for (int kind = 0; kind < 4; kind++) {
-            s[kind] = nccl_time(w, kind, bytes, reps, t);
+        double s[COLL_COUNT];
+        for (int kind = 0; kind < COLL_COUNT; kind++) {
+            s[kind] = nccl_time(w, (CollKind)kind, bytes, reps, t);
             if (mpi)
                 s[kind] = dist_bcast_double(s[kind]);
         }
@@ -185,7 +186,7 @@ static void nccl_local(HwProfile *hw, BenchCudaReport *rep, int n)
 }
 
 /* bench_fit_colls' timer: NCCL, rank 0's figure on every rank */
-static double nccl_coll(void *ctx, int kind, int count, int reps)
+static double nccl_coll(void *ctx, CollKind kind, int count, int reps)
 {
     return dist_bcast_double(nccl_time(ctx, kind, (size_t)count * 4, reps, CC_F32));
 }

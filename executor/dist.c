@@ -510,7 +510,7 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double dist_time_collective(int kind, float *buf, int count, int reps)
+double dist_time_collective(CollKind kind, float *buf, int count, int reps)
 {
     enum { SAMPLES = 7 };
     int world;
@@ -527,9 +527,9 @@ double dist_time_collective(int kind, float *buf, int count, int reps)
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < reps; i++) {
-            if (kind == 0)
+            if (kind == COLL_ALLREDUCE)
                 MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            else if (kind == 1)
+            else if (kind == COLL_REDUCE_SCATTER)
                 MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             else
                 MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, count / world, MPI_FLOAT, MPI_COMM_WORLD);

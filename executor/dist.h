@@ -15,6 +15,8 @@
 
 #include <mpi.h>
 
+#include "timing.h"
+
 /* A failed MPI call: file, line, the call and MPI's own message, then abort. */
 #define CHECK_MPI(call) dist_check((call), #call, __FILE__, __LINE__)
 
@@ -118,10 +120,10 @@ int dist_local_rank(int *local_size);
 void dist_barrier(MPI_Comm c);
 
 /* Calibration over the world. Seconds per call of a collective on `count`
- * floats (kind 0 all-reduce, 1 reduce-scatter as dist_reduce_scatter calls
- * it, 2 all-gather): the same `reps` calls on every rank (a rank-local
+ * floats (all-reduce; reduce-scatter as dist_reduce_scatter calls
+ * it; all-gather): the same `reps` calls on every rank (a rank-local
  * stopping rule would deadlock), the median of 7 samples, rank 0's figure. */
-double dist_time_collective(int kind, float *buf, int count, int reps);
+double dist_time_collective(CollKind kind, float *buf, int count, int reps);
 /* One-way latency (s) and bandwidth (bytes/s) between ranks 0 and 1 by
  * ping-pong of 8 bytes and 4 MiB; every rank gets rank 0's figures. */
 void dist_time_link(double *lat, double *bw);

@@ -381,3 +381,8 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
         t += time_head(m, hw, lo);
     return t + time_pp_mb(m, hw, lo);
 }
+
+static const char *const coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};
+_Static_assert(sizeof coll_names / sizeof *coll_names == COLL_COUNT, "one name per CollKind");
+
+const char *time_coll_name(CollKind k) { return k >= 0 && k < COLL_COUNT ? coll_names[k] : "?"; }

@@ -19,6 +19,10 @@
 #include "layout.h"
 #include "spec.h"
 
+/* The collectives the cost model prices and calibrate measures. */
+typedef enum { COLL_ALLREDUCE, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_P2P, COLL_COUNT } CollKind;
+const char *time_coll_name(CollKind k);   // "all-reduce", ...
+
 /* Alpha-beta seconds of one collective of `bytes` (the full buffer) over n
  * ranks of which k share a node: a ring within the node, hierarchical
  * (reduce-scatter in the node, across nodes on 1/k shards, all-gather in
