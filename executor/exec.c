@@ -309,7 +309,7 @@ static void layer_done(Exec *e, int li)
         for (int id = 0; id < P_LAYER_COUNT; id++)
             if (param_desc[id].split == SPLIT_REP && e->ps.layer_off[li][id] != PARAM_NONE)
                 sp_sync(e, e->ps.g + e->ps.layer_off[li][id], e->ps.layer_len[li][id]);
-    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0) {
+    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && e->lo.overlap_grad) {
         double t0 = dist_now();
         dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], e->d.dp_comm, &e->dp_req[e->ndp_req++]);
         e->t[PH_DP] += dist_now() - t0;
@@ -399,6 +399,9 @@ static void finish_grads(Exec *e)
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
         dist_allreduce(params_stage(ps, ps->g, id), (int)ps->len[id], e->d.emb_comm, NULL);
     }
+    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && !e->lo.overlap_grad)   // every layer's bucket, now
+        for (int li = 0; li < ps->nlayers; li++)
+            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], e->d.dp_comm, &e->dp_req[e->ndp_req++]);
     if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
         dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), e->d.dp_comm,
                         &e->dp_req[e->ndp_req++]);

@@ -76,13 +76,16 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
     double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
     int v = lo->vp > 1 ? lo->vp : 1;
+    /* without --overlap-grad-reduce the gradient reduction waits for the
+     * whole backward: nothing of it hides behind backward compute */
+    double bwd_hide = (lo->overlap_grad ? hw->dp_overlap : 0.0) * bwd_mb;
     double t;
     switch (lo->opt) {
     case OPT_ZERO0: {
         /* buckets of max(4e7, 1e6 dp) parameters reduce during the last backward; the last one is exposed */
         double total = dp_coll(hw, P * gb, D, k, true);
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, true);
-        t = fmax(last, dp_hidden_tail(total, v, lo->pp, s, hw->dp_overlap * bwd_mb, true));
+        t = fmax(last, dp_hidden_tail(total, v, lo->pp, s, bwd_hide, true));
         break;
     }
     case OPT_ZERO1:
@@ -91,7 +94,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         double ag = dp_coll(hw, P * wb, D, k, false);
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
-        t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, hw->dp_overlap * bwd_mb, true)) +
+        t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, bwd_hide, true)) +
             dp_hidden_tail(ag, v, lo->pp, s, hw->dp_overlap * fwd_mb, false);
         break;
     }
@@ -99,7 +102,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         /* gradients are reduce-scattered every micro-batch */
         double rs = dp_coll(hw, P * gb, D, k, false);
         double ag = dp_coll(hw, P * wb, D, k, false);
-        t = mb * fmax(0.0, rs - hw->dp_overlap * bwd_mb) + ag;
+        t = mb * fmax(0.0, rs - bwd_hide) + ag;
         break;
     }
     case OPT_ZERO3:
@@ -107,7 +110,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         /* parameters gathered for forward and backward of every micro-batch */
         double rs = dp_coll(hw, P * gb, D, k, false);
         double ag = dp_coll(hw, P * wb, D, k, false);
-        t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hw->dp_overlap * bwd_mb));
+        t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - bwd_hide));
         break;
     }
     }

@@ -16,6 +16,7 @@ void layout_default(Layout *lo)
     lo->prec = PREC_BF16;
     lo->grad_fp32 = true;
     lo->flash = true;
+    lo->overlap_grad = true;
     lo->flops = FLOPS_FULL_ATTN;
 }
 

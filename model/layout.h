@@ -32,6 +32,7 @@ typedef struct {
     Precision prec;                // compute / weight precision
     bool grad_fp32;                // gradients accumulated and reduced in fp32 (Megatron default)
     bool flash;                    // fused flash attention (no s^2 activations)
+    bool overlap_grad;             // DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce)
     FlopConvention flops;          // convention for MFU and days
     int layers[LAYOUT_MAX_PP];     // layers per pipeline stage; all 0 = even split
     int full_rc[LAYOUT_MAX_PP];    // fully recomputed layers per stage

@@ -33,6 +33,7 @@ run 4 gpt --pp 4
 run 2 gpt --pp 2 --vp 2 --mbs 1
 run 2 gpt --pp 2 --stages 1,3 --full 1,2 --sel 0,1
 run 2 gpt --dp 2 --zero1
+run 2 gpt --dp 2 --no-overlap-grad
 run 8 gpt --dp 2 --tp 2 --pp 2 --sp
 run 2 llama --tp 2 --sp
 run 2 llama --pp 2 --stages 3,1 --full 2,0

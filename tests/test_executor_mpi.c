@@ -8,7 +8,7 @@
  * Exit 0 when every check passes, 1 otherwise (on every rank).
  *
  * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --sp
- *        --zero1 --mbs N --gbs N --stages a,b,.. --full a,b,.. --sel a,b,.. --steps K]
+ *        --zero1 --no-overlap-grad --mbs N --gbs N --stages a,b,.. --full a,b,.. --sel a,b,.. --steps K]
  *        [--write FILE | --ref FILE] [--rtol X] [--acts-tol X]
  */
 #include <math.h>
@@ -88,6 +88,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--vp")) lo.vp = atoi(v), i++;
         else if (!strcmp(a, "--mbs")) lo.mbs = atoi(v), i++;
         else if (!strcmp(a, "--gbs")) lo.gbs = atoi(v), i++;
+        else if (!strcmp(a, "--no-overlap-grad")) lo.overlap_grad = false;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--stages")) parse_list(v, stages), i++;
         else if (!strcmp(a, "--full")) parse_list(v, full), i++;
@@ -192,8 +193,8 @@ int main(int argc, char **argv)
         fclose(wf);
     MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("%s: dp %d tp %d pp %d vp %d sp %d %s — %s\n", kind, lo.dp, lo.tp, lo.pp, lo.vp, e.lo.sp,
-               layout_opt_name(lo.opt), fails ? "FAILED" : "ok");
+        printf("%s: dp %d tp %d pp %d vp %d sp %d %s%s — %s\n", kind, lo.dp, lo.tp, lo.pp, lo.vp, e.lo.sp,
+               layout_opt_name(lo.opt), lo.overlap_grad ? "" : " no-overlap-grad", fails ? "FAILED" : "ok");
     exec_free(&e);
     MPI_Finalize();
     return fails ? 1 : 0;

@@ -91,6 +91,7 @@ static void test_flag_to_json(void **st)
     const char *flags[][2] = {{"model", "llama2-7b"}, {"gpus", "64"}, {"tp", "2"},         {"pp", "4"},
                               {"vp", "2"},           {"mbs", "2"},  {"gbs", "512"},        {"zero", "1"},
                               {"precision", "fp16"}, {"flops", "causal"}, {"no-flash", NULL}, {"no-grad-fp32", NULL},
+                              {"no-overlap-grad-reduce", NULL},
                               {"kv-heads", "8"},     {"seq", "2048"}};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         if (handle(&in, flags[i][0], flags[i][1], err) != 0)
@@ -106,6 +107,7 @@ static void test_flag_to_json(void **st)
     assert_string_equal(cJSON_GetObjectItem(lj, "flops")->valuestring, "causal");
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(lj, "flash")));
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(lj, "grad_fp32")));
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(lj, "overlap_grad_reduce")));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lj, "stage_layers")), 4);
     assert_int_equal(cJSON_GetObjectItem(mj, "kv_heads")->valueint, 8);
     assert_int_equal(cJSON_GetObjectItem(mj, "head_dim")->valueint, 128);   /* derived: 4096 / 32 */

@@ -186,6 +186,13 @@ static void test_one_formula(void **st)
         LayerTime lt;
         time_layer(&g, &no, &lo, &lt);
         assert_rel(cost_stage_dp_s(&g, &no, &lo, &lt, 3), time_coll_allreduce(&no, P * gb, 16, 1), 1e-15);
+        /* --no-overlap-grad-reduce is the same physics: the reduction waits for the whole backward */
+        Layout nov = lo;
+        nov.overlap_grad = false;
+        time_layer(&g, &hw, &nov, &lt);
+        assert_rel(cost_stage_dp_s(&g, &hw, &nov, &lt, 3), time_coll_allreduce(&hw, P * gb, 16, 1), 1e-15);
+        time_layer(&g, &hw, &lo, &lt);
+        assert_true(cost_stage_dp_s(&g, &hw, &lo, &lt, 3) < time_coll_allreduce(&hw, P * gb, 16, 1));
     }
     HwProfile v = hw;
     v.intra.bw *= hw.coll_eff;

@@ -294,7 +294,7 @@ static void run_backward(CuExec *e, int mb, int c)
         cunet_layer_bwd(e, f + j, A);
         if (mb == e->nmb - 1 && e->sp)   // exec.c's layer_done: first the tp sum, then the DP bucket
             sp_sync(e, f + j);
-        if (mb == e->nmb - 1 && dp_buckets(e))   // this layer's grads are final
+        if (mb == e->nmb - 1 && dp_buckets(e) && e->lo.overlap_grad)   // this layer's grads are final
             launch_bucket(e, f + j);
     }
     if (first_vs(e, c)) {
@@ -331,6 +331,9 @@ static void finish_grads(CuExec *e)
         cucomm_allreduce(e->cc, CC_EMB, e->g + ps->off[id], ps->len[id], CC_F32, CC_SUM, e->st);
     }
     if (dp_buckets(e)) {
+        if (!e->lo.overlap_grad)   // every layer's bucket after the whole backward
+            for (int b = 0; b < ps->nlayers; b++)
+                launch_bucket(e, b);
         if (e->nbk > ps->nlayers)   // the stage tensors: embedding, final norm, head
             launch_bucket(e, e->nbk - 1);
         cudaStream_t cs = cucomm_stream(e->cc);
