@@ -30,6 +30,7 @@
 
 #include "ckpt.h"
 #include "exec.h"
+#include "fileio.h"
 
 #define CKPT_MAGIC 0x4B435055u   // "UPCK"
 #define CKPT_VERSION 2
@@ -84,20 +85,6 @@ uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n) { return crc_update(c
 
 /* ---- writing ------------------------------------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        c += w, n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Byte offset at which the test hook kills this process, or 0. */
 static size_t inject_kill_at(const CkptState *st, size_t total)
@@ -109,39 +96,16 @@ static size_t inject_kill_at(const CkptState *st, size_t total)
     return 0;
 }
 
-/* Write the pieces to path atomically: temp name, fsync, rename. */
+/* Write the pieces to path atomically (util_atomic_parts: temporary name,
+ * fsync, rename), naming the path in the error. */
 static int atomic_write(const char *path, const void **parts, const size_t *lens, int nparts, size_t kill_at,
                         char *err, int errlen)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int bad = 0, saved = 0;
-    size_t done = 0;
-    for (int i = 0; i < nparts && !bad; i++) {
-        if (kill_at && done + lens[i] >= kill_at) {
-            bad = write_all(fd, parts[i], kill_at - done) != 0;
-            raise(SIGKILL);
-        }
-        bad = write_all(fd, parts[i], lens[i]) != 0;
-        done += lens[i];
-    }
-    bad = bad || fsync(fd) != 0;
-    saved = bad ? errno : 0;
-    if (close(fd) != 0 && !bad)
-        bad = 1, saved = errno;
-    if (!bad && rename(tmp, path) != 0)
-        bad = 1, saved = errno;
-    if (bad) {
-        snprintf(err, errlen, "checkpoint: cannot write %s: %s", path, strerror(saved));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    const char *stage;
+    int e = util_atomic_parts(path, parts, lens, nparts, kill_at, &stage);
+    if (e)
+        snprintf(err, errlen, "checkpoint: cannot %s %s: %s", stage, path, strerror(e));
+    return e ? -1 : 0;
 }
 
 /* fsync a directory so that the renames in it survive a power cut. */

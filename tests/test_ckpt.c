@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "fileio.h"
 #include "exec.h"
 
 static int fails;
@@ -44,26 +45,12 @@ static void fill(int seed)
         m[i] = 1e-4f * (float)(i + seed), v[i] = 1e-8f * (float)(i * i + seed);
 }
 
-static long file_size(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (f)
-        fclose(f);
-    return n;
-}
-
 static unsigned char *slurp(const char *path, long *n)
 {
-    *n = file_size(path);
-    FILE *f = fopen(path, "rb");
-    unsigned char *b = *n > 0 && f ? malloc(*n + 1) : NULL;
-    if (b && fread(b, 1, *n, f) != (size_t)*n)
-        free(b), b = NULL;
-    if (f)
-        fclose(f);
-    if (b)
-        b[*n] = 0;
+    char err[256];
+    size_t len = 0;
+    unsigned char *b = (unsigned char *)util_slurp(path, 0, &len, err, sizeof err);
+    *n = b ? (long)len : -1;
     return b;
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,22 +84,33 @@ static int open_temp(const char *path, char *tmp, size_t n)
     return -1;
 }
 
-int util_write_atomic_bytes(const char *path, const void *data, size_t len, char *err, int errlen)
+int util_atomic_parts(const char *path, const void *const *parts, const size_t *lens, int nparts,
+                      size_t kill_after, const char **stage)
 {
+    *stage = "create";
     size_t n = strlen(path) + 48;
     char *tmp = malloc(n);
-    if (!tmp) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
+    if (!tmp)
+        return ENOMEM;
     int fd = open_temp(path, tmp, n);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        int e = errno;
         free(tmp);
-        return -1;
+        return e;
     }
-    int ok = write_all(fd, data, len) == 0 && fsync(fd) == 0;
-    int saved = errno;
+    *stage = "write";
+    int ok = 1;
+    size_t done = 0;
+    for (int i = 0; i < nparts && ok; i++) {
+        if (kill_after && done + lens[i] >= kill_after) {
+            ok = write_all(fd, parts[i], kill_after - done) == 0;
+            raise(SIGKILL);
+        }
+        ok = write_all(fd, parts[i], lens[i]) == 0;
+        done += lens[i];
+    }
+    ok = ok && fsync(fd) == 0;
+    int saved = ok ? 0 : errno;
     if (close(fd) != 0 && ok) {
         ok = 0;
         saved = errno;
@@ -107,12 +119,20 @@ int util_write_atomic_bytes(const char *path, const void *data, size_t len, char
         ok = 0;
         saved = errno;
     }
-    if (!ok) {
+    if (!ok)
         unlink(tmp);
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(saved));
-    }
     free(tmp);
-    return ok ? 0 : -1;
+    return ok ? 0 : (saved ? saved : EIO);
+}
+
+int util_write_atomic_bytes(const char *path, const void *data, size_t len, char *err, int errlen)
+{
+    const char *stage;
+    const void *parts[1] = {data};
+    int e = util_atomic_parts(path, parts, &len, 1, 0, &stage);
+    if (e)
+        snprintf(err, errlen, "%s: cannot %s: %s", path, stage, strerror(e));
+    return e ? -1 : 0;
 }
 
 int util_write_atomic(const char *path, const char *text, char *err, int errlen)

@@ -18,6 +18,15 @@
  * names the limit. NULL with err on failure. */
 char *util_slurp(const char *path, size_t max_bytes, size_t *len, char *err, int errlen);
 
+/* The core of every atomic write: the parts one after another into a
+ * temporary file beside path, fsync, rename over path. Returns 0, or the
+ * errno of the failure with *stage set to "create" or "write" (the
+ * temporary file is then removed). kill_after > 0 is fault injection for the
+ * reliability tests: the process raises SIGKILL once that many bytes are in
+ * the temporary file, as a crash in the middle of a write would. */
+int util_atomic_parts(const char *path, const void *const *parts, const size_t *lens, int nparts,
+                      size_t kill_after, const char **stage);
+
 /* Write len bytes to path atomically (see above). 0 ok, -1 with err. */
 int util_write_atomic_bytes(const char *path, const void *data, size_t len, char *err, int errlen);
 
