@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "command.h"
+#include "fileio.h"
 #include "fit.h"
 #include "profile.h"
 
@@ -235,6 +236,10 @@ static int fit_main(int argc, char **argv)
     if (fit_check_params(&base, sel, nsel, err, sizeof err)) {
         fprintf(stderr, "ultraplan fit: %s\n", err);
         return 2;
+    }
+    if (out && util_check_writable(out, err, sizeof err) != 0) {   /* before the fit, not after */
+        fprintf(stderr, "ultraplan fit: -o: %s\n", err);
+        return 1;
     }
     RunSet set = {0};
     for (int i = optind; i < argc; i++)

@@ -171,9 +171,12 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
 static int write_csv(const char *path, const SweepModel *ms, int nm, const int *gpus, int ng,
                      const SweepCell *cells, char *err, int errlen)
 {
-    FILE *f = fopen(path, "w");
+    /* built in memory, then written atomically: a failure leaves the old file */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
     if (!f) {
-        snprintf(err, errlen, "--csv: cannot write %s", path);
+        snprintf(err, errlen, "--csv: out of memory");
         return -1;
     }
     fprintf(f, "model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,optim,sp,layout,step_s,mfu,"
@@ -207,10 +210,16 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
         }
     }
     if (fclose(f) != 0) {
-        snprintf(err, errlen, "--csv: error writing %s", path);
+        free(buf);
+        snprintf(err, errlen, "--csv: out of memory");
         return -1;
     }
-    return 0;
+    char e2[400];
+    int rc = util_write_atomic_bytes(path, buf, len, e2, sizeof e2);
+    free(buf);
+    if (rc != 0)
+        snprintf(err, errlen, "--csv: %s", e2);
+    return rc;
 }
 
 static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
@@ -270,8 +279,12 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
     FILE *gp = plot_script(&pl, 260 + 110 * ng, 200 + 60 * nm, err, errlen);
     if (!gp)
         return -1;
-    fprintf(gp, "set title \"MFU of the best layout on %s, %d per node\" noenhanced\n", ms[0].in.sc.hw.name,
-            ms[0].in.sc.hw.gpus_per_node);
+    char title[160];
+    snprintf(title, sizeof title, "MFU of the best layout on %s, %d per node", ms[0].in.sc.hw.name,
+             ms[0].in.sc.hw.gpus_per_node);
+    fprintf(gp, "set title ");
+    plot_quote(gp, title);   /* names from profiles and --models: no substitution inside */
+    fprintf(gp, " noenhanced\n");
     fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%'\nset cbrange [0:*]\n"
                 "set palette defined (0 '#fff7bc', 1 '#c2e699', 2 '#78c679', 3 '#31a354')\n"
                 "set xrange [-0.5:%g]\nset yrange [-0.5:%g]\nset tics scale 0\nunset key\n",
@@ -280,8 +293,11 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
     for (int g = 0; g < ng; g++)
         fprintf(gp, "%s\"%d\" %d", g ? ", " : "", gpus[g], g);
     fprintf(gp, ")\nset ytics (");
-    for (int i = 0; i < nm; i++)
-        fprintf(gp, "%s\"%s\" %d", i ? ", " : "", ms[i].name, i);
+    for (int i = 0; i < nm; i++) {
+        fprintf(gp, "%s", i ? ", " : "");
+        plot_quote(gp, ms[i].name);
+        fprintf(gp, " %d", i);
+    }
     fprintf(gp, ")\nset datafile missing 'NaN'\n"
                 "set style fill solid 1.0 noborder\n"
                 "plot '%s' u 1:2:(0.5):(0.5):3 w boxxy fc palette notitle, '' u 1:2:4 w labels tc 'black' font ',12' notitle\n",
@@ -365,6 +381,15 @@ static int sweep_main(int argc, char **argv)
     }
     if (base.sc.fixed & FIX_STAGES) {
         fprintf(stderr, "ultraplan sweep: --stage-layers depends on the model; it cannot apply to a sweep\n");
+        goto out;
+    }
+    /* the outputs before the search: a bad path fails now, not after it */
+    if (csv && util_check_writable(csv, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan sweep: --csv: %s\n", err);
+        goto out;
+    }
+    if (png && plot_check(png, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan sweep: %s\n", err);
         goto out;
     }
     by_name = models != NULL;

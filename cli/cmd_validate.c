@@ -76,15 +76,17 @@ static int plot(const char *png, const RunSet *set, const double *pred, const ch
     FILE *g = plot_script(&pl, 900, 800, err, errlen);
     if (!g)
         return -1;
+    fprintf(g, "set title ");
+    plot_quote(g, title);   /* the title names user files: no substitution inside */
     fprintf(g,
-            "set logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n"
+            " noenhanced\nset logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n"
             "set xlabel 'measured iteration time (ms)'\nset ylabel 'predicted iteration time (ms)'\n"
-            "set title \"%s\" noenhanced\nset key top left\nset grid\n"
+            "set key top left\nset grid\n"
             "set palette defined (0 'blue', 1 'green', 2 'orange', 3 'red')\nset cbrange [1:*]\n"
             "set logscale cb\nset cblabel 'GPUs'\n"
             "plot x w l lc 'black' dt 1 t 'y = x', 1.1*x w l lc 'gray' dt 2 t '+-10%%', 0.9*x w l lc 'gray' dt 2 notitle, "
             "'%s' u 1:2:3 w p pt 7 ps 0.6 lc palette notitle\n",
-            lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, title, pl.data_path);
+            lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, pl.data_path);
     return plot_end(&pl, err, errlen);
 }
 
@@ -310,6 +312,11 @@ static int validate_main(int argc, char **argv)
     if (optind >= argc) {
         fprintf(stderr, "ultraplan validate: expected a CSV file of measured runs (see --help)\n");
         return 2;
+    }
+    char err[600];
+    if (o.plot && plot_check(o.plot, err, sizeof err) != 0) {   /* before the work, not after */
+        fprintf(stderr, "ultraplan validate: %s\n", err);
+        return 1;
     }
     return run(&o, argv + optind, argc - optind);
 }

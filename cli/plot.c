@@ -5,26 +5,51 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
+int plot_check(const char *png, char *err, int errlen)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox)");
+        return -1;
+    }
+    char e2[512];
+    if (util_check_writable(png, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "--plot: %s", e2);
+        return -1;
+    }
+    return 0;
+}
+
+static void remove_temps(Plot *p)
+{
+    if (!p->dir[0])
+        return;
+    unlink(p->data_path);
+    unlink(p->out_path);
+    unlink(p->log_path);
+    rmdir(p->dir);
+    p->dir[0] = 0;
+}
+
 int plot_begin(Plot *p, const char *png, char *err, int errlen)
 {
     memset(p, 0, sizeof *p);
     p->png = png;
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        snprintf(err, errlen, "--plot: gnuplot not found (apt-get install gnuplot-nox); the rest of the output is unaffected");
+    if (plot_check(png, err, errlen) != 0)
+        return -1;
+    snprintf(p->dir, sizeof p->dir, "/tmp/ultraplan-plot-XXXXXX");
+    if (!mkdtemp(p->dir)) {
+        p->dir[0] = 0;
+        snprintf(err, errlen, "--plot: cannot create a temporary directory in /tmp");
         return -1;
     }
-    if (snprintf(p->tmp_png, sizeof p->tmp_png, "%s.tmp.%ld", png, (long)getpid()) >= (int)sizeof p->tmp_png) {
-        snprintf(err, errlen, "--plot: path too long");
-        return -1;
-    }
-    snprintf(p->data_path, sizeof p->data_path, "/tmp/ultraplan-plot-XXXXXX");
-    int fd = mkstemp(p->data_path);
-    p->data = fd >= 0 ? fdopen(fd, "w") : NULL;
+    snprintf(p->data_path, sizeof p->data_path, "%s/data", p->dir);
+    snprintf(p->out_path, sizeof p->out_path, "%s/out.png", p->dir);
+    snprintf(p->log_path, sizeof p->log_path, "%s/log", p->dir);
+    p->data = fopen(p->data_path, "w");
     if (!p->data) {
-        if (fd >= 0) {
-            close(fd);
-            unlink(p->data_path);
-        }
+        remove_temps(p);
         snprintf(err, errlen, "--plot: cannot create a temporary data file");
         return -1;
     }
@@ -35,27 +60,70 @@ FILE *plot_script(Plot *p, int width, int height, char *err, int errlen)
 {
     int bad = fclose(p->data) != 0;
     p->data = NULL;
-    p->gp = bad ? NULL : popen("gnuplot 2>&1", "w");
+    char cmd[256];
+    /* every path here is ours: /tmp/ultraplan-plot-XXXXXX/... */
+    snprintf(cmd, sizeof cmd, "gnuplot >'%s' 2>&1", p->log_path);
+    p->gp = bad ? NULL : popen(cmd, "w");
     if (!p->gp) {
         snprintf(err, errlen, bad ? "--plot: cannot write the temporary data file" : "--plot: cannot run gnuplot");
-        unlink(p->data_path);
+        remove_temps(p);
         return NULL;
     }
-    fprintf(p->gp, "set terminal pngcairo size %d,%d font ',11'\nset output '%s'\n", width, height, p->tmp_png);
+    fprintf(p->gp, "set terminal pngcairo size %d,%d font ',11'\nset output '%s'\n", width, height, p->out_path);
     return p->gp;
+}
+
+void plot_quote(FILE *gp, const char *s)
+{
+    fputc('\'', gp);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("''", gp);
+        else if (*s == '\n' || *s == '\r')
+            fputc(' ', gp);
+        else
+            fputc(*s, gp);
+    }
+    fputc('\'', gp);
+}
+
+/* The last line gnuplot printed, for an error message. */
+static void last_log_line(const Plot *p, char *buf, int len)
+{
+    char e2[64];
+    size_t n = 0;
+    char *log = util_slurp(p->log_path, 1 << 20, &n, e2, sizeof e2);
+    buf[0] = 0;
+    if (!log)
+        return;
+    while (n && (log[n - 1] == '\n' || log[n - 1] == ' '))
+        log[--n] = 0;
+    char *nl = strrchr(log, '\n');
+    snprintf(buf, len, "%s", nl ? nl + 1 : log);
+    free(log);
 }
 
 int plot_end(Plot *p, char *err, int errlen)
 {
     int rc = pclose(p->gp);
     p->gp = NULL;
-    unlink(p->data_path);
-    if (rc != 0 || rename(p->tmp_png, p->png) != 0) {
-        unlink(p->tmp_png);
-        snprintf(err, errlen, "--plot: gnuplot failed writing %s", p->png);
-        return -1;
+    char why[200] = "", e2[512];
+    size_t n = 0;
+    char *png = NULL;
+    if (rc != 0)
+        last_log_line(p, why, sizeof why);
+    else if (!(png = util_slurp(p->out_path, 0, &n, e2, sizeof e2)) || n == 0)
+        snprintf(why, sizeof why, "gnuplot wrote no picture");
+    int ok = rc == 0 && png && n > 0;
+    if (ok && util_write_atomic_bytes(p->png, png, n, e2, sizeof e2) != 0) {
+        ok = 0;
+        snprintf(err, errlen, "--plot: %s", e2);
+    } else if (!ok) {
+        snprintf(err, errlen, "--plot: gnuplot failed drawing %s%s%s", p->png, why[0] ? ": " : "", why);
     }
-    return 0;
+    free(png);
+    remove_temps(p);
+    return ok ? 0 : -1;
 }
 
 void plot_abort(Plot *p)
@@ -65,8 +133,5 @@ void plot_abort(Plot *p)
     if (p->gp)
         pclose(p->gp);
     p->data = p->gp = NULL;
-    if (p->data_path[0])
-        unlink(p->data_path);
-    if (p->tmp_png[0])
-        unlink(p->tmp_png);
+    remove_temps(p);
 }

@@ -1,6 +1,14 @@
-/* plot.h — PNG plots through gnuplot: a temporary data file, a script on a
- * pipe, and the picture written to a temporary name then renamed, so a
- * failed plot never leaves half a file. */
+/* plot.h — PNG plots through gnuplot, safely.
+ *
+ * gnuplot works in a private temporary directory: it reads its data from
+ * there and writes the picture and its messages there, so no user-given
+ * path is ever pasted into a gnuplot script (a name with a quote, a
+ * backquote or an @ would otherwise end the string or run a command). Text
+ * from users (titles, labels) goes in through plot_quote. The picture is
+ * then put in place with util_write_atomic_bytes, so a failed plot (gnuplot
+ * missing or failing, a full disk) leaves the old file as it was and
+ * returns an error that says why.
+ */
 #ifndef ULTRAPLAN_CLI_PLOT_H
 #define ULTRAPLAN_CLI_PLOT_H
 
@@ -8,18 +16,26 @@
 
 typedef struct {
     const char *png;          // the file asked for
-    char tmp_png[4096];       // gnuplot writes here first
-    char data_path[64];       // temporary data file
+    char dir[64];             // private temporary directory
+    char data_path[96];       // dir/data: what the script plots
+    char out_path[96];        // dir/out.png: what gnuplot writes
+    char log_path[96];        // dir/log: gnuplot's messages
     FILE *data;               // open between plot_begin and plot_script
     FILE *gp;                 // gnuplot's stdin, open between plot_script and plot_end
 } Plot;
 
-/* Check that gnuplot exists and open the data file (p->data). */
+/* Before any long work: gnuplot exists and png can be written (its
+ * directory exists and is writable). 0 ok, -1 with err naming --plot. */
+int plot_check(const char *png, char *err, int errlen);
+/* plot_check, then the temporary directory and its data file (p->data). */
 int plot_begin(Plot *p, const char *png, char *err, int errlen);
 /* Close the data file, start gnuplot with a width x height PNG terminal
  * and its output set; returns the pipe to write the rest of the script to. */
 FILE *plot_script(Plot *p, int width, int height, char *err, int errlen);
-/* Finish: wait for gnuplot, remove the data file, move the PNG in place. */
+/* Write s to the script as one single-quoted gnuplot string (quotes
+ * doubled, line breaks as spaces): no substitution happens inside it. */
+void plot_quote(FILE *gp, const char *s);
+/* Finish: wait for gnuplot, move the PNG in place, remove the temporaries. */
 int plot_end(Plot *p, char *err, int errlen);
 /* Give up after plot_begin or plot_script (on an error of the caller's). */
 void plot_abort(Plot *p);
