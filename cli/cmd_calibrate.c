@@ -55,7 +55,7 @@ static int calibrate_main(int argc, char **argv)
     }
     char err[1400];
     if (util_check_writable(out, err, sizeof err) != 0) {
-        fprintf(stderr, "ultraplan calibrate: %s\n", err);
+        fprintf(stderr, "ultraplan calibrate: -o: %s\n", err);
         return 1;
     }
     const UpExecModule *m = modload_exec(err, sizeof err);

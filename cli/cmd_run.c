@@ -154,12 +154,17 @@ static int run_main(int argc, char **argv)
             fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
         return 1;
     }
-    char err[1024];
+    char err[1024] = "";
     PlanFile *pf = malloc(sizeof *pf);
-    if (!pf || planfile_read(a.plan, pf, err, sizeof err) != 0 ||
-        (a.out && util_check_writable(a.out, err, sizeof err) != 0)) {
+    const char *what = "";
+    int bad = !pf || planfile_read(a.plan, pf, err, sizeof err) != 0;
+    if (!bad && a.out && util_check_writable(a.out, err, sizeof err) != 0) {   /* before the training */
+        bad = 1;
+        what = "-o: ";
+    }
+    if (bad) {
         if (rank == 0)
-            fprintf(stderr, "ultraplan run: %s\n", pf ? err : "out of memory");
+            fprintf(stderr, "ultraplan run: %s%s\n", what, pf ? err : "out of memory");
         free(pf);
         return 1;
     }

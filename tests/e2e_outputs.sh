@@ -39,6 +39,15 @@ if [ $rc -ne 0 ] && grep -q -- "-o: .*does not exist" "$D/err"; then
 else
     fail "fit -o nodir/f.json: rc=$rc, stderr: $(head -c 200 "$D/err")"
 fi
+"$U" plan --gpus 1 --layers 2 --hidden 64 --heads 2 --seq 32 --vocab 64 --gbs 2 --gpu h100-sxm -o "$D/p1.json" > /dev/null
+echo "some text to train on" > "$D/t.txt"
+"$U" run "$D/p1.json" --data "$D/t.txt" --steps 2 -o "$D/nodir/run.json" > /dev/null 2> "$D/err"; rc=$?
+[ $rc -ne 0 ] && grep -q -- "run: -o: .*does not exist" "$D/err" && ok "run -o into a missing directory: refused before training" ||
+    fail "run -o nodir/run.json: rc=$rc, stderr: $(head -c 200 "$D/err")"
+"$U" calibrate --backend cpu -o "$D/nodir/cpu.json" > /dev/null 2> "$D/err"; rc=$?
+[ $rc -ne 0 ] && grep -q -- "calibrate: -o: .*does not exist" "$D/err" &&
+    ok "calibrate -o into a missing directory: refused before measuring" ||
+    fail "calibrate -o nodir/cpu.json: rc=$rc, stderr: $(head -c 200 "$D/err")"
 mkdir -p "$D/adir"
 "$U" predict --params 7B --gpus 8 -o "$D/adir" > /dev/null 2> "$D/err"; rc=$?
 [ $rc -ne 0 ] && [ -d "$D/adir" ] && ok "predict -o DIR: refused, the directory left alone" ||
