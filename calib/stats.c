@@ -46,33 +46,42 @@ void stats_summarize(const double *ape, int n, ApeStats *out)
     free(s);
 }
 
-/* Ranks 1..n with ties averaged. */
-static void ranks(const double *x, int n, double *rk)
+/* Row indices ordered by value, equal values by index (a total order, so
+ * qsort's instability cannot show). */
+typedef struct { double v; int i; } Ranked;
+
+static int cmp_ranked(const void *a, const void *b)
 {
-    int *idx = malloc((size_t)n * sizeof *idx);
-    if (!idx)
-        return;
+    const Ranked *x = a, *y = b;
+    if (x->v < y->v)
+        return -1;
+    if (x->v > y->v)
+        return 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Ranks 1..n with ties averaged; O(n log n). A tie is a run of equal values
+ * in sorted order, and its rank the mean of its positions, whatever the
+ * order inside the run. */
+static int ranks(const double *x, int n, double *rk)
+{
+    Ranked *o = malloc((size_t)n * sizeof *o);
+    if (!o)
+        return -1;
     for (int i = 0; i < n; i++)
-        idx[i] = i;
-    /* insertion sort by value: groups are small */
-    for (int i = 1; i < n; i++) {
-        int k = idx[i], j = i - 1;
-        while (j >= 0 && x[idx[j]] > x[k]) {
-            idx[j + 1] = idx[j];
-            j--;
-        }
-        idx[j + 1] = k;
-    }
+        o[i] = (Ranked){x[i], i};
+    qsort(o, (size_t)n, sizeof *o, cmp_ranked);
     for (int i = 0; i < n;) {
         int j = i;
-        while (j + 1 < n && x[idx[j + 1]] == x[idx[i]])
+        while (j + 1 < n && o[j + 1].v == o[i].v)
             j++;
         double r = 0.5 * (i + j) + 1.0;
         for (int k = i; k <= j; k++)
-            rk[idx[k]] = r;
+            rk[o[k].i] = r;
         i = j + 1;
     }
-    free(idx);
+    free(o);
+    return 0;
 }
 
 double stats_spearman(const double *x, const double *y, int n)
@@ -81,9 +90,7 @@ double stats_spearman(const double *x, const double *y, int n)
         return 0;
     double *rx = calloc((size_t)n, sizeof *rx), *ry = calloc((size_t)n, sizeof *ry);
     double res = 0;
-    if (rx && ry) {
-        ranks(x, n, rx);
-        ranks(y, n, ry);
+    if (rx && ry && ranks(x, n, rx) == 0 && ranks(y, n, ry) == 0) {
         double mx = 0, my = 0;
         for (int i = 0; i < n; i++) {
             mx += rx[i];
@@ -125,17 +132,25 @@ _Static_assert(sizeof group_names / sizeof *group_names == STATS_GROUP_COUNT, "g
 
 const char *stats_group_kind_name(StatsGroupKind k) { return group_names[k]; }
 
-static void model_key(const RunRow *r, char *buf, int len)
+void stats_row(const RunRow *r, StatsRow *out)
 {
-    if (r->params_b > 0)
-        snprintf(buf, len, "%.4gB (h%d L%d s%d)", r->params_b, r->model.h, r->model.L, r->model.s);
-    else
-        snprintf(buf, len, "h%d L%d a%d s%d", r->model.h, r->model.L, r->model.a, r->model.s);
+    *out = (StatsRow){
+        .gpus = r->gpus, .h = r->model.h, .L = r->model.L, .a = r->model.a, .s = r->model.s,
+        .dp = r->layout.dp, .tp = r->layout.tp, .pp = r->layout.pp, .cp = r->layout.cp, .gbs = r->layout.gbs,
+        .params_b = r->params_b, .measured_s = r->measured_s,
+    };
 }
 
-void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len)
+static void model_key(const StatsRow *r, char *buf, int len)
 {
-    const Layout *lo = &r->layout;
+    if (r->params_b > 0)
+        snprintf(buf, len, "%.4gB (h%d L%d s%d)", r->params_b, r->h, r->L, r->s);
+    else
+        snprintf(buf, len, "h%d L%d a%d s%d", r->h, r->L, r->a, r->s);
+}
+
+void stats_row_key(const StatsRow *r, StatsGroupKind k, char *buf, int len)
+{
     char mk[96];
     switch (k) {
     case STATS_BY_GPUS:
@@ -146,7 +161,7 @@ void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len)
         return;
     case STATS_BY_PARALLEL: {
         int n = snprintf(buf, len, "%s", "");
-        const struct { int v; const char *nm; } d[] = {{lo->dp, "dp"}, {lo->tp, "tp"}, {lo->pp, "pp"}, {lo->cp, "cp"}};
+        const struct { int v; const char *nm; } d[] = {{r->dp, "dp"}, {r->tp, "tp"}, {r->pp, "pp"}, {r->cp, "cp"}};
         for (size_t i = 0; i < sizeof d / sizeof d[0] && n < len; i++)
             if (d[i].v > 1)
                 n += snprintf(buf + n, len - n, "%s%s", n ? "+" : "", d[i].nm);
@@ -162,73 +177,123 @@ void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len)
     default:
         /* a planner picks a layout for a fixed model, cluster and global batch */
         model_key(r, mk, sizeof mk);
-        snprintf(buf, len, "%s, %d GPUs, gbs %d", mk, r->gpus, lo->gbs);
+        snprintf(buf, len, "%s, %d GPUs, gbs %d", mk, r->gpus, r->gbs);
         return;
     }
 }
 
-static int find_group(const StatsGroup *g, int n, const char *key)
+void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len)
 {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(g[i].key, key))
-            return i;
-    return -1;
+    StatsRow sr;
+    stats_row(r, &sr);
+    stats_row_key(&sr, k, buf, len);
 }
 
-int stats_groups(const RunSet *set, const double *pred, StatsGroupKind kind, StatsGroup **out)
+/* FNV-1a: the key's slot in an open-addressing table of group indices. */
+static size_t hash_key(const char *s)
+{
+    size_t h = (size_t)1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * (size_t)1099511628211ULL;
+    return h;
+}
+
+int stats_groups_rows(const StatsRow *rows, int nrows, const double *pred, StatsGroupKind kind, StatsGroup **out)
 {
     int n = 0, cap = 16;
+    size_t nslot = 64;
+    while (nslot < 2 * (size_t)nrows)   /* load factor at most 1/2 */
+        nslot *= 2;
+    size_t nr = nrows ? (size_t)nrows : 1;
     StatsGroup *g = malloc((size_t)cap * sizeof *g);
-    int *of = malloc((size_t)(set->n ? set->n : 1) * sizeof *of);
-    double *a = malloc((size_t)(set->n ? set->n : 1) * 3 * sizeof *a);
-    if (!g || !of || !a)
+    int *slot = malloc(nslot * sizeof *slot);
+    int *of = malloc(nr * sizeof *of), *order = malloc(nr * sizeof *order);
+    int *start = NULL;
+    double *a = malloc(nr * 3 * sizeof *a);
+    if (!g || !slot || !of || !order || !a)
         goto oom;
-    for (int i = 0; i < set->n; i++) {
+    for (size_t i = 0; i < nslot; i++)
+        slot[i] = -1;
+    /* each row's group, groups in order of first appearance */
+    for (int i = 0; i < nrows; i++) {
         char key[sizeof g->key];
-        stats_group_key(&set->rows[i], kind, key, sizeof key);
-        int k = find_group(g, n, key);
+        stats_row_key(&rows[i], kind, key, sizeof key);
+        size_t h = hash_key(key) & (nslot - 1);
+        while (slot[h] >= 0 && strcmp(g[slot[h]].key, key))
+            h = (h + 1) & (nslot - 1);
+        int k = slot[h];
         if (k < 0) {
             if (n == cap) {
-                StatsGroup *h = realloc(g, (size_t)cap * 2 * sizeof *g);
-                if (!h)
+                StatsGroup *t = realloc(g, (size_t)cap * 2 * sizeof *g);
+                if (!t)
                     goto oom;
-                g = h;
+                g = t;
                 cap *= 2;
             }
-            k = n++;
+            k = slot[h] = n++;
             memset(&g[k], 0, sizeof g[k]);
             g[k].kind = kind;
             snprintf(g[k].key, sizeof g[k].key, "%s", key);
         }
         of[i] = k;
     }
-    double *ape = a, *p = a + set->n, *m = a + 2 * set->n;
-    for (int k = 0; k < n; k++) {
+    /* rows by group, in row order within a group (a counting sort) */
+    start = calloc((size_t)n + 1, sizeof *start);
+    if (!start)
+        goto oom;
+    for (int i = 0; i < nrows; i++)
+        start[of[i] + 1]++;
+    for (int k = 0; k < n; k++)
+        start[k + 1] += start[k];
+    for (int i = 0; i < nrows; i++)
+        order[start[of[i]]++] = i;   /* start[k] ends at group k's end = group k+1's start */
+    double *ape = a, *p = a + nr, *m = a + 2 * nr;
+    for (int k = 0, lo = 0; k < n; lo = start[k], k++) {
         int c = 0;
-        for (int i = 0; i < set->n; i++)
-            if (of[i] == k) {
-                /* ranked by time per sequence: iteration times of different
-                 * global batches do not compare; at one batch it is the same order */
-                double gbs = set->rows[i].layout.gbs > 0 ? set->rows[i].layout.gbs : 1;
-                ape[c] = stats_ape(pred[i], set->rows[i].measured_s);
-                p[c] = pred[i] / gbs;
-                m[c] = set->rows[i].measured_s / gbs;
-                c++;
-            }
+        for (int q = lo; q < start[k]; q++) {
+            int i = order[q];
+            /* ranked by time per sequence: iteration times of different
+             * global batches do not compare; at one batch it is the same order */
+            double gbs = rows[i].gbs > 0 ? rows[i].gbs : 1;
+            ape[c] = stats_ape(pred[i], rows[i].measured_s);
+            p[c] = pred[i] / gbs;
+            m[c] = rows[i].measured_s / gbs;
+            c++;
+        }
         stats_summarize(ape, c, &g[k].st);
         g[k].spearman = stats_spearman(p, m, c);
         g[k].regret = stats_regret(p, m, c);
     }
+    free(slot);
     free(of);
+    free(order);
+    free(start);
     free(a);
     *out = g;
     return n;
 oom:
     free(g);
+    free(slot);
     free(of);
+    free(order);
+    free(start);
     free(a);
     *out = NULL;
     return -1;
+}
+
+int stats_groups(const RunSet *set, const double *pred, StatsGroupKind kind, StatsGroup **out)
+{
+    StatsRow *rows = malloc((size_t)(set->n ? set->n : 1) * sizeof *rows);
+    if (!rows) {
+        *out = NULL;
+        return -1;
+    }
+    for (int i = 0; i < set->n; i++)
+        stats_row(&set->rows[i], &rows[i]);
+    int n = stats_groups_rows(rows, set->n, pred, kind, out);
+    free(rows);
+    return n;
 }
 
 cJSON *stats_json(const ApeStats *s)

@@ -25,7 +25,7 @@ double stats_ape(double pred, double meas);                     // 100Â·|pred âˆ
 void stats_summarize(const double *ape, int n, ApeStats *out);  // n = 0 gives all zeros
 /* {n, mape, median_ape, p90_ape, max_ape}, percentages as in validate --json. */
 cJSON *stats_json(const ApeStats *s);
-/* Spearman rank correlation (average ranks for ties); 0 when n < 2 or a side is constant. */
+/* Spearman rank correlation (average ranks for ties; O(n log n)); 0 when n < 2 or a side is constant. */
 double stats_spearman(const double *x, const double *y, int n);
 /* Regret in percent: measured time of the row predicted fastest over the
  * fastest measured, minus one (ties in prediction: the first). */
@@ -40,8 +40,18 @@ typedef enum {
     STATS_BY_GPUS, STATS_BY_MODEL, STATS_BY_PARALLEL, STATS_BY_MODEL_GPUS, STATS_BY_MODEL_GPUS_GBS,
     STATS_GROUP_COUNT
 } StatsGroupKind;
+/* What grouping and ranking read of a row (80 bytes where a RunRow has 3 KB:
+ * `validate` keeps these for a million rows). */
+typedef struct {
+    int gpus, h, L, a, s;          // GPUs; model hidden, layers, heads, sequence
+    int dp, tp, pp, cp, gbs;       // layout
+    double params_b;               // 0 = not given
+    double measured_s;             // seconds per iteration
+} StatsRow;
+void stats_row(const RunRow *r, StatsRow *out);
 /* A key naming the row's group of this kind ("64 GPUs", "h3072 L30 a32 s2048", "tp", ...). */
 void stats_group_key(const RunRow *r, StatsGroupKind k, char *buf, int len);
+void stats_row_key(const StatsRow *r, StatsGroupKind k, char *buf, int len);
 /* "gpus", "model", "parallel", "model+gpus", "model+gpus+gbs". */
 const char *stats_group_kind_name(StatsGroupKind k);
 
@@ -57,5 +67,8 @@ typedef struct {
  * pred[i] belongs to set->rows[i]. Returns the count (malloc'd in *out,
  * caller frees) or -1 when out of memory. */
 int stats_groups(const RunSet *set, const double *pred, StatsGroupKind kind, StatsGroup **out);
+/* The same over compact rows (pred[i] belongs to rows[i]); O(n) expected:
+ * a hash table finds a row's group, a counting sort gathers the groups. */
+int stats_groups_rows(const StatsRow *rows, int n, const double *pred, StatsGroupKind kind, StatsGroup **out);
 
 #endif
