@@ -244,6 +244,21 @@ static int compare_main(int argc, char **argv)
         runfile_free(&run);
         return 1;
     }
+    /* a run of another model, or on another number of ranks, is not this plan's run */
+    double plan_params = (double)spec_params(&pf.model, 1, PARAMS_EXACT);
+    if (isfinite(run.model_params) && run.model_params != plan_params) {
+        fprintf(stderr, "ultraplan compare: %s is a run of another model (%s, %.6g parameters) than %s (%s, %.6g "
+                        "parameters)\n", runp, run.model_name[0] ? run.model_name : "?", run.model_params, plan,
+                pf.model.name, plan_params);
+        runfile_free(&run);
+        return 1;
+    }
+    if (!run.has_proxy && isfinite(run.world) && run.world != layout_gpus(&pf.layout)) {
+        fprintf(stderr, "ultraplan compare: %s ran on %.0f ranks, but %s is for %d GPUs (dp*tp*pp*cp): not a run "
+                        "of this plan\n", runp, run.world, plan, layout_gpus(&pf.layout));
+        runfile_free(&run);
+        return 1;
+    }
     int ok = 1;
     double step = need(run.step_s, &ok), tok = need(run.tokens_per_s, &ok), mfu = need(run.mfu, &ok);
     double ph[PH_COUNT];

@@ -11,7 +11,9 @@
  * loss stops the run without a checkpoint of the bad step; SIGTERM (and
  * SIGUSR1) make every rank stop after the same step, write a checkpoint and
  * exit 0. */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,33 @@ static void help(FILE *f)
             multi_gpu_note());
 }
 
+/* A whole number from min to INT_MAX, all of s: 0, else -1 (no silent wrap). */
+static int whole(const char *s, int min, int *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno == ERANGE || v < min || v > INT_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* What the value of option c must be, for its error. */
+static const char *run_expect(int c)
+{
+    switch (c) {
+    case 's': return "expected a whole number of steps from 1 to 2147483647";
+    case 'e': return "expected a whole number of steps from 1 to 2147483647";
+    case 'l': return "expected a learning rate > 0";
+    case 'S': return "expected a whole number";
+    case 'b': return "expected cpu or cuda";
+    case 'p': return "expected a stage number from 0";
+    case 'T': return "expected seconds >= 0 (0 = never)";
+    default: return "bad value";
+    }
+}
+
 /* 0 ok, 1 help shown, 2 usage error (message printed on rank 0). */
 static int parse(int argc, char **argv, RunRequest *a, int rank)
 {
@@ -88,15 +117,15 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
     a->proxy_stage = -1;
     optind = 1;
     opterr = 0;
-    int c;
+    int c, li;
     char *end;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((li = -1, c = getopt_long(argc, argv, "ho:", opts, &li)) != -1) {
         switch (c) {
         case 'h': if (rank == 0) help(stdout); return 1;
-        case 's': a->steps = (int)strtol(optarg, &end, 10); if (*end || a->steps < 1) goto bad; break;
+        case 's': if (whole(optarg, 1, &a->steps)) goto bad; break;
         case 'd': a->data = optarg; break;
         case 'c': a->ckpt_dir = optarg; break;
-        case 'e': a->ckpt_every = (int)strtol(optarg, &end, 10); if (*end || a->ckpt_every < 1) goto bad; break;
+        case 'e': if (whole(optarg, 1, &a->ckpt_every)) goto bad; break;
         case 'r': a->resume = 1; break;
         case 'l': a->lr = strtof(optarg, &end); a->has_lr = 1; if (*end || !(a->lr > 0)) goto bad; break;
         case 'S': a->seed = strtoull(optarg, &end, 10); a->has_seed = 1; if (*end) goto bad; break;
@@ -105,7 +134,7 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) goto bad;
             a->cuda = !strcmp(optarg, "cuda");
             break;
-        case 'p': a->proxy_stage = (int)strtol(optarg, &end, 10); if (*end || a->proxy_stage < 0) goto bad; break;
+        case 'p': if (whole(optarg, 0, &a->proxy_stage)) goto bad; break;
         case 'T': a->comm_timeout = strtod(optarg, &end); if (*end || !(a->comm_timeout >= 0)) goto bad; break;
         default:
             if (rank == 0)
@@ -137,8 +166,13 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
     }
     return 0;
 bad:
-    if (rank == 0)
-        fprintf(stderr, "ultraplan run: option %s: bad value \"%s\"\n", argv[optind - 1], optarg);
+    /* name the flag, not its value (argv[optind - 1] is the value after "--steps 0") */
+    if (rank == 0) {
+        if (li >= 0)
+            fprintf(stderr, "ultraplan run: --%s: %s, got \"%s\"\n", opts[li].name, run_expect(c), optarg);
+        else
+            fprintf(stderr, "ultraplan run: -%c: %s, got \"%s\"\n", c, run_expect(c), optarg);
+    }
     return 2;
 }
 

@@ -24,10 +24,15 @@ struct option *command_options(const struct option *own, int n_own)
 
 void command_bad_option(const char *cmd, char **argv)
 {
-    if (optopt && optopt < 256)
+    /* a long option (unknown, or lacking its value) is the argument getopt
+     * just passed; optopt is then the option's id, not a character */
+    const char *a = optind > 0 ? argv[optind - 1] : NULL;
+    if (a && a[0] == '-' && a[1] == '-')
+        fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, a);
+    else if (optopt > ' ' && optopt < 127)
         fprintf(stderr, "ultraplan %s: option -%c: unknown or missing its value (see --help)\n", cmd, optopt);
     else
-        fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, argv[optind - 1]);
+        fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, a ? a : "?");
 }
 
 static void usage(FILE *f)

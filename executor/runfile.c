@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "fileio.h"
+#include "json.h"
 
 static const char *const mem_names[XM_COUNT] = {"weights", "grads", "optim", "acts", "buffers"};
 static const char *const phase_names[PH_COUNT] = {"forward", "backward", "recompute", "tp_comm",
@@ -320,6 +321,12 @@ int runfile_parse(const char *text, RunDoc *d, char *err, int errlen)
         cJSON_Delete(j);
         return -1;
     }
+    char dup[200];
+    if (util_json_duplicate(j, dup, sizeof dup)) {
+        snprintf(err, errlen, "field \"%s\": appears twice", dup);
+        cJSON_Delete(j);
+        return -1;
+    }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
     if (cJSON_IsString(fmt) && strncmp(fmt->valuestring, "ultraplan.run/", 14) != 0) {
         snprintf(err, errlen, "format is \"%.40s\", expected %s", fmt->valuestring, RUN_FORMAT);
@@ -338,6 +345,9 @@ int runfile_parse(const char *text, RunDoc *d, char *err, int errlen)
     str(d->status, sizeof d->status, j, "status");
     str(d->error, sizeof d->error, j, "error");
     d->world = num(j, "world");
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(j, "model");
+    str(d->model_name, sizeof d->model_name, mj, "name");
+    d->model_params = num(mj, "params");
     d->tokens_per_step = num(j, "tokens_per_step");
     d->flops_per_token = num(j, "flops_per_token");
     d->peak_flops_per_rank = num(j, "peak_flops_per_rank");

@@ -120,6 +120,8 @@ typedef struct {
     char status[32];             // "running", "done", "stopped", "failed"; "" when absent
     char error[512];
     double world, tokens_per_step, flops_per_token, peak_flops_per_rank;
+    char model_name[48];         // the run's "model.name", "" when absent
+    double model_params;         // the run's "model.params" (exact count), NaN when absent
     int has_summary;
     double steps_averaged, step_s, tokens_per_s, mfu, final_loss, gpu_util_pct;   // the summary's
     double phases[PH_COUNT];     // the summary's phases_s

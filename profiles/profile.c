@@ -7,6 +7,7 @@
 #include "profile.h"
 #include "profile_embed.h"
 #include "fileio.h"
+#include "json.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -377,6 +378,13 @@ int profile_parse_json(const char *text, const char *origin, HwProfile *out,
     if (!cJSON_IsObject(root)) {
         if (err && errlen > 0)
             snprintf(err, errlen, "profile %s: expected a JSON object at the top level", c.origin);
+        cJSON_Delete(root);
+        return -1;
+    }
+    char dup[200];
+    if (util_json_duplicate(root, dup, sizeof dup)) {
+        if (err && errlen > 0)
+            snprintf(err, errlen, "profile %s: field \"%s\": appears twice", c.origin, dup);
         cJSON_Delete(root);
         return -1;
     }

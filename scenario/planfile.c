@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "json.h"
 #include "knobs.h"
 #include "profile.h"
 
@@ -280,16 +281,11 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
     char *text = util_slurp(path, 64u << 20, NULL, err, errlen);
     if (!text)
         return -1;
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
-    /* the error position points into text: take it before freeing */
-    long at = end && end >= text ? (long)(end - text) : -1L;
+    cJSON *j = util_json_parse(text, path, err, errlen);
     free(text);
     int rc = -1;
-    if (!j) {
-        snprintf(err, errlen, "%s: not valid JSON (near byte %ld)", path, at);
+    if (!j)
         return -1;
-    }
     const char *fmt = get_str(j, "format");
     char e2[256];
     if (!fmt || strcmp(fmt, PLAN_FORMAT) != 0) {

@@ -36,11 +36,27 @@ cat >"$tmp/proxy.json" <<'JSON'
     "measured_bwd_mb_s": 0.084141186714172367, "measured_recompute_mb_s": 0}
 }
 JSON
-# the same run read as a whole run
+# the same run read as a whole run of the plan (on its GPU count); and as
+# runs that are not this plan's: another world size, another model
 python3 -c '
 import json, sys
-d = json.load(open(sys.argv[1])); del d["proxy"]; json.dump(d, open(sys.argv[2], "w"))
-' "$tmp/proxy.json" "$tmp/whole.json"
+d = json.load(open(sys.argv[1])); del d["proxy"]
+d["world"] = json.load(open(sys.argv[2]))["gpus"]; json.dump(d, open(sys.argv[3], "w"))
+d["world"] = 2; json.dump(d, open(sys.argv[4], "w"))
+d["world"] = json.load(open(sys.argv[2]))["gpus"]; d["model"] = {"name": "tiny", "params": 1234567}
+json.dump(d, open(sys.argv[5], "w"))
+' "$tmp/proxy.json" "$tmp/plan.json" "$tmp/whole.json" "$tmp/world2.json" "$tmp/other.json"
+if "$U" compare "$tmp/plan.json" "$tmp/world2.json" >/dev/null 2>"$tmp/err"; then
+  bad "a 2-rank run compared against a $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$tmp/plan.json")-GPU plan"
+else
+  grep -q "ran on 2 ranks, but .* is for [0-9]* GPUs" "$tmp/err" && ok "another world size: refused, named" ||
+    bad "another world size: $(cat "$tmp/err")"
+fi
+if "$U" compare "$tmp/plan.json" "$tmp/other.json" >/dev/null 2>"$tmp/err"; then
+  bad "a run of another model was compared"
+else
+  grep -q "is a run of another model" "$tmp/err" && ok "another model: refused, named" || bad "another model: $(cat "$tmp/err")"
+fi
 
 # 1. proxy, text: acts and optim without an error, the reason said once
 if "$U" compare "$tmp/plan.json" "$tmp/proxy.json" >"$tmp/p.txt" 2>"$tmp/err"; then

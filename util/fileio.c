@@ -18,6 +18,12 @@ char *util_slurp(const char *path, size_t max_bytes, size_t *len, char *err, int
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s: is a directory, expected a file", path);
+        return NULL;
+    }
     size_t cap = 1 << 14, n = 0;
     char *buf = malloc(cap);
     int too_big = 0;
@@ -38,13 +44,13 @@ char *util_slurp(const char *path, size_t max_bytes, size_t *len, char *err, int
         buf = grown;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), why = errno;
     fclose(f);
     if (!buf || bad || too_big) {
         if (too_big)
             snprintf(err, errlen, "%s: larger than %zu bytes, the most it reads", path, max_bytes);
         else
-            snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(EIO) : "out of memory");
+            snprintf(err, errlen, "%s: cannot read: %s", path, buf ? strerror(why ? why : EIO) : "out of memory");
         free(buf);
         return NULL;
     }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# e2e_readers.sh — what the readers and the command line say about bad input
+# (issue 17 items 11, 13): a directory is "a directory", a file too large is
+# refused at its limit, a JSON key given twice is refused naming the field,
+# and a bad option value names its flag.
+set -u
+U=${ULTRAPLAN:?}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fails=0
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+# expect NAME PATTERN CMD...: non-zero exit and PATTERN (grep -E) on stderr
+expect() {
+    local name=$1 pat=$2
+    shift 2
+    "$@" > /dev/null 2> "$D/err"
+    local rc=$?
+    if [ $rc -ne 0 ] && grep -Eq -- "$pat" "$D/err"; then ok "$name"; else fail "$name: rc=$rc, stderr: $(head -c 300 "$D/err")"; fi
+}
+
+"$U" plan --gpus 1 --layers 2 --hidden 64 --heads 2 --seq 32 --vocab 64 --gbs 2 --gpu h100-sxm -o "$D/plan.json" > /dev/null ||
+    fail "a small plan"
+mkdir -p "$D/dir"
+echo "text to train on" > "$D/t.txt"
+
+# ---- directories given as files ------------------------------------------------------
+expect "compare PLAN DIR" "$D/dir: is a directory" "$U" compare "$D/plan.json" "$D/dir"
+expect "export DIR" "$D/dir: is a directory" "$U" export "$D/dir" --format megatron
+expect "predict --profile DIR" "profile $D/dir: is a directory" "$U" predict --params 7B --profile "$D/dir"
+expect "validate DIR" "$D/dir: is a directory" "$U" validate "$D/dir" --gpu h100-sxm
+
+# ---- sizes ---------------------------------------------------------------------------
+expect "predict --profile /dev/zero: refused at the limit" "larger than [0-9]+ bytes" \
+    timeout 20 "$U" predict --params 7B --profile /dev/zero
+
+# ---- a JSON key given twice ----------------------------------------------------------
+python3 - "$D/plan.json" "$D/dup_plan.json" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+open(sys.argv[2], "w").write(t.replace('"tp":', '"tp":\t16,\n\t\t"tp":', 1))
+PY
+expect "plan.json with layout.tp twice" 'field "layout.tp": appears twice' "$U" export "$D/dup_plan.json" --format megatron
+"$U" models > /dev/null
+python3 - "$D/plan.json" "$D/dup_prof.json" <<'PY'
+import json, sys
+hw = json.dumps(json.load(open(sys.argv[1]))["hardware"], indent=1)
+open(sys.argv[2], "w").write(hw.replace('"hbm_bw":', '"hbm_bw": 1e9, "hbm_bw":', 1))
+PY
+expect "profile with hbm_bw twice" 'field "hbm_bw": appears twice' "$U" predict --params 7B --profile "$D/dup_prof.json"
+
+# ---- option values name their flag ---------------------------------------------------
+for a in "--steps 0:--steps" "--lr abc:--lr" "--backend tpu:--backend" "--checkpoint-every 0:--checkpoint-every" \
+         "--comm-timeout -1:--comm-timeout" "--steps 99999999999999:--steps"; do
+    flag=${a#*:}
+    read -r -a args <<< "${a%%:*}"
+    expect "run ${a%%:*}: names $flag" "ultraplan run: $flag: expected" "$U" run "$D/plan.json" --data "$D/t.txt" "${args[@]}"
+done
+expect "export --format without its value names --format" "option --format: unknown or missing its value" \
+    "$U" export "$D/plan.json" --format
+
+echo "$fails reader check(s) failed"
+[ $fails -eq 0 ]
