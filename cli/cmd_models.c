@@ -1,22 +1,66 @@
 /* cmd_models.c — `ultraplan models`: the model presets and GPU profiles. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "command.h"
+#include "fileio.h"
+#include "planfile.h"
 #include "presets.h"
 #include "profile.h"
+
+/* presets[] as plan.json's model objects plus their source; gpus[] as the profiles. */
+static int models_json(void)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "ultraplan.models/1");
+    cJSON *pa = cJSON_AddArrayToObject(j, "presets");
+    for (int i = 0; i < presets_count(); i++) {
+        cJSON *m = plan_model_json(presets_get(i));
+        cJSON_AddStringToObject(m, "source", presets_source(i));
+        cJSON_AddItemToArray(pa, m);
+    }
+    cJSON *ga = cJSON_AddArrayToObject(j, "gpus");
+    for (int i = 0; i < profile_builtin_count(); i++) {
+        HwProfile hw;
+        char err[256];
+        if (profile_load_builtin(profile_builtin_name(i), &hw, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan models: %s\n", err);
+            cJSON_Delete(j);
+            return 1;
+        }
+        char *text = profile_to_json(&hw);
+        cJSON *g = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON_AddItemToArray(ga, g ? g : cJSON_CreateNull());
+    }
+    char *out = cJSON_Print(j);
+    cJSON_Delete(j);
+    char err[256];
+    int rc = out && util_write_atomic("-", out, err, sizeof err) == 0 ? 0 : 1;
+    free(out);
+    return rc;
+}
 
 static int models_main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: ultraplan models\n\nLists the model presets (for --model) with their sources, and the\n"
-               "built-in GPU profiles (for --gpu).\n");
+        printf("usage: ultraplan models [--json]\n\nLists the model presets (for --model) with their sources, and the\n"
+               "built-in GPU profiles (for --gpu).\n\n"
+               "  --json   one JSON document (ultraplan.models/1): presets[] with the shape fields of plan.json's\n"
+               "           \"model\" and their source, gpus[] with the whole profile of each\n");
         return 0;
     }
-    if (argc > 1) {
-        fprintf(stderr, "ultraplan models: unexpected argument \"%s\"\n", argv[1]);
+    bool json = argc == 2 && !strcmp(argv[1], "--json");
+    if (argc > 1 && !json) {
+        fprintf(stderr, "ultraplan models: unexpected argument \"%s\" (the only option is --json)\n", argv[1]);
         return 2;
     }
+    if (json)
+        return models_json();
     printf("%-16s %8s %6s %6s %5s %4s %7s %6s %7s  %s\n", "preset", "params", "layers", "hidden", "heads", "kv",
            "ffn", "seq", "vocab", "source");
     for (int i = 0; i < presets_count(); i++) {

@@ -6,8 +6,12 @@
 
 #include "args.h"
 #include "command.h"
+#include "suggest.h"
 
 #include "commands.inc"   /* generated: extern declarations and `commands[]` */
+
+/* The table command_options built last: command_bad_option suggests from it. */
+static const struct option *last_options;
 
 struct option *command_options(const struct option *own, int n_own)
 {
@@ -19,6 +23,7 @@ struct option *command_options(const struct option *own, int n_own)
     }
     memcpy(o, own, (size_t)n_own * sizeof *o);
     memcpy(o + n_own, args_common_options(), (size_t)n_common * sizeof *o);
+    last_options = o;
     return o;
 }
 
@@ -27,8 +32,26 @@ void command_bad_option(const char *cmd, char **argv)
     /* a long option (unknown, or lacking its value) is the argument getopt
      * just passed; optopt is then the option's id, not a character */
     const char *a = optind > 0 ? argv[optind - 1] : NULL;
-    if (a && a[0] == '-' && a[1] == '-')
-        fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, a);
+    if (a && a[0] == '-' && a[1] == '-') {
+        char name[64];
+        snprintf(name, sizeof name, "%s", a + 2);
+        char *eq = strchr(name, '=');
+        if (eq)
+            *eq = 0;
+        const char *names[512];
+        int n = 0;
+        for (const struct option *o = last_options; o && o->name && n < 512; o++)
+            names[n++] = o->name;
+        const char *near = util_closest(name, names, n);
+        for (int i = 0; near && i < n; i++)   /* a known flag that lacks its value is not a typo */
+            if (!strcmp(names[i], name))
+                near = NULL;
+        if (near)
+            fprintf(stderr, "ultraplan %s: option %s: unknown (did you mean --%s?) or missing its value (see --help)\n",
+                    cmd, a, near);
+        else
+            fprintf(stderr, "ultraplan %s: option %s: unknown or missing its value (see --help)\n", cmd, a);
+    }
     else if (optopt > ' ' && optopt < 127)
         fprintf(stderr, "ultraplan %s: option -%c: unknown or missing its value (see --help)\n", cmd, optopt);
     else
@@ -62,6 +85,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i]->name))
             return commands[i]->main(argc - 1, argv + 1);
-    fprintf(stderr, "ultraplan: unknown command \"%s\" (try ultraplan --help)\n", argv[1]);
+    const char *names[sizeof commands / sizeof *commands];
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        names[i] = commands[i]->name;
+    const char *near = util_closest(argv[1], names, (int)(sizeof commands / sizeof *commands));
+    if (near)
+        fprintf(stderr, "ultraplan: unknown command \"%s\" (did you mean %s?)\n", argv[1], near);
+    else
+        fprintf(stderr, "ultraplan: unknown command \"%s\" (try ultraplan --help)\n", argv[1]);
     return 2;
 }

@@ -1,5 +1,6 @@
 /* presets.c — published model shapes and the --params rule (see presets.h). */
 #include "presets.h"
+#include "suggest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -89,7 +90,12 @@ int presets_find(const char *name, ModelSpec *out, char *err, int errlen)
             return 0;
         }
     if (err && errlen > 0) {
-        int n = snprintf(err, errlen, "unknown model \"%s\"; known: ", name ? name : "");
+        const char *names[NPRESETS];
+        for (int i = 0; i < NPRESETS; i++)
+            names[i] = presets[i].m.name;
+        const char *near = util_closest(name, names, NPRESETS);
+        int n = near ? snprintf(err, errlen, "unknown model \"%s\" (did you mean %s?); known: ", name, near)
+                     : snprintf(err, errlen, "unknown model \"%s\"; known: ", name ? name : "");
         if (n < errlen)
             list_names(err + n, errlen - n);
     }

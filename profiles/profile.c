@@ -8,6 +8,7 @@
 #include "profile_embed.h"
 #include "fileio.h"
 #include "json.h"
+#include "suggest.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -403,7 +404,11 @@ int profile_load_builtin(const char *name, HwProfile *out, char *err, int errlen
     if (i < 0) {
         int n = 0;
         if (err && errlen > 0) {
-            n = snprintf(err, errlen, "unknown GPU profile \"%s\"; builtin:", name ? name : "");
+            const char *near = util_closest(name, profile_embed_names, profile_embed_count);
+            if (near)
+                n = snprintf(err, errlen, "unknown GPU profile \"%s\" (did you mean %s?); builtin:", name, near);
+            else
+                n = snprintf(err, errlen, "unknown GPU profile \"%s\"; builtin:", name ? name : "");
             for (int k = 0; k < profile_embed_count && n < errlen; k++)
                 n += snprintf(err + n, errlen - n, "%s %s", k ? "," : "", profile_embed_names[k]);
             if (n < errlen)

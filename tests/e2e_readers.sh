@@ -59,5 +59,29 @@ done
 expect "export --format without its value names --format" "option --format: unknown or missing its value" \
     "$U" export "$D/plan.json" --format
 
+# ---- did you mean (item 25) -------------------------------------------------------------
+expect "unknown command: did you mean" 'unknown command "predcit" \(did you mean predict\?\)' "$U" predcit
+expect "unknown preset: did you mean" 'unknown model "gpt3-175" \(did you mean gpt3-175b\?\)' "$U" predict --model gpt3-175
+expect "unknown GPU: did you mean" 'unknown GPU profile "h10-sxm" \(did you mean h100-sxm\?\)' "$U" predict --params 7B --gpu h10-sxm
+expect "unknown flag: did you mean" 'option --tpp: unknown \(did you mean --tp\?\)' "$U" predict --params 7B --tpp 2
+expect "nothing near: no suggestion" 'unknown command "zzzzzzzz" \(try' "$U" zzzzzzzz
+
+# ---- models --json: every preset and GPU of the table, in the table's terms -----------------
+"$U" models > "$D/models.txt" && "$U" models --json > "$D/models.json" || fail "models / models --json"
+python3 - "$D/models.txt" "$D/models.json" <<'PY' && ok "models --json lists what models prints, with counts and sources" || fail "models --json"
+import json, sys
+text = open(sys.argv[1]).read().split("\n\n")
+presets = [l.split()[0] for l in text[0].splitlines()[1:] if l.strip()]
+gpus = [l.split()[0] for l in text[1].splitlines()[1:] if l.strip()]
+d = json.load(open(sys.argv[2]))
+assert d["format"] == "ultraplan.models/1"
+assert [p["name"] for p in d["presets"]] == presets, ([p["name"] for p in d["presets"]], presets)
+assert [g["name"] for g in d["gpus"]] == gpus
+for p in d["presets"]:
+    assert p["params"] > 1e8 and p["source"] and p["layers"] >= 1 and p["heads"] >= 1, p
+g175 = [p for p in d["presets"] if p["name"] == "gpt3-175b"][0]
+assert (g175["layers"], g175["hidden"], g175["heads"]) == (96, 12288, 96), g175   # Brown et al. 2020, Table 2.1
+PY
+
 echo "$fails reader check(s) failed"
 [ $fails -eq 0 ]
