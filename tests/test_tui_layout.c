@@ -12,12 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "args.h"
 #include "canvas.h"
 #include "follow.h"
 #include "layout.h"
 #include "panes.h"
+#include "planfile.h"
 #include "state.h"
 
 /* ---- layout ---------------------------------------------------------------- */
@@ -457,6 +461,70 @@ static void test_follow_parse(void **unused)
     free(run);
 }
 
+/* The Run pane holds a run against the run's own plan or layout, not the
+ * TUI's knobs, and states the error as compare does: (pred - meas) / meas. */
+static void test_follow_predicts_the_run(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();   /* tp 8 pp 8 on 512 */
+    Layout lo = st->in.layout;
+    lo.tp = 4, lo.pp = 16, lo.dp = 8, lo.mbs = 2;
+    for (int s = 0; s < LAYOUT_MAX_PP; s++)
+        lo.layers[s] = lo.full_rc[s] = lo.sel_rc[s] = 0;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &st->in.model, &st->in.hw, err, sizeof err), 0);
+    Cost want;
+    cost(&st->in.model, &st->in.hw, &lo, &st->in.opts, &want);
+    assert_true(fabs(want.step_s - st->cost.step_s) > 1e-6 * want.step_s);   /* a different answer */
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "ultraplan.run/1");
+    cJSON *steps = cJSON_AddArrayToObject(j, "steps");
+    cJSON *s1 = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s1, "step", 1);
+    cJSON_AddNumberToObject(s1, "step_s", want.step_s / 1.25);   /* measured faster: the error is +25 % */
+    cJSON_AddItemToArray(steps, s1);
+    cJSON_AddItemToObject(j, "model", plan_model_json(&st->in.model));
+    cJSON_AddItemToObject(j, "layout", plan_layout_json(&lo));
+    char *text = cJSON_PrintUnformatted(j);
+    follow_init(&st->run, "/nonexistent/run.json");
+    assert_int_equal(follow_parse(&st->run, text), 0);
+    assert_true(st->run.has_layout && !st->run.has_plan);
+    Cost got;
+    char what[96];
+    state_run_predict(st, &got, what, sizeof what);
+    assert_true(got.step_s == want.step_s);
+    assert_non_null(strstr(what, "its layout"));
+    Canvas cv;
+    assert_int_equal(canvas_init(&cv, 40, 120), 0);
+    TuiLayout l;
+    tui_layout(40, 120, true, VIEW_MONITOR, &l);
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, "error +25.0%"));
+    canvas_free(&cv);
+    /* with the plan file it names, the plan's own prediction */
+    char plan[] = "/tmp/test_tui_follow_plan_XXXXXX";
+    int fd = mkstemp(plan);
+    assert_true(fd >= 0);
+    close(fd);
+    Layout lp = lo;
+    layout_set_recompute(&lp, RECOMPUTE_NONE);
+    Cost cp;
+    cost(&st->in.model, &st->in.hw, &lp, &st->in.opts, &cp);
+    assert_int_equal(planfile_write(plan, &st->in.model, &st->in.hw, &lp, &st->in.opts, &cp, err, sizeof err), 0);
+    cJSON_AddStringToObject(j, "plan", plan);
+    free(text);
+    text = cJSON_PrintUnformatted(j);
+    assert_int_equal(follow_parse(&st->run, text), 0);
+    assert_true(st->run.has_plan);
+    state_run_predict(st, &got, what, sizeof what);
+    assert_true(got.step_s == cp.step_s);
+    assert_non_null(strstr(what, "the plan it ran"));
+    unlink(plan);
+    free(text);
+    cJSON_Delete(j);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_load_plan),
         cmocka_unit_test(test_panes_render),
         cmocka_unit_test(test_follow_parse),
+        cmocka_unit_test(test_follow_predicts_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

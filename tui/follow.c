@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "fileio.h"
+#include "json.h"
+#include "planfile.h"
 #include "runfile.h"
 
 void follow_init(TuiRun *run, const char *path)
@@ -20,6 +22,42 @@ void follow_init(TuiRun *run, const char *path)
 
 /* a step's figure for the Run pane: < 0 where the file has none */
 static double shown(double v) { return isnan(v) || v < 0 ? -1 : v; }
+
+/* The model, layout and plan file a run.json names: what it is a run of.
+ * Absent or unreadable parts leave has_layout / has_plan false. */
+static void read_what_ran(TuiRun *run, const char *text)
+{
+    char err[256];
+    run->has_layout = run->has_plan = false;
+    cJSON *j = util_json_parse(text, run->path, err, sizeof err);
+    if (!j)
+        return;
+    run->has_layout =
+        plan_parse_model(cJSON_GetObjectItemCaseSensitive(j, "model"), run->path, &run->model, err, sizeof err) == 0 &&
+        plan_parse_layout(cJSON_GetObjectItemCaseSensitive(j, "layout"), run->path, &run->layout, err, sizeof err) == 0;
+    const cJSON *plan = cJSON_GetObjectItemCaseSensitive(j, "plan");
+    if (cJSON_IsString(plan)) {
+        PlanFile *pf = malloc(sizeof *pf);
+        char path[600];
+        /* as the run was given it (relative to where it started), else beside run.json */
+        snprintf(path, sizeof path, "%s", plan->valuestring);
+        int ok = pf && planfile_read(path, pf, err, sizeof err) == 0;
+        if (pf && !ok && plan->valuestring[0] != '/') {
+            const char *slash = strrchr(run->path, '/');
+            if (slash) {
+                snprintf(path, sizeof path, "%.*s/%s", (int)(slash - run->path), run->path, plan->valuestring);
+                ok = planfile_read(path, pf, err, sizeof err) == 0;
+            }
+        }
+        if (ok) {
+            run->has_plan = true;
+            run->plan_cost = pf->cost;
+            snprintf(run->plan_hw, sizeof run->plan_hw, "%s", pf->hw.name);
+        }
+        free(pf);
+    }
+    cJSON_Delete(j);
+}
 
 int follow_parse(TuiRun *run, const char *text)
 {
@@ -40,6 +78,7 @@ int follow_parse(TuiRun *run, const char *text)
     }
     run->steps = d.nsteps;
     snprintf(run->status, sizeof run->status, "%s", d.status);
+    read_what_ran(run, text);
     run->loaded = true;
     run->err[0] = 0;
     runfile_free(&d);

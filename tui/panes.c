@@ -407,6 +407,20 @@ static void spark(Canvas *cv, int y, int x, int w, const double *v, int n)
     }
 }
 
+/* The prediction's error as `compare` states it: (predicted − measured) /
+ * measured, so both say the same number with the same sign; within 10 %
+ * shown as good. */
+static void run_error(Canvas *cv, int y, int x_end, double pred, double meas)
+{
+    if (!(meas > 0) || !isfinite(pred))
+        return;
+    double e = 100 * (pred - meas) / meas;
+    char buf[40];
+    snprintf(buf, sizeof buf, "error %+.1f%%", e);
+    int n = (int)strlen(buf);
+    canvas_put(cv, y, x_end - n, n, fabs(e) <= 10 ? R_GOOD : R_BAD, buf);
+}
+
 static void pane_monitor(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     const TuiRun *run = &st->run;
@@ -428,16 +442,20 @@ static void pane_monitor(const TuiState *st, const TuiRect *r, Canvas *cv)
     double mfu = mean_last(run->mfu, run->n, 10), loss = last_of(run->loss, run->n);
     if (row < ih)
         canvas_printf(cv, y + row++, x, iw, R_LABEL, "%d steps measured (means over the last 10)", run->steps);
+    Cost pc;
+    char what[96];
+    state_run_predict(st, &pc, what, sizeof what);
+    if (row < ih)
+        canvas_printf(cv, y + row++, x, iw, R_DIM, "predicted from %s", what);
     if (row < ih && t_mean >= 0) {
         canvas_printf(cv, y + row, x, iw, R_VALUE, "step      %8.3f s  last %.3f  predicted %.3f s", t_mean, t_last,
-                      st->cost.step_s);
-        diff(cv, y + row, x + iw, t_mean, st->cost.step_s, true, true, "");
+                      pc.step_s);
+        run_error(cv, y + row, x + iw, pc.step_s, t_mean);
         row++;
     }
     if (row < ih && mfu >= 0) {
-        canvas_printf(cv, y + row, x, iw, R_VALUE, "MFU       %8.2f %%  predicted %.2f %%", 100 * mfu,
-                      100 * st->cost.thr.mfu);
-        diff(cv, y + row, x + iw, 100 * mfu, 100 * st->cost.thr.mfu, false, false, "pt");
+        canvas_printf(cv, y + row, x, iw, R_VALUE, "MFU       %8.2f %%  predicted %.2f %%", 100 * mfu, 100 * pc.thr.mfu);
+        run_error(cv, y + row, x + iw, pc.thr.mfu, mfu);
         row++;
     }
     if (row < ih && loss >= 0) {

@@ -603,6 +603,25 @@ void state_pin(TuiState *st)
 
 void state_unpin(TuiState *st) { st->pinned = false; }
 
+void state_run_predict(const TuiState *st, Cost *c, char *what, int len)
+{
+    const TuiRun *run = &st->run;
+    if (run->has_plan) {
+        *c = run->plan_cost;
+        snprintf(what, len, "the plan it ran, on %s", run->plan_hw);
+        return;
+    }
+    char err[256];
+    Layout lo = run->layout;
+    if (run->has_layout && layout_check(&lo, &run->model, &st->in.hw, err, sizeof err) == 0) {
+        cost(&run->model, &st->in.hw, &lo, &st->in.opts, c);
+        snprintf(what, len, "its layout on %s", st->in.hw.name);
+        return;
+    }
+    *c = st->cost;
+    snprintf(what, len, "the knobs on the left");
+}
+
 double state_cost_dollars(const Cost *c, double price) { return c->train.gpu_hours * price; }
 
 int state_load_plan(TuiState *st, int i)

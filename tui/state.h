@@ -88,6 +88,13 @@ typedef struct {
     char status[32];             // "running", "done", ... if the file says
     long long stamp_mtime_ns;    // the file's mtime at the last good read, ns
     long long stamp_size;        // and its size, bytes
+    /* what the run is a run of, for its prediction (state_run_predict) */
+    bool has_layout;             // run.json's "model" and "layout" read back
+    ModelSpec model;
+    Layout layout;
+    bool has_plan;               // the plan file run.json names, read (plan_cost is its prediction)
+    Cost plan_cost;
+    char plan_hw[48];            // its hardware profile's name
 } TuiRun;
 
 typedef struct {
@@ -154,6 +161,12 @@ int state_load_plan(TuiState *st, int i);
 
 void state_pin(TuiState *st);     // pin the current state as the baseline
 void state_unpin(TuiState *st);
+
+/* What the Run pane holds the measurements against: the prediction of the
+ * plan file the run names when it can be read, else the run's own model and
+ * layout priced on the TUI's hardware, else the TUI's current knobs. `what`
+ * says which, for the pane ("plan run.json", ...). */
+void state_run_predict(const TuiState *st, Cost *c, char *what, int len);
 
 /* Total price of the ideal run: GPU-hours × price. */
 double state_cost_dollars(const Cost *c, double price);
