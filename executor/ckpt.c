@@ -8,18 +8,28 @@
  * a full disk at any moment therefore leaves the manifest naming a complete
  * checkpoint: the new one or the previous one.
  *
- * Load checks every file's size and CRC-32 (over the whole file but the
- * checksum field) against the manifest and its header before trusting it,
- * and refuses a mismatch with the file's name.
+ * A failed write (a rank's file, or the manifest: a full disk) removes the
+ * new step's files again; the next successful checkpoint removes what a kill
+ * left behind (temporary files, an uncommitted step directory). Removal goes
+ * through directory descriptors (openat/unlinkat, O_NOFOLLOW), so it never
+ * follows a symbolic link out of DIR, and touches only names this code
+ * writes.
  *
- * Test hook (documented in docs/reliability/FAULTS.md): the environment
+ * Load validates every field of the manifest and of the rank file's header
+ * (ckpt.h), and checks the file's size and CRC-32 (over the whole file but
+ * the checksum field) against the manifest and its header before trusting
+ * it; a mismatch is refused with the file's name.
+ *
+ * Test hooks (documented in docs/reliability/FAULTS.md): the environment
  * variable ULTRAPLAN_FAULT_INJECT=kill_in_ckpt:STEP makes rank 0 SIGKILL
- * itself halfway through writing its file of step STEP.
+ * itself halfway through writing its file of step STEP, and
+ * kill_in_manifest:STEP halfway through writing the manifest of step STEP.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,8 +43,9 @@
 #include "fileio.h"
 
 #define CKPT_MAGIC 0x4B435055u   // "UPCK"
-#define CKPT_VERSION 2
-#define CKPT_FORMAT "ultraplan.checkpoint/2"
+#define CKPT_VERSION 3
+#define CKPT_FORMAT "ultraplan.checkpoint/3"
+#define CKPT_FORMAT_STEM "ultraplan.checkpoint/"
 
 typedef struct {
     unsigned magic, version;
@@ -42,7 +53,7 @@ typedef struct {
     long long n_alloc, opt_n;
     DataPos pos;
     uint32_t crc;                // CRC-32 of the file with this field zero
-    uint32_t pad;
+    uint32_t shape;              // CRC-32 of ckpt_shape's text (version 3; version 2 had 0 here)
 } CkptHeader;
 
 /* ---- CRC-32 (IEEE 802.3, as zlib's crc32) ---------------------------- */
@@ -83,16 +94,37 @@ static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
 
 uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n) { return crc_update(crc, p, n); }
 
+/* ---- the shape ------------------------------------------------------------ */
+
+void ckpt_shape(const ModelSpec *m, const Layout *lo, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "L%d h%d a%d g%d d%d f%d V%d/%d s%d %s %s %s bias%d tied%d split", m->L, m->h, m->a,
+                       m->g ? m->g : m->a, spec_head_dim(m), m->f, m->vocab, m->vocab_div ? m->vocab_div : 128, m->s,
+                       spec_mlp_name(m->mlp), spec_norm_name(m->norm), spec_pos_name(m->pos), m->bias, m->tied);
+    for (int st = 0; st < lo->pp && st < LAYOUT_MAX_PP && len > 0 && (size_t)len < n; st++)
+        len += snprintf(buf + len, n - len, "%c%d", st ? ',' : ' ', lo->layers[st]);
+}
+
+static uint32_t shape_crc(const CkptState *s)
+{
+    char text[CKPT_SHAPE_MAX];
+    ckpt_shape(s->model, s->lo, text, sizeof text);
+    return crc_update(0, text, strlen(text));
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
-
-/* Byte offset at which the test hook kills this process, or 0. */
-static size_t inject_kill_at(const CkptState *st, size_t total)
+/* Byte offset at which the test hook kills this process (rank 0, writing
+ * `what`, "ckpt" or "manifest", of this step), or 0. */
+static size_t inject_kill_at(const CkptState *st, const char *what, size_t total)
 {
     const char *s = getenv("ULTRAPLAN_FAULT_INJECT");
-    int step;
-    if (s && sscanf(s, "kill_in_ckpt:%d", &step) == 1 && step == st->step && st->rank == 0)
-        return total / 2;
+    char want[32], hook[32];
+    int step, len = 0;
+    snprintf(want, sizeof want, "kill_in_%s", what);
+    if (s && sscanf(s, "%31[a-z_]:%d%n", hook, &step, &len) == 2 && s[len] == 0 && strcmp(hook, want) == 0 &&
+        step == st->step && st->rank == 0)
+        return total / 2 ? total / 2 : 1;
     return 0;
 }
 
@@ -123,51 +155,203 @@ void exec_ckpt_path(char *buf, size_t n, const char *dir, int step)
     snprintf(buf, n, "%s/step-%06d", dir, step);
 }
 
+static void step_name(char *buf, size_t n, int step) { snprintf(buf, n, "step-%06d", step); }
+
 static void rank_name(char *buf, size_t n, int rank)
 {
     snprintf(buf, n, "rank_%05d.ckpt", rank);
 }
 
-static int make_dir(const char *dir, char *err, int errlen)
+/* Create dir (any) and its step directory, which must then be a real
+ * directory: a planted symbolic link there would take the files elsewhere. */
+static int make_dirs(const char *dir, const char *stepdir, char *err, int errlen)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "checkpoint: cannot create directory %s: %s", dir, strerror(errno));
+    const char *d[] = {dir, stepdir};
+    for (int i = 0; i < 2; i++)
+        if (mkdir(d[i], 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "checkpoint: cannot create directory %s: %s", d[i], strerror(errno));
+            return -1;
+        }
+    struct stat st;
+    if (lstat(stepdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "checkpoint: %s exists and is not a directory (a symbolic link?); refusing to "
+                 "write through it", stepdir);
         return -1;
     }
     return 0;
 }
 
-/* Remove DIR/step-NNNNNN directories other than keep (rank 0, after the
- * manifest names keep). Only our own names are touched. */
+/* ---- removing what we wrote, and nothing else ----------------------------- */
+
+/* Whether name is exactly "PREFIX<digits>" with at least `min` digits and
+ * at most 10, followed by `rest`; the number in *num. */
+static int numbered(const char *name, const char *prefix, int min, const char *rest, long long *num)
+{
+    size_t p = strlen(prefix);
+    if (strncmp(name, prefix, p) != 0)
+        return 0;
+    const char *d = name + p, *e = d;
+    while (*e >= '0' && *e <= '9')
+        e++;
+    if (e - d < min || e - d > 10 || strcmp(e, rest) != 0)
+        return 0;
+    *num = strtoll(d, NULL, 10);
+    return 1;
+}
+
+/* A name ckpt_save gives a step directory: step-%06d of an int step, as
+ * written (6 digits, or 7 to 10 without leading zeros). */
+static int is_step_name(const char *name)
+{
+    long long step;
+    char canon[32];
+    if (!numbered(name, "step-", 6, "", &step) || step > INT_MAX)
+        return 0;
+    step_name(canon, sizeof canon, (int)step);
+    return strcmp(canon, name) == 0;
+}
+
+/* Whether name is a temporary file of target (util_atomic_parts names them
+ * TARGET.tmp.PID.N). */
+static int is_temp_of(const char *name, const char *target)
+{
+    size_t t = strlen(target);
+    if (strncmp(name, target, t) != 0 || strncmp(name + t, ".tmp.", 5) != 0 || !name[t + 5])
+        return 0;
+    return strspn(name + t + 5, "0123456789.") == strlen(name + t + 5);
+}
+
+/* A rank file (rank_%05d.ckpt) or one of its temporaries; *temp says which. */
+static int is_rank_file(const char *name, int *temp)
+{
+    long long r;
+    const char *dot = strstr(name, ".ckpt");
+    if (!dot || dot - name > 24)
+        return 0;
+    char stem[40];
+    snprintf(stem, sizeof stem, "%.*s", (int)(dot - name) + 5, name);
+    if (!numbered(stem, "rank_", 5, ".ckpt", &r))
+        return 0;
+    *temp = strcmp(name, stem) != 0;
+    return !*temp || is_temp_of(name, stem);
+}
+
+static int is_regular_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Say once per process that a step directory was left in place. */
+static void warn_left(const char *dir, const char *step, const char *why)
+{
+    static int said;
+    if (said++)
+        return;
+    fprintf(stderr, "ultraplan run: warning: checkpoint cleanup left %s/%s in place: %s (said once)\n", dir, step,
+            why);
+}
+
+/* In DIR (dfd), remove the step directory `step`: its rank files and their
+ * temporaries, then the directory. A step entry that is not a real
+ * directory, or that holds anything else (another name, a link, a
+ * subdirectory), is left untouched. With temps_only, remove only the
+ * temporaries (regular files) and keep the directory. 0 when done, -1 when
+ * something was left (why says what). */
+static int remove_step(int dfd, const char *step, int temps_only, char *why, size_t n)
+{
+    int sfd = openat(dfd, step, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) {
+        snprintf(why, n, "%s", errno == ENOENT ? "gone" : "not a directory (a symbolic link?)");
+        return errno == ENOENT ? 0 : -1;
+    }
+    DIR *d = fdopendir(sfd);
+    if (!d) {
+        close(sfd);
+        snprintf(why, n, "cannot list it: %s", strerror(errno));
+        return -1;
+    }
+    int foreign = 0, temp;
+    struct dirent *de;
+    while (!temps_only && !foreign && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            (!is_rank_file(de->d_name, &temp) || !is_regular_at(sfd, de->d_name))) {
+            snprintf(why, n, "it holds %.200s, which ultraplan did not write", de->d_name);
+            foreign = 1;
+        }
+    rewinddir(d);
+    while (!foreign && (de = readdir(d)))
+        if (is_rank_file(de->d_name, &temp) && (!temps_only || (temp && is_regular_at(sfd, de->d_name))))
+            unlinkat(sfd, de->d_name, 0);   // relative to sfd: never through a link
+    closedir(d);
+    if (foreign)
+        return -1;
+    if (!temps_only && unlinkat(dfd, step, AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        snprintf(why, n, "cannot remove it: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* After the manifest names keep (rank 0): remove every other step
+ * directory, the temporaries left in keep, and manifest.json's leftover
+ * temporaries (a kill during its write). */
 static void remove_old(const char *dir, const char *keep)
 {
-    DIR *d = opendir(dir);
-    if (!d)
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
         return;
+    }
+    char why[300];
     struct dirent *de;
     while ((de = readdir(d))) {
-        int step, len = 0;
-        if (sscanf(de->d_name, "step-%d%n", &step, &len) != 1 || len != 11 || strcmp(de->d_name, keep) == 0)
-            continue;
-        char sub[1100], f[1400];
-        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
-        DIR *s = opendir(sub);
-        struct dirent *fe;
-        while (s && (fe = readdir(s)))
-            if (strncmp(fe->d_name, "rank_", 5) == 0) {
-                snprintf(f, sizeof f, "%s/%s", sub, fe->d_name);
-                unlink(f);
-            }
-        if (s)
-            closedir(s);
-        rmdir(sub);
+        const char *name = de->d_name;
+        if (is_temp_of(name, "manifest.json") && is_regular_at(dfd, name))
+            unlinkat(dfd, name, 0);
+        else if (is_step_name(name) && strcmp(name, keep) != 0 && remove_step(dfd, name, 0, why, sizeof why) != 0)
+            warn_left(dir, name, why);
     }
+    remove_step(dfd, keep, 1, why, sizeof why);
     closedir(d);
+}
+
+/* Whether dir's manifest (if any) names step: its files are committed. */
+static int is_committed(const char *dir, const char *step)
+{
+    char path[1100], e[256];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    char *text = util_slurp(path, 64u << 20, NULL, e, sizeof e);
+    cJSON *m = text ? cJSON_Parse(text) : NULL;
+    const char *sd = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "dir"));
+    int yes = sd && strcmp(sd, step) == 0;
+    cJSON_Delete(m);
+    free(text);
+    return yes;
+}
+
+/* Remove the new step's directory after a failed write (rank 0; every rank
+ * is past its own write): nothing names it, unless a manifest of an earlier
+ * run in dir does. */
+static void remove_uncommitted(const char *dir, const char *step)
+{
+    if (is_committed(dir, step))
+        return;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char why[300];
+    if (dfd >= 0 && remove_step(dfd, step, 0, why, sizeof why) != 0)
+        warn_left(dir, step, why);
+    if (dfd >= 0)
+        close(dfd);
 }
 
 static int write_manifest(const CkptState *s, const char *dir, const char *stepdir, const unsigned long long *info,
                           char *err, int errlen)
 {
+    char shape[CKPT_SHAPE_MAX];
+    ckpt_shape(s->model, s->lo, shape, sizeof shape);
     cJSON *m = cJSON_CreateObject(), *files = cJSON_CreateArray();
     cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
     cJSON_AddNumberToObject(m, "step", s->step);
@@ -176,6 +360,8 @@ static int write_manifest(const CkptState *s, const char *dir, const char *stepd
     cJSON_AddNumberToObject(m, "tp", s->tp);
     cJSON_AddNumberToObject(m, "pp", s->pp);
     cJSON_AddNumberToObject(m, "vp", s->vp);
+    cJSON_AddStringToObject(m, "optimizer", layout_opt_name((OptimShard)s->opt));
+    cJSON_AddStringToObject(m, "model", shape);
     cJSON_AddStringToObject(m, "dir", stepdir);
     cJSON_AddStringToObject(m, "checksum", "crc32");
     for (int r = 0; r < s->world; r++) {
@@ -198,18 +384,19 @@ static int write_manifest(const CkptState *s, const char *dir, const char *stepd
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     const void *parts[] = {text, "\n"};
     size_t lens[] = {strlen(text), 1};
-    int rc = atomic_write(path, parts, lens, 2, 0, err, errlen);
+    int rc = atomic_write(path, parts, lens, 2, inject_kill_at(s, "manifest", lens[0] + 1), err, errlen);
     free(text);
     return rc;
 }
 
 int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
 {
-    char stepdir[1100], path[1200], name[32];
+    char stepdir[1100], path[1200], name[32], step[32];
     exec_ckpt_path(stepdir, sizeof stepdir, dir, s->step);
+    step_name(step, sizeof step, s->step);
     int rc = 0;
     if (s->rank == 0)
-        rc = make_dir(dir, err, errlen) || make_dir(stepdir, err, errlen) ? -1 : 0;
+        rc = make_dirs(dir, stepdir, err, errlen);
     if (dist_world_agree(rc, err, errlen) != 0)
         return -1;
 
@@ -218,6 +405,7 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
     h.magic = CKPT_MAGIC, h.version = CKPT_VERSION, h.step = s->step, h.world = s->world;
     h.rank = s->rank, h.dp = s->dp, h.tp = s->tp, h.pp = s->pp, h.vp = s->vp;
     h.opt = s->opt, h.n_alloc = (long long)s->n_alloc, h.opt_n = (long long)s->opt_n;
+    h.shape = shape_crc(s);
     /* field by field: a struct copy would bring DataPos's padding bytes along */
     h.pos.shard = s->pos.shard, h.pos.offset = s->pos.offset, h.pos.epoch = s->pos.epoch;
     const void *parts[] = {&h, s->w, s->m, s->v};
@@ -229,9 +417,10 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
     h.crc = crc;
     rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s", stepdir, name);
-    rc = atomic_write(path, parts, lens, 4, inject_kill_at(s, total), err, errlen);
+    rc = atomic_write(path, parts, lens, 4, inject_kill_at(s, "ckpt", total), err, errlen);
     if (dist_world_agree(rc, err, errlen) != 0) {
-        unlink(path);   // nothing points at it; free the space
+        if (s->rank == 0)
+            remove_uncommitted(dir, step);   // nothing points at it; free the space
         return -1;
     }
 
@@ -245,10 +434,12 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
     dist_world_gather_u64(mine, 2, all);
     if (s->rank == 0) {
         sync_dir(stepdir);
-        rc = write_manifest(s, dir, stepdir + strlen(dir) + 1, all, err, errlen);
+        rc = write_manifest(s, dir, step, all, err, errlen);
         if (rc == 0) {
             sync_dir(dir);
-            remove_old(dir, stepdir + strlen(dir) + 1);
+            remove_old(dir, step);
+        } else {
+            remove_uncommitted(dir, step);   // complete but never committed
         }
     }
     free(all);
@@ -258,53 +449,138 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
 /* ---- loading -------------------------------------------------------------- */
 
 typedef struct {
-    int step, world;
-    char stepdir[64];
+    int step;
+    char stepdir[32];            // step-NNNNNN, validated
     long long bytes;             // of this rank's file
     uint32_t crc;
 } Manifest;
 
+/* o[key] as an exact integer in [lo, hi] into *out; 0 if it is missing,
+ * not a number, not whole or out of range. lo and hi within +-2^53. */
+static int json_int(const cJSON *o, const char *key, double lo, double hi, long long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return 0;
+    *out = (long long)v->valuedouble;
+    return (double)*out == v->valuedouble;
+}
+
+static const char *json_str(const cJSON *o, const char *key)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+/* The first key of object o that appears twice, or NULL. */
+static const char *dup_key(const cJSON *o)
+{
+    for (const cJSON *a = o ? o->child : NULL; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                return a->string;
+    return NULL;
+}
+
+/* Every field of one "files" entry: what is wrong with it, or NULL. */
+static const char *bad_file_entry(const cJSON *f, int r, long long *bytes, uint32_t *crc)
+{
+    char want[32];
+    long long c;
+    rank_name(want, sizeof want, r);
+    if (!cJSON_IsObject(f) || dup_key(f))
+        return "is not an object of distinct keys";
+    const char *name = json_str(f, "name");
+    if (!name || strcmp(name, want) != 0)
+        return "does not name its rank's file";
+    if (!json_int(f, "bytes", (double)sizeof(CkptHeader), 9007199254740992.0, bytes))
+        return "has no exact \"bytes\" (an integer, at least a header)";
+    if (!json_int(f, "crc32", 0, 4294967295.0, &c))
+        return "has no exact \"crc32\" (an integer from 0 to 2^32-1)";
+    *crc = (uint32_t)c;
+    return NULL;
+}
+
+/* Whether sd is the directory name of step: exactly step-%06d, so never
+ * "..", ".", a path or another step's. */
+static int is_dir_of(const char *sd, long long step)
+{
+    char want[32];
+    step_name(want, sizeof want, (int)step);
+    return strcmp(sd, want) == 0;
+}
+
+/* Validate the manifest in full against s; *mf gets this rank's entry. */
 static int read_manifest(const CkptState *s, const char *dir, Manifest *mf, char *err, int errlen)
 {
-    char path[1100];
+    char path[1100], shape[CKPT_SHAPE_MAX], serr[512];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) {
         snprintf(err, errlen, "resume: no checkpoint in %s (%s missing)", dir, path);
         return -1;
     }
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    char *text = size >= 0 && size < (1L << 30) ? malloc(size + 1) : NULL;
-    size_t n = text && fseek(f, 0, SEEK_SET) == 0 ? fread(text, 1, size, f) : 0;
-    fclose(f);
-    if (text)
-        text[n] = 0;
-    cJSON *m = text ? cJSON_Parse(text) : NULL;
+    char *text = util_slurp(path, 64u << 20, NULL, serr, sizeof serr);
+    if (!text) {
+        snprintf(err, errlen, "resume: %s; refusing to load", serr);
+        return -1;
+    }
+    cJSON *m = cJSON_Parse(text);
     free(text);
-    const cJSON *fmt = cJSON_GetObjectItem(m, "format"), *step = cJSON_GetObjectItem(m, "step");
-    const cJSON *world = cJSON_GetObjectItem(m, "world"), *sd = cJSON_GetObjectItem(m, "dir");
-    const cJSON *files = cJSON_GetObjectItem(m, "files");
-    const cJSON *mine = cJSON_GetArrayItem(files, s->rank);
-    const cJSON *bytes = cJSON_GetObjectItem(mine, "bytes"), *crc = cJSON_GetObjectItem(mine, "crc32");
-    int ok = m && cJSON_IsString(fmt) && strcmp(fmt->valuestring, CKPT_FORMAT) == 0 && cJSON_IsNumber(step) &&
-             cJSON_IsNumber(world) && cJSON_IsString(sd) && strlen(sd->valuestring) < sizeof mf->stepdir &&
-             !strchr(sd->valuestring, '/') && cJSON_IsNumber(bytes) && cJSON_IsNumber(crc);
-    if (!ok) {
-        snprintf(err, errlen, "resume: %s is not a readable %s manifest (damaged, or from another version); "
-                 "refusing to load", path, CKPT_FORMAT);
-    } else if (world->valueint != s->world || cJSON_GetArraySize(files) != s->world) {
-        snprintf(err, errlen, "resume: %s is a checkpoint of a %d-rank run, this run has %d ranks", path,
-                 world->valueint, s->world);
-        ok = 0;
-    } else {
-        mf->step = step->valueint;
-        mf->world = world->valueint;
-        snprintf(mf->stepdir, sizeof mf->stepdir, "%s", sd->valuestring);
-        mf->bytes = (long long)bytes->valuedouble;
-        mf->crc = (uint32_t)crc->valuedouble;
+    const char *fmt = json_str(m, "format"), *sd = json_str(m, "dir"), *opt = json_str(m, "optimizer");
+    const char *model = json_str(m, "model"), *dup = dup_key(m), *sum = json_str(m, "checksum");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(m, "files");
+    long long step = -1, world = 0, dp = 0, tp = 0, pp = 0, vp = 0;
+    char why[400] = "";
+    ckpt_shape(s->model, s->lo, shape, sizeof shape);
+    if (!cJSON_IsObject(m) || !fmt || (strcmp(fmt, CKPT_FORMAT) != 0 && strncmp(fmt, CKPT_FORMAT_STEM, 21) != 0))
+        snprintf(why, sizeof why, "is not a readable %s manifest (damaged, or from another version)", CKPT_FORMAT);
+    else if (strcmp(fmt, CKPT_FORMAT) != 0)
+        snprintf(why, sizeof why, "is an %.40s manifest, written by another version of ultraplan; this one reads "
+                 "%s only", fmt, CKPT_FORMAT);
+    else if (dup)
+        snprintf(why, sizeof why, "has the key \"%.40s\" twice", dup);
+    else if (!json_int(m, "step", 0, INT_MAX, &step))
+        snprintf(why, sizeof why, "has no valid \"step\" (an integer from 0 to %d)", INT_MAX);
+    else if (!json_int(m, "world", 1, INT_MAX, &world))
+        snprintf(why, sizeof why, "has no valid \"world\" (a positive integer)");
+    else if (world != s->world)
+        snprintf(why, sizeof why, "is a checkpoint of a %lld-rank run, this run has %d ranks", world, s->world);
+    else if (!json_int(m, "dp", 1, INT_MAX, &dp) || !json_int(m, "tp", 1, INT_MAX, &tp) ||
+             !json_int(m, "pp", 1, INT_MAX, &pp) || !json_int(m, "vp", 1, INT_MAX, &vp) || !opt)
+        snprintf(why, sizeof why, "has no valid dp, tp, pp, vp and optimizer");
+    else if (dp != s->dp || tp != s->tp || pp != s->pp || vp != s->vp ||
+             strcmp(opt, layout_opt_name((OptimShard)s->opt)) != 0)
+        snprintf(why, sizeof why, "is a checkpoint of layout dp %lld tp %lld pp %lld vp %lld %.20s; this plan's "
+                 "is dp %d tp %d pp %d vp %d %s: it does not match this plan's layout and model", dp, tp, pp, vp,
+                 opt, s->dp, s->tp, s->pp, s->vp, layout_opt_name((OptimShard)s->opt));
+    else if (!model || strcmp(model, shape) != 0)
+        snprintf(why, sizeof why, "is a checkpoint of model %.140s; this plan's is %.140s: it does not match "
+                 "this plan's layout and model", model ? model : "(none)", shape);
+    else if (!sd || !is_dir_of(sd, step))
+        snprintf(why, sizeof why, "names the directory \"%.60s\" for step %lld; it must be \"step-%06lld\", "
+                 "inside the checkpoint directory", sd ? sd : "(none)", step, step);
+    else if (!sum || strcmp(sum, "crc32") != 0)
+        snprintf(why, sizeof why, "has no \"checksum\": \"crc32\"");
+    else if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) != s->world)
+        snprintf(why, sizeof why, "lists %d rank files for a %d-rank run", cJSON_IsArray(files) ?
+                 cJSON_GetArraySize(files) : 0, s->world);
+    for (int r = 0; !why[0] && r < s->world; r++) {
+        long long bytes;
+        uint32_t crc;
+        const char *bad = bad_file_entry(cJSON_GetArrayItem(files, r), r, &bytes, &crc);
+        if (bad)
+            snprintf(why, sizeof why, "files[%d] %s", r, bad);
+        else if (r == s->rank)
+            mf->bytes = bytes, mf->crc = crc;
     }
     cJSON_Delete(m);
-    return ok ? 0 : -1;
+    if (why[0]) {
+        snprintf(err, errlen, "resume: %s %s; refusing to load", path, why);
+        return -1;
+    }
+    mf->step = (int)step;
+    step_name(mf->stepdir, sizeof mf->stepdir, mf->step);
+    return 0;
 }
 
 /* The CRC-32 of a checkpoint file with its checksum field taken as zero,
@@ -328,27 +604,80 @@ static int file_crc(FILE *f, CkptHeader *h, uint32_t *crc)
     return ferror(f) ? -1 : 0;
 }
 
+/* Open dir/mf->stepdir/name (path): a regular file in a real directory
+ * inside dir, never through a symbolic link. NULL with err. */
+static FILE *open_rank_file(const char *dir, const Manifest *mf, const char *name, const char *path,
+                            struct stat *st, char *err, int errlen)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), sfd = -1, fd = -1, e = 0;
+    const char *what = NULL;
+    if (dfd < 0)
+        e = errno;
+    else if ((sfd = openat(dfd, mf->stepdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        e = errno, what = e == ELOOP || e == ENOTDIR ? "its step directory is a symbolic link or not a directory" : NULL;
+    else if ((fd = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        e = errno, what = e == ELOOP ? "is a symbolic link" : NULL;
+    else if (fstat(fd, st) != 0)
+        e = errno;
+    else if (!S_ISREG(st->st_mode))
+        what = "is not a regular file";
+    if (dfd >= 0)
+        close(dfd);
+    if (sfd >= 0)
+        close(sfd);
+    if (e || what) {
+        if (fd >= 0)
+            close(fd);
+        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, what ? what : strerror(e));
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+/* What is wrong with a sound file's header for this run, or NULL. */
+static const char *bad_header(const CkptHeader *h, const CkptState *s, const Manifest *mf, char *buf, size_t n)
+{
+    if (h->magic != CKPT_MAGIC)
+        return "is not an ultraplan checkpoint file";
+    if (h->version != CKPT_VERSION) {
+        snprintf(buf, n, "is a version-%u checkpoint file, written by another version of ultraplan; this one "
+                 "reads version %d only", h->version, CKPT_VERSION);
+        return buf;
+    }
+    if (h->rank != s->rank || h->world != s->world || h->step != mf->step) {
+        snprintf(buf, n, "belongs to another rank or step (rank %d of %d, step %d; expected rank %d of %d, step "
+                 "%d)", h->rank, h->world, h->step, s->rank, s->world, mf->step);
+        return buf;
+    }
+    if (h->dp != s->dp || h->tp != s->tp || h->pp != s->pp || h->vp != s->vp || h->opt != s->opt ||
+        h->n_alloc != (long long)s->n_alloc || h->opt_n != (long long)s->opt_n || h->shape != shape_crc(s))
+        return "does not match this plan's layout and model";
+    if (h->pos.shard < 0 || h->pos.offset < 0 || h->pos.epoch < 0)
+        return "has a negative data position";
+    return NULL;
+}
+
 static int load_rank(CkptState *s, const char *dir, DataLoader *dl, char *err, int errlen)
 {
     Manifest mf;
     if (read_manifest(s, dir, &mf, err, errlen) != 0)
         return -1;
-    char path[1200], name[32];
+    char path[1200], name[32], buf[300];
     rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s/%s", dir, mf.stepdir, name);
     struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
+    FILE *f = open_rank_file(dir, &mf, name, path, &st, err, errlen);
+    if (!f)
         return -1;
-    }
     if ((long long)st.st_size != mf.bytes) {
+        fclose(f);
         snprintf(err, errlen, "checkpoint %s: %lld bytes, the manifest says %lld (file truncated or "
                  "overwritten); refusing to load", path, (long long)st.st_size, mf.bytes);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "checkpoint %s: %s; refusing to load", path, strerror(errno));
         return -1;
     }
     /* 1. integrity: the whole file against its header and the manifest */
@@ -360,16 +689,15 @@ static int load_rank(CkptState *s, const char *dir, DataLoader *dl, char *err, i
                  path);
         return -1;
     }
-    /* 2. a sound file of the right run */
-    const char *why = h.magic != CKPT_MAGIC || h.version != CKPT_VERSION ? "is not a version-2 checkpoint file"
-                      : h.rank != s->rank || h.step != mf.step       ? "belongs to another rank or step"
-                      : h.dp != s->dp || h.tp != s->tp || h.pp != s->pp || h.vp != s->vp || h.opt != s->opt ||
-                              h.n_alloc != (long long)s->n_alloc || h.opt_n != (long long)s->opt_n
-                          ? "does not match this plan's layout and model"
-                          : NULL;
+    /* 2. a sound file of the right run, at a position the data has */
+    const char *why = bad_header(&h, s, &mf, buf, sizeof buf);
     if (why) {
         fclose(f);
         snprintf(err, errlen, "resume: %s %s; refusing to load", path, why);
+        return -1;
+    }
+    if (dl && data_set_pos(dl, h.pos, err, errlen) != 0) {
+        fclose(f);
         return -1;
     }
     /* 3. load */
@@ -381,8 +709,6 @@ static int load_rank(CkptState *s, const char *dir, DataLoader *dl, char *err, i
         snprintf(err, errlen, "checkpoint %s: read failed after its checksum passed; refusing to continue", path);
         return -1;
     }
-    if (dl && data_set_pos(dl, h.pos, err, errlen) != 0)
-        return -1;
     s->pos = h.pos;
     s->step = h.step;
     return 0;
@@ -402,6 +728,7 @@ static CkptState exec_state(Exec *e)
         .step = e->step, .world = e->d.world, .rank = e->d.rank,
         .dp = e->lo.dp, .tp = e->lo.tp, .pp = e->lo.pp, .vp = e->lo.vp, .opt = (int)e->lo.opt,
         .n_alloc = e->ps.n_alloc, .opt_n = e->opt_n, .pos = data_get_pos(&e->dl),
+        .model = &e->m, .lo = &e->lo,
         .w = e->ps.w, .m = e->om, .v = e->ov,
     };
     return s;

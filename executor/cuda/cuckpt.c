@@ -21,6 +21,7 @@ static int host_state(const CuExec *e, CkptState *s)
         .step = e->step, .world = e->d.world, .rank = e->d.rank,
         .dp = e->lo.dp, .tp = e->lo.tp, .pp = e->lo.pp, .vp = e->lo.vp, .opt = (int)e->lo.opt,
         .n_alloc = e->n_alloc, .opt_n = e->opt_n, .pos = data_get_pos(&e->dl),
+        .model = &e->m, .lo = &e->lo,
     };
     s->w = malloc((e->n_alloc ? e->n_alloc : 1) * sizeof(float));
     s->m = malloc((e->opt_n ? e->opt_n : 1) * sizeof(float));
