@@ -261,6 +261,14 @@ int loop_run(const ExecBackend *b, const RunRequest *rq, int rank, int world)
             b->free(L.s);
             return 1;
         }
+        if (L.info.step >= rq->steps) {   // every rank loaded the same step
+            if (rank == 0)
+                fprintf(stderr, "ultraplan run: resume: the checkpoint in %s is at step %d and --steps is %d: "
+                        "nothing left to run (--steps is the total from step 0; raise it above %d)\n",
+                        rq->ckpt_dir, L.info.step, rq->steps, L.info.step);
+            b->free(L.s);
+            return 1;
+        }
         L.saved = L.info.step;
         if (L.log)
             fprintf(L.log, "resumed from %s at step %d\n", rq->ckpt_dir, L.info.step);

@@ -4,11 +4,16 @@
 #      rank 1, and --resume continues bit-identically from the last checkpoint
 #   2. a rank lost without the launcher noticing (mpirun --enable-recovery)
 #      and a hung rank (SIGSTOP): the watchdog ends rank 0 non-zero, naming rank 1
-#   3. killed while writing a checkpoint: the previous one is used, bit-identical
-#   4. corrupted, truncated checkpoint files and a damaged manifest: refused
+#   3. killed while writing a checkpoint: the previous one is used, bit-identical;
+#      killed while writing the manifest: its temporary is removed by the next
+#      checkpoint
+#   4. corrupted, truncated checkpoint files and a damaged manifest: refused;
+#      a symlinked step directory: refused, and nothing outside DIR is touched;
+#      --steps at or below the checkpoint's step: an error, not a run of nothing
 #   5. a NaN loss: stops naming the step; no checkpoint of the bad step
 #   6. disk full during a checkpoint (a small tmpfs; skipped if mount fails):
-#      an error, the previous checkpoint still loads
+#      an error, the previous checkpoint still loads; full at the manifest
+#      write: the uncommitted step directory is removed
 #   7. SIGTERM to the ranks (Slurm) and SIGUSR1 to mpirun: checkpoint, exit 0,
 #      --resume bit-identical
 # Every run is bounded in time; a hang is a failure, not a stuck CI job.
@@ -143,6 +148,20 @@ ls "$D"/ck3/step-000020/rank_00000.ckpt.tmp.* > /dev/null 2>&1 || fail "kill_in_
 resume_matches "$D/ck3" 30
 echo "killed while writing: step 10 used, resume bit-identical"
 
+cp -r "$D/ck3" "$D/ck3m"   # at step 30
+timeout 120 $MPI -x ULTRAPLAN_FAULT_INJECT=kill_in_manifest:40 $U "${RUN[@]}" --steps 40 \
+    --checkpoint-dir "$D/ck3m" --resume > "$D/out" 2> "$D/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "kill_in_manifest: returned $rc"
+[ "$(manifest_step "$D/ck3m")" = 30 ] || fail "kill_in_manifest: the manifest no longer names step 30"
+ls "$D"/ck3m/manifest.json.tmp.* > /dev/null 2>&1 || fail "kill_in_manifest: no half-written manifest"
+timeout 120 $MPI $U "${RUN[@]}" --steps 40 --checkpoint-dir "$D/ck3m" --resume > "$D/out" 2> "$D/err" \
+    || fail "kill_in_manifest: resume"
+[ "$(manifest_step "$D/ck3m")" = 40 ] || fail "kill_in_manifest: no checkpoint of step 40 after resuming"
+ls "$D"/ck3m/manifest.json.tmp.* > /dev/null 2>&1 && fail "kill_in_manifest: manifest.json.tmp.* left behind"
+[ "$(ls "$D/ck3m")" = "$(printf 'manifest.json\nstep-000040')" ] || fail "kill_in_manifest: leftovers: $(ls "$D/ck3m")"
+echo "killed while writing the manifest: step 30 used, the next checkpoint removes the leftovers"
+
 # ---- 4. corrupted and truncated checkpoints -----------------------------------
 good=$D/ck3      # now at step 30
 corrupt() { rm -rf "$D/bad"; cp -r "$good" "$D/bad"; }
@@ -154,10 +173,25 @@ resume_bad "rank_00000.ckpt: checksum mismatch"
 corrupt; truncate -s 100000 "$D/bad/step-000030/rank_00001.ckpt"
 resume_bad "rank_00001.ckpt: 100000 bytes, the manifest says [0-9]* (file truncated"
 corrupt; head -c 40 "$good/manifest.json" > "$D/bad/manifest.json"
-resume_bad "manifest.json is not a readable ultraplan.checkpoint/2 manifest"
+resume_bad "manifest.json is not a readable ultraplan.checkpoint/3 manifest"
 corrupt; rm "$D/bad/step-000030/rank_00000.ckpt"
 resume_bad "rank_00000.ckpt: No such file"
 echo "corrupted, truncated, missing checkpoint files: refused by name"
+
+# a symlinked step directory (issue 17, item 1): refused; the files behind it stay
+corrupt; mkdir "$D/outside"; mv "$D/bad/step-000030" "$D/outside/"; ln -s "$D/outside/step-000030" "$D/bad/step-000030"
+echo precious > "$D/outside/rank_00007.ckpt"
+mkdir "$D/bad/step-000010"; ln -s "$D/outside/rank_00007.ckpt" "$D/bad/step-000010/rank_00000.ckpt"
+resume_bad "rank_00000.ckpt: its step directory is a symbolic link or not a directory; refusing to load"
+[ -f "$D/outside/step-000030/rank_00000.ckpt" ] && [ "$(cat "$D/outside/rank_00007.ckpt")" = precious ] \
+    || fail "symlinked step directory: files outside the checkpoint directory were touched"
+# --steps at or below the checkpoint's step: nothing to run is an error (issue 17, item 9)
+for steps in 20 30; do
+    expect_err "resume: the checkpoint in $good is at step 30 and --steps is $steps: nothing left to run" \
+        $MPI $U "${RUN[@]}" --steps $steps --checkpoint-dir "$good" --resume -o "$D/none.json"
+    [ -e "$D/none.json" ] && fail "--steps $steps below the checkpoint wrote a run.json"
+done
+echo "symlinked step directory refused, outside files untouched; --steps <= checkpoint step refused"
 
 # ---- 5. NaN loss ---------------------------------------------------------------
 expect_err "loss is NaN (rank [0-9]*); stopping. Last good checkpoint: $D/ck5/step-" \
@@ -178,6 +212,16 @@ if mount -t tmpfs -o size=$((one_ckpt_kb * 3 / 2))k tmpfs "$D/full" 2> /dev/null
     umount "$D/full"
     resume_matches "$D/ck6" 9
     echo "disk full: error names the file, step 3 still valid, resume bit-identical"
+    # room for step 3, its manifest and step 6's rank files, not step 6's manifest
+    pages=$(( ($(stat -c %s "$good/step-000030/rank_00000.ckpt") + 4095) / 4096 ))
+    mount -t tmpfs -o size=$(( (4 * pages + 1) * 4 ))k tmpfs "$D/full" || fail "disk full: remount"
+    expect_err "checkpoint: cannot write $D/full/ck/manifest.json: No space left on device. The previous checkpoint is still valid: $D/full/ck/step-000003" \
+        $MPI $U "${RUN[@]}" --steps 9 --checkpoint-dir "$D/full/ck" --checkpoint-every 3
+    [ "$(manifest_step "$D/full/ck")" = 3 ] || fail "disk full at the manifest: it no longer names step 3"
+    [ "$(ls -A "$D/full/ck")" = "$(printf 'manifest.json\nstep-000003')" ] \
+        || fail "disk full at the manifest: leftovers: $(ls -A "$D/full/ck" | tr '\n' ' ')"
+    umount "$D/full"
+    echo "disk full at the manifest: the uncommitted step-000006 removed, step 3 still named"
 else
     echo "disk full: skipped (cannot mount a tmpfs here)"
 fi
