@@ -10,7 +10,7 @@
  * answer goes. Knob flags get ids from KNOB_OPT_BASE, two per knob. */
 enum {
     O_MODEL = ARGS_OPT_BASE, O_PARAMS, O_GPU, O_PROFILE, O_GPUS, O_GPN, O_TOKENS, O_MTBF, O_RESTART, O_JSON, O_OUT,
-    O_SCENARIO_END
+    O_HF_CONFIG, O_SCENARIO_END
 };
 #define KNOB_OPT_BASE (ARGS_OPT_BASE + 100)
 _Static_assert(O_SCENARIO_END <= KNOB_OPT_BASE, "scenario option ids stay below the knobs'");
@@ -27,6 +27,8 @@ static const ScenarioFlag scen_flags[] = {
     {"model", "NAME", O_MODEL, "Model (one of):",
      "a preset (gpt3-175b, llama2-7b, llama3.1-405b, ...; see `ultraplan models`)"},
     {"params", "SIZE", O_PARAMS, NULL, "the preset of that size, or a derived GPT-style shape (e.g. 175B, 20B)"},
+    {"hf-config", "FILE", O_HF_CONFIG, NULL,
+     "a Hugging Face config.json (Llama, Mistral, Qwen2/3, Gemma); seq from max_position_embeddings"},
     {"gpu", "NAME", O_GPU, "Hardware:", "a100-40g a100-80g h100-sxm h200 b200 gb200 (default h100-sxm)"},
     {"profile", "FILE", O_PROFILE, NULL, "a profile JSON (from `calibrate`, `fit` or your own)"},
     {"gpus", "N", O_GPUS, NULL, "GPUs in the job"},
@@ -132,6 +134,42 @@ const char *args_common_help(void)
     return help_text;
 }
 
+/* A help line "  --flag ..." or "  -o, --flag ..." of a flag named in skip. */
+static bool skipped_line(const char *p, const char *const *skip)
+{
+    if (strncmp(p, "  ", 2) != 0)
+        return false;
+    p += 2;
+    if (strncmp(p, "-o, ", 4) == 0)
+        p += 4;
+    if (strncmp(p, "--", 2) != 0)
+        return false;
+    p += 2;
+    size_t n = strcspn(p, " |\n");
+    for (; *skip; skip++)
+        if (strlen(*skip) == n && strncmp(p, *skip, n) == 0)
+            return true;
+    return false;
+}
+
+const char *args_common_help_except(const char *const *skip)
+{
+    static char text[sizeof help_text];
+    size_t k = 0;
+    for (const char *p = args_common_help(); *p;) {
+        size_t len = strcspn(p, "\n");
+        if (p[len])
+            len++;
+        if (!skipped_line(p, skip) && k + len < sizeof text) {
+            memcpy(text + k, p, len);
+            k += len;
+        }
+        p += len;
+    }
+    text[k] = 0;
+    return text;
+}
+
 void args_init(CliInputs *in)
 {
     memset(in, 0, sizeof *in);
@@ -159,6 +197,7 @@ int args_handle(CliInputs *in, int id, const char *arg, char *err, int errlen)
     double v;
     switch (id) {
     case O_MODEL: sc->model_name = arg; return 0;
+    case O_HF_CONFIG: sc->hf_config = arg; return 0;
     case O_PARAMS:
         if (util_parse_count(arg, &v) != 0 || v <= 0)
             BAD("--params: expected a parameter count such as 175B or 7e9, got \"%s\"", arg);
