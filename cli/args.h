@@ -44,4 +44,9 @@ int args_finish(CliInputs *in, bool need_layout, char *err, int errlen);
 /* Help text of the shared flags, for a command's --help. */
 const char *args_common_help(void);
 
+/* The same without the lines of the flags in `skip` (names without "--",
+ * NULL-terminated): for a command that gives those flags its own meaning
+ * and documents them itself. Returns a static buffer. */
+const char *args_common_help_except(const char *const *skip);
+
 #endif

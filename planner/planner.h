@@ -53,13 +53,20 @@ typedef struct {
     int min_gpus;                   // when n == 0: smallest GPU count with a fitting layout, 0 = none found
     double min_peak_bytes;          // when n == 0: the least per-GPU memory any layout needs
     char infeasible[512];           // when n == 0: why, and what would make it feasible
+    char brief[160];                // when n == 0: the same in one short clause, for a table cell
+    bool fixed_fault;               // when n == 0: a knob the user fixed is the cause (infeasible names it and
+                                    // what would be valid; no GPU-count search was made)
 } PlanResult;
 
 /* top_k 10, exhaustive false, explain true, base = layout_default() */
 void planner_request_default(PlanRequest *r);
 
-/* Search. 0 ok (possibly n == 0 with `infeasible` filled), -1 error in err
- * (bad request: gpus < 1, a fixed knob that does not divide, GLPK fault). */
+/* Search. 0 ok (possibly n == 0 with `infeasible` and `brief` filled), -1
+ * error in err (bad request: gpus < 1, top_k < 1, gbs < 1, a precision the
+ * GPU lacks; GLPK fault). When no layout exists with the knobs the user
+ * fixed, `infeasible` names the fixed knob at fault and its valid values
+ * (fixed_fault); only when none is at fault does `explain` search the
+ * smallest GPU count that fits. */
 int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
                    PlanResult *out, char *err, int errlen);
 

@@ -402,6 +402,315 @@ static double least_memory(const ModelSpec *m, const HwProfile *hw, const PlanRe
     return least;
 }
 
+/* ---- when the user's fixed knobs leave no layout: which one, and what would do ---- */
+
+/* "1, 2, 4, 8" (", ..." when it runs out of room); "" when n == 0. */
+static void int_list(const int *v, int n, char *buf, int len)
+{
+    int k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        char one[24];
+        snprintf(one, sizeof one, "%s%d", i ? ", " : "", v[i]);
+        if (k + (int)strlen(one) + 6 >= len) {
+            snprintf(buf + k, len - k, ", ...");
+            return;
+        }
+        k += snprintf(buf + k, len - k, "%s", one);
+    }
+}
+
+/* "tp can be 1, 2, 4, 8" / "tp can only be 1" */
+static void can_be(const char *name, const int *v, int n, char *buf, int len)
+{
+    char l[160];
+    int_list(v, n, l, sizeof l);
+    snprintf(buf, len, n == 1 ? "%s can only be %s" : "%s can be %s", name, l);
+}
+
+static int fixed_or(const PlanRequest *req, unsigned bit, int v) { return (req->fixed & bit) ? v : 1; }
+
+/* tp values the search itself would try: within the node and the cluster, dividing heads, KV heads and ffn. */
+static void valid_tp(const ModelSpec *m, const HwProfile *hw, int G, char *buf, int len)
+{
+    int v[64] = {0}, n = 0;
+    for (int t = 1; t <= hw->gpus_per_node && t <= G && n < 64; t++)
+        if (divides_all(m, t) && G % t == 0)
+            v[n++] = t;
+    can_be("tp", v, n, buf, len);
+}
+
+/* pp values for the GPUs left by fixed tp and cp: at most the layers and LAYOUT_MAX_PP. */
+static void valid_pp(const ModelSpec *m, int left, char *buf, int len)
+{
+    int v[64] = {0}, n = 0;
+    for (int p = 1; p <= m->L && p <= LAYOUT_MAX_PP && p <= left && n < 64; p++)
+        if (left % p == 0)
+            v[n++] = p;
+    can_be("pp", v, n, buf, len);
+}
+
+static void valid_cp(const ModelSpec *m, int G, char *buf, int len)
+{
+    int v[16] = {0}, n = 0;
+    for (int c = 1; c <= MAX_CP && c <= G; c *= 2)
+        if (G % c == 0 && (c == 1 || m->s % (2 * c) == 0))
+            v[n++] = c;
+    can_be("cp", v, n, buf, len);
+}
+
+/* pp >= 2 dividing `left` GPUs with the layers a multiple of pp*vp. */
+static int pps_for_vp(const ModelSpec *m, int left, int vp, int *v, int cap)
+{
+    int n = 0;
+    for (int p = 2; p <= m->L && p <= LAYOUT_MAX_PP && p <= left && n < cap; p++)
+        if (left % p == 0 && m->L % (p * vp) == 0)
+            v[n++] = p;
+    return n;
+}
+
+/* "--tp 8", "--dist-opt", "--stage-layers 10,12" as the user gave it. */
+static void fixed_text(unsigned bit, const Layout *b, char *buf, int len)
+{
+    switch (bit) {
+    case FIX_TP: snprintf(buf, len, "--tp %d", b->tp); break;
+    case FIX_PP: snprintf(buf, len, "--pp %d", b->pp); break;
+    case FIX_VP: snprintf(buf, len, "--vp %d", b->vp); break;
+    case FIX_CP: snprintf(buf, len, "--cp %d", b->cp); break;
+    case FIX_DP: snprintf(buf, len, "--dp %d", b->dp); break;
+    case FIX_MBS: snprintf(buf, len, "--mbs %d", b->mbs); break;
+    case FIX_OPT:
+        if (b->opt == OPT_DISTOPT)
+            snprintf(buf, len, "--dist-opt");
+        else
+            snprintf(buf, len, "--zero %d", (int)b->opt);
+        break;
+    case FIX_STAGES: snprintf(buf, len, "--stage-layers"); break;
+    default: snprintf(buf, len, "?"); break;
+    }
+}
+
+#define FAULT(...) do { snprintf(buf, len, __VA_ARGS__); return true; } while (0)
+
+/* One fixed knob that no layout can have, by itself. */
+static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
+{
+    const Layout *b = &req->base;
+    unsigned fx = req->fixed;
+    int G = req->gpus, gbs = b->gbs;
+    char ok[200];
+    if (fx & FIX_TP) {
+        int t = b->tp;
+        valid_tp(m, hw, G, ok, sizeof ok);
+        if (m->a % t)
+            FAULT("--tp %d does not divide the %d heads of %s; %s", t, m->a, m->name, ok);
+        if (m->g % t)
+            FAULT("--tp %d does not divide the %d KV heads of %s (each TP rank needs whole KV groups); %s", t, m->g,
+                  m->name, ok);
+        if (m->f % t)
+            FAULT("--tp %d does not divide the ffn size %d of %s; %s", t, m->f, m->name, ok);
+        if (t > G)
+            FAULT("--tp %d is more than the %d GPUs (--gpus); %s", t, G, ok);
+        if (G % t)
+            FAULT("--tp %d does not divide the %d GPUs (--gpus); %s", t, G, ok);
+    }
+    if (fx & FIX_CP) {
+        int c = b->cp;
+        valid_cp(m, G, ok, sizeof ok);
+        if (c > 1 && m->s % (2 * c))
+            FAULT("--cp %d needs the sequence length %d to be a multiple of 2*cp = %d (load-balanced context "
+                  "parallel); %s", c, m->s, 2 * c, ok);
+        if (c > G)
+            FAULT("--cp %d is more than the %d GPUs (--gpus); %s", c, G, ok);
+        if (G % c)
+            FAULT("--cp %d does not divide the %d GPUs (--gpus); %s", c, G, ok);
+    }
+    int tc = fixed_or(req, FIX_TP, b->tp) * fixed_or(req, FIX_CP, b->cp);
+    int left = G % tc ? G : G / tc;   /* GPUs per tp*cp group once tp and cp are what the user fixed */
+    if (fx & FIX_STAGES) {
+        int sum = 0;
+        for (int s = 0; s < b->pp; s++)
+            sum += b->layers[s];
+        if (sum != m->L)
+            FAULT("--stage-layers sum to %d, but %s has %d layers", sum, m->name, m->L);
+    }
+    if (fx & FIX_PP) {
+        int p = b->pp;
+        valid_pp(m, left, ok, sizeof ok);
+        if (p > m->L)
+            FAULT("--pp %d is more than the %d layers of %s (each stage needs a layer); %s", p, m->L, m->name, ok);
+        if (p > LAYOUT_MAX_PP)
+            FAULT("--pp %d exceeds the supported %d stages; %s", p, LAYOUT_MAX_PP, ok);
+        if (p > G)
+            FAULT("--pp %d is more than the %d GPUs (--gpus); %s", p, G, ok);
+        if (G % p)
+            FAULT("--pp %d does not divide the %d GPUs (--gpus); %s", p, G, ok);
+    }
+    if ((fx & FIX_VP) && b->vp > 1) {
+        int v = b->vp, pv[64];
+        int np = pps_for_vp(m, left, v, pv, 64);
+        char alt[200] = "";
+        if (np > 0) {
+            char l[160];
+            int_list(pv, np, l, sizeof l);
+            snprintf(alt, sizeof alt, "vp %d works with pp %s", v, l);
+        } else {
+            snprintf(alt, sizeof alt, "no pp that divides the %d GPUs works with vp %d", left, v);
+        }
+        if ((fx & FIX_PP) && b->pp < 2)
+            FAULT("--vp %d needs --pp 2 or more (interleaving splits each pipeline rank's layers); %s", v, alt);
+        if ((fx & FIX_PP) && m->L % (b->pp * v)) {
+            int vv[64] = {0}, nv = 0;
+            for (int k = 1; k <= m->L / b->pp && nv < 64; k++)
+                if (k == 1 || m->L % (b->pp * k) == 0)
+                    vv[nv++] = k;
+            char with[200];
+            can_be("vp", vv, nv, with, sizeof with);
+            FAULT("--vp %d with --pp %d needs the %d layers of %s to be a multiple of pp*vp = %d; with pp %d %s; %s",
+                  v, b->pp, m->L, m->name, b->pp * v, b->pp, with, alt);
+        }
+        if (!(fx & FIX_PP) && np == 0)
+            FAULT("--vp %d needs pp >= 2 with the %d layers of %s a multiple of pp*vp, and %s", v, m->L, m->name,
+                  alt);
+        if (fx & FIX_STAGES)
+            FAULT("--vp %d needs even stages, which --stage-layers does not give", v);
+    }
+    if (fx & FIX_DP) {
+        int d = b->dp;
+        if (d > G)
+            FAULT("--dp %d is more than the %d GPUs (--gpus)", d, G);
+        if (G % d)
+            FAULT("--dp %d does not divide the %d GPUs (--gpus)", d, G);
+        if (gbs % d)
+            FAULT("--dp %d does not divide the global batch of %d sequences (each DP rank takes whole sequences)",
+                  d, gbs);
+    }
+    /* the fixed parallel sizes multiply to the GPUs they take */
+    unsigned par = fx & (FIX_TP | FIX_PP | FIX_DP | FIX_CP);
+    if (par & (par - 1)) {   /* two or more of them */
+        static const unsigned bits[] = {FIX_TP, FIX_PP, FIX_DP, FIX_CP};
+        char prod[160] = "";
+        double P = 1;
+        int k = 0;
+        for (int i = 0; i < 4; i++)
+            if (par & bits[i]) {
+                char one[40];
+                fixed_text(bits[i], b, one, sizeof one);
+                k += snprintf(prod + k, sizeof prod - k, "%s%s", k ? " x " : "", one);
+                P *= bits[i] == FIX_TP ? b->tp : bits[i] == FIX_PP ? b->pp : bits[i] == FIX_DP ? b->dp : b->cp;
+            }
+        const char *hint = (fx & FIX_DP) ? "; leave out --dp and it follows from --gpus" : "";
+        if (P > G)
+            FAULT("%s = %.0f GPUs, more than the %d of --gpus (with these knobs --gpus must be a multiple of %.0f)%s",
+                  prod, P, G, P, hint);
+        if (fmod(G, P) != 0)
+            FAULT("%s = %.0f does not divide the %d GPUs of --gpus%s", prod, P, G, hint);
+        /* dp, tp and pp fixed: cp is what is left, and must be one the search tries (1 unless fixed) */
+        bool three = (par & (FIX_TP | FIX_PP | FIX_DP)) == (FIX_TP | FIX_PP | FIX_DP);
+        long c = (long)(G / P);
+        bool cp_ok = !(fx & FIX_CP) && (c == 1 || (c <= MAX_CP && (c & (c - 1)) == 0 && m->s >= 8192 &&
+                                                   m->s % (2 * c) == 0));
+        if (three && P != G && !cp_ok)
+            FAULT("%s = %.0f GPUs, but --gpus is %d (dp x tp x pp x cp must equal the GPUs)%s", prod, P, G, hint);
+        /* pp and dp fixed: what is left is tp x cp, and tp stays within a node */
+        if ((fx & FIX_PP) && (fx & FIX_DP) && !three && !((fx & FIX_TP) && (fx & FIX_CP))) {
+            long rest = (long)(G / P);
+            bool found = false;
+            for (int t = 1; t <= (fx & FIX_TP ? 1 : hw->gpus_per_node) && !found; t++)
+                for (int cc = 1; cc <= (fx & FIX_CP ? 1 : MAX_CP) && !found; cc *= 2)
+                    found = (long)t * cc == rest && ((fx & FIX_TP) || divides_all(m, t)) &&
+                            ((fx & FIX_CP) || cc == 1 || (m->s >= 8192 && m->s % (2 * cc) == 0));
+            if (!found) {
+                valid_tp(m, hw, G, ok, sizeof ok);
+                char cps[200];
+                if (m->s >= 8192)
+                    valid_cp(m, G, cps, sizeof cps);
+                else
+                    snprintf(cps, sizeof cps, "cp > 1 is searched only for sequences of 8192 or more: give --cp");
+                FAULT("%s = %.0f leaves %ld GPUs for %s, which the search cannot fill (%s%s%s)", prod, P, rest,
+                      (fx & FIX_TP) ? "cp" : (fx & FIX_CP) ? "tp" : "tp x cp", (fx & FIX_TP) ? "" : ok,
+                      !(fx & (FIX_TP | FIX_CP)) ? "; " : "", (fx & FIX_CP) ? "" : cps);
+            }
+        }
+    }
+    if (fx & FIX_MBS) {
+        int u = b->mbs;
+        if (u > gbs)
+            FAULT("--mbs %d is more than the global batch of %d sequences", u, gbs);
+        if (gbs % u)
+            FAULT("--mbs %d does not divide the global batch of %d sequences", u, gbs);
+        if ((fx & FIX_DP) && (gbs / b->dp) % u)
+            FAULT("--mbs %d does not divide the %d sequences per DP rank (global batch %d / --dp %d)", u,
+                  gbs / b->dp, gbs, b->dp);
+    }
+    if ((fx & FIX_OPT) && (b->opt == OPT_ZERO2 || b->opt == OPT_ZERO3) && (fx & FIX_PP) && b->pp > 1)
+        FAULT("--zero %d cannot combine with --pp %d (under pipeline parallelism only optimizer states are sharded: "
+              "use --zero 1 or --dist-opt)", (int)b->opt, b->pp);
+    return false;
+}
+
+/* The user's fixed knobs leave no layout at all (enumerate found none): name
+ * the fixed knob at fault and what would be valid. False when the fixed
+ * knobs are not the cause (then the GPU count, the batch or the model is). */
+static const unsigned layout_fix_bits[] = {FIX_TP, FIX_PP, FIX_VP, FIX_CP, FIX_DP, FIX_MBS, FIX_OPT, FIX_STAGES};
+#define N_LAYOUT_FIX ((int)(sizeof layout_fix_bits / sizeof *layout_fix_bits))
+
+/* The fixed parallel layout knobs (not the batch, precision or recomputation) and "--tp 8 --dp 2". */
+static unsigned fixed_layout_bits(const PlanRequest *req, char *given, int len)
+{
+    unsigned bits = 0;
+    int k = 0;
+    given[0] = 0;
+    for (int i = 0; i < N_LAYOUT_FIX; i++)
+        if (req->fixed & layout_fix_bits[i]) {
+            char one[40];
+            fixed_text(layout_fix_bits[i], &req->base, one, sizeof one);
+            if (k < len)
+                k += snprintf(given + k, len - k, "%s%s", k ? " " : "", one);
+            bits |= layout_fix_bits[i];
+        }
+    return bits;
+}
+
+static bool fixed_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
+{
+    const unsigned *bits = layout_fix_bits;
+    unsigned fx = req->fixed;
+    char given[256] = "", freed[160] = "";
+    unsigned layout_bits = fixed_layout_bits(req, given, sizeof given);
+    if (!layout_bits)
+        return false;
+    if (single_fault(m, hw, req, buf, len))
+        return true;
+    /* no single knob is impossible by itself: which fixed knob, left out, makes layouts possible */
+    int kf = 0;
+    PlanRequest r2 = *req;
+    for (int i = 0; i < N_LAYOUT_FIX; i++) {
+        if (!(fx & bits[i]))
+            continue;
+        char one[40];
+        fixed_text(bits[i], &req->base, one, sizeof one);
+        r2.fixed = fx & ~bits[i];
+        OuterList L = {0};
+        int rc = enumerate(m, hw, &r2, &L);
+        free(L.v);
+        if (rc == 0 && L.n > 0 && kf < (int)sizeof freed - 40)
+            kf += snprintf(freed + kf, sizeof freed - kf, "%s%s", kf ? " or " : "", one);
+    }
+    if (kf > 0)
+        FAULT("the fixed knobs %s together leave no layout of %s on %d GPUs with global batch %d; without %s "
+              "there are layouts", given, m->name, req->gpus, req->base.gbs, freed);
+    r2.fixed = fx & ~layout_bits;
+    OuterList L = {0};
+    int rc = enumerate(m, hw, &r2, &L);
+    free(L.v);
+    if (rc == 0 && L.n > 0)
+        FAULT("the fixed knobs %s together leave no layout of %s on %d GPUs with global batch %d; without them "
+              "there are layouts", given, m->name, req->gpus, req->base.gbs);
+    return false;
+}
+#undef FAULT
+
 static void describe(const Layout *lo, char *buf, int len)
 {
     snprintf(buf, len, "tp %d, pp %d, dp %d, cp %d, vp %d, mbs %d, %s", lo->tp, lo->pp, lo->dp, lo->cp, lo->vp,
@@ -421,8 +730,10 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
     if (!isfinite(res->min_peak_bytes)) {
         k = snprintf(res->infeasible, sizeof res->infeasible,
                      "no layout of %s divides %d GPUs with global batch %d (tp must divide the %d heads, "
-                     "dp must divide the batch)", m->name, req->gpus, req->base.gbs, m->a);
+                     "dp must divide the batch).", m->name, req->gpus, req->base.gbs, m->a);
     } else {
+        snprintf(res->brief, sizeof res->brief, "does not fit: needs %.1f GiB per GPU, has %.1f GiB",
+                 res->min_peak_bytes / gib, hw->hbm_bytes / gib);
         describe(&lo, lay, sizeof lay);
         k = snprintf(res->infeasible, sizeof res->infeasible,
                      "%s does not fit on %d x %s (%.1f GiB each): the least memory any layout needs is %.1f GiB "
@@ -447,6 +758,26 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
     r2.top_k = 1;
     r2.dump_lp = NULL;
     r2.progress = NULL;
+    /* fixed layout knobs the cause? then say so instead of searching GPU counts with them kept */
+    char given[256];
+    unsigned layout_bits = fixed_layout_bits(req, given, sizeof given);
+    if (layout_bits) {
+        r2.fixed = req->fixed & ~layout_bits;
+        PlanResult pr = {0};
+        char e[200];
+        if (search_once(m, hw, o, &r2, true, &pr, e, sizeof e) == 0 && pr.n > 0) {
+            describe(&pr.plans[0].layout, lay2, sizeof lay2);
+            snprintf(res->infeasible + k, sizeof res->infeasible - k,
+                     " The fixed knobs %s are the cause: without them a layout fits on these %d GPUs (%s, %.1f GiB "
+                     "peak).", given, req->gpus, lay2, pr.plans[0].cost.peak_bytes / gib);
+            snprintf(res->brief, sizeof res->brief, "does not fit with %s (without them it fits)", given);
+            res->fixed_fault = true;
+            planner_result_free(&pr);
+            return;
+        }
+        planner_result_free(&pr);
+        r2.fixed = req->fixed;
+    }
     for (int tries = 0; g <= 1L << 20 && tries < 4096; tries++) {
         if (req->cancel && *req->cancel)
             return;
@@ -516,8 +847,22 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
             }
         }
     }
-    if (out->n == 0 && !out->cancelled && req->explain)
-        explain(m, hw, o, req, out);
+    if (out->n == 0 && !out->cancelled) {
+        /* the fixed knobs first: no GPU count helps a --tp that does not divide the heads */
+        if (out->outer_total == 0 && fixed_fault(m, hw, req, out->infeasible, sizeof out->infeasible)) {
+            out->fixed_fault = true;
+            size_t n = strcspn(out->infeasible, ";");
+            snprintf(out->brief, sizeof out->brief, "%.*s", (int)n, out->infeasible);
+        } else {
+            if (out->outer_total == 0)
+                snprintf(out->brief, sizeof out->brief, "no layout divides %d GPUs with global batch %d",
+                         req->gpus, req->base.gbs);
+            else
+                snprintf(out->brief, sizeof out->brief, "does not fit in memory");
+            if (req->explain)
+                explain(m, hw, o, req, out);
+        }
+    }
     out->seconds = now_s() - t0;
     return 0;
 }

@@ -245,6 +245,49 @@ static void test_bad_requests(void **state)
     planner_result_free(NULL);
 }
 
+/* A fixed knob no layout can have is named with the values that would do,
+ * and no GPU count is searched: GPT-3 175B has 96 heads, so --tp 7 cannot
+ * be; llama2-7b with tp 8 x dp 2 needs 16 GPUs, not 8 (it used to answer
+ * "the smallest GPU count that fits is 16", blaming the GPU count). */
+static void test_fixed_knob_at_fault(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int gpus, tp, pp, vp, dp;
+        unsigned fixed;
+        const char *want;
+    } cases[] = {
+        {"gpt3-175b", 512, 7, 1, 1, 1, FIX_TP, "--tp 7 does not divide the 96 heads of gpt3-175b; tp can be 1, 2, 4, 8"},
+        {"gpt3-175b", 512, 1, 97, 1, 1, FIX_PP, "--pp 97 is more than the 96 layers"},
+        {"llama3.1-405b", 1024, 1, 16, 2, 1, FIX_PP | FIX_VP, "multiple of pp*vp = 32"},
+        {"llama2-7b", 8, 8, 1, 1, 2, FIX_TP | FIX_DP, "--tp 8 x --dp 2 = 16 GPUs"},
+    };
+    CostOpts o;
+    cost_opts_default(&o);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ModelSpec m;
+        HwProfile hw;
+        load(cases[i].model, "h100-sxm", &m, &hw);
+        PlanRequest r;
+        request(&r, &m, cases[i].gpus);
+        r.fixed = cases[i].fixed;
+        r.base.tp = cases[i].tp;
+        r.base.pp = cases[i].pp;
+        r.base.vp = cases[i].vp;
+        r.base.dp = cases[i].dp;
+        PlanResult res;
+        char err[256];
+        assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+        assert_int_equal(res.n, 0);
+        if (!strstr(res.infeasible, cases[i].want))
+            fail_msg("%s on %d: want \"%s\" in \"%s\"", cases[i].model, cases[i].gpus, cases[i].want, res.infeasible);
+        assert_null(strstr(res.infeasible, "GPU count"));
+        assert_int_equal(res.min_gpus, 0);
+        planner_result_free(&res);
+    }
+}
+
 static void test_dump_lp(void **state)
 {
     (void)state;
@@ -342,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_infeasible_explained),
         cmocka_unit_test(test_infeasible_explained_fp32),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_fixed_knob_at_fault),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };

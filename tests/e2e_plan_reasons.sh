@@ -1,0 +1,100 @@
+#!/bin/bash
+# e2e: when a knob the user fixed makes every layout impossible, `plan` says
+# which knob and what would be valid, and does not search GPU counts; `sweep`
+# gives each cell's real reason. sweep's help lists every flag once, with its
+# sweep meaning; rows changed by shape flags are labelled so.
+# The expected figures are the models' own: GPT-3 175B has 96 heads and 96
+# layers, Llama 3.1 405B 126 layers, Llama 2 7B 32 heads (papers / HF configs).
+set -u
+U=${ULTRAPLAN:?}
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# reason NAME WANT... -- ARGS: plan exits 1 with one stderr line holding every WANT and no GPU-count search
+reason() {
+    local name=$1; shift
+    local want=()
+    while [ "$1" != -- ]; do want+=("$1"); shift; done
+    shift
+    "$U" plan "$@" > /dev/null 2> "$tmp/err"; local rc=$?
+    [ $rc -eq 1 ] || { fail "$name: rc=$rc, want 1: $(cat "$tmp/err")"; return; }
+    [ "$(grep -c . "$tmp/err")" -eq 1 ] || fail "$name: not one line: $(cat "$tmp/err")"
+    for w in "${want[@]}"; do
+        grep -qF -- "$w" "$tmp/err" || fail "$name: no \"$w\" in: $(cat "$tmp/err")"
+    done
+    if grep -qE "No GPU count|smallest GPU count|no layout of" "$tmp/err"; then
+        fail "$name: blames the GPU count: $(cat "$tmp/err")"
+    else
+        echo "ok   $name: $(cat "$tmp/err")"
+    fi
+}
+
+# tp must divide 96 heads; within an 8-GPU node and dividing 512: 1 2 4 8 (3 and 6 divide 96 but not 512)
+reason "tp 7" "--tp 7 does not divide the 96 heads" "tp can be 1, 2, 4, 8" -- --gpus 512 --params 175B --tp 7
+# 97 stages for 96 layers; pp dividing 512 and at most 96: 1 ... 64
+reason "pp 97" "--pp 97 is more than the 96 layers" "pp can be 1, 2, 4, 8, 16, 32, 64" -- \
+    --gpus 512 --params 175B --pp 97
+# 126 = 2 x 3^2 x 7 is no multiple of 16 x 2 = 32, and with pp 16 no vp > 1 divides
+reason "pp 16 vp 2" "--vp 2 with --pp 16" "126 layers" "multiple of pp*vp = 32" "vp can only be 1" -- \
+    --gpus 1024 --model llama3.1-405b --pp 16 --vp 2
+# tp 8 x dp 2 = 16 GPUs, not 8
+reason "tp 8 dp 2 on 8" "--tp 8 x --dp 2 = 16 GPUs" "8 of --gpus" -- --gpus 8 --params 7B --tp 8 --dp 2
+reason "tp pp dp product" "--tp 4 x --pp 2 x --dp 2 = 16 GPUs, but --gpus is 512" -- \
+    --gpus 512 --params 175B --tp 4 --pp 2 --dp 2
+reason "dp vs batch" "--dp 3 does not divide" -- --gpus 6 --params 7B --dp 3 --gbs 1024
+reason "zero3 with pp" "--zero 3 cannot combine with --pp 8" -- --gpus 512 --params 175B --pp 8 --zero 3
+# Llama 2 70B has 8 KV heads
+reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model llama2-70b --tp 16
+
+# no fixed knob: the GPU-count explanation stays
+"$U" plan --gpus 8 --params 175B > /dev/null 2> "$tmp/err"
+grep -q "smallest GPU count that fits with global batch 2048 is 40" "$tmp/err" ||
+    fail "175B on 8: no GPU-count explanation: $(cat "$tmp/err")"
+# fixed knobs that fit nowhere in memory, although a free layout fits on these GPUs: they are named
+"$U" plan --gpus 512 --model llama3.1-405b --seq 8192 --pp 2 --dp 2 > /dev/null 2> "$tmp/err"
+grep -qF "The fixed knobs --pp 2 --dp 2 are the cause" "$tmp/err" && ! grep -q "No GPU count" "$tmp/err" ||
+    fail "405B pp 2 dp 2: $(cat "$tmp/err")"
+
+# sweep: each cell's real reason, in the table, the CSV and the JSON
+"$U" sweep --params 7B,175B --gpus 8,512 --tp 7 --csv "$tmp/s.csv" > "$tmp/s.txt" || fail "sweep --tp 7 exited non-zero"
+[ "$(grep -c -- "--tp 7 does not divide the 96 heads" "$tmp/s.txt")" -eq 2 ] || fail "sweep table: $(cat "$tmp/s.txt")"
+[ "$(grep -c -- "--tp 7 does not divide the 32 heads" "$tmp/s.txt")" -eq 2 ] || fail "sweep table 7B: $(cat "$tmp/s.txt")"
+grep -q "does not fit" "$tmp/s.txt" && fail "sweep table says 'does not fit' for a divisibility problem"
+[ "$(grep -c -- "--tp 7 does not divide" "$tmp/s.csv")" -eq 4 ] || fail "sweep csv: $(cat "$tmp/s.csv")"
+"$U" sweep --params 175B --gpus 512 --pp 97 --json > "$tmp/s.json" || fail "sweep --pp 97 --json exited non-zero"
+python3 - "$tmp/s.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+c = json.load(open(sys.argv[1]))["cells"][0]
+assert not c["feasible"] and "--pp 97 is more than the 96 layers" in c["reason"], c
+PY
+
+# sweep --help: every flag once, -o and --model not at all
+"$U" sweep --help > "$tmp/h.txt" || fail "sweep --help exited non-zero"
+for f in --params --gpus --models --csv --plot --json --seq --tp; do
+    n=$(grep -cE -- "^  $f( |$)" "$tmp/h.txt")
+    [ "$n" -eq 1 ] || fail "sweep --help lists $f $n times"
+done
+grep -qE -- "^  (-o, )?--output|^  -o|^  --model " "$tmp/h.txt" && fail "sweep --help lists -o or --model"
+grep -qE -- "^  --stage-layers" "$tmp/h.txt" && fail "sweep --help lists --stage-layers, which it refuses"
+# plan --help still has the shared flags it takes
+"$U" plan --help | grep -qE -- "^  -o, --output FILE" || fail "plan --help lost -o"
+
+# shape flags over every preset: rows say so, with the changed model's parameters.
+# llama2-7b with 2 layers: 2 x 32000 x 4096 embeddings (untied) + 2 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096)
+# + 4096 final norm = 666,914,816
+"$U" sweep --params 7B --gpus 8 --layers 2 > "$tmp/l.txt" || fail "sweep --layers 2 exited non-zero"
+grep -qE "^7B\* +666\.9M " "$tmp/l.txt" || fail "shape row label/params: $(cat "$tmp/l.txt")"
+grep -qF -- "*: --layers given over every model" "$tmp/l.txt" || fail "no footnote for the * rows"
+"$U" sweep --params 7B --gpus 8 --layers 2 --json > "$tmp/l.json" || fail "sweep --layers 2 --json exited non-zero"
+python3 - "$tmp/l.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+c = json.load(open(sys.argv[1]))["cells"][0]
+assert c["model"] == "7B*" and c["params"] == 666914816, c
+PY
+# without shape flags the preset's label stays
+"$U" sweep --params 7B --gpus 8 | grep -qE "^7B +6\.738B " || fail "plain 7B row changed"
+
+[ $fails -eq 0 ] || { echo "$fails failed"; exit 1; }
+echo "all passed"
