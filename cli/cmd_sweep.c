@@ -26,7 +26,7 @@
 enum { S_PARAMS = 1, S_MODELS, S_GPUS, S_CSV, S_PLOT };
 
 typedef struct {
-    char name[64];            // preset name, or the --params text ("70B")
+    char name[64];            // preset name, or the --params text ("70B"); "70B*" when shape flags changed it
     CliInputs in;             // resolved model, profile and fixed knobs (gpus unset)
 } SweepModel;
 
@@ -34,7 +34,12 @@ typedef struct {
     bool ok;                  // a layout fits
     Plan plan;                // best plan when ok
     char reason[512];         // why not, when !ok
+    char brief[160];          // the same in one clause, for the table
 } SweepCell;
+
+/* Shared flags that sweep redefines (--params, --gpus as lists) or refuses
+ * (--model, -o, --stage-layers): its help documents them once, its own way. */
+static const char *const redefined[] = {"model", "params", "gpus", "output", "stage-layers", NULL};
 
 static void help(FILE *f)
 {
@@ -42,15 +47,19 @@ static void help(FILE *f)
                "                       [--gpu NAME | --profile FILE] [--seq N] [--gbs N] [fixed layout knobs]\n"
                "                       [--csv FILE] [--plot FILE.png] [--json]\n\n"
                "For each model and GPU count, searches every layout (as `plan` does) and reports the best one's\n"
-               "MFU, tokens/s per GPU and layout. Cells where nothing fits show \"—\" (the reason is in --json/--csv).\n\n"
+               "MFU, tokens/s per GPU and layout. Cells where nothing fits show \"—\" and why (in full in --json/--csv).\n\n"
                "Sweep options:\n"
                "  --params LIST     model sizes, comma-separated (default 7B,70B,175B,405B)\n"
                "  --models LIST     presets instead (see `ultraplan models`)\n"
                "  --gpus LIST       GPU counts, comma-separated (default 64,256,1024,4096)\n"
                "  --csv FILE        one row per cell\n"
-               "  --plot FILE.png   heatmap of MFU with the values in the cells (needs gnuplot)\n\n%s\n"
+               "  --plot FILE.png   heatmap of MFU with the values in the cells (needs gnuplot)\n\n"
+               "The flags below apply to every cell. Shape flags (--seq, --layers, ...) change every model of\n"
+               "the list: such rows are labelled with a * (\"7B*\") and show the changed model's parameters.\n"
+               "Layout flags are fixed in every cell; a cell they make impossible says which one and why.\n"
+               "--model, --stage-layers and -o do not apply to a sweep.\n\n%s\n"
                "example: ultraplan sweep --params 7B,70B --gpus 64,512 --gpu h100-sxm\n",
-            args_common_help());
+            args_common_help_except(redefined));
 }
 
 /* Split a comma-separated list into at most SWEEP_MAX items of < 64 chars. */
@@ -107,6 +116,21 @@ static const char *layout_short(const Layout *lo, char *buf, int len)
     return buf;
 }
 
+/* The shape flags given over every model ("--seq, --hidden"); 0 when none. */
+static int shape_flags(const Scenario *sc, char *buf, int len)
+{
+    int n = 0, k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *kn = knob_get((KnobId)i);
+        if (kn->group != KNOB_MODEL || !(sc->given & KNOB_BIT(i)) || k >= len)
+            continue;
+        bool on = kn->type != KNOB_BOOL || knob_get_int(kn, &sc->model);
+        k += snprintf(buf + k, len - k, "%s--%s", n++ ? ", " : "", on ? kn->flag : kn->neg_flag);
+    }
+    return n;
+}
+
 static double per_gpu(const Plan *p) { return p->cost.thr.tokens_per_s / layout_gpus(&p->layout); }
 
 static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
@@ -123,8 +147,10 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
     memset(cell, 0, sizeof *cell);
     if (planner_search(&sm->in.sc.model, &sm->in.sc.hw, &sm->in.sc.opts, &req, &res, err, sizeof err) != 0) {
         snprintf(cell->reason, sizeof cell->reason, "%s", err);   /* e.g. a fixed --tp that does not divide */
+        snprintf(cell->brief, sizeof cell->brief, "%.159s", err);
     } else if (res.n == 0) {
         snprintf(cell->reason, sizeof cell->reason, "%s", res.infeasible[0] ? res.infeasible : "no layout fits");
+        snprintf(cell->brief, sizeof cell->brief, "%s", res.brief[0] ? res.brief : "no layout fits");
     } else {
         cell->ok = true;
         cell->plan = res.plans[0];
@@ -139,25 +165,29 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
     printf("best layout per model and GPU count on %s (%d per node); MFU under the full FLOP convention\n\n",
            hw->name, hw->gpus_per_node);
     printf("%-14s %8s %6s %6s %7s %13s %9s  %-36s %s\n", "model", "params", "gpus", "gbs", "MFU", "tokens/s/GPU",
-           "step s", "layout", "bottleneck");
+           "step s", "layout", "bottleneck or reason");
     for (int i = 0; i < nm; i++) {
         const ModelSpec *m = &ms[i].in.sc.model;
-        double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
+        char pb[16];
+        util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, pb, sizeof pb);
         for (int j = 0; j < ng; j++) {
             const SweepCell *c = &cells[i * ng + j];
             char lay[128];
             if (!c->ok) {
                 /* "—" is one column but three bytes: widen its fields by two */
-                printf("%-14s %7.1fB %6d %6d %9s %15s %11s  %s\n", ms[i].name, pb, gpus[j], ms[i].in.sc.layout.gbs,
-                       "—", "—", "—", "does not fit (reason in --json and --csv)");
+                printf("%-14s %8s %6d %6d %9s %15s %11s  %-36s %s\n", ms[i].name, pb, gpus[j],
+                       ms[i].in.sc.layout.gbs, "—", "—", "—", "", c->brief);
                 continue;
             }
             const Plan *p = &c->plan;
-            printf("%-14s %7.1fB %6d %6d %6.1f%% %13.0f %9.3f  %-36s %s\n", ms[i].name, pb, gpus[j], p->layout.gbs,
+            printf("%-14s %8s %6d %6d %6.1f%% %13.0f %9.3f  %-36s %s\n", ms[i].name, pb, gpus[j], p->layout.gbs,
                    100 * p->cost.thr.mfu, per_gpu(p), p->cost.step_s, layout_short(&p->layout, lay, sizeof lay),
                    p->bottleneck);
         }
     }
+    char shape[256];
+    if (shape_flags(&ms[0].in.sc, shape, sizeof shape) > 0)
+        printf("\n*: %s given over every model; its parameters and results are those of the changed shape\n", shape);
     for (int i = 0; i < nm; i++) {
         if (ms[i].in.sc.layout.prec == PREC_FP8 && hw->peak[PREC_BF16] > 0) {
             printf("\nfp8: MFU is against the fp8 peak (%.0f TFLOP/s); against the bf16 peak (%.0f) it is %.2fx as "
@@ -371,6 +401,11 @@ static int sweep_main(int argc, char **argv)
         fprintf(stderr, "ultraplan sweep: --params and --models exclude each other\n");
         goto out;
     }
+    if (base.sc.hf_config && (params || models)) {
+        fprintf(stderr, "ultraplan sweep: --hf-config is the sweep's one model; it excludes --%s\n",
+                params ? "params" : "models");
+        goto out;
+    }
     if (base.sc.model_name || base.sc.params > 0) {
         fprintf(stderr, "ultraplan sweep: give models as lists: --params 7B,70B or --models NAME,NAME\n");
         goto out;
@@ -393,7 +428,8 @@ static int sweep_main(int argc, char **argv)
         goto out;
     }
     by_name = models != NULL;
-    if (split_list(by_name ? "--models" : "--params", models ? models : params ? params : "7B,70B,175B,405B",
+    if (split_list(by_name ? "--models" : "--params",
+                   models ? models : params ? params : base.sc.hf_config ? "--hf-config" : "7B,70B,175B,405B",
                    items, &ni, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan sweep: %s\n", err);
         goto out;
@@ -414,7 +450,8 @@ static int sweep_main(int argc, char **argv)
         sm->in = base;
         if (by_name) {
             sm->in.sc.model_name = sm->name;
-        } else if (util_parse_count(items[i], &sm->in.sc.params) != 0 || sm->in.sc.params <= 0) {
+        } else if (!base.sc.hf_config && (util_parse_count(items[i], &sm->in.sc.params) != 0 ||
+                                          sm->in.sc.params <= 0)) {
             fprintf(stderr, "ultraplan sweep: --params: expected parameter counts such as 7B,70B, got \"%s\"\n",
                     items[i]);
             goto out;
@@ -423,6 +460,11 @@ static int sweep_main(int argc, char **argv)
             fprintf(stderr, "ultraplan sweep: %s: %s\n", items[i], err);
             goto out;
         }
+        char shape[8];
+        if (shape_flags(&sm->in.sc, shape, sizeof shape) > 0)
+            snprintf(sm->name, sizeof sm->name, "%.62s*", items[i]);   /* not the preset any more */
+        if (base.sc.hf_config)   /* the row is named by the config's model */
+            snprintf(sm->name, sizeof sm->name, "%s", sm->in.sc.model.name);
     }
     rc = 1;
     double t0 = now_s();
