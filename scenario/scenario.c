@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hfconfig.h"
 #include "presets.h"
 #include "profile.h"
 
@@ -99,9 +100,9 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
     return 0;
 }
 
-/* Model knobs given over a preset override its fields; the fields derived
- * from a given one (head_dim from hidden, ...) are derived again unless
- * given too. */
+/* Model knobs given over a preset (or a --hf-config model) override its
+ * fields; the fields derived from a given one (head_dim from hidden, ...)
+ * are derived again unless given too. */
 static int resolve_model(Scenario *sc, char *err, int errlen)
 {
     ModelSpec given = sc->model;
@@ -111,9 +112,15 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
             shape |= sc->given & KNOB_BIT(i);
     if (sc->model_name && sc->params > 0)
         BAD("--model and --params exclude each other");
+    if (sc->hf_config && (sc->model_name || sc->params > 0))
+        BAD("--hf-config and --%s exclude each other", sc->model_name ? "model" : "params");
     ModelSpec *m = &sc->model;
     if (sc->model_name) {
         if (presets_find(sc->model_name, m, err, errlen) != 0)
+            return -1;
+    } else if (sc->hf_config) {
+        /* a third source beside presets and --params; shape knobs override it below */
+        if (hfconfig_load(sc->hf_config, m, sc->model_rule, sizeof sc->model_rule, err, errlen) != 0)
             return -1;
     } else if (sc->params > 0) {
         if (presets_from_params(sc->params, m, sc->model_rule, sizeof sc->model_rule, err, errlen) != 0)
@@ -122,7 +129,8 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
         for (int i = 0; i < KNOB_COUNT; i++) {
             const Knob *k = knob_get((KnobId)i);
             if (k->custom_required && !(shape & KNOB_BIT(i)))
-                BAD("no model: give --model NAME, --params SIZE, or a full shape (missing --%s)", k->flag);
+                BAD("no model: give --model NAME, --params SIZE, --hf-config FILE or a full shape (missing --%s)",
+                    k->flag);
         }
         /* a custom shape starts GPT-style unless told otherwise */
         for (int i = 0; i < KNOB_COUNT; i++) {

@@ -3,7 +3,8 @@
  *
  * cli/ fills a Scenario from flags (through the knob table), the TUI edits
  * one, and the planner searches the knobs it leaves free. scenario_finish
- * turns what was given into a checked whole: the preset plus the shape
+ * turns what was given into a checked whole: the preset (or the --params
+ * shape, or the Hugging Face config) plus the shape
  * knobs given over it, the hardware profile, the default global batch (the
  * power of two of sequences nearest 4M tokens), dp from the GPU count, the
  * best precision the hardware has, the stage split and the uniform
@@ -20,7 +21,7 @@
 
 typedef struct {
     ModelSpec model;
-    char model_rule[256];      // how --params chose the shape ("" for presets and explicit shapes)
+    char model_rule[256];      // how --params chose the shape, or what --hf-config approximated ("" otherwise)
     HwProfile hw;
     Layout layout;
     Recompute recompute;       // uniform recomputation (--recompute)
@@ -31,6 +32,7 @@ typedef struct {
     /* what was given, resolved in scenario_finish */
     const char *model_name;    // --model
     double params;             // --params
+    const char *hf_config;     // --hf-config: a Hugging Face config.json (hfconfig.h)
     const char *gpu_name;      // --gpu
     const char *profile_path;  // --profile
     int gpus_per_node;         // --gpus-per-node; 0 = the profile's

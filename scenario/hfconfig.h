@@ -1,0 +1,39 @@
+/* hfconfig.h — a Hugging Face transformers config.json as a ModelSpec: the
+ * third source of a model beside the presets and --params (`--hf-config`).
+ *
+ * Reads the dense decoder families whose shape a ModelSpec holds: Llama
+ * (LlamaForCausalLM), Mistral (MistralForCausalLM), Qwen2 and Qwen3
+ * (Qwen2ForCausalLM, Qwen3ForCausalLM) and Gemma (GemmaForCausalLM). The
+ * family comes from "architectures" (and "model_type", which must agree);
+ * any other architecture, a mixture-of-experts config (num_local_experts,
+ * num_experts, ...) and a missing or mistyped field are refused with an
+ * error naming the file and the field. What the spec cannot hold exactly is
+ * said in the note (Gemma's GeGLU is costed as swiglu: the same three
+ * matrices and FLOPs, a different elementwise activation; Qwen2's q/k/v-only
+ * biases are left out, with their count; Mistral's sliding window is
+ * costed as full causal attention). Nothing here prints or exits.
+ */
+#ifndef ULTRAPLAN_SCENARIO_HFCONFIG_H
+#define ULTRAPLAN_SCENARIO_HFCONFIG_H
+
+#include <stddef.h>
+
+#include "spec.h"
+
+/* config.json files are a few KiB; anything larger is not one */
+#define HFCONFIG_MAX_BYTES (1u << 20)
+
+/* Read the config at path into *out (validated with spec_validate; seq is
+ * max_position_embeddings). The name is the config's "_name_or_path", else
+ * the file's base name without ".json" (its folder's name for a file
+ * called config.json). `note` (nullable) gets one line: the file, the
+ * family and every approximation made. 0 ok, -1 with err
+ * "PATH: field \"F\": ...". */
+int hfconfig_load(const char *path, ModelSpec *out, char *note, int notelen, char *err, int errlen);
+
+/* The same from text already in memory; `path` names it in errors and the
+ * note, and gives the fallback name. */
+int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *note, int notelen, char *err,
+                   int errlen);
+
+#endif
