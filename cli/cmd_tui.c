@@ -116,6 +116,8 @@ static int tui_main(int argc, char **argv)
         goto out;
     }
     state_init(st, &in.sc, price);
+    /* no layout knob given: open on the planner's best plan, not on tp 1 pp 1 */
+    st->load_best = (in.sc.fixed & ~(unsigned)FIX_GBS) == 0;
     if (save)
         snprintf(st->save_path, sizeof st->save_path, "%s", save);
     if (follow)

@@ -7,6 +7,17 @@
 # Needs tmux and python3; skips (77) without tmux.
 set -euo pipefail
 : "${ULTRAPLAN:?set by CTest}"
+# 0. (no terminal needed) started without layout knobs, the TUI opens on the
+#    planner's plan 1, not on tp 1 pp 1 (3 TB over the GPU for 175B on 512)
+snap=$("$ULTRAPLAN" tui --params 175B --gpus 512 --snapshot --rows 40 --cols 140) || { echo "FAIL snapshot"; exit 1; }
+best=$("$ULTRAPLAN" plan --params 175B --gpus 512 --top 1 --json | python3 -c '
+import json, sys; l = json.load(sys.stdin)["ranked"][0]["layout"]; print("tp %d pp %d dp %d" % (l["tp"], l["pp"], l["dp"]))')
+if grep -q "$best" <<< "$snap" && grep -q "opened on plan 1" <<< "$snap" && ! grep -q "OVER by" <<< "$snap"; then
+    echo "ok: opens on plan 1 ($best)"
+else
+    echo "FAIL: tui without layout knobs does not open on plan 1 ($best):"; head -3 <<< "$snap"; exit 1
+fi
+
 command -v tmux >/dev/null || { echo "tmux not installed: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 not installed: skipped"; exit 77; }
 

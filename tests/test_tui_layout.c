@@ -525,6 +525,59 @@ static void test_follow_predicts_the_run(void **unused)
     free(st);
 }
 
+/* `s` asks before it overwrites a file, and says when the plan does not fit;
+ * a TUI started without layout knobs opens on plan 1 once plans arrive. */
+static void test_save_and_best(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    char path[] = "/tmp/test_tui_save_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "mine\n", 5), 5);
+    close(fd);
+    snprintf(st->save_path, sizeof st->save_path, "%s", path);
+    assert_int_equal(tui_key_action('s'), A_SAVE);
+    state_save_key(st);
+    assert_true(st->save_confirm && st->msg_error);
+    assert_non_null(strstr(st->msg, "press s again"));
+    FILE *f = fopen(path, "r");
+    char buf[16] = "";
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "mine\n");          /* not yet */
+    state_key(st, 'j');                           /* any other key keeps the file */
+    assert_false(st->save_confirm);
+    state_save_key(st);
+    state_save_key(st);                           /* s, s: overwritten */
+    char err[256];
+    PlanFile pf;
+    assert_int_equal(planfile_read(path, &pf, err, sizeof err), 0);
+    assert_int_equal(pf.layout.tp, st->in.layout.tp);
+    /* a plan that does not fit is saved with a warning */
+    assert_int_equal(state_set(st, state_field_knob(K_MBS), "64"), 0);
+    assert_false(st->cost.fits);
+    state_save_key(st);
+    state_save_key(st);
+    assert_true(st->msg_error);
+    assert_non_null(strstr(st->msg, "does NOT fit"));
+    unlink(path);
+    /* plans arriving: plan 1 is loaded only when asked for, and a knob the user set wins */
+    st->n_plans = 1;
+    st->plans[0].layout = st->in.layout;
+    st->plans[0].layout.mbs = 1;
+    st->load_best = true;
+    state_plans_arrived(st);
+    assert_int_equal(st->in.layout.mbs, 1);
+    assert_false(st->load_best);
+    st->load_best = true;
+    assert_int_equal(state_set(st, state_field_knob(K_MBS), "2"), 0);
+    assert_false(st->load_best);
+    state_plans_arrived(st);
+    assert_int_equal(st->in.layout.mbs, 2);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_panes_render),
         cmocka_unit_test(test_follow_parse),
         cmocka_unit_test(test_follow_predicts_the_run),
+        cmocka_unit_test(test_save_and_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -342,8 +342,8 @@ static void pane_plans(const TuiState *st, const TuiRect *r, Canvas *cv)
     }
     bool wide = iw >= 76;
     canvas_put(cv, y, x, iw, R_HEAD,
-               wide ? " #  tp pp vp cp   dp mbs opt     rc      MFU %    days  peak GiB  bottleneck"
-                    : " #  tp pp vp cp   dp mbs opt       MFU   days");
+               wide ? " #  tp pp vp cp   dp mbs opt     prec rc      MFU %    days  peak GiB  bottleneck"
+                    : " #  tp pp vp cp   dp mbs opt     prec   MFU   days");
     int rows = ih - 1;
     int first = st->plan_sel >= rows ? st->plan_sel - rows + 1 : 0;
     for (int i = first; i < st->n_plans && i - first < rows; i++) {
@@ -355,14 +355,14 @@ static void pane_plans(const TuiState *st, const TuiRect *r, Canvas *cv)
         if (role == R_SELECTED)
             canvas_fill(cv, yy, x, iw, ' ', R_SELECTED);
         if (wide)
-            canvas_printf(cv, yy, x, iw, role, "%c%-2d %2d %2d %2d %2d %4d %3d %-7s %-5s %7.2f %7.2f %8.2f  %s",
+            canvas_printf(cv, yy, x, iw, role, "%c%-2d %2d %2d %2d %2d %4d %3d %-7s %-4s %-5s %7.2f %7.2f %8.2f  %s",
                           sel ? '>' : ' ', i + 1, lo->tp, lo->pp, lo->vp, lo->cp, lo->dp, lo->mbs,
-                          layout_opt_name(lo->opt), rc_short(lo), 100 * p->mfu, p->days, p->peak_bytes / GIB,
-                          p->bottleneck);
+                          layout_opt_name(lo->opt), hw_precision_name(lo->prec), rc_short(lo), 100 * p->mfu, p->days,
+                          p->peak_bytes / GIB, p->bottleneck);
         else
-            canvas_printf(cv, yy, x, iw, role, "%c%-2d %2d %2d %2d %2d %4d %3d %-7s %5.1f %6.1f",
+            canvas_printf(cv, yy, x, iw, role, "%c%-2d %2d %2d %2d %2d %4d %3d %-7s %-4s %5.1f %6.1f",
                           sel ? '>' : ' ', i + 1, lo->tp, lo->pp, lo->vp, lo->cp, lo->dp, lo->mbs,
-                          layout_opt_name(lo->opt), 100 * p->mfu, p->days);
+                          layout_opt_name(lo->opt), hw_precision_name(lo->prec), 100 * p->mfu, p->days);
     }
 }
 

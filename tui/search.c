@@ -154,6 +154,7 @@ bool search_poll(TuiSearch *s, TuiState *st)
             snprintf(st->plan_note, sizeof st->plan_note, "%s", o.note);
             if (st->plan_sel >= st->n_plans)
                 st->plan_sel = 0;
+            state_plans_arrived(st);
             changed = true;
         }
     }
@@ -188,6 +189,7 @@ void search_now(const Scenario *in, TuiState *st)
     st->plan_status = o.status;
     snprintf(st->plan_note, sizeof st->plan_note, "%s", o.note);
     st->plan_sel = 0;
+    state_plans_arrived(st);
 }
 
 char *search_megatron_args(const TuiState *st) { return export_megatron(&st->in.model, &st->in.layout); }

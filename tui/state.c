@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "presets.h"
 #include "profile.h"
@@ -306,6 +307,8 @@ static int apply(TuiState *st, Scenario *cand, TuiField f, bool reset_stages)
     state_eval(st);
     if (field_problem(f))
         st->problem_gen++;
+    else
+        st->load_best = false;   /* the user chose a layout: keep it when plans arrive */
     char v[64];
     state_field_text(st, f, v, sizeof v);
     state_msg(st, false, "%s = %s", state_field_label(f), v);
@@ -652,6 +655,39 @@ int state_load_plan(TuiState *st, int i)
     return 0;
 }
 
+void state_save_key(TuiState *st)
+{
+    struct stat sb;
+    if (!st->save_confirm && stat(st->save_path, &sb) == 0) {
+        st->save_confirm = true;
+        state_msg(st, true, "%s exists: press s again to overwrite it (any other key keeps it)", st->save_path);
+        return;
+    }
+    st->save_confirm = false;
+    char err[512];
+    if (state_save_plan(st, st->save_path, err, sizeof err) != 0) {
+        state_msg(st, true, "save: %s", err);
+        return;
+    }
+    if (!st->cost.fits) {
+        char over[32];
+        state_msg(st, true, "saved %s, but it does NOT fit: stage %d is %s over the GPU's memory", st->save_path,
+                  st->cost.peak_stage, util_gib(st->cost.peak_bytes - st->cost.capacity_bytes, over, sizeof over));
+        return;
+    }
+    state_msg(st, false, "saved %s (Megatron: m, or ultraplan export %s --format megatron)", st->save_path,
+              st->save_path);
+}
+
+void state_plans_arrived(TuiState *st)
+{
+    if (!st->load_best || st->n_plans == 0)
+        return;
+    st->load_best = false;
+    if (state_load_plan(st, 0) == 0)
+        state_msg(st, false, "opened on plan 1, the fastest layout that fits (Tab: the others)");
+}
+
 int state_save_plan(const TuiState *st, const char *path, char *err, int errlen)
 {
     return planfile_write(path, &st->in.model, &st->in.hw, &st->in.layout, &st->in.opts, &st->cost, err, errlen);
@@ -690,6 +726,8 @@ static TuiAction edit_key(TuiState *st, int key)
 
 TuiAction state_key(TuiState *st, int key)
 {
+    if (tui_key_action(key) != A_SAVE || st->editing || st->help)
+        st->save_confirm = false;
     if (st->help) {
         st->help = false;
         return tui_key_action(key) == A_QUIT ? A_QUIT : A_NONE;

@@ -129,6 +129,8 @@ typedef struct {
 
     TuiRun run;
 
+    bool load_best;              // load plan 1 when the first plans arrive (no layout knob was given)
+    bool save_confirm;           // `s` was pressed once over an existing file: again overwrites it
     char save_path[256];         // where `s` writes the plan
     char megatron_path[256];     // where `m` writes Megatron arguments
 } TuiState;
@@ -173,6 +175,13 @@ double state_cost_dollars(const Cost *c, double price);
 
 /* Write the current plan (ultraplan.plan/1) to path. 0 or -1 with err. */
 int state_save_plan(const TuiState *st, const char *path, char *err, int errlen);
+
+/* `s`: save to st->save_path, asking first (a second `s`) when the file
+ * exists, and warning when the plan does not fit; the outcome in st->msg. */
+void state_save_key(TuiState *st);
+
+/* The planner's plans have arrived in st->plans: load plan 1 when load_best. */
+void state_plans_arrived(TuiState *st);
 
 void state_msg(TuiState *st, bool error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

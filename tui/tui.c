@@ -46,13 +46,7 @@ bool tui_do_action(TuiState *st, TuiAction a)
     char err[512];
     switch (a) {
     case A_QUIT: return true;
-    case A_SAVE:
-        if (state_save_plan(st, st->save_path, err, sizeof err) != 0)
-            state_msg(st, true, "save: %s", err);
-        else
-            state_msg(st, false, "saved %s (Megatron: m, or ultraplan export %s --format megatron)", st->save_path,
-                      st->save_path);
-        return false;
+    case A_SAVE: state_save_key(st); return false;
     case A_MEGATRON: {
         char *text = search_megatron_args(st);
         if (!text) {
@@ -177,6 +171,8 @@ int tui_run(TuiState *st, const TuiOptions *o, char *err, int errlen)
             changed_at = 0;
             if (!search)
                 state_msg(st, true, "plan search is off (--no-plans)");
+            else
+                state_msg(st, false, "searching the plans again...");
         } else if (a == A_CANCEL) {
             if (search && (st->plan_status == PLANS_RUNNING || st->plan_status == PLANS_WAITING)) {
                 search_cancel(search);
