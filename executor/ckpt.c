@@ -55,6 +55,7 @@ typedef struct {
     uint32_t crc;                // CRC-32 of the file with this field zero
     uint32_t shape;              // CRC-32 of ckpt_shape's text (version 3; version 2 had 0 here)
 } CkptHeader;
+_Static_assert(sizeof(CkptHeader) == 88, "the rank file header is 88 bytes (FAULTS.md, test_ckpt's pinned CRC)");
 
 /* ---- CRC-32 (IEEE 802.3, as zlib's crc32) ---------------------------- */
 
@@ -532,7 +533,7 @@ static int read_manifest(const CkptState *s, const char *dir, Manifest *mf, char
     long long step = -1, world = 0, dp = 0, tp = 0, pp = 0, vp = 0;
     char why[400] = "";
     ckpt_shape(s->model, s->lo, shape, sizeof shape);
-    if (!cJSON_IsObject(m) || !fmt || (strcmp(fmt, CKPT_FORMAT) != 0 && strncmp(fmt, CKPT_FORMAT_STEM, 21) != 0))
+    if (!cJSON_IsObject(m) || !fmt || strncmp(fmt, CKPT_FORMAT_STEM, sizeof CKPT_FORMAT_STEM - 1) != 0)
         snprintf(why, sizeof why, "is not a readable %s manifest (damaged, or from another version)", CKPT_FORMAT);
     else if (strcmp(fmt, CKPT_FORMAT) != 0)
         snprintf(why, sizeof why, "is an %.40s manifest, written by another version of ultraplan; this one reads "
@@ -614,7 +615,8 @@ static FILE *open_rank_file(const char *dir, const Manifest *mf, const char *nam
     if (dfd < 0)
         e = errno;
     else if ((sfd = openat(dfd, mf->stepdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        e = errno, what = e == ELOOP || e == ENOTDIR ? "its step directory is a symbolic link or not a directory" : NULL;
+        e = errno,
+        what = e == ELOOP || e == ENOTDIR ? "its step directory is a symbolic link or not a directory" : NULL;
     else if ((fd = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         e = errno, what = e == ELOOP ? "is a symbolic link" : NULL;
     else if (fstat(fd, st) != 0)

@@ -45,7 +45,7 @@ case_run() {
     $run --steps 6 -o "$dir/a2.json" > "$dir/log" 2>&1 || { cat "$dir/log"; fail "$name: 6 steps again"; }
     $run --steps 3 --checkpoint-dir "$dir/ck" > "$dir/log" 2>&1 || { cat "$dir/log"; fail "$name: 3 steps"; }
     [ -f "$dir/ck/manifest.json" ] && [ -f "$dir/ck/step-000003/rank_00000.ckpt" ] || fail "$name: checkpoint files"
-    grep -q '"ultraplan.checkpoint/2"' "$dir/ck/manifest.json" || fail "$name: manifest format"
+    grep -q '"ultraplan.checkpoint/3"' "$dir/ck/manifest.json" || fail "$name: manifest format"
     cp -r "$dir/ck" "$dir/ck_cpu"
     $run --steps 6 --checkpoint-dir "$dir/ck" --resume -o "$dir/b.json" > "$dir/log" 2>&1 ||
         { cat "$dir/log"; fail "$name: resume"; }
