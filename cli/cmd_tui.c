@@ -7,12 +7,14 @@
 #include "args.h"
 #include "command.h"
 #include "follow.h"
+#include "planfile.h"
 #include "state.h"
 #include "tui.h"
 
 static void help(FILE *f)
 {
     fprintf(f, "usage: ultraplan tui [model] [hardware] [layout] [--price USD] [--follow run.json]\n"
+               "       ultraplan tui PLAN.json [...]   (a saved plan: its model, hardware and layout)\n"
                "                     [--no-color] [--no-plans] [--save FILE]\n"
                "                     [--snapshot [--rows N] [--cols N] [--keys KEYS]]\n\n"
                "A full-screen what-if view: change the model, GPUs, GPU type, batch, budget and every layout\n"
@@ -101,11 +103,37 @@ static int tui_main(int argc, char **argv)
             }
         }
     }
+    const char *plan = NULL;
+    if (optind < argc)
+        plan = argv[optind++];
     if (optind < argc) {
-        fprintf(stderr, "ultraplan tui: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+        fprintf(stderr, "ultraplan tui: unexpected argument \"%s\" (one plan file at most; see --help)\n",
+                argv[optind]);
         goto out;
     }
-    if (args_finish(&in, true, err, sizeof err) != 0) {
+    if (plan) {
+        /* a saved plan: its model, hardware, layout and budget, as it was saved */
+        if (in.sc.given || in.sc.model_name || in.sc.params > 0 || in.sc.gpu_name || in.sc.profile_path ||
+            in.sc.gpus) {
+            fprintf(stderr, "ultraplan tui: %s: a plan file brings its own model, hardware and layout; give it "
+                            "alone (and change the knobs in the TUI)\n", plan);
+            goto out;
+        }
+        PlanFile *pf = malloc(sizeof *pf);
+        if (!pf || planfile_read(plan, pf, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan tui: %s\n", pf ? err : "out of memory");
+            free(pf);
+            rc = 1;
+            goto out;
+        }
+        in.sc.model = pf->model;
+        in.sc.hw = pf->hw;
+        in.sc.layout = pf->layout;
+        in.sc.opts = pf->opts;
+        in.sc.gpus = layout_gpus(&pf->layout);
+        in.sc.fixed = FIX_GBS;   /* the plan's global batch is the problem's */
+        free(pf);
+    } else if (args_finish(&in, true, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan tui: %s\n", err);
         goto out;
     }
@@ -117,7 +145,7 @@ static int tui_main(int argc, char **argv)
     }
     state_init(st, &in.sc, price);
     /* no layout knob given: open on the planner's best plan, not on tp 1 pp 1 */
-    st->load_best = (in.sc.fixed & ~(unsigned)FIX_GBS) == 0;
+    st->load_best = !plan && (in.sc.fixed & ~(unsigned)FIX_GBS) == 0;
     if (save)
         snprintf(st->save_path, sizeof st->save_path, "%s", save);
     if (follow)
