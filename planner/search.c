@@ -3,6 +3,7 @@
 #include "planner.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -490,7 +491,16 @@ static void fixed_text(unsigned bit, const Layout *b, char *buf, int len)
     }
 }
 
-#define FAULT(...) do { snprintf(buf, len, __VA_ARGS__); return true; } while (0)
+/* The message of a fixed knob at fault; cut at `len` if it must be. */
+__attribute__((format(printf, 3, 4))) static void fault_msg(char *buf, int len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+#define FAULT(...) do { fault_msg(buf, len, __VA_ARGS__); return true; } while (0)
 
 /* One fixed knob that no layout can have, by itself. */
 static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
@@ -770,7 +780,7 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
             snprintf(res->infeasible + k, sizeof res->infeasible - k,
                      " The fixed knobs %s are the cause: without them a layout fits on these %d GPUs (%s, %.1f GiB "
                      "peak).", given, req->gpus, lay2, pr.plans[0].cost.peak_bytes / gib);
-            snprintf(res->brief, sizeof res->brief, "does not fit with %s (without them it fits)", given);
+            snprintf(res->brief, sizeof res->brief, "does not fit with %.100s (without them it fits)", given);
             res->fixed_fault = true;
             planner_result_free(&pr);
             return;
