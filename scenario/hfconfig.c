@@ -166,10 +166,16 @@ static int refuse_moe(const cJSON *j, const Ctx *c)
  * the name is safe in every report and export. */
 static void set_name(ModelSpec *m, const char *given, const char *path)
 {
-    char buf[512];
-    if (given && *given) {
+    char buf[512] = "";
+    if (given) {
         snprintf(buf, sizeof buf, "%s", given);
-    } else {
+        size_t n = strlen(buf);
+        while (n > 0 && buf[n - 1] == '/')
+            buf[--n] = 0;
+        if (!strcmp(buf, ".") || !strcmp(buf, ".."))   /* "./": saved from a local folder */
+            buf[0] = 0;
+    }
+    if (!buf[0]) {
         snprintf(buf, sizeof buf, "%s", path);
         size_t n = strlen(buf);
         while (n > 1 && buf[n - 1] == '/')
@@ -183,7 +189,7 @@ static void set_name(ModelSpec *m, const char *given, const char *path)
         }
         if (base)
             memmove(buf, base + 1, strlen(base + 1) + 1);
-        if (!buf[0] || !strcmp(buf, "config.json") || !strcmp(buf, "config"))
+        if (!buf[0] || !strcmp(buf, ".") || !strcmp(buf, "..") || !strcmp(buf, "config"))
             snprintf(buf, sizeof buf, "hf-config");
     }
     /* too long for the spec: its last path component */

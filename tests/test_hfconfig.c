@@ -248,6 +248,12 @@ static void test_defaults(void **st)
     assert_string_equal(m.name, "Llama-3.1-8B");
     assert_int_equal(hfconfig_parse(llama, "models/my-llama/config.json", &m, NULL, 0, err, sizeof err), 0);
     assert_string_equal(m.name, "my-llama");
+    assert_int_equal(hfconfig_parse(llama, "./config.json", &m, NULL, 0, err, sizeof err), 0);
+    assert_string_equal(m.name, "hf-config");
+    t = edit(llama, "{", "{\"_name_or_path\": \"./\",");   /* saved from a local folder */
+    assert_int_equal(hfconfig_parse(t, "/m/Llama-3.1-8B.json", &m, NULL, 0, err, sizeof err), 0);
+    assert_string_equal(m.name, "Llama-3.1-8B");
+    free(t);
     /* a name is printed into reports and Slurm scripts: only plain characters survive */
     t = edit(llama, "{", "{\"_name_or_path\": \"evil\\nrm -rf ~; $(x)\",");
     assert_int_equal(hfconfig_parse(t, "x.json", &m, NULL, 0, err, sizeof err), 0);
