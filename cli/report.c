@@ -48,16 +48,8 @@ static const char *human(double v, char *buf, int len) { return util_si(v, 3, bu
 
 static void print_duration(FILE *f, double s)
 {
-    if (!isfinite(s))
-        fprintf(f, "never");
-    else if (s < 120)
-        fprintf(f, "%.1f s", s);
-    else if (s < 7200)
-        fprintf(f, "%.1f min", s / 60);
-    else if (s < 172800)
-        fprintf(f, "%.1f h", s / 3600);
-    else
-        fprintf(f, "%.1f days", s / 86400);
+    char b[48];
+    fputs(util_duration(s, b, sizeof b), f);
 }
 
 void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c,
@@ -103,9 +95,14 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
         if (c->time[k] > 0)
             fprintf(f, "  %-10s %10.4g s  %5.1f%%\n", cost_time_name((TimeKind)k), c->time[k],
                     100 * c->time[k] / c->step_s);
-    fprintf(f, "\nthroughput %s tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%% (%s FLOPs, %.4g per token; peak %.0f TFLOP/s %s)\n",
-            human(c->thr.tokens_per_s, b1, 32), c->thr.tflops_per_gpu, 100 * c->thr.mfu, 100 * c->thr.hfu,
-            spec_flops_name(lo->flops), c->thr.flops_per_token, hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
+    char pm[32], ph[32];
+    fprintf(f, "\nthroughput %s tokens/s, %.4g TFLOP/s per GPU, MFU %s, HFU %s (%s FLOPs, %.4g per token; peak %.0f TFLOP/s %s)\n",
+            human(c->thr.tokens_per_s, b1, 32), c->thr.tflops_per_gpu, util_pct(c->thr.mfu, pm, sizeof pm),
+            util_pct(c->thr.hfu, ph, sizeof ph), spec_flops_name(lo->flops), c->thr.flops_per_token,
+            hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
+    double causal = plan_tflops_causal(m, lo, c);
+    if (lo->flops != FLOPS_CAUSAL && causal > 0)
+        fprintf(f, "  Megatron's --log-throughput counts causal attention: %.4g TFLOP/s per GPU\n", causal);
     if (cost_mfu_bf16_peak(hw, lo, c) >= 0)
         fprintf(f, "  MFU against the bf16 peak (%.0f TFLOP/s), as fp8 runs are often quoted: %.1f%%\n",
                 hw->peak[PREC_BF16] / 1e12, 100 * cost_mfu_bf16_peak(hw, lo, c));
@@ -115,22 +112,24 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
                    "(Megatron's count since 2025-03) counts what runs\n", spec_flops_name(lo->flops));
     const Training *tr = &c->train;
     char b3[32];
-    fprintf(f, "training %s tokens: %s steps, %.1f days ideal, ", human(tr->tokens, b1, 32),
-            human(tr->steps, b2, 32), tr->days);
+    char d1[48];
+    fprintf(f, "training %s tokens: %s steps, %s ideal, ", human(tr->tokens, b1, 32), human(tr->steps, b2, 32),
+            util_duration(tr->days * 86400, d1, sizeof d1));
     if (isfinite(tr->days_with_failures))
-        fprintf(f, "%.1f days with failures", tr->days_with_failures);
+        fprintf(f, "%s with failures", util_duration(tr->days_with_failures * 86400, d1, sizeof d1));
     else
         fprintf(f, "never finishes with failures");
     fprintf(f, ", %s GPU-hours\n", human(tr->gpu_hours, b3, 32));
-    fprintf(f, "  failures: %.2f per day (P(>=1 per day) %.1f%%), %.1f over the run, job MTBF ", tr->fail_per_day,
+    fprintf(f, "  failures: %.2f per day (P(>=1 per day) %.1f%%), %.4g over the run, job MTBF ", tr->fail_per_day,
             100 * tr->p_fail_day, tr->failures);
     print_duration(f, tr->job_mtbf_s);
-    fprintf(f, "\n  checkpoint %s written in ", human(tr->ckpt_bytes, b1, 32));
+    fprintf(f, "\n  checkpoint %s written in ", util_bytes(tr->ckpt_bytes, b1, 32));
     print_duration(f, tr->ckpt_write_s);
     fprintf(f, "; Daly interval ");
     print_duration(f, tr->daly_s);
     if (isfinite(tr->days_with_failures)) {
-        fprintf(f, "; waste %.1f%% -> %.1f days with failures\n", 100 * tr->waste, tr->days_with_failures);
+        fprintf(f, "; waste %.1f%% -> %s with failures\n", 100 * tr->waste,
+                util_duration(tr->days_with_failures * 86400, d1, sizeof d1));
     } else {
         /* waste >= 1: checkpoint stalls, rework and restarts take all the time */
         fprintf(f, "; waste %.3g%%: the job never finishes (each failure costs ", 100 * tr->waste);

@@ -83,6 +83,7 @@ cJSON *plan_cost_json(const ModelSpec *m, const Layout *lo, const Cost *c)
     cJSON_AddNumberToObject(th, "hfu", c->thr.hfu);
     cJSON_AddNumberToObject(th, "tokens_per_s", c->thr.tokens_per_s);
     cJSON_AddNumberToObject(th, "tflops_per_gpu", c->thr.tflops_per_gpu);
+    cJSON_AddNumberToObject(th, "tflops_per_gpu_causal", plan_tflops_causal(m, lo, c));
     cJSON_AddNumberToObject(th, "flops_per_token", c->thr.flops_per_token);
     cJSON_AddStringToObject(th, "flop_convention", spec_flops_name(lo->flops));
     cJSON_AddNumberToObject(th, "tokens_per_step", c->tokens_per_step);
@@ -104,6 +105,14 @@ cJSON *plan_cost_json(const ModelSpec *m, const Layout *lo, const Cost *c)
     cJSON_AddNumberToObject(tj, "days_with_failures", isfinite(tr->days_with_failures) ? tr->days_with_failures : -1);
     (void)m;
     return j;
+}
+
+double plan_tflops_causal(const ModelSpec *m, const Layout *lo, const Cost *c)
+{
+    Layout causal = *lo;
+    causal.flops = FLOPS_CAUSAL;
+    int g = layout_gpus(lo);
+    return g > 0 ? c->thr.tokens_per_s * train_model_flops_per_token(m, &causal) / g / 1e12 : 0;
 }
 
 void plan_add_mfu_bf16_peak(cJSON *o, const HwProfile *hw, const Layout *lo, const Cost *c)

@@ -21,6 +21,10 @@ cJSON *plan_model_json(const ModelSpec *m);
 cJSON *plan_layout_json(const Layout *lo);
 /* memory, time, throughput and training objects of a Cost */
 cJSON *plan_cost_json(const ModelSpec *m, const Layout *lo, const Cost *c);
+/* TFLOP/s per GPU under the causal FLOP convention (what Megatron's
+ * --log-throughput prints since 2025), whatever lo->flops is. */
+double plan_tflops_causal(const ModelSpec *m, const Layout *lo, const Cost *c);
+
 /* Adds "mfu_bf16_peak" (cost_mfu_bf16_peak) to o when the layout is fp8;
  * nothing otherwise or when o is NULL. */
 void plan_add_mfu_bf16_peak(cJSON *o, const HwProfile *hw, const Layout *lo, const Cost *c);

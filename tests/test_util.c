@@ -109,6 +109,17 @@ static void test_slurp_limits(void **state)
     char si[32];
     assert_string_equal(util_si(3.49e12, 3, si, sizeof si), "3.49T");
     assert_string_equal(util_si(999.7, 3, si, sizeof si), "1K");
+    /* numbers people read (issue 17 item 19) */
+    assert_string_equal(util_si(1e30, 3, si, sizeof si), "1e+30");          /* was "1e+15P" */
+    assert_string_equal(util_bytes(1.53e6, si, sizeof si), "1.53 MB");      /* was "1.53M" */
+    assert_string_equal(util_bytes(2.44e12, si, sizeof si), "2.44 TB");
+    assert_string_equal(util_bytes(94.3e9, si, sizeof si), "94.3 GB");
+    assert_string_equal(util_bytes(512, si, sizeof si), "512 B");
+    assert_string_equal(util_duration(396, si, sizeof si), "6.6 min");      /* was "0.0 days" */
+    assert_string_equal(util_duration(166.17 * 86400, si, sizeof si), "166.2 days");
+    assert_string_equal(util_duration(1.18e20 * 86400, si, sizeof si), "1.18e+20 days");
+    assert_string_equal(util_pct(0.0000039, si, sizeof si), "0.00039%");   /* was "0.0%" */
+    assert_string_equal(util_pct(0.517, si, sizeof si), "51.7%");
 }
 
 int main(void)

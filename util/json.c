@@ -42,7 +42,7 @@ cJSON *util_json_parse(const char *text, const char *what, char *err, int errlen
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
         p++;
     if (!*p) {
-        snprintf(err, errlen, "%s: empty, expected a JSON document", what);
+        snprintf(err, errlen, "%s: not valid JSON (the file is empty)", what);
         return NULL;
     }
     const char *end = NULL;

@@ -9,7 +9,7 @@
 #include <cjson/cJSON.h>
 
 /* The parsed document (caller deletes), or NULL with err:
- * "WHAT: not valid JSON (near byte N)", "WHAT: empty", or
+ * "WHAT: not valid JSON (near byte N)" or "(the file is empty)", or
  * "WHAT: field \"a.b\": appears twice". */
 cJSON *util_json_parse(const char *text, const char *what, char *err, int errlen);
 
