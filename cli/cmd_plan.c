@@ -77,9 +77,11 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     const ModelSpec *m = &in->sc.model;
     char b1[96], b2[96];
     const Cost *c0 = &res->plans[0].cost;
-    printf("%s (%.1fB params) on %d x %s, %d per node; global batch %d x %d = %.2fM tokens; %.3gT training tokens\n",
-           m->name, spec_params(m, 1, PARAMS_EXACT) / 1e9, req->gpus, in->sc.hw.name, in->sc.hw.gpus_per_node,
-           req->base.gbs, m->s, req->base.gbs * (double)m->s / 1e6, c0->train.tokens / 1e12);
+    char np[32], nt[32], nb[32];
+    printf("%s (%s params) on %d x %s, %d per node; global batch %d x %d = %s tokens; %s training tokens\n",
+           m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, np, sizeof np), req->gpus, in->sc.hw.name,
+           in->sc.hw.gpus_per_node, req->base.gbs, m->s, util_si(req->base.gbs * (double)m->s, 3, nb, sizeof nb),
+           util_si(c0->train.tokens, 3, nt, sizeof nt));
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
     printf("%3s %3s %3s %5s %3s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s %8s  %s\n", "#", "tp", "pp", "dp", "cp",

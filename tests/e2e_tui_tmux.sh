@@ -148,7 +148,7 @@ echo "ok: saved plan.json and megatron_args.txt"
 
 # 8. resizing re-lays the panes out: compact at 80x24, a message when too small
 T resize-window -t tui -x 80 -y 24
-wait_for 'W=wei G=gra'
+wait_for 'W=wts G=grd'
 T resize-window -t tui -x 50 -y 15
 wait_for 'too small'
 T resize-window -t tui -x 120 -y 40

@@ -18,6 +18,7 @@
 
 #include "args.h"
 #include "canvas.h"
+#include "fmt.h"
 #include "follow.h"
 #include "layout.h"
 #include "panes.h"
@@ -578,6 +579,38 @@ static void test_save_and_best(void **unused)
     free(st);
 }
 
+/* The panes' numbers carry units and say what they leave out (issue 17
+ * item 19): stages not shown are counted in the title, the narrow legend
+ * uses abbreviations, differences have units, the cost has the digits of
+ * its difference. */
+static void test_numbers_read(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();   /* 175B, 512 GPUs, tp 8 pp 8 */
+    assert_int_equal(state_set(st, state_field_knob(K_TP), "2"), 0);
+    assert_int_equal(state_set(st, state_field_knob(K_PP), "16"), 0);
+    state_pin(st);
+    assert_int_equal(state_set(st, state_field_knob(K_MBS), "2"), 0);
+    Canvas cv;
+    assert_int_equal(canvas_init(&cv, 24, 80), 0);
+    TuiLayout l;
+    tui_layout(24, 80, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, "16 stages, 5 shown"));
+    assert_true(canvas_has(&cv, "X=ovh"));
+    assert_false(canvas_has(&cv, "X=ove"));
+    canvas_free(&cv);
+    assert_int_equal(canvas_init(&cv, 40, 120), 0);
+    tui_layout(40, 120, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, " GiB"));   /* the peak's difference */
+    char money[32], want[48];
+    snprintf(want, sizeof want, "$%s", util_si(state_cost_dollars(&st->cost, st->price), 4, money, sizeof money));
+    assert_true(canvas_has(&cv, want));
+    canvas_free(&cv);
+    free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_follow_parse),
         cmocka_unit_test(test_follow_predicts_the_run),
         cmocka_unit_test(test_save_and_best),
+        cmocka_unit_test(test_numbers_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@ static const char mem_letters[MEM_COUNT] = {'W', 'G', 'O', 'A', 'B', 'X'};
 static const TuiRole mem_roles[MEM_COUNT] = {R_MEM_WEIGHTS, R_MEM_GRADS, R_MEM_OPTIM,
                                              R_MEM_ACTS, R_MEM_BUFFERS, R_MEM_OVERHEAD};
 static const char *const mem_short[MEM_COUNT] = {"weights", "grads", "optim", "acts", "buffers", "overhead"};
+/* three letters each, for narrow panes: abbreviations, not cut words */
+static const char *const mem_abbr[MEM_COUNT] = {"wts", "grd", "opt", "act", "buf", "ovh"};
 _Static_assert(MEM_COUNT == 6, "one letter, role and name per memory kind");
 
 char panes_mem_letter(MemKind k) { return mem_letters[k]; }
@@ -127,9 +129,15 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     const Cost *c = &st->cost;
     char title[96];
-    snprintf(title, sizeof title, "Memory per GPU, %d stage%s", c->pp, c->pp == 1 ? "" : "s");
-    canvas_box(cv, r, title, R_PANE_TITLE);
     int iw = r->w - 2, ih = r->h - 2, x = r->x + 1, y = r->y + 1;
+    /* rows for stages: the pane less the legend and the peak line */
+    int room = ih - (ih >= 3 ? 1 : 0) - 1;
+    if (c->pp > room && room > 0)   /* say when stages are left out, and which are shown */
+        snprintf(title, sizeof title, r->w >= 60 ? "Memory per GPU, %d stages (%d shown: first, last, peak, between)"
+                                                 : "Memory per GPU, %d stages, %d shown", c->pp, room);
+    else
+        snprintf(title, sizeof title, "Memory per GPU, %d stage%s", c->pp, c->pp == 1 ? "" : "s");
+    canvas_box(cv, r, title, R_PANE_TITLE);
     if (ih < 1 || iw < 20)
         return;
     /* legend */
@@ -137,7 +145,8 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
     bool roomy = iw >= 70;
     for (int k = 0; k < MEM_COUNT && ih >= 3; k++) {
         canvas_fill(cv, y, lx, 1, mem_letters[k], mem_roles[k]);
-        lx += 1 + canvas_printf(cv, y, lx + 1, x + iw - lx - 1, R_LABEL, roomy ? " %s " : "=%.3s ", mem_short[k]);
+        lx += 1 + canvas_printf(cv, y, lx + 1, x + iw - lx - 1, R_LABEL, roomy ? " %s " : "=%s ",
+                                roomy ? mem_short[k] : mem_abbr[k]);
     }
     if (ih >= 3) {
         if (roomy) {
@@ -163,10 +172,10 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
         snprintf(buf, sizeof buf, "peak %.2f GiB (stage %d) of %.2f GiB: OVER by %.2f GiB", pk, c->peak_stage, cap,
                  pk - cap);
     else
-        snprintf(buf, sizeof buf, "peak %.2f GiB s%d: OVER by %.2f", pk, c->peak_stage, pk - cap);
+        snprintf(buf, sizeof buf, "peak %.2f GiB s%d: OVER by %.2fG", pk, c->peak_stage, pk - cap);
     canvas_put(cv, yp, x, iw, c->fits ? R_GOOD : R_ERROR, buf);
     if (st->pinned)
-        diff(cv, yp, x + iw, c->peak_bytes / GIB, st->pin_cost.peak_bytes / GIB, true, false, "G");
+        diff(cv, yp, x + iw, c->peak_bytes / GIB, st->pin_cost.peak_bytes / GIB, true, false, " GiB");
     /* stages */
     int pick[LAYOUT_MAX_PP];
     int n = pick_stages(c, rows, pick);
@@ -186,7 +195,7 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
         canvas_printf(cv, yy, x + 10 + bw, 11, sm->total > c->capacity_bytes ? R_ERROR : R_VALUE, "%7.2f GiB",
                       sm->total / GIB);
         if (st->pinned && s < st->pin_cost.pp)
-            diff(cv, yy, x + iw, sm->total / GIB, st->pin_cost.stage[s].total / GIB, true, false, "");
+            diff(cv, yy, x + iw, sm->total / GIB, st->pin_cost.stage[s].total / GIB, true, false, "G");
     }
 }
 
@@ -253,7 +262,7 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
     snprintf(sec, sizeof sec, "  (%.1f w/ failures)", c->train.days_with_failures);
     summary_line(cv, y + row, x, tw, ih - row, "days", "%9.2f", c->train.days, sec);
     row++;
-    snprintf(money, sizeof money, "$%s", human(dollars, b2, sizeof b2));
+    snprintf(money, sizeof money, "$%s", util_si(dollars, 4, b2, sizeof b2));   /* as the difference beside it */
     snprintf(sec, sizeof sec, "  at $%.2f/GPU-h", st->price);
     summary_text(cv, y + row, x, tw, ih - row, "cost", money, sec);
     row++;
@@ -262,7 +271,7 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
         if (d < ih) diff(cv, y + d, xe, c->step_s, p->step_s, true, true, "");
         if (++d < ih) diff(cv, y + d, xe, 100 * c->thr.mfu, 100 * p->thr.mfu, false, false, "pt");
         if (++d < ih) diff(cv, y + d, xe, c->thr.tokens_per_s, p->thr.tokens_per_s, false, true, "");
-        if (++d < ih) diff(cv, y + d, xe, c->train.days, p->train.days, true, false, "");
+        if (++d < ih) diff(cv, y + d, xe, c->train.days, p->train.days, true, false, "d");
         if (++d < ih) diff(cv, y + d, xe, dollars, state_cost_dollars(p, st->pin_price), true, true, "");
     }
     if (row > ih)
@@ -285,7 +294,7 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
         if (bar_w >= 4)
             canvas_fill(cv, y + row, x + bar_x, (int)lround(share * bar_w), '#', R_BAR);
         if (pin)
-            diff(cv, y + row, xe, c->time[k], p->time[k], true, false, "");
+            diff(cv, y + row, xe, c->time[k], p->time[k], true, false, "s");
         row++;
     }
 #undef LINE
