@@ -391,15 +391,11 @@ static int read_row(char *line, const Where *w, RunsFormat fmt, const int *map, 
     return 0;
 }
 
-int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err, int errlen)
+/* Rows of buf (parsed in place) to `each`, or appended to set when each is NULL. */
+static int parse_rows(char *buf, const char *origin, RunSet *set, RunsEachFn each, void *ctx, char *err, int errlen)
 {
-    char *buf = strdup(text ? text : "");
-    if (!buf) {
-        snprintf(err, errlen, "%s: out of memory", origin);
-        return -1;
-    }
     Where w = {origin, 0, err, errlen};
-    int map[MAX_FIELDS], nf = 0, have_header = 0, rc = 0, n0 = set->n;
+    int map[MAX_FIELDS], nf = 0, have_header = 0, rc = 0, n0 = set ? set->n : 0, nrows = 0;
     RunsFormat fmt = RUNS_FMT_ULTRAPLAN;
     char *start = buf;
     if (!strncmp(start, "\xEF\xBB\xBF", 3))   /* a UTF-8 byte-order mark (spreadsheet exports) */
@@ -423,29 +419,44 @@ int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err,
         } else if (*q != '#') {
             RunRow r;
             rc = read_row(p, &w, fmt, map, nf, &r);
-            if (rc == 0 && push(set, &r)) {
+            if (rc == 0 && each) {
+                rc = each(&r, fmt, ctx, err, errlen);
+            } else if (rc == 0 && push(set, &r)) {
                 snprintf(err, errlen, "%s: out of memory", origin);
                 rc = -1;
             }
+            nrows += rc == 0;
         }
         p = nl ? nl + 1 : NULL;
     }
-    free(buf);
     if (rc == 0 && !have_header) {
         snprintf(err, errlen, "%s: empty file (expected a header row and measured runs)", origin);
         rc = -1;
-    } else if (rc == 0 && set->n == n0) {
+    } else if (rc == 0 && nrows == 0) {
         snprintf(err, errlen, "%s: no measured runs after the header", origin);
         rc = -1;
     }
-    if (rc)
+    if (set && rc)
         set->n = n0;
-    else
+    else if (set)
         set->format = fmt;
     return rc;
 }
 
-int runs_read_csv(const char *path, RunSet *set, char *err, int errlen)
+int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err, int errlen)
+{
+    char *buf = strdup(text ? text : "");
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory", origin);
+        return -1;
+    }
+    int rc = parse_rows(buf, origin, set, NULL, NULL, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* The file's text, NUL-free, in *out (caller frees). */
+static int read_text(const char *path, char **out, char *err, int errlen)
 {
     size_t n;
     char *buf = util_slurp(path, 0, &n, err, errlen);
@@ -456,8 +467,27 @@ int runs_read_csv(const char *path, RunSet *set, char *err, int errlen)
         free(buf);
         return -1;
     }
+    *out = buf;
+    return 0;
+}
+
+int runs_each_csv(const char *path, RunsEachFn each, void *ctx, char *err, int errlen)
+{
+    char *buf;
+    if (read_text(path, &buf, err, errlen))
+        return -1;
+    int rc = parse_rows(buf, path, NULL, each, ctx, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int runs_read_csv(const char *path, RunSet *set, char *err, int errlen)
+{
+    char *buf;
+    if (read_text(path, &buf, err, errlen))
+        return -1;
     snprintf(set->path, sizeof set->path, "%s", path);
-    int rc = runs_parse_csv(buf, path, set, err, errlen);
+    int rc = parse_rows(buf, path, set, NULL, NULL, err, errlen);   /* in place: no second copy */
     free(buf);
     return rc;
 }

@@ -78,6 +78,12 @@ typedef struct {
 int runs_read_csv(const char *path, RunSet *set, char *err, int errlen);
 /* Same from text in memory; `origin` names it in errors. */
 int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err, int errlen);
+/* Each row of a CSV file to `each` as it is read, nothing kept (a RunRow is
+ * 3 KB: `validate` keeps what it prints of a million rows, not the rows).
+ * `each` returns 0, or -1 with its message in err to stop; a file's rows
+ * before a bad line have reached `each` already. 0 ok, -1 as runs_read_csv. */
+typedef int (*RunsEachFn)(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int errlen);
+int runs_each_csv(const char *path, RunsEachFn each, void *ctx, char *err, int errlen);
 /* Frees the rows and zeroes the set; NULL is fine. */
 void runs_free(RunSet *set);
 

@@ -58,16 +58,88 @@ typedef struct {
     double max_mape, max_regret;   // < 0 = no limit
 } Opts;
 
+/* What validate keeps of a row beside its StatsRow, predicted time and
+ * error: what it prints (a RunRow is 3 KB; a million of these and the
+ * arrays beside them stay near 250 MB). */
+typedef struct {
+    int line, mbs, vp;
+    Precision prec;
+    double phase[T_COUNT];         // predicted seconds by phase, for --json
+    char label[sizeof ((RunRow *)0)->label];
+} VRow;
+
+typedef struct {
+    StatsRow *st;                  // gpus, model, layout, measured seconds
+    double *pred, *ape;            // predicted seconds, APE in percent
+    VRow *rows;
+    int n, cap;
+    const HwProfile *hw;
+    const char *origin;            // names the file in prediction errors (as before: the last one given)
+    char perr[512];                // the first prediction error (reported after every file is read)
+} VSet;
+
+static void vset_free(VSet *v)
+{
+    free(v->st);
+    free(v->pred);
+    free(v->ape);
+    free(v->rows);
+}
+
+static int grow(void **p, int cap, size_t size)
+{
+    void *q = realloc(*p, (size_t)cap * size);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* One row as the reader gives it: predicted, then kept in compact form. */
+static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int errlen)
+{
+    (void)fmt;
+    VSet *v = ctx;
+    if (v->n == v->cap) {
+        int cap = v->cap ? v->cap * 2 : 256;
+        if (grow((void **)&v->st, cap, sizeof *v->st) || grow((void **)&v->pred, cap, sizeof *v->pred) ||
+            grow((void **)&v->ape, cap, sizeof *v->ape) || grow((void **)&v->rows, cap, sizeof *v->rows)) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        v->cap = cap;
+    }
+    int i = v->n++;
+    Cost c;
+    char e[512];
+    if (runs_predict(r, v->hw, v->origin, &v->pred[i], &c, e, sizeof e)) {
+        if (!v->perr[0])
+            snprintf(v->perr, sizeof v->perr, "%s", e);
+        v->pred[i] = 0;
+        memset(c.time, 0, sizeof c.time);
+    }
+    stats_row(r, &v->st[i]);
+    v->ape[i] = stats_ape(v->pred[i], r->measured_s);
+    VRow *w = &v->rows[i];
+    w->line = r->line;
+    w->mbs = r->layout.mbs;
+    w->vp = r->layout.vp;
+    w->prec = r->layout.prec;
+    memcpy(w->phase, c.time, sizeof w->phase);
+    memcpy(w->label, r->label, sizeof w->label);
+    return 0;
+}
+
 /* Predicted vs measured, log-log, y = x and ±10 % bands, through gnuplot. */
-static int plot(const char *png, const RunSet *set, const double *pred, const char *title, char *err, int errlen)
+static int plot(const char *png, const VSet *set, const char *title, char *err, int errlen)
 {
     Plot pl;
     if (plot_begin(&pl, png, err, errlen) != 0)
         return -1;
     double lo = 1e30, hi = 0;
     for (int i = 0; i < set->n; i++) {
-        double m = set->rows[i].measured_s * 1e3, p = pred[i] * 1e3;
-        fprintf(pl.data, "%g %g %d\n", m, p, set->rows[i].gpus);
+        double m = set->st[i].measured_s * 1e3, p = set->pred[i] * 1e3;
+        fprintf(pl.data, "%g %g %d\n", m, p, set->st[i].gpus);
         lo = m < lo ? m : lo;
         lo = p < lo ? p : lo;
         hi = m > hi ? m : hi;
@@ -103,6 +175,115 @@ static void print_groups(FILE *f, const StatsGroup *g, int n, StatsGroupKind k)
                 g[i].st.median, g[i].st.p90, g[i].st.max, g[i].spearman, g[i].regret);
 }
 
+/* cJSON's formatted print of one element of an array that is a member of
+ * the root object: its lines two tabs in, as cJSON_Print of the whole tree
+ * would put them (validate --json streams its rows and groups: a tree of a
+ * million rows would take gigabytes). Consumes j. */
+static int put_element(cJSON *j, bool first)
+{
+    char *t = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!t)
+        return -1;
+    if (!first)
+        fputs(", ", stdout);
+    for (const char *p = t; *p; p++) {
+        putchar(*p);
+        if (*p == '\n')
+            fputs("\t\t", stdout);
+    }
+    free(t);
+    return 0;
+}
+
+static cJSON *row_json(const VSet *v, int i)
+{
+    const StatsRow *s = &v->st[i];
+    const VRow *r = &v->rows[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "line", r->line);
+    cJSON_AddNumberToObject(j, "gpus", s->gpus);
+    cJSON_AddNumberToObject(j, "layers", s->L);
+    cJSON_AddNumberToObject(j, "hidden", s->h);
+    cJSON_AddNumberToObject(j, "heads", s->a);
+    cJSON_AddNumberToObject(j, "seq", s->s);
+    cJSON_AddNumberToObject(j, "tp", s->tp);
+    cJSON_AddNumberToObject(j, "pp", s->pp);
+    cJSON_AddNumberToObject(j, "dp", s->dp);
+    cJSON_AddNumberToObject(j, "mbs", r->mbs);
+    cJSON_AddNumberToObject(j, "gbs", s->gbs);
+    cJSON_AddNumberToObject(j, "cp", s->cp);
+    cJSON_AddNumberToObject(j, "vp", r->vp);
+    cJSON_AddStringToObject(j, "precision", hw_precision_name(r->prec));
+    if (r->label[0])
+        cJSON_AddStringToObject(j, "label", r->label);
+    cJSON_AddNumberToObject(j, "measured_ms", s->measured_s * 1e3);
+    cJSON_AddNumberToObject(j, "predicted_ms", v->pred[i] * 1e3);
+    cJSON_AddNumberToObject(j, "ape", v->ape[i]);
+    cJSON *ph = cJSON_AddObjectToObject(j, "phases_ms");
+    for (int k = 0; k < T_COUNT; k++)
+        cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), r->phase[k] * 1e3);
+    return j;
+}
+
+static cJSON *group_json(const StatsGroup *g, StatsGroupKind k)
+{
+    cJSON *j = stats_json(&g->st);
+    cJSON_AddStringToObject(j, "by", stats_group_kind_name(k));
+    cJSON_AddStringToObject(j, "key", g->key);
+    cJSON_AddNumberToObject(j, "spearman", g->spearman);
+    cJSON_AddNumberToObject(j, "regret", g->regret);
+    return j;
+}
+
+/* The document as cJSON_Print would print it, rows and groups streamed into
+ * the places of the two empty arrays. */
+static int print_json(const Opts *o, const VSet *v, const char *profile, char **files, int nfiles,
+                      const ApeStats *st, double worst_regret, double worst_regret_gbs,
+                      StatsGroup *const *groups, const int *ng)
+{
+    (void)o;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "ultraplan.validate/1");
+    cJSON_AddStringToObject(root, "profile", profile);
+    cJSON *fa = cJSON_AddArrayToObject(root, "files");
+    for (int i = 0; i < nfiles; i++)
+        cJSON_AddItemToArray(fa, cJSON_CreateString(files[i]));
+    cJSON_AddArrayToObject(root, "rows");
+    cJSON *s = stats_json(st);
+    cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
+    cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
+    cJSON_AddItemToObject(root, "summary", s);
+    cJSON_AddArrayToObject(root, "groups");
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    /* a member name in the text is a quote that no string value has unescaped */
+    static const char rows_at[] = "\"rows\":\t[", groups_at[] = "\"groups\":\t[";
+    char *pr = text ? strstr(text, rows_at) : NULL, *pg = pr ? strstr(pr, groups_at) : NULL;
+    if (!pr || !pg)
+        goto oom;
+    pr += sizeof rows_at - 1;
+    pg += sizeof groups_at - 1;
+    fwrite(text, 1, (size_t)(pr - text), stdout);
+    for (int i = 0; i < v->n; i++)
+        if (put_element(row_json(v, i), i == 0))
+            goto oom;
+    fwrite(pr, 1, (size_t)(pg - pr), stdout);
+    bool first = true;
+    for (int k = 0; k < STATS_GROUP_COUNT; k++)
+        for (int i = 0; i < ng[k]; i++, first = false)
+            if (put_element(group_json(&groups[k][i], (StatsGroupKind)k), first))
+                goto oom;
+    fputs(pg, stdout);
+    putchar('\n');
+    free(text);
+    return 0;
+oom:
+    free(text);
+    fprintf(stderr, "ultraplan validate: out of memory\n");
+    return -1;
+}
+
 static int run(const Opts *o, char **files, int nfiles)
 {
     char err[512];
@@ -113,41 +294,32 @@ static int run(const Opts *o, char **files, int nfiles)
         fprintf(stderr, "ultraplan validate: %s\n", err);
         return 2;
     }
-    RunSet set = {0};
+    /* prediction errors name the last file given, as when every file was read first */
+    char origin[256];
+    snprintf(origin, sizeof origin, "%s", files[nfiles - 1]);
+    VSet set = {.hw = &hw, .origin = origin};
+    StatsGroup *groups[STATS_GROUP_COUNT] = {0};
     for (int i = 0; i < nfiles; i++)
-        if (runs_read_csv(files[i], &set, err, sizeof err)) {
+        if (runs_each_csv(files[i], keep_row, &set, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
-            runs_free(&set);
+            vset_free(&set);
             return 1;
         }
-    double *pred = malloc((size_t)set.n * sizeof *pred), *ape = malloc((size_t)set.n * sizeof *ape);
-    double (*phase)[T_COUNT] = malloc((size_t)set.n * sizeof *phase);   /* seconds by phase, for --json */
-    if (!pred || !ape || !phase) {
-        fprintf(stderr, "ultraplan validate: out of memory\n");
+    if (set.perr[0]) {
+        fprintf(stderr, "ultraplan validate: %s\n", set.perr);
         rc = 1;
         goto out;
     }
-    for (int i = 0; i < set.n; i++) {
-        Cost c;
-        if (runs_predict(&set.rows[i], &hw, set.path, &pred[i], &c, err, sizeof err)) {
-            fprintf(stderr, "ultraplan validate: %s\n", err);
-            rc = 1;
-            goto out;
-        }
-        ape[i] = stats_ape(pred[i], set.rows[i].measured_s);
-        memcpy(phase[i], c.time, sizeof phase[i]);
-    }
     ApeStats st;
-    stats_summarize(ape, set.n, &st);
-    StatsGroup *groups[STATS_GROUP_COUNT] = {0};
+    stats_summarize(set.ape, set.n, &st);
     int ng[STATS_GROUP_COUNT];
     double worst_regret = 0, worst_regret_gbs = 0;
     for (int k = 0; k < STATS_GROUP_COUNT; k++) {
-        ng[k] = stats_groups(&set, pred, (StatsGroupKind)k, &groups[k]);
+        ng[k] = stats_groups_rows(set.st, set.n, set.pred, (StatsGroupKind)k, &groups[k]);
         if (ng[k] < 0) {
             fprintf(stderr, "ultraplan validate: out of memory\n");
             rc = 1;
-            goto out_groups;
+            goto out;
         }
     }
     for (int i = 0; i < ng[STATS_BY_MODEL_GPUS]; i++)
@@ -156,63 +328,10 @@ static int run(const Opts *o, char **files, int nfiles)
         worst_regret_gbs = fmax(worst_regret_gbs, groups[STATS_BY_MODEL_GPUS_GBS][i].regret);
 
     if (o->json) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "format", "ultraplan.validate/1");
-        cJSON_AddStringToObject(root, "profile", hw.name);
-        cJSON *fa = cJSON_AddArrayToObject(root, "files");
-        for (int i = 0; i < nfiles; i++)
-            cJSON_AddItemToArray(fa, cJSON_CreateString(files[i]));
-        cJSON *rows = cJSON_AddArrayToObject(root, "rows");
-        for (int i = 0; i < set.n; i++) {
-            const RunRow *r = &set.rows[i];
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddNumberToObject(j, "line", r->line);
-            cJSON_AddNumberToObject(j, "gpus", r->gpus);
-            cJSON_AddNumberToObject(j, "layers", r->model.L);
-            cJSON_AddNumberToObject(j, "hidden", r->model.h);
-            cJSON_AddNumberToObject(j, "heads", r->model.a);
-            cJSON_AddNumberToObject(j, "seq", r->model.s);
-            cJSON_AddNumberToObject(j, "tp", r->layout.tp);
-            cJSON_AddNumberToObject(j, "pp", r->layout.pp);
-            cJSON_AddNumberToObject(j, "dp", r->layout.dp);
-            cJSON_AddNumberToObject(j, "mbs", r->layout.mbs);
-            cJSON_AddNumberToObject(j, "gbs", r->layout.gbs);
-            cJSON_AddNumberToObject(j, "cp", r->layout.cp);
-            cJSON_AddNumberToObject(j, "vp", r->layout.vp);
-            cJSON_AddStringToObject(j, "precision", hw_precision_name(r->layout.prec));
-            if (r->label[0])
-                cJSON_AddStringToObject(j, "label", r->label);
-            cJSON_AddNumberToObject(j, "measured_ms", r->measured_s * 1e3);
-            cJSON_AddNumberToObject(j, "predicted_ms", pred[i] * 1e3);
-            cJSON_AddNumberToObject(j, "ape", ape[i]);
-            cJSON *ph = cJSON_AddObjectToObject(j, "phases_ms");
-            for (int k = 0; k < T_COUNT; k++)
-                cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), phase[i][k] * 1e3);
-            cJSON_AddItemToArray(rows, j);
-        }
-        cJSON *s = stats_json(&st);
-        cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
-        cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
-        cJSON_AddItemToObject(root, "summary", s);
-        cJSON *ga = cJSON_AddArrayToObject(root, "groups");
-        for (int k = 0; k < STATS_GROUP_COUNT; k++)
-            for (int i = 0; i < ng[k]; i++) {
-                cJSON *j = stats_json(&groups[k][i].st);
-                cJSON_AddStringToObject(j, "by", stats_group_kind_name((StatsGroupKind)k));
-                cJSON_AddStringToObject(j, "key", groups[k][i].key);
-                cJSON_AddNumberToObject(j, "spearman", groups[k][i].spearman);
-                cJSON_AddNumberToObject(j, "regret", groups[k][i].regret);
-                cJSON_AddItemToArray(ga, j);
-            }
-        char *text = cJSON_Print(root);
-        cJSON_Delete(root);
-        if (!text) {
-            fprintf(stderr, "ultraplan validate: out of memory\n");
+        if (print_json(o, &set, hw.name, files, nfiles, &st, worst_regret, worst_regret_gbs, groups, ng)) {
             rc = 1;
-            goto out_groups;
+            goto out;
         }
-        puts(text);
-        free(text);
     } else {
         if (!o->summary) {
             bool labels = false;
@@ -221,10 +340,11 @@ static int run(const Opts *o, char **files, int nfiles)
             printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp", "pp", "dp",
                    "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
             for (int i = 0; i < set.n; i++) {
-                const RunRow *r = &set.rows[i];
-                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n", r->line, r->gpus, r->model.h,
-                       r->layout.tp, r->layout.pp, r->layout.dp, r->layout.mbs, r->layout.gbs,
-                       r->measured_s * 1e3, pred[i] * 1e3, ape[i], r->label[0] ? "  " : "", r->label);
+                const StatsRow *s = &set.st[i];
+                const VRow *r = &set.rows[i];
+                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n", r->line, s->gpus, s->h,
+                       s->tp, s->pp, s->dp, r->mbs, s->gbs, s->measured_s * 1e3, set.pred[i] * 1e3, set.ape[i],
+                       r->label[0] ? "  " : "", r->label);
             }
             printf("\n");
         }
@@ -239,7 +359,7 @@ static int run(const Opts *o, char **files, int nfiles)
         char title[300];
         snprintf(title, sizeof title, "%s on %s: %d runs, MAPE %.1f%%", nfiles == 1 ? files[0] : "measured runs",
                  hw.name, st.n, st.mape);
-        if (plot(o->plot, &set, pred, title, err, sizeof err)) {
+        if (plot(o->plot, &set, title, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
             rc = 1;
         }
@@ -253,14 +373,10 @@ static int run(const Opts *o, char **files, int nfiles)
                 o->max_regret);
         rc = 1;
     }
-out_groups:
+out:
     for (int k = 0; k < STATS_GROUP_COUNT; k++)
         free(groups[k]);
-out:
-    free(pred);
-    free(ape);
-    free(phase);
-    runs_free(&set);
+    vset_free(&set);
     return rc;
 }
 
