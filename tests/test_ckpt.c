@@ -235,8 +235,10 @@ static void field_checks(const char *base)
         CHECK(0, "fields: cannot read back the checkpoint");
         return;
     }
+    cJSON *gj = cJSON_Parse(good);
     double crc = cJSON_GetNumberValue(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_Parse(good), "files"), 0), "crc32"));
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(gj, "files"), 0), "crc32"));
+    cJSON_Delete(gj);
     char big[64];
     snprintf(big, sizeof big, "%.0f", crc + 4294967296.0);
     /* a step directory inside DIR, the step's own */
