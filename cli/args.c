@@ -21,23 +21,25 @@ typedef struct {
     int id;
     const char *section;     // the --help heading it goes under, or NULL: after the previous one
     const char *help;
+    const char *help_search; // the help in plan and sweep, when it differs
 } ScenarioFlag;
 
 static const ScenarioFlag scen_flags[] = {
     {"model", "NAME", O_MODEL, "Model (one of):",
-     "a preset (gpt3-175b, llama2-7b, llama3.1-405b, ...; see `ultraplan models`)"},
-    {"params", "SIZE", O_PARAMS, NULL, "the preset of that size, or a derived GPT-style shape (e.g. 175B, 20B)"},
+     "a preset (gpt3-175b, llama2-7b, llama3.1-405b, ...; see `ultraplan models`)", NULL},
+    {"params", "SIZE", O_PARAMS, NULL, "the preset of that size, or a derived GPT-style shape (e.g. 175B, 20B)", NULL},
     {"hf-config", "FILE", O_HF_CONFIG, NULL,
-     "a Hugging Face config.json (Llama, Mistral, Qwen2/3, Gemma); seq from max_position_embeddings"},
-    {"gpu", "NAME", O_GPU, "Hardware:", "a100-40g a100-80g h100-sxm h200 b200 gb200 (default h100-sxm)"},
-    {"profile", "FILE", O_PROFILE, NULL, "a profile JSON (from `calibrate`, `fit` or your own)"},
-    {"gpus", "N", O_GPUS, NULL, "GPUs in the job"},
-    {"gpus-per-node", "N", O_GPN, NULL, "GPUs per node / NVLink domain (default: the profile's)"},
-    {"tokens", "SIZE", O_TOKENS, "Training:", "token budget (default 20 tokens per parameter)"},
-    {"mtbf", "HOURS", O_MTBF, NULL, "per-GPU mean time between failures, 1e-6 to 1e15 (default: the profile's)"},
-    {"restart-time", "SECONDS", O_RESTART, NULL, "time to restart after a failure, 0 to 1e12 (default: the profile's)"},
-    {"json", NULL, O_JSON, "Output:", "one JSON document on stdout"},
-    {"output", "FILE", O_OUT, NULL, "write the JSON to FILE (atomically)"},
+     "a Hugging Face config.json (Llama, Mistral, Qwen2/3, Gemma); seq from max_position_embeddings", NULL},
+    {"gpu", "NAME", O_GPU, "Hardware:", "a100-40g a100-80g h100-sxm h200 b200 gb200 (default h100-sxm)", NULL},
+    {"profile", "FILE", O_PROFILE, NULL, "a profile JSON (from `calibrate`, `fit` or your own)", NULL},
+    {"gpus", "N", O_GPUS, NULL, "GPUs in the job (default tp*pp*cp*dp: 1 when no layout is given)",
+     "GPUs in the job (required)"},
+    {"gpus-per-node", "N", O_GPN, NULL, "GPUs per node / NVLink domain (default: the profile's)", NULL},
+    {"tokens", "SIZE", O_TOKENS, "Training:", "token budget (default 20 tokens per parameter)", NULL},
+    {"mtbf", "HOURS", O_MTBF, NULL, "per-GPU mean time between failures, 1e-6 to 1e15 (default: the profile's)", NULL},
+    {"restart-time", "SECONDS", O_RESTART, NULL, "time to restart after a failure, 0 to 1e12 (default: the profile's)", NULL},
+    {"json", NULL, O_JSON, "Output:", "one JSON document on stdout", NULL},
+    {"output", "FILE", O_OUT, NULL, "write the JSON to FILE (atomically)", NULL},
 };
 #define N_SCEN ((int)(sizeof scen_flags / sizeof *scen_flags))
 
@@ -78,61 +80,70 @@ int args_common_count(void)
     return n_options;
 }
 
-static char help_text[8192];
+static char help_text[ARGS_HELP_COUNT][8192];
 
-static void help_line(int *n, const char *left, const char *help)
+static void help_line(char *t, int *n, const char *left, const char *help)
 {
     int w = (int)strlen(left);
-    *n += snprintf(help_text + *n, sizeof help_text - *n, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
+    *n += snprintf(t + *n, 8192 - *n, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
 }
 
-static void knob_lines(int *n, KnobGroup g)
+static void knob_lines(char *t, int *n, KnobGroup g, ArgsHelpMode mode)
 {
     for (int i = 0; i < KNOB_COUNT; i++) {
         const Knob *k = knob_get((KnobId)i);
         bool layout_side = k->group != KNOB_MODEL;
         if (!k->flag || layout_side != (g != KNOB_MODEL))
             continue;
-        char left[96];
+        char left[96], help[256];
         if (k->type == KNOB_BOOL)
             snprintf(left, sizeof left, "--%s | --%s", k->flag, k->neg_flag);
         else if (k->neg_flag)
             snprintf(left, sizeof left, "--%s %s | --%s", k->flag, k->arg, k->neg_flag);
         else
             snprintf(left, sizeof left, "--%s %s", k->flag, k->arg ? k->arg : "N");
-        help_line(n, left, k->help);
+        /* what happens when it is not given: searched, or its default */
+        if (k->searched && mode == ARGS_HELP_SEARCH)
+            snprintf(help, sizeof help, "%s (searched unless given)", k->help);
+        else if (k->dflt)
+            snprintf(help, sizeof help, "%s (default %s)", k->help, k->dflt);
+        else
+            snprintf(help, sizeof help, "%s", k->help);
+        help_line(t, n, left, help);
     }
 }
 
-const char *args_common_help(void)
+const char *args_help(ArgsHelpMode mode)
 {
-    if (help_text[0])
-        return help_text;
+    char *t = help_text[mode];
+    if (t[0])
+        return t;
     int n = 0;
     for (int i = 0; i < N_SCEN; i++) {
         const ScenarioFlag *f = &scen_flags[i];
         if (f->section && !strcmp(f->section, "Hardware:")) {
             /* the model-shape knobs close the Model section */
-            n += snprintf(help_text + n, sizeof help_text - n,
+            n += snprintf(t + n, 8192 - n,
                           "  or an explicit shape (--layers --hidden --heads --seq --vocab at least); these also\n"
                           "  override single fields of a preset:\n");
-            knob_lines(&n, KNOB_MODEL);
+            knob_lines(t, &n, KNOB_MODEL, mode);
         }
         if (f->section && !strcmp(f->section, "Training:")) {
-            n += snprintf(help_text + n, sizeof help_text - n, "Layout:\n");
-            knob_lines(&n, KNOB_LAYOUT);
+            n += snprintf(t + n, 8192 - n, "Layout:\n");
+            knob_lines(t, &n, KNOB_LAYOUT, mode);
         }
         if (f->section)
-            n += snprintf(help_text + n, sizeof help_text - n, "%s\n", f->section);
+            n += snprintf(t + n, 8192 - n, "%s\n", f->section);
         char left[96];
         snprintf(left, sizeof left, "%s--%s%s%s", f->id == O_OUT ? "-o, " : "", f->flag, f->arg ? " " : "",
                  f->arg ? f->arg : "");
-        help_line(&n, left, f->help);
+        help_line(t, &n, left, mode == ARGS_HELP_SEARCH && f->help_search ? f->help_search : f->help);
     }
-    snprintf(help_text + n, sizeof help_text - n,
-             "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
-    return help_text;
+    snprintf(t + n, 8192 - n, "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
+    return t;
 }
+
+const char *args_common_help(void) { return args_help(ARGS_HELP_PREDICT); }
 
 /* A help line "  --flag ..." or "  -o, --flag ..." of a flag named in skip. */
 static bool skipped_line(const char *p, const char *const *skip)
@@ -152,11 +163,11 @@ static bool skipped_line(const char *p, const char *const *skip)
     return false;
 }
 
-const char *args_common_help_except(const char *const *skip)
+const char *args_help_except(ArgsHelpMode mode, const char *const *skip)
 {
-    static char text[sizeof help_text];
+    static char text[sizeof help_text[0]];
     size_t k = 0;
-    for (const char *p = args_common_help(); *p;) {
+    for (const char *p = args_help(mode); *p;) {
         size_t len = strcspn(p, "\n");
         if (p[len])
             len++;

@@ -41,12 +41,16 @@ int args_handle(CliInputs *in, int id, const char *arg, char *err, int errlen);
  * when `need_layout` (scenario_finish). 0 ok, -1 error in err. */
 int args_finish(CliInputs *in, bool need_layout, char *err, int errlen);
 
-/* Help text of the shared flags, for a command's --help. */
-const char *args_common_help(void);
+/* Help text of the shared flags, for a command's --help. PREDICT: each
+ * knob with its default; SEARCH (plan, sweep): the knobs the planner
+ * searches say so instead of a default. */
+typedef enum { ARGS_HELP_PREDICT, ARGS_HELP_SEARCH, ARGS_HELP_COUNT } ArgsHelpMode;
+const char *args_help(ArgsHelpMode mode);
+const char *args_common_help(void);   /* args_help(ARGS_HELP_PREDICT) */
 
 /* The same without the lines of the flags in `skip` (names without "--",
  * NULL-terminated): for a command that gives those flags its own meaning
  * and documents them itself. Returns a static buffer. */
-const char *args_common_help_except(const char *const *skip);
+const char *args_help_except(ArgsHelpMode mode, const char *const *skip);
 
 #endif

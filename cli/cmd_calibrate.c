@@ -22,9 +22,11 @@ static int calibrate_main(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         if (c == 'h') {
-            printf("usage: [mpirun -np N] ultraplan calibrate --backend cpu|cuda -o profile.json\n\n"
+            printf("usage: [mpirun -np N] ultraplan calibrate [--backend cpu|cuda] -o profile.json\n\n"
                    "Measures GEMM and attention throughput, memory bandwidth and (with N >= 2 ranks)\n"
                    "MPI latency and bandwidth, and writes a hardware profile for plan/predict --profile.\n"
+                   "  --backend cpu|cuda   what to measure (default cpu)\n"
+                   "  -o FILE              the profile to write (required; checked before measuring)\n"
                    "--backend cuda: cuBLASLt GEMM sweep, HBM copy, attention kernel over the h200\n"
                    "profile's datasheet figures; with 2+ GPUs, NCCL all-reduce, all-gather,\n"
                    "reduce-scatter and send/recv bandwidth by size (one process over the GPUs it\n"
@@ -35,7 +37,7 @@ static int calibrate_main(int argc, char **argv)
         } else if (c == 'o') {
             out = optarg;
         } else {
-            fprintf(stderr, "ultraplan calibrate: option %s: unknown or missing its value\n", argv[optind - 1]);
+            command_bad_option("calibrate", argv);
             return 2;
         }
     }

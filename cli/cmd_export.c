@@ -14,9 +14,16 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: ultraplan export PLAN.json --format megatron|slurm [-o FILE]\n"
                "                        [--job-name NAME] [--time HH:MM:SS] [--checkpoint-dir DIR]\n\n"
-               "megatron  Megatron-LM arguments for the plan: parallel sizes, virtual and uneven stages,\n"
-               "          sequence parallel, distributed optimizer, recomputation, batch and model shape\n"
-               "slurm     an sbatch script for the plan's nodes that runs `ultraplan run PLAN.json` with srun\n\n"
+               "  --format megatron     Megatron-LM arguments for the plan: parallel sizes, virtual and uneven\n"
+               "                        stages, sequence parallel, distributed optimizer, recomputation, batch\n"
+               "                        and model shape\n"
+               "  --format slurm        an sbatch script for the plan's nodes that runs `ultraplan run PLAN.json`\n"
+               "                        with srun (required: one of the two)\n"
+               "  -o FILE               write to FILE (atomically; default: standard output)\n"
+               "slurm only:\n"
+               "  --job-name NAME       #SBATCH --job-name (default ultraplan)\n"
+               "  --time HH:MM:SS       #SBATCH --time (default 48:00:00)\n"
+               "  --checkpoint-dir DIR  the run's --checkpoint-dir (default checkpoints)\n\n"
                "example: ultraplan plan --gpus 512 --params 175B -o plan.json && ultraplan export plan.json --format megatron\n");
 }
 
@@ -30,7 +37,7 @@ static int export_main(int argc, char **argv)
     };
     ExportOpts eo;
     export_opts_default(&eo);
-    const char *out_path = NULL, *fmt = NULL;
+    const char *out_path = NULL, *fmt = NULL, *slurm_only = NULL;
     char err[512];
     int c;
     optind = 1;
@@ -40,9 +47,9 @@ static int export_main(int argc, char **argv)
         case 'h': help(stdout); return 0;
         case 'o': out_path = optarg; break;
         case E_FORMAT: fmt = optarg; break;
-        case E_JOB: eo.job_name = optarg; break;
-        case E_TIME: eo.time_limit = optarg; break;
-        case E_CKPT: eo.ckpt_dir = optarg; break;
+        case E_JOB: eo.job_name = optarg; slurm_only = "--job-name"; break;
+        case E_TIME: eo.time_limit = optarg; slurm_only = "--time"; break;
+        case E_CKPT: eo.ckpt_dir = optarg; slurm_only = "--checkpoint-dir"; break;
         default:
             command_bad_option("export", argv);
             return 2;
@@ -55,6 +62,11 @@ static int export_main(int argc, char **argv)
     ExportFormat f;
     if (!fmt || export_parse_format(fmt, &f) != 0) {
         fprintf(stderr, "ultraplan export: --format: expected megatron or slurm, got \"%s\"\n", fmt ? fmt : "");
+        return 2;
+    }
+    if (slurm_only && f != EXPORT_SLURM) {
+        fprintf(stderr, "ultraplan export: %s is for --format slurm (the Megatron arguments have no job script)\n",
+                slurm_only);
         return 2;
     }
     for (const char *p = eo.job_name; *p; p++)

@@ -134,7 +134,7 @@ static int print_json(const HwProfile *base, const FitResult *r, const char *out
 static void help(FILE *f)
 {
     fprintf(f,
-        "usage: ultraplan fit FILE.csv [FILE.csv ...] (--profile base.json | --gpu NAME) [-o fitted.json]\n"
+        "usage: ultraplan fit FILE.csv [FILE.csv ...] [--profile base.json | --gpu NAME] [-o fitted.json]\n"
         "                     [--params a,b,...] [--holdout FRACTION | --holdout-where EXPR] [--seed N] [--json]\n\n"
         "Fits a profile's constants to measured runs (the CSV formats of `ultraplan validate`) by\n"
         "least squares on log(predicted/measured), with GSL's trust-region solver. Each constant is\n"
@@ -144,6 +144,8 @@ static void help(FILE *f)
         "determine (their predicted times move by under 0.1 %% per unit of log factor, e.g. a curve\n"
         "pushed into its cap of 1) keeps its base value, is named as kept, and the rest are fitted\n"
         "again without it.\n\n"
+        "  --gpu NAME            the builtin profile to start from (default a100-80g)\n"
+        "  --profile FILE        a profile JSON to start from instead\n"
         "  --params LIST         constants to fit (default " FIT_DEFAULT_PARAMS ");\n"
         "                        any of kernel_lat coll_lat coll_eff gemm_eff attn_eff mem_eff tp_overlap dp_overlap\n"
         "  --holdout FRACTION    hold out a random fraction of the rows (0..1; seed with --seed)\n"

@@ -27,7 +27,7 @@ static void help(FILE *f)
                "  --dump-lp FILE          write the best layout's stage ILP (CPLEX LP format)\n"
                "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n\n%s\n"
                "example: ultraplan plan --gpus 512 --params 175B\n",
-            args_common_help());
+            args_help(ARGS_HELP_SEARCH));
 }
 
 static void progress(void *ctx, long done, long total)

@@ -47,8 +47,16 @@ static int predict_main(int argc, char **argv)
         fprintf(stderr, "ultraplan predict: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         goto out;
     }
+    bool gpus_given = in.sc.gpus > 0;
     if (args_finish(&in, true, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan predict: %s\n", err);
+        goto out;
+    }
+    bool one_gpu_note = in.sc.gpus == 1 && !gpus_given &&
+                        !(in.sc.given & (KNOB_BIT(K_TP) | KNOB_BIT(K_PP) | KNOB_BIT(K_CP) | KNOB_BIT(K_DP)));
+    if (in.out_path && util_check_writable(in.out_path, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan predict: -o: %s\n", err);
+        rc = 1;
         goto out;
     }
     Cost cst;
@@ -74,6 +82,9 @@ static int predict_main(int argc, char **argv)
     } else {
         report_text(stdout, &in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
     }
+    if (one_gpu_note)
+        fprintf(stderr, "ultraplan predict: note: no --gpus and no layout given: this is the prediction for one GPU "
+                        "(tp*pp*cp*dp = 1)\n");
     rc = 0;
 out:
     free(opts);

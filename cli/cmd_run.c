@@ -159,6 +159,11 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
             fprintf(stderr, "ultraplan run: no training data: give --data FILE (llm.c .bin shards or any text file)\n");
         return 2;
     }
+    if (a->ckpt_every && !a->ckpt_dir) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --checkpoint-every needs --checkpoint-dir DIR (where to write them)\n");
+        return 2;
+    }
     if (a->resume && !a->ckpt_dir) {
         if (rank == 0)
             fprintf(stderr, "ultraplan run: --resume needs --checkpoint-dir DIR\n");

@@ -59,7 +59,7 @@ static void help(FILE *f)
                "Layout flags are fixed in every cell; a cell they make impossible says which one and why.\n"
                "--model, --stage-layers and -o do not apply to a sweep.\n\n%s\n"
                "example: ultraplan sweep --params 7B,70B --gpus 64,512 --gpu h100-sxm\n",
-            args_common_help_except(redefined));
+            args_help_except(ARGS_HELP_SEARCH, redefined));
 }
 
 /* Split a comma-separated list into at most SWEEP_MAX items of < 64 chars. */

@@ -11,6 +11,9 @@
 #include "state.h"
 #include "tui.h"
 
+/* the shared flags tui has no use for: it writes with s and m */
+static const char *const no_output[] = {"json", "output", NULL};
+
 static void help(FILE *f)
 {
     fprintf(f, "usage: ultraplan tui [model] [hardware] [layout] [--price USD] [--follow run.json]\n"
@@ -33,7 +36,7 @@ static void help(FILE *f)
                "  --keys KEYS             snapshot: press these keys first; <up> <down> <left> <right>\n"
                "                          <enter> <tab> <esc> <bs> <lt> name the special ones\n\n%s\n"
                "example: ultraplan tui --params 175B --gpus 512 --tp 8 --pp 8\n",
-            args_common_help());
+            args_help_except(ARGS_HELP_PREDICT, no_output));
 }
 
 enum { O_PRICE = 1, O_FOLLOW, O_NO_COLOR, O_NO_PLANS, O_SAVE, O_SNAPSHOT, O_ROWS, O_COLS, O_KEYS };
@@ -69,7 +72,9 @@ static int tui_main(int argc, char **argv)
         char *end;
         switch (c) {
         case 'h': help(stdout); rc = 0; goto out;
-        case 'o': in.out_path = optarg; break;
+        case 'o':
+            fprintf(stderr, "ultraplan tui: -o does nothing here: s saves the plan (--save FILE names it)\n");
+            goto out;
         case O_PRICE:
             price = strtod(optarg, &end);
             if (end == optarg || *end || !(price >= 0 && price < 1e9)) {
@@ -102,6 +107,10 @@ static int tui_main(int argc, char **argv)
                 goto out;
             }
         }
+    }
+    if (in.json) {
+        fprintf(stderr, "ultraplan tui: --json does nothing here: use predict --json or plan --json\n");
+        goto out;
     }
     const char *plan = NULL;
     if (optind < argc)

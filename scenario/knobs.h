@@ -74,7 +74,9 @@ typedef struct {
     int alias_value;
     const char *arg;           // the argument in --help ("N", "gelu|swiglu"), NULL for bools
     const char *expect;        // what a flag's value must be, for errors ("0, 1, 2 or 3"); NULL = derived
-    const char *help;          // one line of --help
+    const char *help;          // one line of --help, without the default
+    const char *dflt;          // the default, as --help says it ("1", "on when tp > 1"); NULL = none to say
+    bool searched;             // plan, sweep and the TUI's plans search it unless it is given
     /* value */
     int min, max;              // KNOB_INT and KNOB_LIST elements
     int count;                 // KNOB_ENUM: values 0..count-1

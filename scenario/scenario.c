@@ -21,6 +21,23 @@ void scenario_init(Scenario *sc)
     sc->recompute = RECOMPUTE_NONE;
 }
 
+int scenario_assumed(const Scenario *sc, char *buf, int len)
+{
+    buf[0] = 0;
+    if (sc->model_name || sc->params > 0 || sc->hf_config || strcmp(sc->model.name, "custom") != 0)
+        return 0;
+    int n = 0, count = 0;
+    for (int i = 0; i < KNOB_COUNT && n < len; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (k->group != KNOB_MODEL || (sc->given & KNOB_BIT(i)) || (k->type != KNOB_BOOL && k->type != KNOB_ENUM))
+            continue;
+        char v[32];
+        knob_format(k, knob_get_int(k, &sc->model), v, sizeof v);
+        n += snprintf(buf + n, len - n, "%s--%s %s", count++ ? ", " : "", k->flag, v);
+    }
+    return count;
+}
+
 int scenario_default_gbs(const ModelSpec *m)
 {
     double seqs = 4194304.0 / m->s;
@@ -69,6 +86,8 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
     switch (k->type) {
     case KNOB_BOOL:
         v = !neg;
+        if ((sc->given & KNOB_BIT(k->id)) && knob_get_int(k, obj) != v)
+            BAD("--%s and --%s contradict each other", k->flag, k->neg_flag);
         break;
     case KNOB_ENUM:
         if (neg) {
@@ -176,6 +195,10 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
 {
     if (resolve_model(sc, err, errlen) != 0 || resolve_hw(sc, err, errlen) != 0)
         return -1;
+    char assumed[200];
+    if (scenario_assumed(sc, assumed, sizeof assumed) > 0)   /* say what an explicit shape took by default */
+        snprintf(sc->model_rule, sizeof sc->model_rule, "explicit shape; assumed %s (give the flag to change it)",
+                 assumed);
     Layout *lo = &sc->layout;
     /* a profile without bf16 (a calibrated CPU) trains in the best it has */
     if (!(sc->fixed & FIX_PREC) && sc->hw.peak[lo->prec] <= 0) {
@@ -195,6 +218,9 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
         lo->pp = n;
         sc->fixed |= FIX_PP;
     }
+    /* sequence parallel splits what tensor parallel replicates: nothing at tp 1 */
+    if ((sc->given & KNOB_BIT(K_SP)) && lo->sp && lo->tp == 1 && (need_layout || (sc->fixed & FIX_TP)))
+        BAD("--sp needs --tp > 1 (sequence parallel splits the activations tensor parallel replicates)");
     if (!need_layout)
         return 0;
     /* in 64 bits: --tp 65536 --pp 65536 must be an error, not a wrapped zero */

@@ -50,6 +50,11 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
  * checked layout. 0 ok, -1 error in err. */
 int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen);
 
+/* For an explicit shape (no preset): the shape knobs it was not given and
+ * took by default, as "--bias off, --tied on, ..." in buf. Returns how
+ * many (0 for presets, --params and configs). */
+int scenario_assumed(const Scenario *sc, char *buf, int len);
+
 /* Default global batch for a model: the power of two of sequences nearest 4M tokens. */
 int scenario_default_gbs(const ModelSpec *m);
 

@@ -97,7 +97,7 @@ expect_error "--gpus 1000 is not a multiple" predict --model gpt3-175b --gpus 10
 expect_error "--zero" predict --params 7B --zero 5
 expect_error "exclude each other" predict --params 7B --zero 1 --dist-opt
 expect_error "unexpected argument" predict --params 7B extra
-expect_error "cannot" predict --params 7B -o "$tmp/no/such/dir/out.json"
+expect_error "-o: .*does not exist" predict --params 7B -o "$tmp/no/such/dir/out.json"
 expect_error "stage-layers" predict --model gpt3-175b --stage-layers 10,x
 expect_error "sum to 90" predict --model gpt3-175b --pp 8 --stage-layers 20,10,10,10,10,10,10,10
 expect_error "--gpus: expected" predict --params 7B --gpus -3

@@ -246,6 +246,12 @@ int tui_snapshot(TuiState *st, const TuiOptions *o, FILE *f, char *err, int errl
     }
     TuiLayout lay;
     tui_layout(cv.rows, cv.cols, st->run.active, st->view, &lay);
+    if (lay.too_small) {   /* the screen would only say so: an error, not a picture */
+        canvas_free(&cv);
+        snprintf(err, errlen, "--rows %d --cols %d: too small; the TUI needs at least %d columns by %d rows", o->rows,
+                 o->cols, TUI_MIN_COLS, TUI_MIN_ROWS);
+        return 2;
+    }
     panes_render(st, &lay, &cv);
     canvas_print(&cv, f);
     canvas_free(&cv);
