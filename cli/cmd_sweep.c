@@ -303,8 +303,8 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
             const SweepCell *c = &cells[i * ng + g];
             if (c->ok)
                 fprintf(pl.data, "%d %d %.4f %.1f%%\n", g, i, 100 * c->plan.cost.thr.mfu, 100 * c->plan.cost.thr.mfu);
-            else
-                fprintf(pl.data, "%d %d NaN —\n", g, i);
+            else   /* an empty cell says why, briefly: the reasons are in --csv and --json */
+                fprintf(pl.data, "%d %d NaN \"%s\"\n", g, i, strstr(c->brief, "fit") ? "does not fit" : "no layout");
         }
     FILE *gp = plot_script(&pl, 260 + 110 * ng, 200 + 60 * nm, err, errlen);
     if (!gp)
@@ -315,7 +315,7 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
     fprintf(gp, "set title ");
     plot_quote(gp, title);   /* names from profiles and --models: no substitution inside */
     fprintf(gp, " noenhanced\n");
-    fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%'\nset cbrange [0:*]\n"
+    fprintf(gp, "set xlabel 'GPUs'\nset ylabel 'model'\nset cblabel 'MFU %%' offset 1.5,0\nset cbrange [0:*]\n"
                 "set palette defined (0 '#fff7bc', 1 '#c2e699', 2 '#78c679', 3 '#31a354')\n"
                 "set xrange [-0.5:%g]\nset yrange [-0.5:%g]\nset tics scale 0\nunset key\n",
             ng - 0.5, nm - 0.5);
@@ -328,7 +328,9 @@ static int plot(const char *png, const SweepModel *ms, int nm, const int *gpus, 
         plot_quote(gp, ms[i].name);
         fprintf(gp, " %d", i);
     }
-    fprintf(gp, ")\nset datafile missing 'NaN'\n"
+    fprintf(gp, ")\nset bmargin 5\nset label 1 'an empty cell: no layout fits (or divides); the reasons are in --csv and "
+                "--json' at screen 0.01, screen 0.03 font ',9'\n");
+    fprintf(gp, "set datafile missing 'NaN'\n"
                 "set style fill solid 1.0 noborder\n"
                 "plot '%s' u 1:2:(0.5):(0.5):3 w boxxy fc palette notitle, '' u 1:2:4 w labels tc 'black' font ',12' notitle\n",
             pl.data_path);

@@ -1,6 +1,7 @@
 /* plot.c — see plot.h. */
 #include "plot.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,6 +72,20 @@ FILE *plot_script(Plot *p, int width, int height, char *err, int errlen)
     }
     fprintf(p->gp, "set terminal pngcairo size %d,%d font ',11'\nset output '%s'\n", width, height, p->out_path);
     return p->gp;
+}
+
+void plot_log_tics(FILE *gp, const char *axis, double lo, double hi)
+{
+    static const double steps[] = {1, 2, 5};
+    fprintf(gp, "set %s (", axis);
+    int n = 0;
+    for (int e = (int)floor(log10(lo)) - 1; e <= (int)ceil(log10(hi)) && n < 40; e++)
+        for (int k = 0; k < 3; k++) {
+            double v = steps[k] * pow(10.0, e);
+            if (v >= lo && v <= hi)
+                fprintf(gp, "%s%g", n++ ? ", " : "", v);
+        }
+    fprintf(gp, ")\n");
 }
 
 void plot_quote(FILE *gp, const char *s)

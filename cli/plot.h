@@ -35,6 +35,11 @@ FILE *plot_script(Plot *p, int width, int height, char *err, int errlen);
 /* Write s to the script as one single-quoted gnuplot string (quotes
  * doubled, line breaks as spaces): no substitution happens inside it. */
 void plot_quote(FILE *gp, const char *s);
+/* Tick marks for a log axis from lo to hi: 1, 2, 5 times the powers of ten
+ * in the range, as a gnuplot tics list ("(50, 100, 200, 500)"), so a range
+ * of one decade still has several labelled ticks. */
+void plot_log_tics(FILE *gp, const char *axis, double lo, double hi);
+
 /* Finish: wait for gnuplot, move the PNG in place, remove the temporaries. */
 int plot_end(Plot *p, char *err, int errlen);
 /* Give up after plot_begin or plot_script (on an error of the caller's). */
