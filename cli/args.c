@@ -9,7 +9,7 @@
 /* The flags that are not knobs: what the question is about and where the
  * answer goes. Knob flags get ids from KNOB_OPT_BASE, two per knob. */
 enum {
-    O_MODEL = ARGS_OPT_BASE, O_PARAMS, O_GPU, O_PROFILE, O_GPUS, O_GPN, O_TOKENS, O_MTBF, O_RESTART, O_JSON, O_OUT,
+    O_MODEL = ARGS_OPT_BASE, O_PARAMS, O_GPU, O_PROFILE, O_GPUS, O_GPN, O_TOKENS, O_MTBF, O_RESTART, O_PRICE, O_JSON, O_OUT,
     O_HF_CONFIG, O_SCENARIO_END
 };
 #define KNOB_OPT_BASE (ARGS_OPT_BASE + 100)
@@ -38,6 +38,8 @@ static const ScenarioFlag scen_flags[] = {
     {"tokens", "SIZE", O_TOKENS, "Training:", "token budget (default 20 tokens per parameter)", NULL},
     {"mtbf", "HOURS", O_MTBF, NULL, "per-GPU mean time between failures, 1e-6 to 1e15 (default: the profile's)", NULL},
     {"restart-time", "SECONDS", O_RESTART, NULL, "time to restart after a failure, 0 to 1e12 (default: the profile's)", NULL},
+    {"price", "USD", O_PRICE, NULL, "dollars per GPU-hour: the run's cost in the report and the JSON (default: not priced)",
+     NULL},
     {"json", NULL, O_JSON, "Output:", "one JSON document on stdout", NULL},
     {"output", "FILE", O_OUT, NULL, "write the JSON to FILE (atomically)", NULL},
 };
@@ -233,6 +235,11 @@ int args_handle(CliInputs *in, int id, const char *arg, char *err, int errlen)
         if (util_parse_count(arg, &v) != 0 || v > 1e12)
             BAD("--restart-time: expected seconds from 0 to 1e12, got \"%s\"", arg);
         sc->opts.restart_s = v;
+        return 0;
+    case O_PRICE:
+        if (util_parse_count(arg[0] == '$' ? arg + 1 : arg, &v) != 0 || !(v > 0 && v < 1e9))
+            BAD("--price: expected dollars per GPU-hour above 0, such as 2.50, got \"%s\"", arg);
+        sc->opts.price = v;
         return 0;
     case O_JSON: in->json = true; return 0;
     case O_OUT: in->out_path = arg; return 0;

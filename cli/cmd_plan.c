@@ -11,7 +11,7 @@
 #include "planner.h"
 #include "report.h"
 
-enum { P_TOP = 1, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC };
+enum { P_TOP = 1, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC, P_RANK_BY, P_BUDGET_DAYS, P_BUDGET_DOLLARS };
 
 static void help(FILE *f)
 {
@@ -25,7 +25,11 @@ static void help(FILE *f)
                "  --top K                 layouts to show (default 10)\n"
                "  --exhaustive            solve every layout, no pruning by bounds (same best plan, slower)\n"
                "  --dump-lp FILE          write the best layout's stage ILP (CPLEX LP format)\n"
-               "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n\n%s\n"
+               "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n"
+               "  --rank-by time|cost     time: the shortest step (default); cost: the fewest GPU-hours with\n"
+               "                          failures, checkpoints and restarts priced in\n"
+               "  --budget-days D         only plans that finish, failures included, within D days\n"
+               "  --budget-dollars X      only plans that cost at most X dollars with failures (needs --price)\n\n%s\n"
                "example: ultraplan plan --gpus 512 --params 175B\n",
             args_help(ARGS_HELP_SEARCH));
 }
@@ -102,6 +106,19 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
                runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
                c->train.days, fail, res->plans[i].bottleneck);
     }
+    if (in->sc.opts.price > 0) {   /* what each costs at --price, failures included */
+        printf("\ncost at $%.2f per GPU-hour, with failures:", in->sc.opts.price);
+        for (int i = 0; i < res->n; i++) {
+            char d[32];
+            double v = res->plans[i].cost.train.dollars_with_failures;
+            printf(" #%d $%s", i + 1, isfinite(v) ? util_si(v, 4, d, sizeof d) : "never");
+        }
+        printf("\n");
+    }
+    if (req->rank_by == PLAN_RANK_COST)
+        printf("\nranked by cost: GPU-hours with failures, checkpoints and restarts (not by step time)\n");
+    if (res->over_budget > 0)
+        printf("%ld layout(s) that fit were left out as over the budget\n", res->over_budget);
     /* fp8 rows: MFU is against the fp8 peak; say what it is against bf16's, as it is usually quoted */
     int nf = 0;
     for (int i = 0; i < res->n; i++) {
@@ -133,6 +150,11 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
         plan_add_mfu_bf16_peak(o, &in->sc.hw, &p->layout, &p->cost);
         cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
         cJSON_AddNumberToObject(o, "days", p->cost.train.days);
+        cJSON_AddNumberToObject(o, "days_with_failures",
+                                isfinite(p->cost.train.days_with_failures) ? p->cost.train.days_with_failures : -1);
+        if (p->cost.train.dollars > 0)
+            cJSON_AddNumberToObject(o, "dollars_with_failures", isfinite(p->cost.train.dollars_with_failures)
+                                                                    ? p->cost.train.dollars_with_failures : -1);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
         cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
         cJSON_AddItemToArray(rk, o);
@@ -144,6 +166,8 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
     cJSON_AddNumberToObject(s, "ilps", res->ilp_solved);
     cJSON_AddNumberToObject(s, "seconds", res->seconds);
     cJSON_AddBoolToObject(s, "exhaustive", req->exhaustive);
+    cJSON_AddStringToObject(s, "rank_by", req->rank_by == PLAN_RANK_COST ? "cost" : "time");
+    cJSON_AddNumberToObject(s, "over_budget", res->over_budget);
     return j;
 }
 
@@ -152,7 +176,8 @@ static int plan_main(int argc, char **argv)
     static const struct option own[] = {
         {"help", no_argument, 0, 'h'},           {"top", required_argument, 0, P_TOP},
         {"exhaustive", no_argument, 0, P_EXHAUSTIVE}, {"dump-lp", required_argument, 0, P_DUMP_LP},
-        {"search-precision", no_argument, 0, P_SEARCH_PREC},
+        {"search-precision", no_argument, 0, P_SEARCH_PREC}, {"rank-by", required_argument, 0, P_RANK_BY},
+        {"budget-days", required_argument, 0, P_BUDGET_DAYS}, {"budget-dollars", required_argument, 0, P_BUDGET_DOLLARS},
     };
     struct option *opts = command_options(own, (int)(sizeof own / sizeof *own));
     CliInputs in;
@@ -160,6 +185,7 @@ static int plan_main(int argc, char **argv)
     PlanRequest req;
     planner_request_default(&req);
     PlanResult res = {0};
+    double budget_dollars = 0;
     char err[512];
     int c, rc = 2;
     optind = 1;
@@ -182,6 +208,21 @@ static int plan_main(int argc, char **argv)
             req.dump_lp = optarg;
         } else if (c == P_SEARCH_PREC) {
             req.search_precision = true;
+        } else if (c == P_RANK_BY) {
+            if (!strcmp(optarg, "time") || !strcmp(optarg, "cost")) {
+                req.rank_by = !strcmp(optarg, "cost") ? PLAN_RANK_COST : PLAN_RANK_TIME;
+            } else {
+                fprintf(stderr, "ultraplan plan: --rank-by: expected time or cost, got \"%s\"\n", optarg);
+                goto out;
+            }
+        } else if (c == P_BUDGET_DAYS || c == P_BUDGET_DOLLARS) {
+            double v;
+            if (util_parse_count(optarg[0] == '$' ? optarg + 1 : optarg, &v) != 0 || !(v > 0)) {
+                fprintf(stderr, "ultraplan plan: --%s: expected a number above 0, got \"%s\"\n",
+                        c == P_BUDGET_DAYS ? "budget-days" : "budget-dollars", optarg);
+                goto out;
+            }
+            *(c == P_BUDGET_DAYS ? &req.budget_days : &budget_dollars) = v;
         } else if (c == '?' || c == ':') {
             command_bad_option("plan", argv);
             goto out;
@@ -201,6 +242,13 @@ static int plan_main(int argc, char **argv)
     if (args_finish(&in, false, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan plan: %s\n", err);
         goto out;
+    }
+    if (budget_dollars > 0) {   /* the planner counts GPU-hours; dollars are GPU-hours at --price */
+        if (!(in.sc.opts.price > 0)) {
+            fprintf(stderr, "ultraplan plan: --budget-dollars needs --price (dollars per GPU-hour)\n");
+            goto out;
+        }
+        req.budget_gpu_hours = budget_dollars / in.sc.opts.price;
     }
     req.gpus = in.sc.gpus;
     req.fixed = in.sc.fixed;

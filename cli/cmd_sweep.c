@@ -210,7 +210,8 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
         return -1;
     }
     fprintf(f, "model,params_b,gpus,gbs,seq,feasible,tp,pp,dp,cp,vp,mbs,optim,sp,layout,step_s,mfu,"
-               "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason,mfu_bf16_peak\n");
+               "tokens_per_s_per_gpu,tokens_per_s,bottleneck,reason,mfu_bf16_peak,days_with_failures,"
+               "dollars_with_failures\n");
     for (int i = 0; i < nm; i++) {
         const ModelSpec *m = &ms[i].in.sc.model;
         double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
@@ -224,7 +225,7 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
                         fputc('"', f);
                     fputc(*r, f);
                 }
-                fputs("\",\n", f);
+                fputs("\",,,\n", f);
                 continue;
             }
             const Layout *lo = &c->plan.layout;
@@ -236,6 +237,10 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
             double mb = cost_mfu_bf16_peak(&ms[i].in.sc.hw, lo, &c->plan.cost);
             if (mb >= 0)
                 fprintf(f, "%.6g", mb);
+            const Training *tr = &c->plan.cost.train;
+            fprintf(f, ",%.6g,", tr->days_with_failures);
+            if (tr->dollars > 0)
+                fprintf(f, "%.6g", tr->dollars_with_failures);
             fputc('\n', f);
         }
     }
@@ -279,6 +284,11 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
                 cJSON_AddNumberToObject(o, "tokens_per_s", p->cost.thr.tokens_per_s);
                 cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", per_gpu(p));
                 cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
+                cJSON_AddNumberToObject(o, "days_with_failures", isfinite(p->cost.train.days_with_failures)
+                                                                     ? p->cost.train.days_with_failures : -1);
+                if (p->cost.train.dollars > 0)
+                    cJSON_AddNumberToObject(o, "dollars_with_failures", isfinite(p->cost.train.dollars_with_failures)
+                                                                            ? p->cost.train.dollars_with_failures : -1);
                 cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
             } else {
                 cJSON_AddNumberToObject(o, "gbs", ms[i].in.sc.layout.gbs);

@@ -12,7 +12,7 @@
 #include "tui.h"
 
 /* the shared flags tui has no use for: it writes with s and m */
-static const char *const no_output[] = {"json", "output", NULL};
+static const char *const no_output[] = {"json", "output", "price", NULL};   /* --price: its own, default $2 */
 
 static void help(FILE *f)
 {

@@ -120,6 +120,12 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
     else
         fprintf(f, "never finishes with failures");
     fprintf(f, ", %s GPU-hours\n", human(tr->gpu_hours, b3, 32));
+    if (tr->dollars > 0) {
+        char m1[32], m2[32];
+        fprintf(f, "  cost $%s ideal, $%s with failures (at $%.2f per GPU-hour)\n", util_si(tr->dollars, 4, m1, 32),
+                isfinite(tr->dollars_with_failures) ? util_si(tr->dollars_with_failures, 4, m2, 32) : "never finishes",
+                tr->dollars / tr->gpu_hours);
+    }
     fprintf(f, "  failures: %.2f per day (P(>=1 per day) %.1f%%), %.4g over the run, job MTBF ", tr->fail_per_day,
             100 * tr->p_fail_day, tr->failures);
     print_duration(f, tr->job_mtbf_s);

@@ -11,6 +11,7 @@ void cost_opts_default(CostOpts *o)
     o->tokens = 0;
     o->mtbf_gpu_hours = 0;
     o->restart_s = -1;
+    o->price = 0;
 }
 
 /* One DP collective call (all-reduce, or reduce-scatter / all-gather). */

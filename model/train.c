@@ -73,4 +73,7 @@ void train_fill(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const
         tr->waste = 0;
     }
     tr->days_with_failures = tr->waste < 1.0 ? tr->days / (1.0 - tr->waste) : INFINITY;
+    /* what the run costs: every GPU of the job is paid for while it runs, waste included */
+    tr->dollars = o->price > 0 ? tr->gpu_hours * o->price : 0;
+    tr->dollars_with_failures = o->price > 0 ? tr->days_with_failures * 24.0 * n * o->price : 0;
 }

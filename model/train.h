@@ -16,6 +16,7 @@ typedef struct {
     double tokens;             // token budget for days; 0 = 20 tokens per parameter
     double mtbf_gpu_hours;     // per-GPU MTBF override; 0 = the profile's failure rate
     double restart_s;          // restart time override; < 0 = the profile's
+    double price;              // dollars per GPU-hour; 0 = not priced
 } CostOpts;
 
 typedef struct {
@@ -33,6 +34,8 @@ typedef struct {
     double daly_s;             // Daly interval, seconds (used)
     double waste;              // fraction of wall time lost to checkpoints, rework, restarts
     double days_with_failures; // days including that loss
+    double dollars;            // gpu_hours × price (0 when not priced)
+    double dollars_with_failures;   // the GPU-hours of days_with_failures × price
 } Training;
 
 /* Model FLOPs per token under the layout's convention, and hardware FLOPs with its recomputation. */

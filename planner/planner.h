@@ -21,6 +21,12 @@
 #include "cost.h"
 #include "knobs.h"
 
+/* What "best" means. TIME: the shortest step. COST: the fewest GPU-hours
+ * with failures, checkpoints and restarts priced in (on a fixed GPU count,
+ * the fewest days with failures): a layout with a larger checkpoint or a
+ * longer restart can cost more although it steps faster. */
+typedef enum { PLAN_RANK_TIME, PLAN_RANK_COST, PLAN_RANK_COUNT } PlanRank;
+
 typedef struct {
     int gpus;                 // cluster size
     unsigned fixed;           // KnobFix bits (knobs.h): knobs the user fixed (use the values in `base`)
@@ -34,6 +40,9 @@ typedef struct {
     bool explain;             // when nothing fits: find the smallest GPU count that does (default true)
     void (*progress)(void *ctx, long done, long total);   // called now and then during the search, or NULL
     void *progress_ctx;
+    PlanRank rank_by;         // PLAN_RANK_TIME (default) or PLAN_RANK_COST (searches without the time bound)
+    double budget_days;       // > 0: only plans that finish, failures included, within this many days
+    double budget_gpu_hours;  // > 0: only plans within this many GPU-hours, failures included
 } PlanRequest;
 
 typedef struct {
@@ -52,6 +61,9 @@ typedef struct {
     bool cancelled;                 // stopped by *cancel
     int min_gpus;                   // when n == 0: smallest GPU count with a fitting layout, 0 = none found
     double min_peak_bytes;          // when n == 0: the least per-GPU memory any layout needs
+    long over_budget;               // plans that fit but were dropped by budget_days / budget_gpu_hours
+    double best_over_days;          // the fewest days with failures among them (INFINITY none)
+    double best_over_gpu_hours;     // the fewest GPU-hours with failures among them
     char infeasible[512];           // when n == 0: why, and what would make it feasible
     char brief[160];                // when n == 0: the same in one short clause, for a table cell
     bool fixed_fault;               // when n == 0: a knob the user fixed is the cause (infeasible names it and

@@ -200,15 +200,27 @@ typedef struct {
 typedef struct {
     Ranked *v;
     int n, k;
+    PlanRank by;
 } TopK;
 
-static double kth_step(const TopK *t) { return t->n < t->k ? INFINITY : t->v[t->n - 1].plan.cost.step_s; }
+/* The figure plans are ranked by (lower is better). */
+static double rank_key(PlanRank by, const Plan *p)
+{
+    return by == PLAN_RANK_COST ? p->cost.train.days_with_failures * 24.0 * layout_gpus(&p->layout) : p->cost.step_s;
+}
+
+/* The k-th best step time, for the time bounds: none when ranking by cost. */
+static double kth_step(const TopK *t)
+{
+    return t->n < t->k || t->by != PLAN_RANK_TIME ? INFINITY : t->v[t->n - 1].plan.cost.step_s;
+}
 
 static void topk_insert(TopK *t, const Ranked *r)
 {
     int pos = t->n;
-    while (pos > 0 && (t->v[pos - 1].plan.cost.step_s > r->plan.cost.step_s
-                       || (t->v[pos - 1].plan.cost.step_s == r->plan.cost.step_s && t->v[pos - 1].idx > r->idx)))
+    double key = rank_key(t->by, &r->plan);
+    while (pos > 0 && (rank_key(t->by, &t->v[pos - 1].plan) > key
+                       || (rank_key(t->by, &t->v[pos - 1].plan) == key && t->v[pos - 1].idx > r->idx)))
         pos--;
     if (pos >= t->k)
         return;
@@ -278,6 +290,18 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     cost(S->m, S->hw, &lo, S->o, &plan->cost);
     if (!plan->cost.fits)
         return false;
+    /* within the budget, failures included */
+    const Training *tr = &plan->cost.train;
+    double gh = tr->days_with_failures * 24.0 * layout_gpus(&lo);
+    if ((req->budget_days > 0 && !(tr->days_with_failures <= req->budget_days)) ||
+        (req->budget_gpu_hours > 0 && !(gh <= req->budget_gpu_hours))) {
+        S->res->over_budget++;
+        if (tr->days_with_failures < S->res->best_over_days) {
+            S->res->best_over_days = tr->days_with_failures;
+            S->res->best_over_gpu_hours = gh;
+        }
+        return false;
+    }
     bool rc = false;
     for (int s = 0; s < lo.pp; s++)
         rc |= lo.full_rc[s] + lo.sel_rc[s] > 0;
@@ -348,6 +372,8 @@ static int search_once(const ModelSpec *m, const HwProfile *hw, const CostOpts *
 {
     Search S = {.m = m, .hw = hw, .o = o, .req = req, .first_fit = first_fit, .res = out};
     S.top.k = first_fit ? 1 : req->top_k;
+    S.top.by = first_fit ? PLAN_RANK_TIME : req->rank_by;
+    out->best_over_days = out->best_over_gpu_hours = INFINITY;
     S.top.v = calloc((size_t)S.top.k, sizeof *S.top.v);
     if (!S.top.v) {
         snprintf(err, errlen, "planner: out of memory");
@@ -857,7 +883,16 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
             }
         }
     }
-    if (out->n == 0 && !out->cancelled) {
+    if (out->n == 0 && !out->cancelled && out->over_budget > 0) {
+        /* layouts fit; none within the budget: say how far the best is */
+        snprintf(out->infeasible, sizeof out->infeasible,
+                 "%ld layout(s) fit %d GPUs, but none within the budget (%s%s%s): the best needs %.1f days and "
+                 "%.4g GPU-hours with failures; raise the budget or change the GPU count",
+                 out->over_budget, req->gpus, req->budget_days > 0 ? "days" : "",
+                 req->budget_days > 0 && req->budget_gpu_hours > 0 ? ", " : "",
+                 req->budget_gpu_hours > 0 ? "GPU-hours" : "", out->best_over_days, out->best_over_gpu_hours);
+        snprintf(out->brief, sizeof out->brief, "over the budget (best: %.1f days)", out->best_over_days);
+    } else if (out->n == 0 && !out->cancelled) {
         /* the fixed knobs first: no GPU count helps a --tp that does not divide the heads */
         if (out->outer_total == 0 && fixed_fault(m, hw, req, out->infeasible, sizeof out->infeasible)) {
             out->fixed_fault = true;

@@ -103,6 +103,11 @@ cJSON *plan_cost_json(const ModelSpec *m, const Layout *lo, const Cost *c)
     cJSON_AddNumberToObject(tj, "daly_interval_s", isfinite(tr->daly_s) ? tr->daly_s : -1);
     cJSON_AddNumberToObject(tj, "waste", tr->waste);
     cJSON_AddNumberToObject(tj, "days_with_failures", isfinite(tr->days_with_failures) ? tr->days_with_failures : -1);
+    if (tr->dollars > 0) {   /* priced (--price) */
+        cJSON_AddNumberToObject(tj, "dollars", tr->dollars);
+        cJSON_AddNumberToObject(tj, "dollars_with_failures",
+                                isfinite(tr->dollars_with_failures) ? tr->dollars_with_failures : -1);
+    }
     (void)m;
     return j;
 }
@@ -265,6 +270,8 @@ cJSON *planfile_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     cJSON_AddNumberToObject(oj, "tokens", o->tokens);
     cJSON_AddNumberToObject(oj, "mtbf_gpu_hours", o->mtbf_gpu_hours);
     cJSON_AddNumberToObject(oj, "restart_s", o->restart_s);
+    if (o->price > 0)
+        cJSON_AddNumberToObject(oj, "price", o->price);
     cJSON *pj = plan_cost_json(m, lo, c);
     plan_add_mfu_bf16_peak(cJSON_GetObjectItemCaseSensitive(pj, "throughput"), hw, lo, c);
     cJSON_AddItemToObject(j, "prediction", pj);
@@ -340,6 +347,14 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
                 goto out;
             }
             pf->opts.restart_s = v->valuedouble < 0 ? -1 : v->valuedouble;
+        }
+        if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(oj, "price"))) {
+            if (!(v->valuedouble >= 0 && v->valuedouble < 1e9)) {
+                snprintf(err, errlen, "%s: field \"options.price\": expected dollars per GPU-hour from 0 to 1e9, got %g",
+                         path, v->valuedouble);
+                goto out;
+            }
+            pf->opts.price = v->valuedouble;
         }
     }
     if (layout_check(&pf->layout, &pf->model, &pf->hw, e2, sizeof e2) != 0) {
