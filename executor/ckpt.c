@@ -42,21 +42,6 @@
 #include "exec.h"
 #include "fileio.h"
 
-#define CKPT_MAGIC 0x4B435055u   // "UPCK"
-#define CKPT_VERSION 3
-#define CKPT_FORMAT "ultraplan.checkpoint/3"
-#define CKPT_FORMAT_STEM "ultraplan.checkpoint/"
-
-typedef struct {
-    unsigned magic, version;
-    int step, world, rank, dp, tp, pp, vp, opt;
-    long long n_alloc, opt_n;
-    DataPos pos;
-    uint32_t crc;                // CRC-32 of the file with this field zero
-    uint32_t shape;              // CRC-32 of ckpt_shape's text (version 3; version 2 had 0 here)
-} CkptHeader;
-_Static_assert(sizeof(CkptHeader) == 88, "the rank file header is 88 bytes (FAULTS.md, test_ckpt's pinned CRC)");
-
 /* ---- CRC-32 (IEEE 802.3, as zlib's crc32) ---------------------------- */
 
 static uint32_t crc_table[8][256];
@@ -96,15 +81,6 @@ static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
 uint32_t ckpt_crc32(uint32_t crc, const void *p, size_t n) { return crc_update(crc, p, n); }
 
 /* ---- the shape ------------------------------------------------------------ */
-
-void ckpt_shape(const ModelSpec *m, const Layout *lo, char *buf, size_t n)
-{
-    int len = snprintf(buf, n, "L%d h%d a%d g%d d%d f%d V%d/%d s%d %s %s %s bias%d tied%d split", m->L, m->h, m->a,
-                       m->g ? m->g : m->a, spec_head_dim(m), m->f, m->vocab, m->vocab_div ? m->vocab_div : 128, m->s,
-                       spec_mlp_name(m->mlp), spec_norm_name(m->norm), spec_pos_name(m->pos), m->bias, m->tied);
-    for (int st = 0; st < lo->pp && st < LAYOUT_MAX_PP && len > 0 && (size_t)len < n; st++)
-        len += snprintf(buf + len, n - len, "%c%d", st ? ',' : ' ', lo->layers[st]);
-}
 
 static uint32_t shape_crc(const CkptState *s)
 {
@@ -156,13 +132,6 @@ void exec_ckpt_path(char *buf, size_t n, const char *dir, int step)
     snprintf(buf, n, "%s/step-%06d", dir, step);
 }
 
-static void step_name(char *buf, size_t n, int step) { snprintf(buf, n, "step-%06d", step); }
-
-static void rank_name(char *buf, size_t n, int rank)
-{
-    snprintf(buf, n, "rank_%05d.ckpt", rank);
-}
-
 /* Create dir (any) and its step directory, which must then be a real
  * directory: a planted symbolic link there would take the files elsewhere. */
 static int make_dirs(const char *dir, const char *stepdir, char *err, int errlen)
@@ -202,13 +171,13 @@ static int numbered(const char *name, const char *prefix, int min, const char *r
 
 /* A name ckpt_save gives a step directory: step-%06d of an int step, as
  * written (6 digits, or 7 to 10 without leading zeros). */
-static int is_step_name(const char *name)
+static int is_ckpt_step_name(const char *name)
 {
     long long step;
     char canon[32];
     if (!numbered(name, "step-", 6, "", &step) || step > INT_MAX)
         return 0;
-    step_name(canon, sizeof canon, (int)step);
+    ckpt_step_name(canon, sizeof canon, (int)step);
     return strcmp(canon, name) == 0;
 }
 
@@ -312,7 +281,7 @@ static void remove_old(const char *dir, const char *keep)
         const char *name = de->d_name;
         if (is_temp_of(name, "manifest.json") && is_regular_at(dfd, name))
             unlinkat(dfd, name, 0);
-        else if (is_step_name(name) && strcmp(name, keep) != 0 && remove_step(dfd, name, 0, why, sizeof why) != 0)
+        else if (is_ckpt_step_name(name) && strcmp(name, keep) != 0 && remove_step(dfd, name, 0, why, sizeof why) != 0)
             warn_left(dir, name, why);
     }
     remove_step(dfd, keep, 1, why, sizeof why);
@@ -367,7 +336,7 @@ static int write_manifest(const CkptState *s, const char *dir, const char *stepd
     cJSON_AddStringToObject(m, "checksum", "crc32");
     for (int r = 0; r < s->world; r++) {
         char name[32];
-        rank_name(name, sizeof name, r);
+        ckpt_rank_name(name, sizeof name, r);
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "name", name);
         cJSON_AddNumberToObject(f, "bytes", (double)info[2 * r]);
@@ -394,7 +363,7 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
 {
     char stepdir[1100], path[1200], name[32], step[32];
     exec_ckpt_path(stepdir, sizeof stepdir, dir, s->step);
-    step_name(step, sizeof step, s->step);
+    ckpt_step_name(step, sizeof step, s->step);
     int rc = 0;
     if (s->rank == 0)
         rc = make_dirs(dir, stepdir, err, errlen);
@@ -416,7 +385,7 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
     for (int i = 0; i < 4; i++)
         crc = crc_update(crc, parts[i], lens[i]), total += lens[i];
     h.crc = crc;
-    rank_name(name, sizeof name, s->rank);
+    ckpt_rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s", stepdir, name);
     rc = atomic_write(path, parts, lens, 4, inject_kill_at(s, "ckpt", total), err, errlen);
     if (dist_world_agree(rc, err, errlen) != 0) {
@@ -449,71 +418,11 @@ int ckpt_save(const CkptState *s, const char *dir, char *err, int errlen)
 
 /* ---- loading -------------------------------------------------------------- */
 
-typedef struct {
-    int step;
-    char stepdir[32];            // step-NNNNNN, validated
-    long long bytes;             // of this rank's file
-    uint32_t crc;
-} Manifest;
-
-/* o[key] as an exact integer in [lo, hi] into *out; 0 if it is missing,
- * not a number, not whole or out of range. lo and hi within +-2^53. */
-static int json_int(const cJSON *o, const char *key, double lo, double hi, long long *out)
+/* Validate the manifest in full against s (ckpt_manifest_check, manifest.c);
+ * *mf gets this rank's entry. */
+static int read_manifest(const CkptState *s, const char *dir, CkptManifest *mf, char *err, int errlen)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
-        return 0;
-    *out = (long long)v->valuedouble;
-    return (double)*out == v->valuedouble;
-}
-
-static const char *json_str(const cJSON *o, const char *key)
-{
-    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
-}
-
-/* The first key of object o that appears twice, or NULL. */
-static const char *dup_key(const cJSON *o)
-{
-    for (const cJSON *a = o ? o->child : NULL; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && strcmp(a->string, b->string) == 0)
-                return a->string;
-    return NULL;
-}
-
-/* Every field of one "files" entry: what is wrong with it, or NULL. */
-static const char *bad_file_entry(const cJSON *f, int r, long long *bytes, uint32_t *crc)
-{
-    char want[32];
-    long long c;
-    rank_name(want, sizeof want, r);
-    if (!cJSON_IsObject(f) || dup_key(f))
-        return "is not an object of distinct keys";
-    const char *name = json_str(f, "name");
-    if (!name || strcmp(name, want) != 0)
-        return "does not name its rank's file";
-    if (!json_int(f, "bytes", (double)sizeof(CkptHeader), 9007199254740992.0, bytes))
-        return "has no exact \"bytes\" (an integer, at least a header)";
-    if (!json_int(f, "crc32", 0, 4294967295.0, &c))
-        return "has no exact \"crc32\" (an integer from 0 to 2^32-1)";
-    *crc = (uint32_t)c;
-    return NULL;
-}
-
-/* Whether sd is the directory name of step: exactly step-%06d, so never
- * "..", ".", a path or another step's. */
-static int is_dir_of(const char *sd, long long step)
-{
-    char want[32];
-    step_name(want, sizeof want, (int)step);
-    return strcmp(sd, want) == 0;
-}
-
-/* Validate the manifest in full against s; *mf gets this rank's entry. */
-static int read_manifest(const CkptState *s, const char *dir, Manifest *mf, char *err, int errlen)
-{
-    char path[1100], shape[CKPT_SHAPE_MAX], serr[512];
+    char path[1100], serr[512];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     struct stat st;
     if (stat(path, &st) != 0 && errno == ENOENT) {
@@ -525,63 +434,9 @@ static int read_manifest(const CkptState *s, const char *dir, Manifest *mf, char
         snprintf(err, errlen, "resume: %s; refusing to load", serr);
         return -1;
     }
-    cJSON *m = cJSON_Parse(text);
+    int rc = ckpt_manifest_check(text, path, s, mf, err, errlen);
     free(text);
-    const char *fmt = json_str(m, "format"), *sd = json_str(m, "dir"), *opt = json_str(m, "optimizer");
-    const char *model = json_str(m, "model"), *dup = dup_key(m), *sum = json_str(m, "checksum");
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(m, "files");
-    long long step = -1, world = 0, dp = 0, tp = 0, pp = 0, vp = 0;
-    char why[400] = "";
-    ckpt_shape(s->model, s->lo, shape, sizeof shape);
-    if (!cJSON_IsObject(m) || !fmt || strncmp(fmt, CKPT_FORMAT_STEM, sizeof CKPT_FORMAT_STEM - 1) != 0)
-        snprintf(why, sizeof why, "is not a readable %s manifest (damaged, or from another version)", CKPT_FORMAT);
-    else if (strcmp(fmt, CKPT_FORMAT) != 0)
-        snprintf(why, sizeof why, "is an %.40s manifest, written by another version of ultraplan; this one reads "
-                 "%s only", fmt, CKPT_FORMAT);
-    else if (dup)
-        snprintf(why, sizeof why, "has the key \"%.40s\" twice", dup);
-    else if (!json_int(m, "step", 0, INT_MAX, &step))
-        snprintf(why, sizeof why, "has no valid \"step\" (an integer from 0 to %d)", INT_MAX);
-    else if (!json_int(m, "world", 1, INT_MAX, &world))
-        snprintf(why, sizeof why, "has no valid \"world\" (a positive integer)");
-    else if (world != s->world)
-        snprintf(why, sizeof why, "is a checkpoint of a %lld-rank run, this run has %d ranks", world, s->world);
-    else if (!json_int(m, "dp", 1, INT_MAX, &dp) || !json_int(m, "tp", 1, INT_MAX, &tp) ||
-             !json_int(m, "pp", 1, INT_MAX, &pp) || !json_int(m, "vp", 1, INT_MAX, &vp) || !opt)
-        snprintf(why, sizeof why, "has no valid dp, tp, pp, vp and optimizer");
-    else if (dp != s->dp || tp != s->tp || pp != s->pp || vp != s->vp ||
-             strcmp(opt, layout_opt_name((OptimShard)s->opt)) != 0)
-        snprintf(why, sizeof why, "is a checkpoint of layout dp %lld tp %lld pp %lld vp %lld %.20s; this plan's "
-                 "is dp %d tp %d pp %d vp %d %s: it does not match this plan's layout and model", dp, tp, pp, vp,
-                 opt, s->dp, s->tp, s->pp, s->vp, layout_opt_name((OptimShard)s->opt));
-    else if (!model || strcmp(model, shape) != 0)
-        snprintf(why, sizeof why, "is a checkpoint of model %.140s; this plan's is %.140s: it does not match "
-                 "this plan's layout and model", model ? model : "(none)", shape);
-    else if (!sd || !is_dir_of(sd, step))
-        snprintf(why, sizeof why, "names the directory \"%.60s\" for step %lld; it must be \"step-%06lld\", "
-                 "inside the checkpoint directory", sd ? sd : "(none)", step, step);
-    else if (!sum || strcmp(sum, "crc32") != 0)
-        snprintf(why, sizeof why, "has no \"checksum\": \"crc32\"");
-    else if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) != s->world)
-        snprintf(why, sizeof why, "lists %d rank files for a %d-rank run", cJSON_IsArray(files) ?
-                 cJSON_GetArraySize(files) : 0, s->world);
-    for (int r = 0; !why[0] && r < s->world; r++) {
-        long long bytes;
-        uint32_t crc;
-        const char *bad = bad_file_entry(cJSON_GetArrayItem(files, r), r, &bytes, &crc);
-        if (bad)
-            snprintf(why, sizeof why, "files[%d] %s", r, bad);
-        else if (r == s->rank)
-            mf->bytes = bytes, mf->crc = crc;
-    }
-    cJSON_Delete(m);
-    if (why[0]) {
-        snprintf(err, errlen, "resume: %s %s; refusing to load", path, why);
-        return -1;
-    }
-    mf->step = (int)step;
-    step_name(mf->stepdir, sizeof mf->stepdir, mf->step);
-    return 0;
+    return rc;
 }
 
 /* The CRC-32 of a checkpoint file with its checksum field taken as zero,
@@ -607,7 +462,7 @@ static int file_crc(FILE *f, CkptHeader *h, uint32_t *crc)
 
 /* Open dir/mf->stepdir/name (path): a regular file in a real directory
  * inside dir, never through a symbolic link. NULL with err. */
-static FILE *open_rank_file(const char *dir, const Manifest *mf, const char *name, const char *path,
+static FILE *open_rank_file(const char *dir, const CkptManifest *mf, const char *name, const char *path,
                             struct stat *st, char *err, int errlen)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), sfd = -1, fd = -1, e = 0;
@@ -642,7 +497,7 @@ static FILE *open_rank_file(const char *dir, const Manifest *mf, const char *nam
 }
 
 /* What is wrong with a sound file's header for this run, or NULL. */
-static const char *bad_header(const CkptHeader *h, const CkptState *s, const Manifest *mf, char *buf, size_t n)
+static const char *bad_header(const CkptHeader *h, const CkptState *s, const CkptManifest *mf, char *buf, size_t n)
 {
     if (h->magic != CKPT_MAGIC)
         return "is not an ultraplan checkpoint file";
@@ -666,11 +521,11 @@ static const char *bad_header(const CkptHeader *h, const CkptState *s, const Man
 
 static int load_rank(CkptState *s, const char *dir, DataLoader *dl, char *err, int errlen)
 {
-    Manifest mf;
+    CkptManifest mf;
     if (read_manifest(s, dir, &mf, err, errlen) != 0)
         return -1;
     char path[1200], name[32], buf[300];
-    rank_name(name, sizeof name, s->rank);
+    ckpt_rank_name(name, sizeof name, s->rank);
     snprintf(path, sizeof path, "%s/%s/%s", dir, mf.stepdir, name);
     struct stat st;
     FILE *f = open_rank_file(dir, &mf, name, path, &st, err, errlen);

@@ -76,6 +76,44 @@ int ckpt_load(CkptState *s, const char *dir, DataLoader *dl, char *err, int errl
  * layers, hidden, heads, KV heads, head dim, FFN, vocabulary and its padding
  * rule, sequence, MLP/norm/position kinds, bias, tied embedding, and the
  * layout's stage split. Equal texts, equal tensors. */
+/* ---- the file format (FAULTS.md): a header per rank file, a JSON manifest ---- */
+
+#define CKPT_MAGIC 0x4B435055u   // "UPCK"
+#define CKPT_VERSION 3
+#define CKPT_FORMAT "ultraplan.checkpoint/3"
+#define CKPT_FORMAT_STEM "ultraplan.checkpoint/"
+
+/* The 88-byte header that starts every rank file. */
+typedef struct {
+    unsigned magic, version;
+    int step, world, rank, dp, tp, pp, vp, opt;
+    long long n_alloc, opt_n;
+    DataPos pos;
+    uint32_t crc;                // CRC-32 of the file with this field zero
+    uint32_t shape;              // CRC-32 of ckpt_shape's text (version 3; version 2 had 0 here)
+} CkptHeader;
+_Static_assert(sizeof(CkptHeader) == 88, "the rank file header is 88 bytes (FAULTS.md, test_ckpt's pinned CRC)");
+
+/* This rank's entry of a checkpoint's manifest, validated. */
+typedef struct {
+    int step;
+    char stepdir[32];            // step-NNNNNN
+    long long bytes;             // of this rank's file
+    uint32_t crc;
+} CkptManifest;
+
+/* Validate manifest text (read from path, which errors name) in full against
+ * the run in s: format and version, no key twice, step, world, layout and
+ * model shape equal to the plan's, the step directory's exact name, every
+ * rank's file name, exact byte count and CRC. 0 with *mf, or -1 with err
+ * ("resume: PATH ...; refusing to load"). Pure: no I/O, no MPI. */
+int ckpt_manifest_check(const char *text, const char *path, const CkptState *s, CkptManifest *mf, char *err,
+                        int errlen);
+
+/* The names checkpoints use: step-NNNNNN (6 digits or more), rank_NNNNN.ckpt. */
+void ckpt_step_name(char *buf, size_t n, int step);
+void ckpt_rank_name(char *buf, size_t n, int rank);
+
 #define CKPT_SHAPE_MAX 3200        // bytes of ckpt_shape's text: 256 stages of any split fit
 void ckpt_shape(const ModelSpec *m, const Layout *lo, char *buf, size_t n);
 
