@@ -73,6 +73,7 @@ static struct {
     _Atomic(const char *) call;
     double timeout;              // seconds
     atomic_llong floor_ms;       // never fire before this (slow healthy steps)
+    atomic_llong io_ms;          // > 0 during checkpoint I/O: its own, longer limit
     atomic_int stop;
     int running;
     pthread_t th;
@@ -125,17 +126,25 @@ static void *watchdog(void *arg)
             continue;
         }
         double waited = now_s() - since, floor_s = 1e-3 * atomic_load(&wd.floor_ms);
-        if (waited < wd.timeout || waited < floor_s)
+        double io_s = 1e-3 * atomic_load(&wd.io_ms);
+        if (waited < wd.timeout || waited < floor_s || waited < io_s)
             continue;
         int ci = atomic_load(&wd.comm);
         const char *call = atomic_load(&wd.call);   // "MPI_Recv(buf, ...)": print the name
         char peers[256], msg[768];
         peers_str(peers, sizeof peers, ci, atomic_load(&wd.peer));
-        int n = snprintf(msg, sizeof msg,
-                         "rank %d: no progress in communication with rank(s) %s for %.0f s (lost rank?) "
-                         "during %.*s on %s at step %d; stopping this rank\n",
-                         g_rank, peers, waited, (int)strcspn(call, "("), call, ci >= 0 ? g_comms[ci].name : "?",
-                         atomic_load(&wd.step));
+        int n = io_s > 0
+                    ? snprintf(msg, sizeof msg,
+                               "rank %d: checkpoint I/O of rank(s) %s took longer than its limit of %.0f s "
+                               "(storage hung or far slower than assumed?) during %.*s on %s at step %d; "
+                               "stopping this rank\n",
+                               g_rank, peers, io_s, (int)strcspn(call, "("), call,
+                               ci >= 0 ? g_comms[ci].name : "?", atomic_load(&wd.step))
+                    : snprintf(msg, sizeof msg,
+                               "rank %d: no progress in communication with rank(s) %s for %.0f s (lost rank?) "
+                               "during %.*s on %s at step %d; stopping this rank\n",
+                               g_rank, peers, waited, (int)strcspn(call, "("), call,
+                               ci >= 0 ? g_comms[ci].name : "?", atomic_load(&wd.step));
         if (write(2, msg, n > 0 && n < (int)sizeof msg ? (size_t)n : strlen(msg)) < 0)
             _exit(1);
         _exit(1);
@@ -175,6 +184,14 @@ void dist_watchdog_floor(double s)
     if (ms > atomic_load(&wd.floor_ms))
         atomic_store(&wd.floor_ms, ms);
 }
+
+void dist_watch_io(double limit_s)
+{
+    atomic_store(&wd.io_ms, limit_s > 0 ? (long long)(1e3 * limit_s) : 0);
+    atomic_fetch_add(&wd.gen, 1);   // entering or leaving I/O restarts the clock
+}
+
+double dist_watchdog_timeout(void) { return wd.running ? wd.timeout : 0; }
 
 void dist_watch_begin(MPI_Comm c, int peer, const char *call)
 {

@@ -52,6 +52,11 @@ void dist_watch_step(int step);      // the step that the next waits belong to
 /* Never fire before s seconds: the caller raises this to a multiple of the
  * slowest step or checkpoint seen, so a slow but healthy run is not stopped. */
 void dist_watchdog_floor(double s);
+/* Checkpoint I/O: while limit_s > 0 the watchdog waits up to limit_s (not
+ * timeout_s) before it ends the rank, and then says the checkpoint I/O took
+ * too long instead of blaming a lost rank; 0 ends the I/O window. */
+void dist_watch_io(double limit_s);
+double dist_watchdog_timeout(void);   // timeout_s, 0 when the watchdog is off
 /* Bracket a blocking call: peer is its rank in c, or -1 for all of c. */
 void dist_watch_begin(MPI_Comm c, int peer, const char *call);
 void dist_watch_end(void);

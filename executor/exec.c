@@ -44,6 +44,28 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
     return 0;
 }
 
+int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
+{
+    /* in 64 bits, before anything is allocated: a hostile plan file must
+     * not overflow the int products of the step (B*T, 2*m*vp) */
+    long long mbs = lo->mbs, seq = m->s, gbs = lo->gbs, dp = lo->dp, vp = lo->vp, pp = lo->pp;
+    if (mbs <= 0 || seq <= 0 || gbs <= 0 || dp <= 0 || vp <= 0 || pp <= 0)
+        FAIL("plan: layout.mbs (%lld), model.seq (%lld), layout.gbs (%lld), layout.dp, layout.pp and layout.vp "
+             "must be positive", mbs, seq, gbs);
+    if (mbs * seq > EXEC_MAX_MB_TOKENS)
+        FAIL("plan: layout.mbs x model.seq = %lld x %lld = %lld tokens per micro-batch; the executor takes at "
+             "most %lld", mbs, seq, mbs * seq, (long long)EXEC_MAX_MB_TOKENS);
+    long long nmb = gbs / (dp * mbs);
+    if (nmb * vp > EXEC_MAX_MB_CHUNKS)
+        FAIL("plan: layout.gbs %lld / (layout.dp %lld x layout.mbs %lld) = %lld micro-batches x layout.vp %lld "
+             "chunks is more than the %lld a step can schedule", gbs, dp, mbs, nmb, vp,
+             (long long)EXEC_MAX_MB_CHUNKS);
+    if (nmb * mbs * seq > EXEC_MAX_STEP_TOKENS)
+        FAIL("plan: layout.gbs / layout.dp x model.seq = %lld tokens per rank and step; the executor takes at "
+             "most %lld", nmb * mbs * seq, (long long)EXEC_MAX_STEP_TOKENS);
+    return 0;
+}
+
 /* Bump allocator over a slab: the first pass (base NULL) counts, the second carves. */
 typedef struct {
     float *base;
@@ -162,7 +184,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
-    if (check_shapes(m, lo, err, errlen) != 0)
+    if (exec_check_sizes(m, lo, err, errlen) != 0 || check_shapes(m, lo, err, errlen) != 0)
         return -1;
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;
@@ -184,6 +206,12 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->vstart = d->tp_rank * e->Vl;
     e->nmb = lo->gbs / (lo->dp * lo->mbs);
 
+    /* the data first: a file too small for the plan's batch is refused
+     * before the weights and activations are allocated */
+    char derr[256];
+    if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
+        FAIL("%s", derr);
+
     params_layout(&e->ps, m, &e->sm, zero1 ? lo->dp : 1);
     e->ps.w = malloc(e->ps.n_alloc * sizeof(float));
     e->ps.g = calloc(e->ps.n_alloc, sizeof(float));
@@ -195,10 +223,10 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         FAIL("out of memory for %zu parameters", e->ps.n_alloc);
     params_init(&e->ps, m, &e->sm, o->seed);
 
-    if (sched_build(&e->sch, lo->pp, d->pp_rank, e->nmb, lo->vp, err, errlen) != 0)
-        return -1;
     if ((long)e->nmb * lo->pp * lo->vp * 2 > 32767)
         FAIL("too many micro-batches x virtual stages (%d x %d) for MPI tags", e->nmb, lo->pp * lo->vp);
+    if (sched_build(&e->sch, lo->pp, d->pp_rank, e->nmb, lo->vp, err, errlen) != 0)
+        return -1;
     e->nslots = e->sch.max_live;
 
     /* recompute: per chunk its share of the stage's full and selective layers, first layers first */
@@ -249,9 +277,6 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->mem[XM_ACTS] = e->acts_n * 4.0;
     e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int);
 
-    char derr[256];
-    if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
-        FAIL("%s", derr);
     return 0;
 }
 
@@ -433,14 +458,23 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
 {
     memset(e->t, 0, sizeof e->t);
     e->loss_sum = 0;
-    for (int k = 0; k < e->nmb; k++) {
-        char derr[256];
-        if (data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N,
-                            derr, sizeof derr) != 0)
-            FAIL("%s", derr);
+    /* A data error on one rank (a token outside the vocabulary, a file cut
+     * short) must not leave it alone in a collective: every rank reaches
+     * this agreement, which is also the step's barrier, and every rank
+     * returns the first failing rank's message. */
+    char derr[300] = "";
+    int bad = 0;
+    for (int k = 0; k < e->nmb && !bad; k++)
+        bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
+                              sizeof derr) != 0;
+    if (bad) {
+        char m[256];
+        snprintf(m, sizeof m, "%s", derr);
+        snprintf(derr, sizeof derr, "rank %d: %s", e->d.rank, m);
     }
     dist_watch_step(e->step + 1);
-    dist_world_barrier();
+    if (dist_world_agree(bad ? -1 : 0, derr, sizeof derr) != 0)
+        FAIL("step %d: %s", e->step + 1, derr);
     double t0 = dist_now();
     k_zero(e->ps.g, e->ps.n_alloc);
     int ns = e->nslots;

@@ -1,9 +1,11 @@
 /* loop.c — see loop.h. */
 #include "loop.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Set by SIGTERM (Slurm's warning before the time limit) or SIGUSR1 (what
  * mpirun forwards, and sbatch --signal=B:USR1@T sends); the step loop reads it. */
@@ -46,7 +48,35 @@ typedef struct {
     RunWriter w;                 // rank 0 keeps run.json
     int saved;                   // step of the last checkpoint written or resumed from, -1 none
     int wrote_warning;           // a progress write failed (said once)
+    double ckpt_limit;           // seconds the watchdog allows one checkpoint's I/O
 } Loop;
+
+/* Checkpoint I/O is not a lost rank: the watchdog gets its own limit for
+ * it, from the checkpoint's size (every rank's weights and optimizer state)
+ * at a conservative storage bandwidth, and never less than 3 x the
+ * communication timeout. */
+#define CKPT_ASSUMED_BW 50e6   // bytes/s over all ranks: a slow, shared parallel file system
+
+static double ckpt_limit(const Loop *L)
+{
+    RunMem me;
+    memset(&me, 0, sizeof me);
+    L->b->memory(L->s, &me);
+    double bytes = dist_world_sum(me.bytes[XM_WEIGHTS] + me.bytes[XM_OPTIM]);
+    return 3 * L->rq->comm_timeout + bytes / CKPT_ASSUMED_BW;
+}
+
+/* Test hook (docs/reliability/FAULTS.md): ULTRAPLAN_FAULT_INJECT=slow_ckpt:SECONDS
+ * makes rank 0 take SECONDS longer over every checkpoint write. */
+static double inject_slow_ckpt(int rank)
+{
+    const char *s = getenv("ULTRAPLAN_FAULT_INJECT");
+    double secs;
+    int len = 0;
+    if (rank == 0 && s && sscanf(s, "slow_ckpt:%lf%n", &secs, &len) == 1 && s[len] == 0 && secs > 0)
+        return secs;
+    return 0;
+}
 
 /* Every rank learns whether any failed; the lowest failing rank's message
  * lands in err on every rank (so rank 0 can print it and record it). */
@@ -197,8 +227,16 @@ static int steps(Loop *L, const char **status, char *err, int errlen)
         }
         int sig = dist_world_max(g_stop_signal), at_end = step == rq->steps;
         if (rq->ckpt_dir && L->info.checkpoints && ((rq->ckpt_every && step % rq->ckpt_every == 0) || at_end || sig)) {
-            double c0 = dist_now();
-            if (L->b->save(L->s, rq->ckpt_dir, err, errlen) != 0) {
+            double c0 = dist_now(), slow = inject_slow_ckpt(L->rank);
+            dist_watch_io(L->ckpt_limit);   // the save ends in a collective: every rank is inside
+            if (slow > 0) {
+                struct timespec ts = {(time_t)slow, (long)(1e9 * (slow - (double)(time_t)slow))};
+                while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                    ;
+            }
+            int bad = L->b->save(L->s, rq->ckpt_dir, err, errlen) != 0;
+            dist_watch_io(0);
+            if (bad) {
                 add_last_good(L, err, errlen, "The previous checkpoint is still valid");
                 return -1;
             }
@@ -273,6 +311,8 @@ int loop_run(const ExecBackend *b, const RunRequest *rq, int rank, int world)
         if (L.log)
             fprintf(L.log, "resumed from %s at step %d\n", rq->ckpt_dir, L.info.step);
     }
+    if (rq->ckpt_dir && L.info.checkpoints)
+        L.ckpt_limit = ckpt_limit(&L);
     if (L.log)
         b->describe(L.s, L.log);
     if (rank == 0 &&

@@ -43,6 +43,8 @@ static int module_run(const RunRequest *rq)
         const UpCudaModule *m = cuda_module(err, sizeof err);
         b = m ? m->backend : NULL;
     }
+    if (b && exec_check_sizes(&rq->pf->model, &rq->pf->layout, err, sizeof err) != 0)
+        b = NULL;   // a hostile plan: refused by name on every rank, before any allocation
     if (b)
         rc = loop_run(b, rq, rank, world);
     else if (rank == 0)

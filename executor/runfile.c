@@ -1,6 +1,7 @@
 /* runfile.c — see runfile.h. */
 #include "runfile.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,9 +45,8 @@ int runwriter_init(RunWriter *w, const char *path, const char *backend, int worl
     w->last_write = -1;
     w->head = cJSON_CreateObject();
     w->tail = cJSON_CreateObject();
-    w->steps = cJSON_CreateArray();
     w->path = path ? strdup(path) : NULL;
-    if (!w->head || !w->tail || !w->steps || (path && !w->path)) {
+    if (!w->head || !w->tail || (path && !w->path)) {
         cJSON_Delete(model);
         cJSON_Delete(layout);
         runwriter_free(w);
@@ -68,26 +68,62 @@ int runwriter_init(RunWriter *w, const char *path, const char *backend, int worl
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* One step's row of the history: the phases, then these. */
+enum { H_STEP_S = PH_COUNT, H_STEP, H_LOSS, H_TOKS, H_MFU, H_W };
+
+/* The k-th smallest of v[0..n) (v is reordered): Hoare's selection, O(n)
+ * expected, no recursion. */
+static double select_kth(double *v, size_t n, size_t k)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j], v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
 }
 
 /* Median of column k over the averaged steps: all after the first, or the
- * only one. */
+ * only one. Its scratch is one heap array of the steps (never the stack: a
+ * run of a million steps); 0 when there are none or no memory. */
 static double median(const RunWriter *w, int k)
 {
-    int first = w->n > 1 ? 1 : 0, n = w->n - first;
-    if (n <= 0)
+    size_t first = w->n > 1 ? 1 : 0, n = w->n - first;
+    if (w->n <= 0 || n == 0)
         return 0;
-    double *v = malloc((size_t)n * sizeof *v);
+    double *v = malloc(n * sizeof *v);
     if (!v)
         return 0;
-    for (int i = 0; i < n; i++)
-        v[i] = w->hist[(size_t)(first + i) * (PH_COUNT + 1) + k];
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    double m = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    for (size_t i = 0; i < n; i++)
+        v[i] = w->hist[(first + i) * H_W + k];
+    double m = select_kth(v, n, n / 2);
+    if (n % 2 == 0) {   // the lower middle is the largest of the lower half
+        double lo = v[0];
+        for (size_t i = 1; i < n / 2; i++)
+            if (v[i] > lo)
+                lo = v[i];
+        m = 0.5 * (lo + m);
+    }
     free(v);
     return m;
 }
@@ -96,14 +132,18 @@ double runwriter_medians(const RunWriter *w, double med[PH_COUNT])
 {
     for (int k = 0; k < PH_COUNT; k++)
         med[k] = median(w, k);
-    return median(w, PH_COUNT);
+    return median(w, H_STEP_S);
 }
 
 int runwriter_step(RunWriter *w, const RunStep *s, char *err, int errlen)
 {
-    if (w->n == w->cap) {
+    if (w->n == w->cap) {   // a step costs H_W doubles, not a cJSON tree
+        if (w->cap > INT_MAX / 2) {
+            snprintf(err, errlen, "too many steps for the step history");
+            return -1;
+        }
         int cap = w->cap ? 2 * w->cap : 64;
-        double *h = realloc(w->hist, (size_t)cap * (PH_COUNT + 1) * sizeof *h);
+        double *h = realloc(w->hist, (size_t)cap * H_W * sizeof *h);
         if (!h) {
             snprintf(err, errlen, "out of memory for the step history");
             return -1;
@@ -111,21 +151,36 @@ int runwriter_step(RunWriter *w, const RunStep *s, char *err, int errlen)
         w->hist = h;
         w->cap = cap;
     }
-    double *h = w->hist + (size_t)w->n++ * (PH_COUNT + 1);
+    double *h = w->hist + (size_t)w->n++ * H_W;
     memcpy(h, s->t, sizeof s->t);
-    h[PH_COUNT] = s->step_s;
+    h[H_STEP_S] = s->step_s;
+    h[H_STEP] = s->step;
+    h[H_LOSS] = s->loss;
+    h[H_TOKS] = s->tokens_per_s;
+    h[H_MFU] = s->mfu;
     w->last_loss = s->loss;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "step", s->step);
-    cJSON_AddNumberToObject(o, "loss", s->loss);
-    cJSON_AddNumberToObject(o, "step_s", s->step_s);
-    cJSON_AddNumberToObject(o, "tokens_per_s", s->tokens_per_s);
-    cJSON_AddNumberToObject(o, "mfu", s->mfu);
-    cJSON_AddItemToObject(o, "phases_s", phases_json(s->t));
-    cJSON_AddItemToArray(w->steps, o);
-    if (!w->path || (w->last_write >= 0 && mono_s() - w->last_write < RUNWRITER_EVERY_S))
+    /* rewriting the whole file costs O(steps): after the first write, wait
+     * at least RUNWRITER_EVERY_S and 20 times the last write's duration */
+    if (!w->path || (w->last_write >= 0 && mono_s() - w->last_write < RUNWRITER_EVERY_S + 20 * w->write_s))
         return 0;
     return runwriter_write(w, "running", NULL, NULL, 0, err, errlen);
+}
+
+static cJSON *steps_json(const RunWriter *w)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < w->n; i++) {
+        const double *h = w->hist + (size_t)i * H_W;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "step", h[H_STEP]);
+        cJSON_AddNumberToObject(o, "loss", h[H_LOSS]);
+        cJSON_AddNumberToObject(o, "step_s", h[H_STEP_S]);
+        cJSON_AddNumberToObject(o, "tokens_per_s", h[H_TOKS]);
+        cJSON_AddNumberToObject(o, "mfu", h[H_MFU]);
+        cJSON_AddItemToObject(o, "phases_s", phases_json(h));
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
 }
 
 void runwriter_extra(RunWriter *w, const char *name, cJSON *obj)
@@ -200,7 +255,7 @@ cJSON *runwriter_doc(const RunWriter *w, const char *status, const char *error, 
     if (util >= 0)   // NVML's busy fraction, mean over the ranks that have it
         cJSON_AddNumberToObject(sum, "gpu_util_pct", util);
     cJSON_AddItemToObject(doc, "summary", sum);
-    cJSON_AddItemToObject(doc, "steps", cJSON_Duplicate(w->steps, 1));
+    cJSON_AddItemToObject(doc, "steps", steps_json(w));
     if (mj)
         cJSON_AddItemToObject(doc, "memory", mj);
     add_copies(doc, w->extra);
@@ -213,7 +268,8 @@ int runwriter_write(RunWriter *w, const char *status, const char *error, const R
 {
     if (!w->path)
         return 0;
-    w->last_write = mono_s();
+    double t0 = mono_s();
+    w->last_write = t0;
     cJSON *doc = runwriter_doc(w, status, error, mem, nmem);
     char *text = doc ? cJSON_Print(doc) : NULL;
     cJSON_Delete(doc);
@@ -223,6 +279,7 @@ int runwriter_write(RunWriter *w, const char *status, const char *error, const R
     }
     int rc = util_write_atomic(w->path, text, err, errlen);
     free(text);
+    w->write_s = mono_s() - t0;
     return rc;
 }
 
@@ -233,7 +290,6 @@ void runwriter_free(RunWriter *w)
     cJSON_Delete(w->head);
     cJSON_Delete(w->tail);
     cJSON_Delete(w->extra);
-    cJSON_Delete(w->steps);
     free(w->hist);
     free(w->path);
     memset(w, 0, sizeof *w);

@@ -66,11 +66,11 @@ typedef struct {
     cJSON *head;                 // format .. peak_flops_per_rank
     cJSON *tail;                 // plan, model, layout
     cJSON *extra;                // nullable, e.g. "proxy", written last
-    cJSON *steps;
-    double *hist;                // (n, PH_COUNT + 1): phases, then step time
+    double *hist;                // (n, PH_COUNT + 5): phases, step time, step, loss, tokens/s, MFU
     int n, cap;
     double last_loss;
     double last_write;           // monotonic seconds of the last write, < 0 never
+    double write_s;              // how long the last write took
 } RunWriter;
 
 /* Start a run.json at path (NULL: keep the steps but write nothing).

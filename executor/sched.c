@@ -1,6 +1,7 @@
 /* sched.c — see sched.h. */
 #include "sched.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,9 +16,16 @@ static Action virt(ActKind kind, int k, int pp, int vp)
 
 int sched_build(Schedule *s, int pp, int stage, int m, int vp, char *err, int errlen)
 {
-    s->n = 2 * m * vp;
-    s->a = malloc(s->n * sizeof *s->a);
+    s->a = NULL;
+    s->n = 0;
     s->max_live = 0;
+    if (m <= 0 || vp <= 0 || pp <= 0 || 2LL * m * vp > INT_MAX / (long long)sizeof *s->a) {
+        snprintf(err, errlen, "schedule of %d micro-batches x %d chunks: %s", m, vp,
+                 m <= 0 || vp <= 0 || pp <= 0 ? "not positive" : "too many actions");
+        return -1;
+    }
+    s->n = 2 * m * vp;
+    s->a = malloc((size_t)s->n * sizeof *s->a);
     if (!s->a) {
         snprintf(err, errlen, "out of memory for the schedule");
         return -1;

@@ -249,3 +249,66 @@ finish 30
 grep -q "SIGUSR1 received: stopped after step [0-9]*; checkpoint: none (no --checkpoint-dir)" "$D/out" \
     || fail "SIGUSR1: message"
 echo "SIGUSR1 to mpirun: clean stop, says no checkpoint was requested"
+
+# ---- 8. a data error on one DP rank (issue 17, item 7) ---------------------------
+# An llm.c shard whose token 100 (in rank 1's slice of the first batch: B·T = 64,
+# so rank 1 reads tokens 64..128) is outside the vocabulary (256). Every rank
+# must meet in the same collective: the real message within seconds, even with
+# the watchdog off (the old code hung there forever).
+python3 - "$D/oov.bin" <<'PY' || fail "oov.bin"
+import struct, sys
+n = 4000
+toks = [(7 * i) % 256 for i in range(n)]
+toks[100] = 300
+hdr = [20240520, 1, n] + [0] * 253
+open(sys.argv[1], "wb").write(struct.pack("<256i", *hdr) + struct.pack("<%dH" % n, *toks))
+PY
+t0=$SECONDS
+timeout 20 $MPI $U run "$D/plan.json" --data "$D/oov.bin" --steps 5 --comm-timeout 0 -o "$D/oov.json" \
+    > "$D/out" 2> "$D/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -lt 128 ] || fail "out-of-vocabulary token on rank 1: returned $rc (124: hung)"
+[ $((SECONDS - t0)) -le 10 ] || fail "out-of-vocabulary token on rank 1: took $((SECONDS - t0)) s"
+grep -q "ultraplan run: step 1: rank 1: data: '$D/oov.bin': token 300 at index 100 is outside the vocabulary (256)" \
+    "$D/err" || fail "out-of-vocabulary token on rank 1: the real cause was not printed"
+grep -q '"status":[[:space:]]*"failed"' "$D/oov.json" || fail "out-of-vocabulary token: run.json does not say failed"
+echo "data error on rank 1: the job printed it and exited $rc in $((SECONDS - t0)) s (watchdog off)"
+
+# ---- 9. a slow checkpoint is not a lost rank (issue 17, item 8) ------------------
+# rank 0 takes 2 s longer over the checkpoint; --comm-timeout 1 would blame a
+# lost rank after 1 s, but checkpoint I/O has its own limit (3 x the timeout +
+# size / 50 MB/s, here ~3 s): the run ends 0 with its checkpoint.
+timeout 60 $MPI -x ULTRAPLAN_FAULT_INJECT=slow_ckpt:2 $U "${RUN[@]}" --steps 3 --comm-timeout 1 \
+    --checkpoint-dir "$D/ck9" > "$D/out" 2> "$D/err" || fail "slow checkpoint: the healthy job failed"
+[ "$(manifest_step "$D/ck9")" = 3 ] || fail "slow checkpoint: no checkpoint of step 3"
+# a checkpoint write past its own limit (hung storage) still ends the job, saying so
+timeout 60 $MPI -x ULTRAPLAN_FAULT_INJECT=slow_ckpt:8 $U "${RUN[@]}" --steps 3 --comm-timeout 1 \
+    --checkpoint-dir "$D/ck9b" > "$D/out" 2> "$D/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "hung checkpoint: returned $rc"
+grep -q "rank 1: checkpoint I/O of rank(s) 0 took longer than its limit of [34] s" "$D/err" \
+    || fail "hung checkpoint: no message naming the checkpoint limit"
+echo "slow checkpoint (2 s, --comm-timeout 1): run completes; hung one (8 s): stopped at its limit"
+
+# ---- 10. hostile plan files (issue 17, item 10) ------------------------------------
+# products that overflow the step's ints (2·m·vp in sched.c, B·T in exec.c) are
+# refused at load, naming the fields, before anything is allocated (the old code
+# hung in the first case, and ran 10 s and 400 MB before a data error in the second)
+python3 - "$D/plan.json" "$D" <<'PY' || fail "hostile plans"
+import json, sys
+p = json.load(open(sys.argv[1])); p["layout"]["gbs"] = 1073741824; p["layout"]["mbs"] = 1
+json.dump(p, open(sys.argv[2] + "/gbs.json", "w"))
+p = json.load(open(sys.argv[1])); p["model"]["seq"] = 1048576; p["layout"]["mbs"] = 4096; p["layout"]["gbs"] = 8192
+json.dump(p, open(sys.argv[2] + "/seq.json", "w"))
+PY
+hostile() {   # hostile PLAN PATTERN
+    t0=$SECONDS
+    timeout 20 $MPI $U run "$D/$1" --data "$D/text.txt" --steps 2 -o "$D/h.json" > "$D/out" 2> "$D/err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "hostile $1: returned $rc (124: hung)"
+    [ $((SECONDS - t0)) -le 5 ] || fail "hostile $1: took $((SECONDS - t0)) s"
+    grep -q "ultraplan run: plan: $2" "$D/err" || fail "hostile $1: the fields were not named"
+}
+hostile gbs.json "layout.gbs 1073741824 / (layout.dp 2 x layout.mbs 1) = 536870912 micro-batches x layout.vp 1 chunks is more than the 1048576"
+hostile seq.json "layout.mbs x model.seq = 4096 x 1048576 = 4294967296 tokens per micro-batch; the executor takes at most 16777216"
+echo "hostile plans: refused at load naming the fields"
