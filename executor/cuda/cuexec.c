@@ -367,13 +367,22 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 {
     const ProxyShape *s = &e->sh;
     size_t nt = (size_t)e->nmb * s->N;
-    if (e->have_data)
-        for (int k = 0; k < e->nmb; k++) {
-            char derr[256];
-            if (data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
-                                sizeof derr) != 0)
-                FAIL("%s", derr);
+    if (e->have_data) {
+        /* a data error on one rank reaches every rank here, before any
+         * collective of the step (issue 17, item 7: it deadlocked) */
+        char derr[300] = "";
+        int bad = 0;
+        for (int k = 0; k < e->nmb && !bad; k++)
+            bad = data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
+                                  sizeof derr) != 0;
+        if (bad) {
+            char m[256];
+            snprintf(m, sizeof m, "%s", derr);
+            snprintf(derr, sizeof derr, "rank %d: %s", e->d.rank, m);
         }
+        if (dist_world_agree(bad ? -1 : 0, derr, sizeof derr) != 0)
+            FAIL("step %d: %s", e->step + 1, derr);
+    }
     dist_watch_step(e->step + 1);   // the communication watchdog names this step
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
