@@ -273,6 +273,116 @@ static void test_ranking_groups(void **st)
     runs_free(&set);
 }
 
+/* Ranks with ties, by hand: x = (3 1 3 2 3 1) ranks (5 1.5 5 3 5 1.5) (the
+ * two 1s share places 1-2, the three 3s places 4-6), y = 1..6 ranks itself;
+ * deviations from the mean 3.5: x (1.5 -2 1.5 -0.5 1.5 -2), y (-2.5 -1.5
+ * -0.5 0.5 1.5 2.5); sxy = -4.5, sxx = 15, syy = 17.5. Then ties at both
+ * ends, a constant side, and 20,000 values with ten distinct ones. */
+static void test_rank_ties(void **st)
+{
+    (void)st;
+    const double x[] = {3, 1, 3, 2, 3, 1}, y[] = {1, 2, 3, 4, 5, 6};
+    assert_near(stats_spearman(x, y, 6), -4.5 / sqrt(15 * 17.5), 1e-12);
+    assert_near(stats_spearman(y, x, 6), -4.5 / sqrt(15 * 17.5), 1e-12);
+    /* (2 1 2) ranks (2.5 1 2.5) against (1 2 3): sxy = (0.5)(-1) + (-1)(0) + (0.5)(1) = 0 */
+    const double e[] = {2, 1, 2}, f[] = {1, 2, 3};
+    assert_near(stats_spearman(e, f, 3), 0, 1e-12);
+    const double c[] = {7, 7, 7, 7};
+    assert_near(stats_spearman(c, y, 4), 0, 0);   /* a constant side */
+    /* a large input with many ties (values i % 10) against itself: exactly 1 */
+    enum { N = 20000 };
+    double *big = malloc(N * sizeof *big), *rev = malloc(N * sizeof *rev);
+    assert_non_null(big);
+    assert_non_null(rev);
+    for (int i = 0; i < N; i++) {
+        big[i] = i % 10;
+        rev[i] = 10 - i % 10;
+    }
+    assert_near(stats_spearman(big, big, N), 1.0, 1e-12);
+    assert_near(stats_spearman(big, rev, N), -1.0, 1e-12);
+    free(big);
+    free(rev);
+}
+
+/* Grouping by hand on compact rows: GPUs 8 16 8 4 16 make groups "8 GPUs"
+ * (rows 0 2), "16 GPUs" (rows 1 4), "4 GPUs" (row 3) in order of first
+ * appearance. APEs: row 0 110/100 -> 10, row 2 140/200 -> 30 (mape 20),
+ * row 1 100/100 -> 0, row 4 120/80 -> 50 (mape 25), row 3 105/100 -> 5.
+ * In "16 GPUs" the predicted fastest (row 1, 100) measures 100 where row 4
+ * measures 80: regret 25 %, and the two orders are opposite: spearman -1. */
+static void test_groups_by_hand(void **st)
+{
+    (void)st;
+    const int gpus[] = {8, 16, 8, 4, 16};
+    const double meas[] = {0.100, 0.100, 0.200, 0.100, 0.080}, pred[] = {0.110, 0.100, 0.140, 0.105, 0.120};
+    StatsRow rows[5];
+    for (int i = 0; i < 5; i++)
+        rows[i] = (StatsRow){.gpus = gpus[i], .h = 1024, .L = 24, .a = 16, .s = 1024, .dp = gpus[i], .tp = 1,
+                             .pp = 1, .cp = 1, .gbs = 1, .measured_s = meas[i]};
+    StatsGroup *g;
+    int n = stats_groups_rows(rows, 5, pred, STATS_BY_GPUS, &g);
+    assert_int_equal(n, 3);
+    assert_string_equal(g[0].key, "8 GPUs");
+    assert_string_equal(g[1].key, "16 GPUs");
+    assert_string_equal(g[2].key, "4 GPUs");
+    assert_int_equal(g[0].st.n, 2);
+    assert_int_equal(g[1].st.n, 2);
+    assert_int_equal(g[2].st.n, 1);
+    assert_near(g[0].st.mape, 20, 1e-9);
+    assert_near(g[0].st.max, 30, 1e-9);
+    assert_near(g[0].regret, 0, 1e-9);
+    assert_near(g[0].spearman, 1, 1e-12);
+    assert_near(g[1].st.mape, 25, 1e-9);
+    assert_near(g[1].regret, 25, 1e-9);
+    assert_near(g[1].spearman, -1, 1e-12);
+    assert_near(g[2].st.mape, 5, 1e-9);
+    free(g);
+    n = stats_groups_rows(rows, 5, pred, STATS_BY_MODEL, &g);
+    assert_int_equal(n, 1);
+    assert_string_equal(g[0].key, "h1024 L24 a16 s1024");
+    assert_int_equal(g[0].st.n, 5);
+    assert_near(g[0].st.mape, (10 + 0 + 30 + 5 + 50) / 5.0, 1e-9);
+    free(g);
+    /* params_b keys at 4 significant digits: 1.00001 and 1.00002 are one model */
+    rows[0].params_b = 1.00001;
+    rows[1].params_b = 1.00002;
+    n = stats_groups_rows(rows, 2, pred, STATS_BY_MODEL, &g);
+    assert_int_equal(n, 1);
+    assert_string_equal(g[0].key, "1B (h1024 L24 s1024)");
+    free(g);
+}
+
+/* Many groups (a distinct model a row, then every row again): each key
+ * once, in order of first appearance, each holding its two rows. */
+static void test_many_groups(void **st)
+{
+    (void)st;
+    enum { M = 5000 };
+    StatsRow *rows = calloc(2 * M, sizeof *rows);
+    double *pred = calloc(2 * M, sizeof *pred);
+    assert_non_null(rows);
+    assert_non_null(pred);
+    for (int i = 0; i < 2 * M; i++) {
+        int k = i % M;
+        rows[i] = (StatsRow){.gpus = 8, .h = 64 * (1 + k / 100), .L = 1 + k % 100, .a = 8, .s = 512, .dp = 8,
+                             .tp = 1, .pp = 1, .cp = 1, .gbs = 8, .measured_s = 1.0};
+        pred[i] = i < M ? 1.0 : 1.5;   /* APE 0 then 50: each group's mape is 25 */
+    }
+    StatsGroup *g;
+    int n = stats_groups_rows(rows, 2 * M, pred, STATS_BY_MODEL_GPUS, &g);
+    assert_int_equal(n, M);
+    for (int k = 0; k < M; k++) {
+        char want[128];
+        snprintf(want, sizeof want, "h%d L%d a8 s512, 8 GPUs", 64 * (1 + k / 100), 1 + k % 100);
+        assert_string_equal(g[k].key, want);
+        assert_int_equal(g[k].st.n, 2);
+        assert_near(g[k].st.mape, 25, 1e-9);
+    }
+    free(g);
+    free(rows);
+    free(pred);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +391,8 @@ int main(void)
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
         cmocka_unit_test(test_tokens_per_gpu), cmocka_unit_test(test_spreadsheet_csv),
+        cmocka_unit_test(test_rank_ties),     cmocka_unit_test(test_groups_by_hand),
+        cmocka_unit_test(test_many_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

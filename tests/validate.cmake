@@ -6,3 +6,5 @@ if(TARGET PkgConfig::CMOCKA)
 endif()
 up_script_test(e2e_validate SCRIPT e2e_validate.sh LABELS e2e)
 up_script_test(e2e_sweep SCRIPT e2e_sweep.sh LABELS e2e)
+# validate on 100,000 rows (and 20,000 distinct models) in a 120 MB address space
+up_script_test(e2e_validate_scale SCRIPT e2e_validate_scale.sh LABELS e2e)
