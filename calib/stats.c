@@ -141,43 +141,97 @@ void stats_row(const RunRow *r, StatsRow *out)
     };
 }
 
-static void model_key(const StatsRow *r, char *buf, int len)
+/* Keys are built for every row of every grouping (a million rows: five
+ * million keys), so by hand rather than by snprintf; same text. */
+typedef struct {
+    char *p, *end;   // end: the last byte, kept for the terminating NUL
+} Put;
+
+static void put_s(Put *o, const char *s)
 {
-    if (r->params_b > 0)
-        snprintf(buf, len, "%.4gB (h%d L%d s%d)", r->params_b, r->h, r->L, r->s);
-    else
-        snprintf(buf, len, "h%d L%d a%d s%d", r->h, r->L, r->a, r->s);
+    while (*s && o->p < o->end)
+        *o->p++ = *s++;
+    *o->p = '\0';
+}
+
+static void put_d(Put *o, int v)
+{
+    char t[16], *q = t + sizeof t;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    *--q = '\0';
+    do
+        *--q = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--q = '-';
+    put_s(o, q);
+}
+
+static void put_model(Put *o, const StatsRow *r)
+{
+    if (r->params_b > 0) {
+        char t[40];
+        snprintf(t, sizeof t, "%.4g", r->params_b);
+        put_s(o, t);
+        put_s(o, "B (h");
+        put_d(o, r->h);
+        put_s(o, " L");
+        put_d(o, r->L);
+        put_s(o, " s");
+        put_d(o, r->s);
+        put_s(o, ")");
+    } else {
+        put_s(o, "h");
+        put_d(o, r->h);
+        put_s(o, " L");
+        put_d(o, r->L);
+        put_s(o, " a");
+        put_d(o, r->a);
+        put_s(o, " s");
+        put_d(o, r->s);
+    }
 }
 
 void stats_row_key(const StatsRow *r, StatsGroupKind k, char *buf, int len)
 {
-    char mk[96];
+    if (len <= 0)
+        return;
+    Put o = {buf, buf + len - 1};
+    *buf = '\0';
     switch (k) {
     case STATS_BY_GPUS:
-        snprintf(buf, len, "%d GPUs", r->gpus);
+        put_d(&o, r->gpus);
+        put_s(&o, " GPUs");
         return;
     case STATS_BY_MODEL:
-        model_key(r, buf, len);
+        put_model(&o, r);
         return;
     case STATS_BY_PARALLEL: {
-        int n = snprintf(buf, len, "%s", "");
         const struct { int v; const char *nm; } d[] = {{r->dp, "dp"}, {r->tp, "tp"}, {r->pp, "pp"}, {r->cp, "cp"}};
-        for (size_t i = 0; i < sizeof d / sizeof d[0] && n < len; i++)
-            if (d[i].v > 1)
-                n += snprintf(buf + n, len - n, "%s%s", n ? "+" : "", d[i].nm);
-        if (n == 0)
-            snprintf(buf, len, "single GPU");
+        for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+            if (d[i].v > 1) {
+                if (o.p > buf)
+                    put_s(&o, "+");
+                put_s(&o, d[i].nm);
+            }
+        if (o.p == buf)
+            put_s(&o, "single GPU");
         return;
     }
     case STATS_BY_MODEL_GPUS:
-        model_key(r, mk, sizeof mk);
-        snprintf(buf, len, "%s, %d GPUs", mk, r->gpus);
+        put_model(&o, r);
+        put_s(&o, ", ");
+        put_d(&o, r->gpus);
+        put_s(&o, " GPUs");
         return;
     case STATS_BY_MODEL_GPUS_GBS:
     default:
         /* a planner picks a layout for a fixed model, cluster and global batch */
-        model_key(r, mk, sizeof mk);
-        snprintf(buf, len, "%s, %d GPUs, gbs %d", mk, r->gpus, r->gbs);
+        put_model(&o, r);
+        put_s(&o, ", ");
+        put_d(&o, r->gpus);
+        put_s(&o, " GPUs, gbs ");
+        put_d(&o, r->gbs);
         return;
     }
 }
