@@ -462,19 +462,16 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
      * short) must not leave it alone in a collective: every rank reaches
      * this agreement, which is also the step's barrier, and every rank
      * returns the first failing rank's message. */
-    char derr[300] = "";
+    char derr[256] = "", msg[300] = "";
     int bad = 0;
     for (int k = 0; k < e->nmb && !bad; k++)
         bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
                               sizeof derr) != 0;
-    if (bad) {
-        char m[256];
-        snprintf(m, sizeof m, "%s", derr);
-        snprintf(derr, sizeof derr, "rank %d: %s", e->d.rank, m);
-    }
     dist_watch_step(e->step + 1);
-    if (dist_world_agree(bad ? -1 : 0, derr, sizeof derr) != 0)
-        FAIL("step %d: %s", e->step + 1, derr);
+    if (bad)
+        snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, derr);
+    if (dist_world_agree(bad ? -1 : 0, msg, sizeof msg) != 0)
+        FAIL("step %d: %s", e->step + 1, msg);
     double t0 = dist_now();
     k_zero(e->ps.g, e->ps.n_alloc);
     int ns = e->nslots;

@@ -370,18 +370,15 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
     if (e->have_data) {
         /* a data error on one rank reaches every rank here, before any
          * collective of the step (issue 17, item 7: it deadlocked) */
-        char derr[300] = "";
+        char derr[256] = "", msg[300] = "";
         int bad = 0;
         for (int k = 0; k < e->nmb && !bad; k++)
             bad = data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
                                   sizeof derr) != 0;
-        if (bad) {
-            char m[256];
-            snprintf(m, sizeof m, "%s", derr);
-            snprintf(derr, sizeof derr, "rank %d: %s", e->d.rank, m);
-        }
-        if (dist_world_agree(bad ? -1 : 0, derr, sizeof derr) != 0)
-            FAIL("step %d: %s", e->step + 1, derr);
+        if (bad)
+            snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, derr);
+        if (dist_world_agree(bad ? -1 : 0, msg, sizeof msg) != 0)
+            FAIL("step %d: %s", e->step + 1, msg);
     }
     dist_watch_step(e->step + 1);   // the communication watchdog names this step
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
