@@ -291,8 +291,12 @@ int loop_run(const ExecBackend *b, const RunRequest *rq, int rank, int world)
         b->free(L.s);
         return 1;
     }
+    if (rq->ckpt_dir && L.info.checkpoints)
+        L.ckpt_limit = ckpt_limit(&L);
     if (rq->resume) {
+        dist_watch_io(L.ckpt_limit);   // reading it is checkpoint I/O too; the load ends in a collective
         bad = b->load(L.s, rq->ckpt_dir, &L.info.step, err, sizeof err) != 0;
+        dist_watch_io(0);
         if (any_failed(bad, err, sizeof err)) {
             if (rank == 0)
                 fprintf(stderr, "ultraplan run: %s\n", err);
@@ -311,8 +315,6 @@ int loop_run(const ExecBackend *b, const RunRequest *rq, int rank, int world)
         if (L.log)
             fprintf(L.log, "resumed from %s at step %d\n", rq->ckpt_dir, L.info.step);
     }
-    if (rq->ckpt_dir && L.info.checkpoints)
-        L.ckpt_limit = ckpt_limit(&L);
     if (L.log)
         b->describe(L.s, L.log);
     if (rank == 0 &&
