@@ -150,15 +150,42 @@ static int plot(const char *png, const VSet *set, const char *title, char *err, 
         return -1;
     fprintf(g, "set title ");
     plot_quote(g, title);   /* the title names user files: no substitution inside */
+    double x0 = lo / 1.2, x1 = hi * 1.2;
+    fprintf(g, " noenhanced\nset logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n", x0, x1, x0, x1);
+    plot_log_tics(g, "xtics", x0, x1);
+    plot_log_tics(g, "ytics", x0, x1);
+    /* the colour bar: one labelled tick per GPU count the runs have (up to 8), else 1-2-5 */
+    int counts[8], nc = 0, many = 0, gmin = 1 << 30, gmax = 0;
+    for (int i = 0; i < set->n; i++) {
+        int gp = set->st[i].gpus, seen = 0;
+        gmin = gp < gmin ? gp : gmin;
+        gmax = gp > gmax ? gp : gmax;
+        for (int k = 0; k < nc; k++)
+            seen |= counts[k] == gp;
+        if (!seen && nc < 8)
+            counts[nc++] = gp;
+        else if (!seen)
+            many = 1;
+    }
+    if (gmax <= gmin)
+        gmax = gmin + 1;
+    fprintf(g, "set logscale cb\nset cbrange [%g:%g]\n", gmin / 1.1, gmax * 1.1);
+    if (many) {
+        plot_log_tics(g, "cbtics", gmin, gmax);
+    } else {
+        fprintf(g, "set cbtics (");
+        for (int k = 0; k < nc; k++)
+            fprintf(g, "%s\"%d\" %d", k ? ", " : "", counts[k], counts[k]);
+        fprintf(g, ")\n");
+    }
     fprintf(g,
-            " noenhanced\nset logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\n"
             "set xlabel 'measured iteration time (ms)'\nset ylabel 'predicted iteration time (ms)'\n"
-            "set key top left\nset grid\n"
-            "set palette defined (0 'blue', 1 'green', 2 'orange', 3 'red')\nset cbrange [1:*]\n"
-            "set logscale cb\nset cblabel 'GPUs'\n"
-            "plot x w l lc 'black' dt 1 t 'y = x', 1.1*x w l lc 'gray' dt 2 t '+-10%%', 0.9*x w l lc 'gray' dt 2 notitle, "
-            "'%s' u 1:2:3 w p pt 7 ps 0.6 lc palette notitle\n",
-            lo / 1.2, hi * 1.2, lo / 1.2, hi * 1.2, pl.data_path);
+            "set key inside top left Left reverse box opaque samplen 2 spacing 1.2\nset grid\n"
+            "set palette defined (0 'blue', 1 'green', 2 'orange', 3 'red')\nset cblabel 'GPUs' offset 1.5,0\n"
+            "plot x w l lc 'black' dt 1 t 'predicted = measured', 1.1*x w l lc 'gray' dt 2 t '+/-10 %%', "
+            "0.9*x w l lc 'gray' dt 2 notitle, "
+            "'%s' u 1:2:3 w p pt 7 ps 0.6 lc palette t 'a measured run (colour: its GPUs)'\n",
+            pl.data_path);
     return plot_end(&pl, err, errlen);
 }
 
