@@ -10,8 +10,12 @@
 
 #include "commands.inc"   /* generated: extern declarations and `commands[]` */
 
-/* The table command_options built last: command_bad_option suggests from it. */
-static const struct option *last_options;
+/* The flag names of the table command_options built last, for
+ * command_bad_option's suggestions. A copy: the command frees its table,
+ * and in one process (the fuzzer) the next command may have none. */
+#define MAX_SUGGEST 512
+static const char *last_names[MAX_SUGGEST];
+static int n_last_names;
 
 struct option *command_options(const struct option *own, int n_own)
 {
@@ -23,7 +27,10 @@ struct option *command_options(const struct option *own, int n_own)
     }
     memcpy(o, own, (size_t)n_own * sizeof *o);
     memcpy(o + n_own, args_common_options(), (size_t)n_common * sizeof *o);
-    last_options = o;
+    n_last_names = 0;
+    for (int i = 0; i < n_own + n_common && n_last_names < MAX_SUGGEST; i++)
+        if (o[i].name)
+            last_names[n_last_names++] = o[i].name;   /* string literals and the static knob table */
     return o;
 }
 
@@ -38,13 +45,9 @@ void command_bad_option(const char *cmd, char **argv)
         char *eq = strchr(name, '=');
         if (eq)
             *eq = 0;
-        const char *names[512];
-        int n = 0;
-        for (const struct option *o = last_options; o && o->name && n < 512; o++)
-            names[n++] = o->name;
-        const char *near = util_closest(name, names, n);
-        for (int i = 0; near && i < n; i++)   /* a known flag that lacks its value is not a typo */
-            if (!strcmp(names[i], name))
+        const char *near = util_closest(name, last_names, n_last_names);
+        for (int i = 0; near && i < n_last_names; i++)   /* a known flag that lacks its value is not a typo */
+            if (!strcmp(last_names[i], name))
                 near = NULL;
         if (near)
             fprintf(stderr, "ultraplan %s: option %s: unknown (did you mean --%s?) or missing its value (see --help)\n",
@@ -83,8 +86,10 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (!strcmp(argv[1], commands[i]->name))
+        if (!strcmp(argv[1], commands[i]->name)) {
+            n_last_names = 0;   /* a command with its own table suggests nothing from another's */
             return commands[i]->main(argc - 1, argv + 1);
+        }
     const char *names[sizeof commands / sizeof *commands];
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         names[i] = commands[i]->name;
