@@ -234,6 +234,22 @@ static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s)
 }
 
 /* An own column c, COL_KNOB + a knob's id, or -1. */
+const char *runs_default_gpu(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char line[4096] = "";
+    if (f) {
+        /* the first line that is not blank: the header */
+        while (fgets(line, sizeof line, f) && strspn(line, " \t\r\n") == strlen(line))
+            line[0] = 0;
+        fclose(f);
+    }
+    /* vTrain's header is the only one with its time column's name (lower case) */
+    for (char *p = line; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return strstr(line, cols[C_TIME_MS].vtrain) ? "a100-80g" : "h100-sxm";
+}
+
 static int find_col(const char *name, RunsFormat fmt)
 {
     for (int c = 0; c < C_COUNT; c++) {

@@ -84,6 +84,13 @@ int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err,
  * before a bad line have reached `each` already. 0 ok, -1 as runs_read_csv. */
 typedef int (*RunsEachFn)(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int errlen);
 int runs_each_csv(const char *path, RunsEachFn each, void *ctx, char *err, int errlen);
+
+/* The builtin profile a file's runs default to when neither --gpu nor
+ * --profile is given: vTrain's CSVs were measured on A100s ("a100-80g");
+ * everything else gets the default of every other command ("h100-sxm").
+ * Reads the header line only; a file it cannot read gets "h100-sxm" (the
+ * reader then names the problem). */
+const char *runs_default_gpu(const char *path);
 /* Frees the rows and zeroes the set; NULL is fine. */
 void runs_free(RunSet *set);
 

@@ -144,7 +144,8 @@ static void help(FILE *f)
         "determine (their predicted times move by under 0.1 %% per unit of log factor, e.g. a curve\n"
         "pushed into its cap of 1) keeps its base value, is named as kept, and the rest are fitted\n"
         "again without it.\n\n"
-        "  --gpu NAME            the builtin profile to start from (default a100-80g)\n"
+        "  --gpu NAME            the builtin profile to start from (default h100-sxm, as every command;\n"
+        "                        a100-80g for vTrain's CSVs, whose runs are A100s)\n"
         "  --profile FILE        a profile JSON to start from instead\n"
         "  --params LIST         constants to fit (default " FIT_DEFAULT_PARAMS ");\n"
         "                        any of kernel_lat coll_lat coll_eff gemm_eff attn_eff mem_eff tp_overlap dp_overlap\n"
@@ -231,7 +232,7 @@ static int fit_main(int argc, char **argv)
     }
     HwProfile base;
     if (profile ? profile_load_file(profile, &base, err, sizeof err)
-                : profile_load_builtin(gpu ? gpu : "a100-80g", &base, err, sizeof err)) {
+                : profile_load_builtin(gpu ? gpu : runs_default_gpu(argv[optind]), &base, err, sizeof err)) {
         fprintf(stderr, "ultraplan fit: %s\n", err);
         return 2;
     }

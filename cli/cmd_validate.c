@@ -27,7 +27,8 @@ static void help(FILE *f)
         "Within each ranking group (below) it reports the Spearman rank correlation of predicted and\n"
         "measured times and the regret: the measured time of the layout predicted fastest over the\n"
         "measured fastest, minus one.\n\n"
-        "  --gpu NAME        builtin profile (default a100-80g)\n"
+        "  --gpu NAME        builtin profile (default h100-sxm, as every command; a100-80g for vTrain's\n"
+        "                    CSVs, whose runs are A100s)\n"
         "  --profile FILE    a profile JSON (from `fit` or your own)\n"
         "  --json            rows, summary {mape, median_ape, p90_ape, max_ape} and groups[] as JSON\n"
         "  --summary         text: leave out the per-row table\n"
@@ -316,7 +317,7 @@ static int run(const Opts *o, char **files, int nfiles)
     char err[512];
     HwProfile hw;
     int rc = o->profile ? profile_load_file(o->profile, &hw, err, sizeof err)
-                        : profile_load_builtin(o->gpu ? o->gpu : "a100-80g", &hw, err, sizeof err);
+                        : profile_load_builtin(o->gpu ? o->gpu : runs_default_gpu(files[0]), &hw, err, sizeof err);
     if (rc) {
         fprintf(stderr, "ultraplan validate: %s\n", err);
         return 2;

@@ -51,5 +51,11 @@ has "$out" 'assumed .*--bias off.*--dropout off' && ok "an explicit shape says w
 out=$("$U" predict --layers 2 --hidden 64 --heads 2 --seq 32 --vocab 64 --gbs 2 --gpus 1 --bias --dropout 2> /dev/null)
 ! has "$out" '--bias off' && has "$out" 'assumed' && ok "... and not what was given" || fail "given flags listed as assumed"
 
+# one default GPU: h100-sxm, as every command; vTrain's files are A100 runs and say so by their header
+SRC=${SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+"$U" validate "$SRC/docs/accuracy/h100_published.csv" --summary | grep -q "runs on profile h100-sxm" &&
+"$U" validate "$SRC/validation/vtrain/multi_node.csv" --summary | grep -q "runs on profile a100-80g" &&
+    ok "validate's default profile: h100-sxm, a100-80g for vTrain's A100 runs" || fail "validate's default profile"
+
 echo "$fails help check(s) failed"
 [ $fails -eq 0 ]
