@@ -477,11 +477,16 @@ int runs_parse_csv(const char *text, const char *origin, RunSet *set, char *err,
     return rc;
 }
 
+/* The most a CSV of measured runs may hold: 5M rows of the ultraplan format
+ * at ~100 bytes each; /dev/zero or a wrong file is refused there, not at the
+ * machine's memory. */
+#define RUNS_MAX_BYTES ((size_t)512 << 20)
+
 /* The file's text, NUL-free, in *out (caller frees). */
 static int read_text(const char *path, char **out, char *err, int errlen)
 {
     size_t n;
-    char *buf = util_slurp(path, 0, &n, err, errlen);
+    char *buf = util_slurp(path, RUNS_MAX_BYTES, &n, err, errlen);
     if (!buf)
         return -1;
     if (memchr(buf, '\0', n)) {

@@ -33,6 +33,7 @@ expect "validate DIR" "$D/dir: is a directory" "$U" validate "$D/dir" --gpu h100
 # ---- sizes ---------------------------------------------------------------------------
 expect "predict --profile /dev/zero: refused at the limit" "larger than [0-9]+ bytes" \
     timeout 20 "$U" predict --params 7B --profile /dev/zero
+expect "validate /dev/zero: refused at the limit" "larger than [0-9]+ bytes" timeout 60 "$U" validate /dev/zero --gpu h100-sxm
 
 # ---- a JSON key given twice ----------------------------------------------------------
 python3 - "$D/plan.json" "$D/dup_plan.json" <<'PY'
