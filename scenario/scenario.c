@@ -45,8 +45,7 @@ int scenario_default_gbs(const ModelSpec *m)
     return g < 1 ? 1 : g;
 }
 
-/* The object a knob's offset is relative to. */
-static void *knob_obj(Scenario *sc, const Knob *k)
+void *scenario_knob_obj(Scenario *sc, const Knob *k)
 {
     return k->group == KNOB_MODEL ? (void *)&sc->model : k->group == KNOB_LAYOUT ? (void *)&sc->layout : (void *)sc;
 }
@@ -81,7 +80,7 @@ static int parse_list(const Knob *k, const char *arg, int *out, char *err, int e
 
 int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, char *err, int errlen)
 {
-    void *obj = knob_obj(sc, k);
+    void *obj = scenario_knob_obj(sc, k);
     int v = 0;
     switch (k->type) {
     case KNOB_BOOL:

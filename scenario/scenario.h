@@ -46,6 +46,9 @@ void scenario_init(Scenario *sc);
  * enum's alias flag). 0 ok, -1 with err naming the flag. */
 int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, char *err, int errlen);
 
+/* The object a knob's field lives in: &sc->model, &sc->layout or sc, by its group. */
+void *scenario_knob_obj(Scenario *sc, const Knob *k);
+
 /* Resolve model, hardware, defaults and (when need_layout) dp and the
  * checked layout. 0 ok, -1 error in err. */
 int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen);

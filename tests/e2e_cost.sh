@@ -6,8 +6,7 @@ U=${ULTRAPLAN:?}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 
 "$U" predict --params 70B --gpus 512 --tp 8 --pp 4 --price 2.5 --json > "$D/p.json" &&
 "$U" predict --params 70B --gpus 512 --tp 8 --pp 4 --json > "$D/np.json" || fail "predict"

@@ -5,8 +5,7 @@ U=${ULTRAPLAN:?}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 
 "$U" plan --gpus 512 --params 175B -o "$D/a.json" > /dev/null &&
 "$U" plan --gpus 1024 --params 175B -o "$D/b.json" > /dev/null &&

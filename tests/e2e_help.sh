@@ -6,8 +6,7 @@ U=${ULTRAPLAN:?}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 has() { grep -Eq -- "$2" <<< "$1"; }
 # refused NAME PATTERN CMD...: non-zero exit, PATTERN on stderr
 refused() {

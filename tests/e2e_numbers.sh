@@ -5,8 +5,7 @@
 set -u
 U=${ULTRAPLAN:?}
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 
 tiny=$("$U" predict --layers 2 --hidden 64 --heads 2 --seq 32 --vocab 64 --gbs 2 --gpus 1) || fail "tiny predict"
 grep -Eq 'checkpoint [0-9.]+ [KMGT]?B written' <<< "$tiny" && ok "checkpoint size has its unit" ||

@@ -13,8 +13,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 CSV=$SRC/docs/accuracy/h100_published.csv
 SWEEP=(sweep --params 7B --gpus 8,16 --gpu h100-sxm)
 have_gnuplot=0

@@ -8,8 +8,7 @@ U=${ULTRAPLAN:?}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 # expect NAME PATTERN CMD...: non-zero exit and PATTERN (grep -E) on stderr
 expect() {
     local name=$1 pat=$2

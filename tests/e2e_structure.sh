@@ -8,8 +8,7 @@ set -u
 SRC=${SRC:?}
 U=${ULTRAPLAN:?}
 fails=0
-ok() { echo "ok   $*"; }
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"   # ok, fail
 
 # the headers a folder includes, one per line
 includes() {

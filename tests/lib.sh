@@ -1,5 +1,7 @@
 # lib.sh — helpers shared by the e2e shell tests (source it; it uses $fails).
 #
+# ok MSG / fail MSG: one line each; fail counts in $fails.
+#
 # check NAME WANT_RC CMD...: run CMD; WANT_RC "nz" means any non-zero exit
 # with exactly one line on stderr, else the exact exit code. Counts failures
 # in $fails.
@@ -15,3 +17,6 @@ check() {
         echo "FAIL $name: rc=$rc, stderr: $out"; fails=$((fails + 1))
     fi
 }
+
+ok() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }

@@ -169,13 +169,7 @@ static bool field_problem(TuiField f)
     return r->knob ? r->knob->tui_problem : r->own >= 0 && own[r->own].problem;
 }
 
-/* The object a knob's field lives in. */
-static void *knob_obj(Scenario *sc, const Knob *k)
-{
-    return k->group == KNOB_MODEL ? (void *)&sc->model : k->group == KNOB_LAYOUT ? (void *)&sc->layout : (void *)sc;
-}
-
-static const void *knob_cobj(const Scenario *sc, const Knob *k) { return knob_obj((Scenario *)sc, k); }
+static const void *knob_cobj(const Scenario *sc, const Knob *k) { return scenario_knob_obj((Scenario *)sc, k); }
 
 void state_msg(TuiState *st, bool error, const char *fmt, ...)
 {
@@ -364,7 +358,7 @@ static int dbl(int v, int dir) { return dir > 0 ? (v > (1 << 29) ? v : v * 2) : 
 static Scenario with_knob(const TuiState *st, const Knob *k, int v)
 {
     Scenario c = st->in;
-    knob_set_int(k, knob_obj(&c, k), v);
+    knob_set_int(k, scenario_knob_obj(&c, k), v);
     c.fixed |= k->fix;
     return c;
 }
