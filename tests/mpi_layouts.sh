@@ -39,5 +39,14 @@ run 2 llama --tp 2 --sp
 run 2 llama --pp 2 --stages 3,1 --full 2,0
 run 4 llama --dp 2 --tp 2 --zero1
 run 4 llama --pp 2 --vp 2 --tp 2 --mbs 1
+# ZeRO-2/3: per-layer buckets reduce-scattered every micro-batch, ZeRO-3 gathers
+run 2 gpt --dp 2 --zero2
+run 2 gpt --dp 2 --zero3
+run 2 gpt --dp 2 --distopt
+run 2 llama --dp 2 --zero3 --full 1
+run 4 gpt --dp 2 --tp 2 --sp --zero3
+run 4 llama --dp 4 --zero2
+run 4 llama --dp 2 --tp 2 --zero2
+run 8 gpt --dp 4 --tp 2 --zero3 --mbs 1
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]
