@@ -159,10 +159,12 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) {
         /* FSDP-style units: every layer, and the stage's other tensors
          * (embedding, final norm, head) as one more. A unit's full gradient
-         * lives in a bucket until its reduce-scatter ends; two buckets, so
-         * one reduces while the next unit's backward writes the other */
+         * lives in a bucket until its reduce-scatter ends: two layer buckets,
+         * so one reduces while the next layer's backward writes the other,
+         * and the stage unit's own (its head gradient is written in the
+         * forward, its embedding gradient at the end of the backward) */
         double layer, stage = memory_zero_unit_params(m, lo, s, &layer);
-        bytes += 2.0 * memory_grad_bytes(lo) * fmax(layer, stage);
+        bytes += memory_grad_bytes(lo) * (2.0 * layer + stage);
         /* ZeRO-3 gathers: the layer computing and the one prefetched, and
          * the stage unit held from a micro-batch's embedding to its backward */
         if (lo->opt == OPT_ZERO3)
