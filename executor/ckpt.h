@@ -13,8 +13,9 @@
  *                                         size and CRC-32
  *
  * The weights are the rank's full fp32 view of its stage's parameters (also
- * under ZeRO-1, where m and v are its 1/dp shard), so a file says the same
- * whichever backend wrote it. Both the manifest and every rank header carry
+ * under ZeRO-1, where m and v are its 1/dp shard, and ZeRO-2/3, where m and
+ * v are its slice of every unit in unit order and ZeRO-3 gathers the
+ * weights to save them), so a file says the same whichever backend wrote it. Both the manifest and every rank header carry
  * the model and layout shape (ckpt_shape; the header as its CRC-32), so a
  * checkpoint loads only into a plan of the same shape, not merely one with
  * as many parameters.
@@ -44,7 +45,7 @@ typedef struct {
     int dp, tp, pp, vp;          // the layout's group sizes (the compatibility check)
     int opt;                     // the layout's optimizer (LayoutOpt: ZeRO stage)
     size_t n_alloc;              // floats of w: this stage's parameters, padded for ZeRO-1
-    size_t opt_n;                // floats of m and of v: all n_alloc, or this rank's ZeRO-1 shard
+    size_t opt_n;                // floats of m and of v: all n_alloc, or this rank's ZeRO-1/2/3 shard
     DataPos pos;                 // data loader position after `step` steps
     const ModelSpec *model;      // the plan's model (validated): the shape check
     const Layout *lo;            // the plan's layout (checked): its stage split, for the shape check
