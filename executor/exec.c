@@ -1,4 +1,5 @@
-/* exec.c — see exec.h. Setup, slabs, the schedule loop, DP/ZeRO-1, AdamW. */
+/* exec.c — see exec.h. Setup, slabs, the schedule loop, DP/ZeRO-1 over the
+ * dp·cp gradient group, the context-parallel token chunks, AdamW. */
 #include "exec.h"
 
 #include <limits.h>
@@ -35,8 +36,10 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("tp %d must divide the FFN width %d", tp, m->f);
     if (m->pos == POS_ROPE && hs % 2)
         FAIL("RoPE needs an even head size (got %d)", hs);
-    if (lo->sp && (lo->mbs * m->s) % tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq = %d", tp, lo->mbs * m->s);
+    if (lo->cp > 1 && m->s % (2 * lo->cp))
+        FAIL("context parallel needs seq %d to be a multiple of 2*cp = %d", m->s, 2 * lo->cp);
+    if (lo->sp && (lo->mbs * m->s / lo->cp) % tp)
+        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d", tp, lo->mbs * m->s / lo->cp);
     if (lo->gbs % (lo->dp * lo->mbs))
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
@@ -162,6 +165,9 @@ static void carve(Exec *e, float *acts, float *bufs)
     e->dhact = take(&b, N * (e->Fl > e->ql ? e->Fl : e->ql));
     e->rc_out = any_full ? take(&b, Nl * C) : NULL;
     e->send_ring = e->nsend ? take(&b, (size_t)e->nsend * Nl * C) : NULL;
+    float *cpb = e->lo.cp > 1 ? take(&b, cpattn_buf_floats(&e->cpa)) : NULL;
+    if (cpb)
+        cpattn_set_buf(&e->cpa, cpb);
     e->acts_n = a.n;
     e->bufs_n = b.n;
 }
@@ -181,6 +187,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
 {
     memset(e, 0, sizeof *e);
     e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = DIST_COMM_NULL;
+    e->d.cp_comm = e->d.dpcp_comm = DIST_COMM_NULL;
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
@@ -193,8 +200,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         e->lo.sp = false;
     if (stagemap_init(&e->sm, m, lo, d->pp_rank, d->tp_rank, err, errlen) != 0)
         return -1;
-    int tp = lo->tp, zero1 = lo->opt != OPT_ZERO0 && lo->dp > 1;
-    e->B = lo->mbs, e->T = m->s, e->N = e->B * e->T, e->C = m->h;
+    int tp = lo->tp, G = lo->dp * lo->cp, zero1 = lo->opt != OPT_ZERO0 && G > 1;   // G: the gradient group
+    e->B = lo->mbs, e->T = m->s, e->Tl = m->s / lo->cp, e->N = e->B * e->Tl, e->C = m->h;
     e->Nl = e->lo.sp ? e->N / tp : e->N;
     e->HS = spec_head_dim(m);
     e->NHl = m->a / tp;
@@ -212,11 +219,11 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
         FAIL("%s", derr);
 
-    params_layout(&e->ps, m, &e->sm, zero1 ? lo->dp : 1);
+    params_layout(&e->ps, m, &e->sm, zero1 ? G : 1);
     e->ps.w = malloc(e->ps.n_alloc * sizeof(float));
     e->ps.g = calloc(e->ps.n_alloc, sizeof(float));
-    e->opt_n = zero1 ? e->ps.n_alloc / lo->dp : e->ps.n_alloc;
-    e->opt_off = zero1 ? (size_t)d->dp_rank * e->opt_n : 0;
+    e->opt_n = zero1 ? e->ps.n_alloc / G : e->ps.n_alloc;
+    e->opt_off = zero1 ? (size_t)d->dpcp_rank * e->opt_n : 0;
     e->om = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
     e->ov = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
     if (!e->ps.w || !e->ps.g || !e->om || !e->ov)
@@ -252,6 +259,15 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         for (int k = 0; k < e->nsend; k++)
             e->send_req[k] = DIST_REQ_NULL;
     }
+    if (lo->cp > 1) {
+        if (cpattn_init(&e->cpa, d->cp_comm, lo->cp, d->cp_rank, e->B, e->T, e->NHl, e->NKVl, e->HS,
+                        &e->t[PH_TP]) != 0)
+            FAIL("out of memory for the context-parallel ring");
+        e->cpos = cpattn_local_pos(&e->cpa);
+        e->rowtok = malloc(2 * (size_t)e->B * e->T * sizeof *e->rowtok);
+        if (!e->rowtok)
+            FAIL("out of memory for %d token rows", e->B);
+    }
     carve(e, NULL, NULL);
     e->acts = calloc(e->acts_n ? e->acts_n : 1, sizeof(float));
     e->bufs = calloc(e->bufs_n ? e->bufs_n : 1, sizeof(float));
@@ -275,7 +291,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->mem[XM_GRADS] = e->ps.n_alloc * 4.0;
     e->mem[XM_OPTIM] = 2.0 * e->opt_n * 4.0;
     e->mem[XM_ACTS] = e->acts_n * 4.0;
-    e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int);
+    e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int)
+                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0);
 
     return 0;
 }
@@ -321,6 +338,10 @@ static void pp_send(Exec *e, int k, int vstage_to, int mb, int dir)
     dist_isend(buf, e->Nl * e->C, dst, tag_of(e, mb, vstage_to, dir), e->d.pp_comm, &e->send_req[k]);
 }
 
+/* The group gradients are reduced over and ZeRO shards over: the dp·cp ranks
+ * of e->d.dpcp_comm (CP ranks hold the same weights and partial gradients). */
+static int grad_group(const Exec *e) { return e->d.dp * e->d.cp; }
+
 /* Under SP every TP rank holds part of the gradient of a replicated tensor. */
 static void sp_sync(Exec *e, float *g, size_t n)
 {
@@ -334,9 +355,9 @@ static void layer_done(Exec *e, int li)
         for (int id = 0; id < P_LAYER_COUNT; id++)
             if (param_desc[id].split == SPLIT_REP && e->ps.layer_off[li][id] != PARAM_NONE)
                 sp_sync(e, e->ps.g + e->ps.layer_off[li][id], e->ps.layer_len[li][id]);
-    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && e->lo.overlap_grad) {
+    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && e->lo.overlap_grad) {
         double t0 = dist_now();
-        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], e->d.dp_comm, &e->dp_req[e->ndp_req++]);
+        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], e->d.dpcp_comm, &e->dp_req[e->ndp_req++]);
         e->t[PH_DP] += dist_now() - t0;
     }
 }
@@ -366,7 +387,7 @@ static void run_forward(Exec *e, int mb, int c)
         }
     }
     if (is_last_vstage(e, c)) {
-        float scale = 1.0f / ((float)e->N * e->nmb * e->lo.dp);
+        float scale = 1.0f / ((float)e->N * e->lo.cp * e->nmb * e->lo.dp);   // every token of the batch
         double l = net_head(e, e->targets + (size_t)mb * e->N, scale, e->slots[slot].dlast);
         if (e->d.tp_rank == 0)
             e->loss_sum += l;
@@ -424,13 +445,13 @@ static void finish_grads(Exec *e)
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
         dist_allreduce(params_stage(ps, ps->g, id), (int)ps->len[id], e->d.emb_comm, NULL);
     }
-    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && !e->lo.overlap_grad)   // every layer's bucket, now
+    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && !e->lo.overlap_grad)   // every layer's bucket, now
         for (int li = 0; li < ps->nlayers; li++)
-            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], e->d.dp_comm, &e->dp_req[e->ndp_req++]);
-    if (e->lo.dp > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
-        dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), e->d.dp_comm,
+            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], e->d.dpcp_comm, &e->dp_req[e->ndp_req++]);
+    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
+        dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), e->d.dpcp_comm,
                         &e->dp_req[e->ndp_req++]);
-    dist_waitall(e->dp_req, e->ndp_req, e->d.dp_comm);
+    dist_waitall(e->dp_req, e->ndp_req, e->d.dpcp_comm);
     e->ndp_req = 0;
     e->t[PH_DP] += dist_now() - t0;
 }
@@ -440,18 +461,34 @@ static void optimizer_step(Exec *e)
     TrainOpts *o = &e->opt;
     ParamSet *ps = &e->ps;
     int t = e->step + 1;
-    if (e->lo.opt != OPT_ZERO0 && e->lo.dp > 1) {
-        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, e->d.dp_comm, &e->t[PH_DP]);   // in place
+    if (e->lo.opt != OPT_ZERO0 && grad_group(e) > 1) {
+        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, e->d.dpcp_comm, &e->t[PH_DP]);   // in place
         double t0 = dist_now();
         k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
         e->t[PH_OPTIM] += dist_now() - t0;
-        dist_allgather_inplace(ps->w, (int)e->opt_n, e->d.dp_comm, &e->t[PH_DP]);
+        dist_allgather_inplace(ps->w, (int)e->opt_n, e->d.dpcp_comm, &e->t[PH_DP]);
         return;
     }
     double t0 = dist_now();
     k_adamw(ps->w, ps->g, e->om, e->ov, ps->n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
     e->t[PH_OPTIM] += dist_now() - t0;
+}
+
+/* Context parallel: the dp rank's whole rows, then this rank's two chunks of
+ * each row (its tokens and their targets). */
+static int cp_next_batch(Exec *e, int *tokens, int *targets, char *derr, size_t n)
+{
+    size_t bt = (size_t)e->B * e->T;
+    if (data_next_batch(&e->dl, e->rowtok, e->rowtok + bt, derr, n) != 0)
+        return -1;
+    for (int b = 0; b < e->B; b++)
+        for (int t = 0; t < e->Tl; t++) {
+            size_t from = (size_t)b * e->T + e->cpos[t], to = (size_t)b * e->Tl + t;
+            tokens[to] = e->rowtok[from];
+            targets[to] = e->rowtok[bt + from];
+        }
+    return 0;
 }
 
 int exec_step(Exec *e, StepStats *st, char *err, int errlen)
@@ -465,8 +502,12 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     char derr[256] = "", msg[300] = "";
     int bad = 0;
     for (int k = 0; k < e->nmb && !bad; k++)
-        bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
-                              sizeof derr) != 0;
+        if (e->cpos)
+            bad = cp_next_batch(e, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
+                                sizeof derr) != 0;
+        else
+            bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
+                                  sizeof derr) != 0;
     dist_watch_step(e->step + 1);
     if (bad)
         snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, derr);
@@ -527,6 +568,8 @@ void exec_free(Exec *e)
     free(e->bufs);
     free(e->tokens);
     free(e->targets);
+    free(e->rowtok);
+    cpattn_free(&e->cpa);
     free(e->send_req);
     free(e->lay_start);
     free(e->lay_n);
