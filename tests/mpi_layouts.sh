@@ -39,5 +39,16 @@ run 2 llama --tp 2 --sp
 run 2 llama --pp 2 --stages 3,1 --full 2,0
 run 4 llama --dp 2 --tp 2 --zero1
 run 4 llama --pp 2 --vp 2 --tp 2 --mbs 1
+# context parallel: the load-balanced ring over cp ranks, with every other axis
+run 2 gpt --cp 2
+run 4 gpt --cp 4
+run 2 llama --cp 2
+run 4 llama --cp 2 --tp 2 --sp
+run 4 gpt --cp 2 --pp 2
+run 4 gpt --cp 2 --pp 2 --vp 2 --mbs 1
+run 4 gpt --cp 2 --dp 2 --zero1
+run 4 gpt --cp 2 --dp 2 --no-overlap-grad
+run 8 llama --cp 2 --dp 2 --tp 2
+run 4 llama --cp 4 --full 2 --sel 1
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]
