@@ -259,7 +259,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         for (int k = 0; k < e->nsend; k++)
             e->send_req[k] = DIST_REQ_NULL;
     }
-    if (lo->cp > 1) {
+    if (lo->cp > 1) {   /* run.json has no CP phase: the ring's exposed waits count as TP communication */
         if (cpattn_init(&e->cpa, d->cp_comm, lo->cp, d->cp_rank, e->B, e->T, e->NHl, e->NKVl, e->HS,
                         &e->t[PH_TP]) != 0)
             FAIL("out of memory for the context-parallel ring");
