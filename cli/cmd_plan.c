@@ -11,18 +11,20 @@
 #include "planner.h"
 #include "report.h"
 
-enum { P_TOP = 1, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC, P_RANK_BY, P_BUDGET_DAYS, P_BUDGET_DOLLARS };
+enum { P_TOP = 1, P_PICK, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC, P_RANK_BY, P_BUDGET_DAYS, P_BUDGET_DOLLARS };
 
 static void help(FILE *f)
 {
     fprintf(f, "usage: ultraplan plan --gpus N [model] [hardware] [fixed layout knobs] [--top K] [--exhaustive]\n"
-               "                      [--dump-lp FILE] [--search-precision] [--json] [-o plan.json]\n\n"
+               "                      [--dump-lp FILE] [--search-precision] [--pick K] [--json] [-o plan.json]\n\n"
                "Searches tp, pp, dp, cp, interleaving, micro-batch, ZeRO / distributed optimizer and sequence\n"
                "parallel for the given global batch; per pipeline stage an ILP (GLPK) chooses layers and full or\n"
                "selective recomputation. Layout flags you give are kept fixed; the rest are searched. Prints the\n"
                "best layouts ranked by step time; -o writes the best as a plan file for run, export and tui.\n\n"
                "Plan options:\n"
                "  --top K                 layouts to show (default 10)\n"
+               "  --pick K                -o and --json write the K-th ranked layout as the plan instead of the\n"
+               "                          best (1 to --top)\n"
                "  --exhaustive            solve every layout, no pruning by bounds (same best plan, slower)\n"
                "  --dump-lp FILE          write the best layout's stage ILP (CPLEX LP format)\n"
                "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n"
@@ -134,9 +136,9 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
         printf("\n");
 }
 
-static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
+static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res, int pick)
 {
-    const Plan *best = &res->plans[0];
+    const Plan *best = &res->plans[pick - 1];
     cJSON *j = planfile_json(&in->sc.model, &in->sc.hw, &best->layout, &in->sc.opts, &best->cost);
     cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
     cJSON *rk = cJSON_AddArrayToObject(j, "ranked");
@@ -175,6 +177,7 @@ static int plan_main(int argc, char **argv)
 {
     static const struct option own[] = {
         {"help", no_argument, 0, 'h'},           {"top", required_argument, 0, P_TOP},
+        {"pick", required_argument, 0, P_PICK},
         {"exhaustive", no_argument, 0, P_EXHAUSTIVE}, {"dump-lp", required_argument, 0, P_DUMP_LP},
         {"search-precision", no_argument, 0, P_SEARCH_PREC}, {"rank-by", required_argument, 0, P_RANK_BY},
         {"budget-days", required_argument, 0, P_BUDGET_DAYS}, {"budget-dollars", required_argument, 0, P_BUDGET_DOLLARS},
@@ -187,7 +190,7 @@ static int plan_main(int argc, char **argv)
     PlanResult res = {0};
     double budget_dollars = 0;
     char err[512];
-    int c, rc = 2;
+    int c, rc = 2, pick = 1;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
@@ -200,6 +203,12 @@ static int plan_main(int argc, char **argv)
         } else if (c == P_TOP) {
             if (util_parse_int(optarg, &req.top_k) != 0 || req.top_k < 1 || req.top_k > 10000) {
                 fprintf(stderr, "ultraplan plan: --top: expected a whole number from 1 to 10000, got \"%s\"\n", optarg);
+                goto out;
+            }
+        } else if (c == P_PICK) {
+            if (util_parse_int(optarg, &pick) != 0 || pick < 1 || pick > 10000) {
+                fprintf(stderr, "ultraplan plan: --pick: expected a whole number from 1 to 10000 (a rank of the "
+                        "table), got \"%s\"\n", optarg);
                 goto out;
             }
         } else if (c == P_EXHAUSTIVE) {
@@ -250,6 +259,11 @@ static int plan_main(int argc, char **argv)
         }
         req.budget_gpu_hours = budget_dollars / in.sc.opts.price;
     }
+    if (pick > req.top_k) {
+        fprintf(stderr, "ultraplan plan: --pick %d is past --top %d: show at least %d layouts (--top %d)\n", pick,
+                req.top_k, pick, pick);
+        goto out;
+    }
     req.gpus = in.sc.gpus;
     req.fixed = in.sc.fixed;
     req.base = in.sc.layout;
@@ -271,8 +285,13 @@ static int plan_main(int argc, char **argv)
         fprintf(stderr, "ultraplan plan: %s\n", res.infeasible[0] ? res.infeasible : "no layout fits");
         goto out;
     }
+    if (pick > res.n) {
+        fprintf(stderr, "ultraplan plan: --pick %d: only %d layout%s fit%s\n", pick, res.n, res.n == 1 ? "" : "s",
+                res.n == 1 ? "s" : "");
+        goto out;
+    }
     if (in.json || in.out_path) {
-        cJSON *j = plan_json(&in, &req, &res);
+        cJSON *j = plan_json(&in, &req, &res, pick);
         char *text = cJSON_Print(j);
         cJSON_Delete(j);
         if (!text) {
@@ -290,8 +309,12 @@ static int plan_main(int argc, char **argv)
     }
     if (!in.json)
         print_table(&in, &req, &res);
-    if (in.out_path && !in.json)
-        printf("\nwrote the best plan to %s\n", in.out_path);
+    if (in.out_path && !in.json) {
+        if (pick == 1)
+            printf("\nwrote the best plan to %s\n", in.out_path);
+        else
+            printf("\nwrote plan #%d to %s\n", pick, in.out_path);
+    }
     rc = 0;
 out:
     planner_result_free(&res);

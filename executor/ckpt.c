@@ -578,7 +578,10 @@ int ckpt_load(CkptState *s, const char *dir, DataLoader *dl, char *err, int errl
 
 /* ---- the CPU executor ------------------------------------------------------- */
 
-/* This rank's state, pointing at the executor's slabs. */
+/* This rank's state, pointing at the executor's slabs: m and v are the
+ * optimizer shard in the layout's own order (ZeRO-1: a range of the flat
+ * slab; ZeRO-2/3: the rank's slice of every unit, unit by unit), w the full
+ * stage (ZeRO-3 gathers it into a temporary, below). */
 static CkptState exec_state(Exec *e)
 {
     CkptState s = {
@@ -591,17 +594,51 @@ static CkptState exec_state(Exec *e)
     return s;
 }
 
+/* ZeRO-3 keeps no full weights: a file still holds them (ckpt.h), through a
+ * temporary buffer every rank allocates or none does. */
+static int full_weights(Exec *e, CkptState *s, float **tmp, char *err, int errlen)
+{
+    *tmp = NULL;
+    if (e->zero != 3)
+        return 0;
+    *tmp = malloc((e->ps.n_alloc ? e->ps.n_alloc : 1) * sizeof(float));
+    if (!*tmp)
+        snprintf(err, errlen, "rank %d: out of memory for the %zu weights of a ZeRO-3 checkpoint", e->d.rank,
+                 e->ps.n_alloc);
+    if (dist_world_agree(*tmp ? 0 : -1, err, errlen) != 0) {
+        free(*tmp);
+        *tmp = NULL;
+        return -1;
+    }
+    s->w = *tmp;
+    return 0;
+}
+
 int exec_save(Exec *e, const char *dir, char *err, int errlen)
 {
     CkptState s = exec_state(e);
-    return ckpt_save(&s, dir, err, errlen);
+    float *tmp;
+    if (full_weights(e, &s, &tmp, err, errlen) != 0)
+        return -1;
+    if (tmp)
+        exec_gather_weights(e, tmp);
+    int rc = ckpt_save(&s, dir, err, errlen);
+    free(tmp);
+    return rc;
 }
 
 int exec_load(Exec *e, const char *dir, char *err, int errlen)
 {
     CkptState s = exec_state(e);
-    if (ckpt_load(&s, dir, &e->dl, err, errlen) != 0)
+    float *tmp;
+    if (full_weights(e, &s, &tmp, err, errlen) != 0)
         return -1;
-    e->step = s.step;
-    return 0;
+    int rc = ckpt_load(&s, dir, &e->dl, err, errlen);
+    if (rc == 0) {
+        if (tmp)
+            exec_scatter_weights(e, tmp);   // keeps this rank's slices
+        e->step = s.step;
+    }
+    free(tmp);
+    return rc;
 }

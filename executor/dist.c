@@ -388,6 +388,25 @@ void dist_iallreduce(float *x, int n, MPI_Comm c, DistReq *r)
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, c, r));
 }
 
+void dist_ireduce_scatter(float *x, int n, MPI_Comm c, DistReq *r)
+{
+    *r = MPI_REQUEST_NULL;
+    if (comm_size(c) == 1)
+        return;
+    CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, x, n, MPI_FLOAT, MPI_SUM, c, r));
+}
+
+void dist_iallgather(float *out, const float *in, int n, MPI_Comm c, DistReq *r)
+{
+    *r = MPI_REQUEST_NULL;
+    if (comm_size(c) == 1) {
+        if (out != in)
+            memcpy(out, in, (size_t)n * sizeof *out);
+        return;
+    }
+    CHECK_MPI(MPI_Iallgather(in, n, MPI_FLOAT, out, n, MPI_FLOAT, c, r));
+}
+
 void dist_allreduce_max(float *x, int n, MPI_Comm c, double *t)
 {
     if (comm_size(c) == 1)

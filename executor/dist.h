@@ -90,6 +90,15 @@ void dist_waitall(DistReq *r, int n, MPI_Comm c);
 /* In-place sum started now, finished by dist_wait/dist_waitall (DP buckets). */
 void dist_iallreduce(float *x, int n, MPI_Comm c, DistReq *r);
 void dist_allreduce_max(float *x, int n, MPI_Comm c, double *t);   // in place, max
+/* ZeRO-2/3 buckets and gathers, started now and finished by dist_wait:
+ * an in-place reduce-scatter (x holds n·size(c) floats; rank i's summed n
+ * floats land at x[0, n)), and an all-gather of n floats per rank into
+ * out (n·size(c)). With a group of one they finish at once (*r is
+ * DIST_REQ_NULL; the gather copies). x, in and out stay untouched until
+ * the wait. MPI_Ireduce_scatter_block: the counted form would need its
+ * counts array alive until the wait. */
+void dist_ireduce_scatter(float *x, int n, MPI_Comm c, DistReq *r);
+void dist_iallgather(float *out, const float *in, int n, MPI_Comm c, DistReq *r);
 /* In place: rank i's n floats at x + i·n on entry, everyone's on return. */
 void dist_allgather_inplace(float *x, int n, MPI_Comm c, double *t);
 

@@ -1,5 +1,6 @@
-/* exec.c — see exec.h. Setup, slabs, the schedule loop, DP/ZeRO-1 over the
- * dp·cp gradient group, the context-parallel token chunks, AdamW. */
+/* exec.c — see exec.h. Setup, slabs, the schedule loop, DP and ZeRO-1/2/3
+ * (per-unit buckets, reduce-scatters and gathers) over the dp·cp gradient
+ * group, the context-parallel token chunks, AdamW. */
 #include "exec.h"
 
 #include <limits.h>
@@ -23,13 +24,20 @@ void exec_default_opts(TrainOpts *o)
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
+/* The gradient group: the dp·cp ranks that hold the same weights (context
+ * parallel ranks hold partial gradients of them too); all reduction and
+ * ZeRO sharding goes through these three. */
+static MPI_Comm grad_comm(const Exec *e) { return e->d.dpcp_comm; }
+static int grad_size(const Exec *e) { return e->d.dp * e->d.cp; }
+static int grad_rank(const Exec *e) { return e->d.dpcp_rank; }
+
 static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
     int tp = lo->tp, hs = spec_head_dim(m);
     int g = m->g > 0 ? m->g : m->a;
-    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-        FAIL("the CPU executor runs ZeRO-0 and ZeRO-1 (distributed optimizer); the plan asks for %s",
-             layout_opt_name(lo->opt));
+    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
+        FAIL("plan: layout.optimizer %s needs layout.pp 1 (got %d): ZeRO-2/3 shard per layer of one stage",
+             layout_opt_name(lo->opt), lo->pp);
     if (m->a % tp || g % tp)
         FAIL("tp %d must divide the query heads (%d) and the KV heads (%d)", tp, m->a, g);
     if (m->f % tp)
@@ -168,12 +176,110 @@ static void carve(Exec *e, float *acts, float *bufs)
     float *cpb = e->lo.cp > 1 ? take(&b, cpattn_buf_floats(&e->cpa)) : NULL;
     if (cpb)
         cpattn_set_buf(&e->cpa, cpb);
+    if (e->zero >= 2) {
+        /* two layer buckets (one reduced while the next fills), the stage
+         * unit's; ZeRO-3 as many gather buffers: a layer computing, the next
+         * one gathered, the stage unit */
+        int S = e->ps.nlayers;
+        size_t D = grad_size(e), most = 0;
+        for (int u = 0; u < S; u++)
+            most = e->u_slice[u] * D > most ? e->u_slice[u] * D : most;
+        for (int k = 0; k < 2; k++)
+            e->zb[k] = take(&b, most);
+        e->zbs = take(&b, e->u_slice[S] * D);
+        if (e->zero == 3) {
+            for (int k = 0; k < 2; k++)
+                e->zg[k] = take(&b, most);
+            e->zgs = take(&b, e->u_slice[S] * D);
+        }
+    }
     e->acts_n = a.n;
     e->bufs_n = b.n;
 }
 
 /* Slot pointers of a chunk: the slot's layer tables follow each chunk's own
  * recompute pattern, so re-carve the slot for the chunk about to use it. */
+/* Units: each local layer, then the stage unit (the non-layer tensors,
+ * ps.layers_end .. ps.n). Under ZeRO-2/3 each unit is padded to a multiple
+ * of the group size D; this rank's slice of it is floats
+ * [rank·slice, (rank+1)·slice) of the padded unit, at u_soff in the shard. */
+static int units_init(Exec *e)
+{
+    ParamSet *ps = &e->ps;
+    int U = e->nunits = ps->nlayers + 1;
+    e->lay_start = calloc(U, sizeof *e->lay_start);
+    e->lay_n = calloc(U, sizeof *e->lay_n);
+    e->u_slice = calloc(U, sizeof *e->u_slice);
+    e->u_soff = calloc(U, sizeof *e->u_soff);
+    e->uw = calloc(U, sizeof *e->uw);
+    e->ug = calloc(U, sizeof *e->ug);
+    if (!e->lay_start || !e->lay_n || !e->u_slice || !e->u_soff || !e->uw || !e->ug)
+        return -1;
+    for (int l = 0; l < ps->nlayers; l++) {
+        e->lay_start[l] = ps->layer_off[l][P_LN1W];
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (ps->layer_off[l][id] != PARAM_NONE)
+                e->lay_n[l] += ps->layer_len[l][id];
+    }
+    e->lay_start[U - 1] = ps->layers_end;
+    e->lay_n[U - 1] = ps->n - ps->layers_end;
+    size_t D = grad_size(e), off = 0;
+    for (int u = 0; u < U; u++) {
+        e->u_slice[u] = (e->lay_n[u] + D - 1) / D;
+        e->u_soff[u] = off;
+        off += e->u_slice[u];
+    }
+    if (e->zero >= 2)
+        e->opt_n = off;
+    for (int k = 0; k < 2; k++) {
+        e->zg_unit[k] = e->zb_unit[k] = -1;
+        e->zg_req[k] = e->zb_req[k] = DIST_REQ_NULL;
+    }
+    e->zgs_req = e->zbs_req = DIST_REQ_NULL;
+    return 0;
+}
+
+/* This rank's slice of unit u within the unit: first float and how many are real (not padding). */
+static size_t slice_first(const Exec *e, int u) { return (size_t)grad_rank(e) * e->u_slice[u]; }
+static size_t slice_real(const Exec *e, int u)
+{
+    size_t a = slice_first(e, u);
+    return e->lay_n[u] > a ? (e->lay_n[u] - a < e->u_slice[u] ? e->lay_n[u] - a : e->u_slice[u]) : 0;
+}
+
+static float *unit_ptr(float *const *base, int u, size_t off, size_t start)
+{
+    if (!base[u]) {
+        fprintf(stderr, "executor: unit %d used while its weights or gradients are not held (a ZeRO bug)\n", u);
+        abort();
+    }
+    return base[u] + (off - start);
+}
+
+float *exec_lw(const Exec *e, int li, ParamId id)
+{
+    size_t o = e->ps.layer_off[li][id];
+    return o == PARAM_NONE ? NULL : unit_ptr(e->uw, li, o, e->lay_start[li]);
+}
+
+float *exec_lg(const Exec *e, int li, ParamId id)
+{
+    size_t o = e->ps.layer_off[li][id];
+    return o == PARAM_NONE ? NULL : unit_ptr(e->ug, li, o, e->lay_start[li]);
+}
+
+float *exec_sw(const Exec *e, ParamId id)
+{
+    size_t o = e->ps.off[id];
+    return o == PARAM_NONE ? NULL : unit_ptr(e->uw, e->nunits - 1, o, e->ps.layers_end);
+}
+
+float *exec_sg(const Exec *e, ParamId id)
+{
+    size_t o = e->ps.off[id];
+    return o == PARAM_NONE ? NULL : unit_ptr(e->ug, e->nunits - 1, o, e->ps.layers_end);
+}
+
 static void slot_bind(Exec *e, int s, int chunk)
 {
     Carver a = {e->slots[s].la[0].x, 0};
@@ -200,7 +306,9 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         e->lo.sp = false;
     if (stagemap_init(&e->sm, m, lo, d->pp_rank, d->tp_rank, err, errlen) != 0)
         return -1;
-    int tp = lo->tp, G = lo->dp * lo->cp, zero1 = lo->opt != OPT_ZERO0 && G > 1;   // G: the gradient group
+    int tp = lo->tp, D = grad_size(e);
+    /* a group of one shards nothing: ZeRO-0 */
+    e->zero = D == 1 || lo->opt == OPT_ZERO0 ? 0 : lo->opt == OPT_ZERO2 ? 2 : lo->opt == OPT_ZERO3 ? 3 : 1;
     e->B = lo->mbs, e->T = m->s, e->Tl = m->s / lo->cp, e->N = e->B * e->Tl, e->C = m->h;
     e->Nl = e->lo.sp ? e->N / tp : e->N;
     e->HS = spec_head_dim(m);
@@ -219,16 +327,34 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
         FAIL("%s", derr);
 
-    params_layout(&e->ps, m, &e->sm, zero1 ? G : 1);
-    e->ps.w = malloc(e->ps.n_alloc * sizeof(float));
-    e->ps.g = calloc(e->ps.n_alloc, sizeof(float));
-    e->opt_n = zero1 ? e->ps.n_alloc / G : e->ps.n_alloc;
-    e->opt_off = zero1 ? (size_t)d->dpcp_rank * e->opt_n : 0;
+    /* ZeRO-1 shards the flat slab (padded to a multiple of D); ZeRO-2/3 per unit */
+    params_layout(&e->ps, m, &e->sm, e->zero == 1 ? D : 1);
+    e->opt_n = e->zero == 1 ? e->ps.n_alloc / D : e->ps.n_alloc;
+    e->opt_off = e->zero == 1 ? (size_t)grad_rank(e) * e->opt_n : 0;
+    if (units_init(e) != 0)
+        FAIL("out of memory for the parameter tables");
+    /* ZeRO-3 fills the full weights once, keeps its slices and frees them */
+    e->ps.w = malloc((e->ps.n_alloc ? e->ps.n_alloc : 1) * sizeof(float));
+    if (e->zero <= 1)
+        e->ps.g = calloc(e->ps.n_alloc ? e->ps.n_alloc : 1, sizeof(float));
+    else
+        e->gsh = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
+    if (e->zero == 3)
+        e->wsh = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
     e->om = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
     e->ov = calloc(e->opt_n ? e->opt_n : 1, sizeof(float));
-    if (!e->ps.w || !e->ps.g || !e->om || !e->ov)
+    if (!e->ps.w || (e->zero <= 1 ? !e->ps.g : !e->gsh) || (e->zero == 3 && !e->wsh) || !e->om || !e->ov)
         FAIL("out of memory for %zu parameters", e->ps.n_alloc);
     params_init(&e->ps, m, &e->sm, o->seed);
+    for (int u = 0; u < e->nunits; u++) {
+        e->uw[u] = e->zero == 3 ? NULL : e->ps.w + e->lay_start[u];
+        e->ug[u] = e->zero >= 2 ? NULL : e->ps.g + e->lay_start[u];
+    }
+    if (e->zero == 3) {
+        exec_scatter_weights(e, e->ps.w);
+        free(e->ps.w);
+        e->ps.w = NULL;
+    }
 
     if ((long)e->nmb * lo->pp * lo->vp * 2 > 32767)
         FAIL("too many micro-batches x virtual stages (%d x %d) for MPI tags", e->nmb, lo->pp * lo->vp);
@@ -277,18 +403,13 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         FAIL("out of memory for activations (%zu floats) and buffers (%zu floats)", e->acts_n, e->bufs_n);
     carve(e, e->acts, e->bufs);
 
-    e->lay_start = calloc(e->ps.nlayers + 1, sizeof *e->lay_start);
-    e->lay_n = calloc(e->ps.nlayers + 1, sizeof *e->lay_n);
-    for (int l = 0; l < e->ps.nlayers; l++) {
-        e->lay_start[l] = e->ps.layer_off[l][P_LN1W];
-        for (int id = 0; id < P_LAYER_COUNT; id++)
-            if (e->ps.layer_off[l][id] != PARAM_NONE)
-                e->lay_n[l] += e->ps.layer_len[l][id];
-    }
     e->dp_req = malloc((e->ps.nlayers + 1) * sizeof *e->dp_req);
+    if (!e->dp_req)
+        FAIL("out of memory for the DP requests");
 
-    e->mem[XM_WEIGHTS] = e->ps.n_alloc * 4.0;
-    e->mem[XM_GRADS] = e->ps.n_alloc * 4.0;
+    /* ZeRO-2 keeps the full weights and only the gradient shard, ZeRO-3 only shards */
+    e->mem[XM_WEIGHTS] = (e->zero == 3 ? e->opt_n : e->ps.n_alloc) * 4.0;
+    e->mem[XM_GRADS] = (e->zero >= 2 ? e->opt_n : e->ps.n_alloc) * 4.0;
     e->mem[XM_OPTIM] = 2.0 * e->opt_n * 4.0;
     e->mem[XM_ACTS] = e->acts_n * 4.0;
     e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int)
@@ -338,15 +459,170 @@ static void pp_send(Exec *e, int k, int vstage_to, int mb, int dir)
     dist_isend(buf, e->Nl * e->C, dst, tag_of(e, mb, vstage_to, dir), e->d.pp_comm, &e->send_req[k]);
 }
 
-/* The group gradients are reduced over and ZeRO shards over: the dp·cp ranks
- * of e->d.dpcp_comm (CP ranks hold the same weights and partial gradients). */
-static int grad_group(const Exec *e) { return e->d.dp * e->d.cp; }
-
 /* Under SP every TP rank holds part of the gradient of a replicated tensor. */
 static void sp_sync(Exec *e, float *g, size_t n)
 {
     if (e->lo.sp && g)
         dist_allreduce(g, (int)n, e->d.tp_comm, &e->t[PH_TP]);
+}
+
+/* ---- ZeRO-2/3: gradient buckets and weight gathers -------------------- */
+
+/* The reduce-scatter of unit u from buf is done: add this rank's slice (at
+ * buf[0, slice), in place) into the gradient shard. */
+static void bucket_drain(Exec *e, float *buf, int u, DistReq *req)
+{
+    double t0 = dist_now();
+    dist_wait(req, grad_comm(e));
+    e->t[PH_DP] += dist_now() - t0;
+    float *g = e->gsh + e->u_soff[u];
+    k_residual_fwd(g, g, buf, e->u_slice[u]);
+}
+
+/* Unit u's gradients go to a zeroed bucket: the stage unit's own, or the
+ * layer bucket not filled last (after its reduce-scatter is drained). */
+static void bucket_open(Exec *e, int u)
+{
+    float *buf;
+    if (u == e->nunits - 1) {
+        if (e->zbs_busy)
+            bucket_drain(e, e->zbs, u, &e->zbs_req);
+        e->zbs_busy = 0;
+        buf = e->zbs;
+    } else {
+        int k = e->zb_cur = e->zb_next;
+        e->zb_next ^= 1;
+        if (e->zb_unit[k] >= 0)
+            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k]);
+        e->zb_unit[k] = -1;
+        buf = e->zb[k];
+    }
+    k_zero(buf, e->u_slice[u] * grad_size(e));
+    e->ug[u] = buf;
+}
+
+/* Unit u's gradients of this micro-batch are complete: the SP syncs of its
+ * replicated tensors on the bucket, then its non-blocking reduce-scatter. */
+static void bucket_close(Exec *e, int u)
+{
+    ParamSet *ps = &e->ps;
+    float *buf = e->ug[u];
+    int stage = u == e->nunits - 1;
+    if (stage) {
+        sp_sync(e, exec_sg(e, P_LNFW), ps->len[P_LNFW]);
+        sp_sync(e, exec_sg(e, P_LNFB), ps->len[P_LNFB]);
+    } else if (e->lo.sp) {
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (param_desc[id].split == SPLIT_REP && ps->layer_off[u][id] != PARAM_NONE)
+                sp_sync(e, exec_lg(e, u, id), ps->layer_len[u][id]);
+    }
+    double t0 = dist_now();
+    if (stage) {
+        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zbs_req);
+        e->zbs_busy = 1;
+    } else {
+        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[e->zb_cur]);
+        e->zb_unit[e->zb_cur] = u;
+    }
+    e->t[PH_DP] += dist_now() - t0;
+    e->ug[u] = NULL;
+}
+
+/* Every bucket's reduce-scatter drained into the shard (end of the step). */
+static void bucket_flush(Exec *e)
+{
+    for (int k = 0; k < 2; k++) {
+        if (e->zb_unit[k] >= 0)
+            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k]);
+        e->zb_unit[k] = -1;
+    }
+    if (e->zbs_busy)
+        bucket_drain(e, e->zbs, e->nunits - 1, &e->zbs_req);
+    e->zbs_busy = 0;
+    e->zb_next = 0;
+}
+
+/* ZeRO-3: start gathering layer unit u into a gather buffer, unless one
+ * holds it already (or is gathering it); never into the buffer of unit
+ * `keep` (the one computing). */
+static void gather_start(Exec *e, int u, int keep)
+{
+    if (e->zg_unit[0] == u || e->zg_unit[1] == u)
+        return;
+    int k = keep >= 0 && e->zg_unit[0] == keep ? 1
+          : keep >= 0 && e->zg_unit[1] == keep ? 0
+          : e->zg_unit[0] < 0 ? 0 : e->zg_unit[1] < 0 ? 1 : 0;
+    double t0 = dist_now();
+    if (e->zg_unit[k] >= 0) {    /* evicted: a prefetch nobody used must land before the buffer is reused */
+        dist_wait(&e->zg_req[k], grad_comm(e));
+        e->uw[e->zg_unit[k]] = NULL;
+    }
+    e->zg_unit[k] = u;
+    dist_iallgather(e->zg[k], e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), &e->zg_req[k]);
+    e->t[PH_DP] += dist_now() - t0;
+}
+
+/* ZeRO-3: layer unit u's weights, gathered (started here if nobody did). */
+static void gather_wait(Exec *e, int u, int keep)
+{
+    gather_start(e, u, keep);
+    int k = e->zg_unit[0] == u ? 0 : 1;
+    double t0 = dist_now();
+    dist_wait(&e->zg_req[k], grad_comm(e));
+    e->t[PH_DP] += dist_now() - t0;
+    e->uw[u] = e->zg[k];
+}
+
+/* ZeRO-3: the stage unit, gathered for one micro-batch (start, then wait). */
+static void gather_stage_start(Exec *e)
+{
+    int S = e->nunits - 1;
+    double t0 = dist_now();
+    dist_iallgather(e->zgs, e->wsh + e->u_soff[S], (int)e->u_slice[S], grad_comm(e), &e->zgs_req);
+    e->t[PH_DP] += dist_now() - t0;
+}
+
+static void gather_stage_wait(Exec *e)
+{
+    double t0 = dist_now();
+    dist_wait(&e->zgs_req, grad_comm(e));
+    e->t[PH_DP] += dist_now() - t0;
+    e->uw[e->nunits - 1] = e->zgs;
+}
+
+/* ZeRO-3: forget every gathered unit (the shard changed: optimizer, load). */
+static void gather_reset(Exec *e)
+{
+    for (int k = 0; k < 2; k++) {
+        dist_wait(&e->zg_req[k], grad_comm(e));
+        if (e->zg_unit[k] >= 0)
+            e->uw[e->zg_unit[k]] = NULL;
+        e->zg_unit[k] = -1;
+    }
+    dist_wait(&e->zgs_req, grad_comm(e));
+    e->uw[e->nunits - 1] = NULL;
+}
+
+void exec_scatter_weights(Exec *e, const float *w)
+{
+    for (int u = 0; u < e->nunits; u++) {
+        float *dst = e->wsh + e->u_soff[u];
+        size_t real = slice_real(e, u);
+        memcpy(dst, w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
+    }
+    if (e->zero == 3)
+        gather_reset(e);
+}
+
+void exec_gather_weights(Exec *e, float *w)
+{
+    for (int u = 0; u < e->nunits; u++) {
+        float *buf = u == e->nunits - 1 ? e->zgs : e->zg[0];
+        dist_allgather(buf, e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), NULL);
+        memcpy(w + e->lay_start[u], buf, e->lay_n[u] * sizeof *w);
+    }
+    gather_reset(e);
 }
 
 static void layer_done(Exec *e, int li)
@@ -355,9 +631,9 @@ static void layer_done(Exec *e, int li)
         for (int id = 0; id < P_LAYER_COUNT; id++)
             if (param_desc[id].split == SPLIT_REP && e->ps.layer_off[li][id] != PARAM_NONE)
                 sp_sync(e, e->ps.g + e->ps.layer_off[li][id], e->ps.layer_len[li][id]);
-    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && e->lo.overlap_grad) {
+    if (grad_size(e) > 1 && e->zero == 0 && e->lo.overlap_grad) {
         double t0 = dist_now();
-        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], e->d.dpcp_comm, &e->dp_req[e->ndp_req++]);
+        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], grad_comm(e), &e->dp_req[e->ndp_req++]);
         e->t[PH_DP] += dist_now() - t0;
     }
 }
@@ -368,17 +644,30 @@ static void run_forward(Exec *e, int mb, int c)
     e->slot_of[c * e->nmb + mb] = slot;
     slot_bind(e, slot, c);
     LayerActs *la = e->slots[slot].la;
-    double t0 = dist_now(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD];
+    double t0 = dist_now(), c0 = e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD] + e->t[PH_DP];
+    int f = first_local(e, c), n = e->sm.nchunk_layers[c], k = -1;
+    if (e->zero == 3) {          /* the stage unit for this micro-batch, the first layer behind it */
+        gather_stage_start(e);
+        if (n > 0)
+            gather_start(e, f, -1);
+        gather_stage_wait(e);
+    }
+    if (e->zero >= 2)            /* the head's gradients land in the stage bucket during this forward */
+        bucket_open(e, e->nunits - 1);
     if (is_first_vstage(e, c))
         net_embed_fwd(e, e->tokens + (size_t)mb * e->N, la[0].x);
     else
         pp_recv(e, la[0].x, vs - 1, mb, vs, 0);
-    int f = first_local(e, c), n = e->sm.nchunk_layers[c], k = -1;
     float *out = NULL;
     if (!is_last_vstage(e, c))
         out = send_buf(e, &k);
     for (int j = 0; j < n; j++) {
         float *dst = j + 1 < n ? la[j + 1].x : is_last_vstage(e, c) ? e->head_in : out;
+        if (e->zero == 3) {
+            gather_wait(e, f + j, -1);
+            if (j + 1 < n)
+                gather_start(e, f + j + 1, f + j);   // prefetch while this one computes
+        }
         if (e->rc[f + j] == 2) {
             e->ws.x = la[j].x;
             net_layer_fwd(e, f + j, &e->ws, dst);
@@ -394,7 +683,7 @@ static void run_forward(Exec *e, int mb, int c)
     } else {
         pp_send(e, k, vs + 1, mb, 0);
     }
-    e->t[PH_FWD] += dist_now() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD] - c0);
+    e->t[PH_FWD] += dist_now() - t0 - (e->t[PH_TP] + e->t[PH_PP] + e->t[PH_BWD] + e->t[PH_DP] - c0);
 }
 
 static void run_backward(Exec *e, int mb, int c)
@@ -411,6 +700,13 @@ static void run_backward(Exec *e, int mb, int c)
     int f = first_local(e, c), n = e->sm.nchunk_layers[c];
     for (int j = n - 1; j >= 0; j--) {
         LayerActs *A = &la[j];
+        if (e->zero == 3) {      /* held since the forward, or gathered again; the next one behind it */
+            gather_wait(e, f + j, -1);
+            if (j > 0)
+                gather_start(e, f + j - 1, f + j);
+        }
+        if (e->zero >= 2)
+            bucket_open(e, f + j);
         if (e->rc[f + j] == 2) {
             double r0 = dist_now(), tp0 = e->t[PH_TP];
             e->ws.x = la[j].x;
@@ -419,11 +715,17 @@ static void run_backward(Exec *e, int mb, int c)
             A = &e->ws;
         }
         net_layer_bwd(e, f + j, A);
-        if (mb == e->nmb - 1)
+        if (e->zero >= 2)
+            bucket_close(e, f + j);
+        else if (mb == e->nmb - 1)
             layer_done(e, f + j);
     }
     if (is_first_vstage(e, c)) {
         net_embed_bwd(e, e->tokens + (size_t)mb * e->N);
+        if (e->zero >= 2)
+            bucket_close(e, e->nunits - 1);
+        if (e->zero == 3)
+            e->uw[e->nunits - 1] = NULL;   // the stage unit's gather is free again
     } else {
         int k;
         float *buf = send_buf(e, &k);
@@ -438,6 +740,10 @@ static void run_backward(Exec *e, int mb, int c)
 static void finish_grads(Exec *e)
 {
     ParamSet *ps = &e->ps;
+    if (e->zero >= 2) {          /* synced per micro-batch on the buckets; drain what is in flight */
+        bucket_flush(e);
+        return;
+    }
     sp_sync(e, params_stage(ps, ps->g, P_LNFW), ps->len[P_LNFW]);
     sp_sync(e, params_stage(ps, ps->g, P_LNFB), ps->len[P_LNFB]);
     double t0 = dist_now();
@@ -445,15 +751,59 @@ static void finish_grads(Exec *e)
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
         dist_allreduce(params_stage(ps, ps->g, id), (int)ps->len[id], e->d.emb_comm, NULL);
     }
-    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && !e->lo.overlap_grad)   // every layer's bucket, now
+    if (grad_size(e) > 1 && e->zero == 0 && !e->lo.overlap_grad)   // every layer's bucket, now
         for (int li = 0; li < ps->nlayers; li++)
-            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], e->d.dpcp_comm, &e->dp_req[e->ndp_req++]);
-    if (grad_group(e) > 1 && e->lo.opt == OPT_ZERO0 && ps->n > ps->layers_end)
-        dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), e->d.dpcp_comm,
+            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], grad_comm(e), &e->dp_req[e->ndp_req++]);
+    if (grad_size(e) > 1 && e->zero == 0 && ps->n > ps->layers_end)
+        dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), grad_comm(e),
                         &e->dp_req[e->ndp_req++]);
-    dist_waitall(e->dp_req, e->ndp_req, e->d.dpcp_comm);
+    dist_waitall(e->dp_req, e->ndp_req, grad_comm(e));
     e->ndp_req = 0;
     e->t[PH_DP] += dist_now() - t0;
+}
+
+/* ZeRO-2/3: AdamW on the shard; ZeRO-2 then all-gathers every unit's
+ * updated weights into the full copy. */
+static void zero_step(Exec *e, int t)
+{
+    TrainOpts *o = &e->opt;
+    ParamSet *ps = &e->ps;
+    double t0 = dist_now();
+    if (e->zero == 3) {          /* the shard is one flat array (padding: zero weights, zero gradients) */
+        k_adamw(e->wsh, e->gsh, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
+        e->t[PH_OPTIM] += dist_now() - t0;
+        gather_reset(e);
+        return;
+    }
+    /* ZeRO-2: this rank's weights of unit u are its slice of the full copy
+     * (AdamW is elementwise: unit by unit is the flat update) */
+    for (int u = 0; u < e->nunits; u++) {
+        size_t so = e->u_soff[u];
+        k_adamw(ps->w + e->lay_start[u] + slice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
+                slice_real(e, u), o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
+    }
+    e->t[PH_OPTIM] += dist_now() - t0;
+    /* the updated slices go out from the spent gradient shard, padded, and
+     * come back unit by unit through the buckets, the next unit's gather
+     * started before this one's is copied out */
+    double t1 = dist_now();
+    for (int u = 0; u < e->nunits; u++) {
+        float *dst = e->gsh + e->u_soff[u];
+        size_t real = slice_real(e, u);
+        memcpy(dst, ps->w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
+    }
+    int S = e->nunits - 1;
+    for (int u = 0; u <= S; u++) {
+        for (int v = u == 0 ? 0 : u + 1; v <= u + 1 && v <= S; v++) {
+            DistReq *r = v == S ? &e->zbs_req : &e->zb_req[v % 2];
+            dist_iallgather(v == S ? e->zbs : e->zb[v % 2], e->gsh + e->u_soff[v], (int)e->u_slice[v],
+                            grad_comm(e), r);
+        }
+        dist_wait(u == S ? &e->zbs_req : &e->zb_req[u % 2], grad_comm(e));
+        memcpy(ps->w + e->lay_start[u], u == S ? e->zbs : e->zb[u % 2], e->lay_n[u] * sizeof(float));
+    }
+    e->t[PH_DP] += dist_now() - t1;
 }
 
 static void optimizer_step(Exec *e)
@@ -461,13 +811,17 @@ static void optimizer_step(Exec *e)
     TrainOpts *o = &e->opt;
     ParamSet *ps = &e->ps;
     int t = e->step + 1;
-    if (e->lo.opt != OPT_ZERO0 && grad_group(e) > 1) {
-        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, e->d.dpcp_comm, &e->t[PH_DP]);   // in place
+    if (e->zero >= 2) {
+        zero_step(e, t);
+        return;
+    }
+    if (e->zero == 1) {
+        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, grad_comm(e), &e->t[PH_DP]);   // in place
         double t0 = dist_now();
         k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
         e->t[PH_OPTIM] += dist_now() - t0;
-        dist_allgather_inplace(ps->w, (int)e->opt_n, e->d.dpcp_comm, &e->t[PH_DP]);
+        dist_allgather_inplace(ps->w, (int)e->opt_n, grad_comm(e), &e->t[PH_DP]);
         return;
     }
     double t0 = dist_now();
@@ -514,7 +868,10 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     if (dist_world_agree(bad ? -1 : 0, msg, sizeof msg) != 0)
         FAIL("step %d: %s", e->step + 1, msg);
     double t0 = dist_now();
-    k_zero(e->ps.g, e->ps.n_alloc);
+    if (e->zero >= 2)
+        k_zero(e->gsh, e->opt_n);
+    else
+        k_zero(e->ps.g, e->ps.n_alloc);
     int ns = e->nslots;
     for (int k = 0; k < ns; k++)
         e->slot_free[k] = k;
@@ -573,6 +930,12 @@ void exec_free(Exec *e)
     free(e->send_req);
     free(e->lay_start);
     free(e->lay_n);
+    free(e->u_slice);
+    free(e->u_soff);
+    free(e->uw);
+    free(e->ug);
+    free(e->wsh);
+    free(e->gsh);
     free(e->dp_req);
     sched_free(&e->sch);
     data_free(&e->dl);

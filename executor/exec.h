@@ -3,8 +3,10 @@
  * tensor-, pipeline- and data-parallel communication, AdamW, timers.
  *
  * Memory lives in five slabs, one per category, each carved by a table:
- *   weights, grads   the ParamSet of this stage (params.h)
- *   optim            AdamW m and v: all params, or a 1/dp shard under ZeRO-1
+ *   weights, grads   the ParamSet of this stage (params.h); under ZeRO-2 the
+ *                    gradients, under ZeRO-3 also the weights, exist only as
+ *                    this rank's shard (1/dp of every unit, below)
+ *   optim            AdamW m and v: all params, or a 1/dp shard under ZeRO-1/2/3
  *   acts             per in-flight (chunk, micro-batch) slot the tensors the
  *                    backward reads (the Korthikanti terms the cost model
  *                    counts), the recompute working set, the last stage's
@@ -12,6 +14,27 @@
  *   buffers          backward scratch, SP gather buffers, PP send ring, tokens,
  *                    the context-parallel ring's K/V blocks and dK/dV
  *                    accumulators (cpattn.h)
+ *                    ZeRO-2/3 gradient buckets and ZeRO-3 gather buffers
+ *
+ * ZeRO-2 and ZeRO-3 (pp 1 only, as the planner emits them) shard per unit,
+ * FSDP-style: each local layer is a unit, and the stage's other tensors
+ * (embedding, positions, final norm, head) one more, the stage unit. A
+ * unit's floats are padded to a multiple of the gradient group's size D
+ * and rank k owns slice k; the shard is the slices of all units in unit
+ * order, and AdamW runs on it. Every micro-batch's backward fills a unit's
+ * gradient bucket (two for the layers, alternating, one for the stage
+ * unit, held from the loss backward to the embedding's) and starts its
+ * non-blocking reduce-scatter as soon as the unit is done; the slice that
+ * comes back is added into the gradient shard when the bucket is next
+ * needed or at the end of the step. ZeRO-2 then all-gathers the updated
+ * weights unit by unit. ZeRO-3 gathers a layer into one of two buffers
+ * before its forward, and before its backward (and recomputation), while
+ * the next layer to run is gathered behind it; a layer still held from the
+ * last use (the last layer's forward before its backward, the first
+ * layer's backward before the next micro-batch) is not gathered again. Its
+ * stage unit is gathered at each micro-batch's start and held to the
+ * embedding's backward. The gradient group is the dp·cp ranks of Dist.dpcp_comm (exec.c's
+ * grad_group).
  *
  * The loss backward is fused into the last chunk's forward (dlogits are
  * formed while the logits are hot), so the head's buffers are held for one
@@ -27,7 +50,9 @@
  * scale counts the full B·T tokens, and gradients are reduced (ZeRO-0) or
  * reduce-scattered (ZeRO-1) over the dp·cp ranks of Dist.dpcp_comm.
  *
- * What it doesn't do: dropout, mixed precision, ZeRO-2/3.
+ * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
+ * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the
+ * next step's forward.
  */
 #ifndef ULTRAPLAN_EXECUTOR_EXEC_H
 #define ULTRAPLAN_EXECUTOR_EXEC_H
@@ -109,10 +134,22 @@ typedef struct {
     int send_next;
     DistReq *send_req;
     int *tokens, *targets;       // (nmb, N)
-    /* per-layer DP buckets */
-    size_t *lay_start, *lay_n;
+    /* per-layer DP buckets; ZeRO-2/3 units (index nlayers: the stage unit) */
+    size_t *lay_start, *lay_n;   // (nlayers + 1) offset in the param slab and floats of each unit
     DistReq *dp_req;         // (nlayers + 1)
     int ndp_req;
+    int zero;                    // 0, 1 (ZeRO-1, dist-opt), 2, 3: what this rank shards
+    int nunits;                  // nlayers + 1
+    size_t *u_slice, *u_soff;    // (nunits) floats of one rank's slice of a unit, its offset in the shard
+    float **uw, **ug;            // (nunits) where a unit's weights / gradients are now (NULL: not held)
+    float *wsh, *gsh;            // ZeRO-3 weight shard, ZeRO-2/3 gradient shard (opt_n each)
+    float *zg[2], *zgs;          // gather buffers (ZeRO-3): layers, the stage unit
+    int zg_unit[2];              // unit gathered (or being gathered) into zg[k], -1 none
+    DistReq zg_req[2], zgs_req;
+    float *zb[2], *zbs;          // gradient buckets (ZeRO-2/3): layers, the stage unit
+    int zb_unit[2], zbs_busy;    // unit being reduced from zb[k] (-1 none); zbs being reduced
+    DistReq zb_req[2], zbs_req;
+    int zb_next, zb_cur;         // bucket the next layer takes, the one the layer in backward holds
     /* accounting */
     double mem[XM_COUNT];        // bytes allocated by category
     double t[PH_COUNT];          // this step's phase timers
@@ -135,6 +172,21 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
 
 /* One optimizer step over gbs sequences. Collective. */
 int exec_step(Exec *e, StepStats *st, char *err, int errlen);
+
+/* The tensors net.c computes with, wherever the layout keeps them now:
+ * local layer li's tensor id, or a stage tensor (P_WTE..P_HEAD); NULL
+ * when the model or stage has none. Under ZeRO-3 the weights point into a
+ * gather buffer, under ZeRO-2/3 the gradients into the unit's bucket. */
+float *exec_lw(const Exec *e, int li, ParamId id);
+float *exec_lg(const Exec *e, int li, ParamId id);
+float *exec_sw(const Exec *e, ParamId id);
+float *exec_sg(const Exec *e, ParamId id);
+
+/* ZeRO-3, for checkpoints: every rank's slices of the stage's weights into
+ * w (n floats; collective over the gradient group), and this rank's slices
+ * of full weights w into its shard (local). */
+void exec_gather_weights(Exec *e, float *w);
+void exec_scatter_weights(Exec *e, const float *w);
 
 /* Bytes this rank allocated by category. */
 void exec_memory(const Exec *e, double out[XM_COUNT]);

@@ -1,7 +1,8 @@
 /* net.c — see net.h. Every TP collective goes through dist.h and is timed
  * into e->t[PH_TP]. Under context parallel (e->cpos set) attention is the
  * ring of cpattn.c and RoPE and learned positions use the tokens' global
- * positions. */
+ * positions. Weights and gradients are reached through exec.h's
+ * exec_lw/exec_lg/exec_sw/exec_sg, never the slabs, so ZeRO-2/3 can move them. */
 #include "net.h"
 
 #include <float.h>
@@ -84,8 +85,9 @@ static const float *row_dout(Exec *e, const float *dout)
     return e->dgat;
 }
 
-#define W(id) params_layer(&e->ps, e->ps.w, li, id)
-#define G(id) params_layer(&e->ps, e->ps.g, li, id)
+/* the tensors wherever the layout keeps them now (exec.h: ZeRO-2/3 buffers) */
+#define W(id) exec_lw(e, li, id)
+#define G(id) exec_lg(e, li, id)
 
 void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
 {
@@ -204,8 +206,8 @@ static void embed_runs(Exec *e, float *out, const float *dout, const int *tok, c
 
 void net_embed_fwd(Exec *e, const int *tok, float *out)
 {
-    const float *wte = params_stage(&e->ps, e->ps.w, P_WTE);
-    const float *wpe = params_stage(&e->ps, e->ps.w, P_WPE);
+    const float *wte = exec_sw(e, P_WTE);
+    const float *wpe = exec_sw(e, P_WPE);
     int C = e->C;
     if (!tp_on(e) && e->cpos) {
         embed_runs(e, out, NULL, tok, wte, wpe, NULL, NULL);
@@ -238,8 +240,8 @@ void net_embed_fwd(Exec *e, const int *tok, float *out)
 
 void net_embed_bwd(Exec *e, const int *tok)
 {
-    float *gwte = params_stage(&e->ps, e->ps.g, P_WTE);
-    float *gwpe = params_stage(&e->ps, e->ps.g, P_WPE);
+    float *gwte = exec_sg(e, P_WTE);
+    float *gwpe = exec_sg(e, P_WPE);
     const float *d = row_dout(e, e->dres);
     int C = e->C;
     if (!tp_on(e) && e->cpos) {
@@ -313,9 +315,9 @@ double net_head(Exec *e, const int *targets, float scale, float *dlast)
     ParamSet *ps = &e->ps;
     int N = e->N, C = e->C;
     ParamId hid = ps->off[P_HEAD] != PARAM_NONE ? P_HEAD : P_WTE;   // tied, pp 1: the embedding itself
-    const float *wh = params_stage(ps, ps->w, hid);
-    float *gh = params_stage(ps, ps->g, hid);
-    const float *lw = params_stage(ps, ps->w, P_LNFW), *lb = params_stage(ps, ps->w, P_LNFB);
+    const float *wh = exec_sw(e, hid);
+    float *gh = exec_sg(e, hid);
+    const float *lw = exec_sw(e, P_LNFW), *lb = exec_sw(e, P_LNFB);
     norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
     const float *in = col_input(e, e->head_n);
     k_matmul_fwd(e->logits, in, wh, NULL, N, C, e->Vl);
@@ -333,7 +335,7 @@ double net_head(Exec *e, const int *targets, float scale, float *dlast)
     k_matmul_bwd(e->dcol, gh, NULL, e->logits, in, wh, N, C, e->Vl);
     col_grad_reduce(e, e->dout);
     k_zero(dlast, (size_t)e->Nl * C);
-    norm_bwd(e, dlast, params_stage(ps, ps->g, P_LNFW), params_stage(ps, ps->g, P_LNFB), e->dout,
+    norm_bwd(e, dlast, exec_sg(e, P_LNFW), exec_sg(e, P_LNFB), e->dout,
              e->head_in, lw, e->head_mean, e->head_rstd);
     /* the loss backward is backward work even though it runs inside a forward
      * action; run_forward leaves out of PH_FWD whatever lands in PH_BWD */

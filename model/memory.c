@@ -133,15 +133,44 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
     return bytes;
 }
 
-static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+double memory_zero_unit_params(const ModelSpec *m, const Layout *lo, int s, double *layer_unit)
+{
+    double stage_unit = memory_stage_params(m, lo, s, 0);
+    if (layer_unit)
+        *layer_unit = memory_stage_params(m, lo, s, 1) - stage_unit;
+    return stage_unit;
+}
+
+double memory_cp_ring_bytes(const ModelSpec *m, const Layout *lo)
+{
+    if (lo->cp <= 1)
+        return 0;
+    /* the K and V block resident and the one arriving; in the backward their
+     * gradients travel with them: 2 buffers of (K, V, dK, dV) of the local tokens */
+    double kv = spec_kv_width(m) / lo->tp;
+    return 2.0 * 4.0 * hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * kv;
+}
+
+static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
 {
     double bytes = 0;
     if (lo->pp > 1)   /* send and receive buffers for activations and their gradients */
         bytes += 4.0 * memory_pp_msg_bytes(m, lo);
-    if (lo->opt == OPT_ZERO3) {
-        /* two layers gathered at once: the one computing and the one prefetched */
-        bytes += 2.0 * memory_weight_bytes(lo) * (double)spec_layer_matrix_params(m) / lo->tp;
+    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) {
+        /* FSDP-style units: every layer, and the stage's other tensors
+         * (embedding, final norm, head) as one more. A unit's full gradient
+         * lives in a bucket until its reduce-scatter ends: two layer buckets,
+         * so one reduces while the next layer's backward writes the other,
+         * and the stage unit's own (its head gradient is written in the
+         * forward, its embedding gradient at the end of the backward) */
+        double layer, stage = memory_zero_unit_params(m, lo, s, &layer);
+        bytes += memory_grad_bytes(lo) * (2.0 * layer + stage);
+        /* ZeRO-3 gathers: the layer computing and the one prefetched, and
+         * the stage unit held from a micro-batch's embedding to its backward */
+        if (lo->opt == OPT_ZERO3)
+            bytes += memory_weight_bytes(lo) * (2.0 * layer + stage);
     }
+    bytes += memory_cp_ring_bytes(m, lo);
     int comms = (lo->tp > 1) + (lo->pp > 1) + (layout_dp_group(lo) > 1) + (lo->cp > 1);
     return bytes + comms * hw->nccl_buf_bytes;
 }
@@ -158,7 +187,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_GRADS] = out->params * g;
     out->bytes[MEM_OPTIM] = out->params * o;
     out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
-    out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo);
+    out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
     out->total = 0;

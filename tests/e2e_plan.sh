@@ -74,6 +74,23 @@ grep -q "smallest GPU count" "$T/err" || fail "no minimum GPU count: $(cat "$T/e
 expect_error "unknown flag" plan --gpus 8 --params 7B --frobnicate
 expect_error "--top 0" plan --gpus 8 --params 7B --top 0
 expect_error "--top junk" plan --gpus 8 --params 7B --top many
+expect_error "--pick 0" plan --gpus 8 --params 7B --pick 0
+expect_error "--pick past --top" plan --gpus 8 --params 7B --top 3 --pick 4
+expect_error "--pick past the layouts" plan --gpus 1 --layers 2 --hidden 64 --heads 2 --seq 64 --vocab 64 --gbs 1 \
+    --tp 1 --pp 1 --mbs 1 --zero 0 --recompute none --precision bf16 --top 5 --pick 3
+# --pick K writes the K-th row of the ranked list as the plan: its layout is ranked[K-1]'s
+TINY="--gpus 2 --layers 4 --hidden 256 --heads 4 --seq 128 --vocab 256 --gbs 8 --gpu a100-80g --top 6"
+"$B" plan $TINY --json >"$T/all.json" || fail "plan --json (tiny)"
+for k in 2 5; do
+    "$B" plan $TINY --pick $k -o "$T/pick$k.json" >"$T/pick.out" || fail "plan --pick $k"
+    grep -q "wrote plan #$k to" "$T/pick.out" || fail "--pick $k: no 'wrote plan #$k' line"
+    # the plan's own layout block is its first "layout": {...} object; compare to ranked[k-1]'s
+    want=$(awk -v k=$k '/"rank":/ { n++ } n == k && /"layout":/ { on = 1 } on { print } on && /^\t\t\t}/ { exit }' "$T/all.json" \
+           | grep -E '"(tp|pp|dp|cp|vp|mbs|optimizer)":' | tr -d ' \t,')
+    got=$(awk '/"layout":/ { on = 1 } on { print } on && /^\t}/ { exit }' "$T/pick$k.json" \
+           | grep -E '"(tp|pp|dp|cp|vp|mbs|optimizer)":' | tr -d ' \t,')
+    [ -n "$want" ] && [ "$want" = "$got" ] || fail "--pick $k: plan layout [$got] is not ranked #$k [$want]"
+done
 expect_error "missing --gpus" plan --params 7B
 expect_error "stray argument" plan --gpus 8 --params 7B extra
 expect_error "export missing file" export "$T/nope.json" --format megatron

@@ -16,3 +16,8 @@ endif()
 if(TARGET up_executor)
   up_script_test(mpi_run SCRIPT mpi_run.sh LABELS mpi)
 endif()
+if(TARGET up_executor)
+  # every one of the planner's top layouts for small models runs (issue 18)
+  up_script_test(mpi_plans SCRIPT mpi_plans.sh LABELS "mpi;slow"
+                 ARGS $<TARGET_FILE:ultraplan>)
+endif()

@@ -8,7 +8,7 @@
  * Exit 0 when every check passes, 1 otherwise (on every rank).
  *
  * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --cp N --sp
- *        --zero1 --no-overlap-grad --mbs N --gbs N --stages a,b,.. --full a,b,.. --sel a,b,.. --steps K]
+ *        --zero1 --zero2 --zero3 --distopt --no-overlap-grad --mbs N --gbs N --stages a,b,.. --full a,b,.. --sel a,b,.. --steps K]
  *        [--write FILE | --ref FILE] [--rtol X] [--acts-tol X]
  */
 #include <math.h>
@@ -100,6 +100,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--acts-tol")) acts_tol = atof(v), i++;
         else if (!strcmp(a, "--sp")) lo.sp = true;
         else if (!strcmp(a, "--zero1")) lo.opt = OPT_ZERO1;
+        else if (!strcmp(a, "--zero2")) lo.opt = OPT_ZERO2;
+        else if (!strcmp(a, "--zero3")) lo.opt = OPT_ZERO3;
+        else if (!strcmp(a, "--distopt")) lo.opt = OPT_DISTOPT;
         else {
             if (rank == 0)
                 fprintf(stderr, "test_executor_mpi: unknown argument %s\n", a);

@@ -152,6 +152,45 @@ static void test_zero_figure1(void **st)
     assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
 }
 
+/* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.3), counted
+ * by hand for GPT-3 175B at tp 8, pp 1, bf16 with fp32 gradients: a layer
+ * unit holds 12h²/8 matrices, 7h/8 column biases, 2h row biases and 4h norm
+ * weights; the stage unit the 51200-row embedding /8, 2048 learned
+ * positions and the final norm (2h); tied, so no head. */
+static void test_zero_cp_buffers(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    double h = 12288;
+    double layer = 12 * h * h / 8 + 7 * h / 8 + 2 * h + 4 * h;
+    double stage = 51200 * h / 8 + 2048 * h + 2 * h;
+    Layout lo = layout_for(&g, &hw, 8, 8, 1, 1, 64);
+    lo.opt = OPT_ZERO1;
+    StageMem z1, z2, z3;
+    memory_stage(&g, &hw, &lo, 0, &z1);
+    lo.opt = OPT_ZERO2;
+    memory_stage(&g, &hw, &lo, 0, &z2);
+    lo.opt = OPT_ZERO3;
+    memory_stage(&g, &hw, &lo, 0, &z3);
+    double gb = memory_grad_bytes(&lo), wb = memory_weight_bytes(&lo);
+    assert_rel(gb, 4.0, 0);
+    assert_rel(wb, 2.0, 0);
+    /* gradient buckets: two layers' and the stage unit's */
+    assert_rel(z2.bytes[MEM_BUFFERS] - z1.bytes[MEM_BUFFERS], 4.0 * (2 * layer + stage), 1e-12);
+    /* ZeRO-3 adds two gathered layers and the gathered stage unit */
+    assert_rel(z3.bytes[MEM_BUFFERS] - z2.bytes[MEM_BUFFERS], 2.0 * (2 * layer + stage), 1e-12);
+    /* cp 2: the ring of (K, V, dK, dV) twice over 2048/2 tokens, 96/8 KV heads of 128, bf16 */
+    lo.opt = OPT_ZERO1;
+    lo.cp = 2, lo.dp = 4;
+    StageMem c2;
+    memory_stage(&g, &hw, &lo, 0, &c2);
+    assert_rel(memory_cp_ring_bytes(&g, &lo), 2 * 4 * 2.0 * 1024 * (12 * 128), 1e-12);
+    /* and the CP communicator's NCCL buffer */
+    assert_rel(c2.bytes[MEM_BUFFERS] - z1.bytes[MEM_BUFFERS], 2 * 4 * 2.0 * 1024 * (12 * 128) + hw.nccl_buf_bytes,
+               1e-12);
+}
+
 /* One formula per quantity: the bytes of each model state per parameter
  * (memory_weight/grad/optim_bytes) are what ZeRO shards, what a checkpoint
  * holds and what the optimizer step moves; one NCCL-call price
@@ -686,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_palm_mfu),
         cmocka_unit_test(test_zero_figure1),
         cmocka_unit_test(test_one_formula),
+        cmocka_unit_test(test_zero_cp_buffers),
         cmocka_unit_test(test_activation_table),
         cmocka_unit_test(test_output_extras),
         cmocka_unit_test(test_bubble),

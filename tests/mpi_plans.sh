@@ -1,0 +1,53 @@
+#!/bin/bash
+# mpi_plans.sh — the plan the planner recommends is a plan that runs: for small
+# models on 2, 4 and 8 CPU ranks, every one of the planner's top layouts
+# (plan --pick K -o) trains for two steps under `mpirun ultraplan run`; none
+# may be refused. The cases include ones where ZeRO-2/3 win by themselves and
+# ones with context parallel forced (the planner searches cp only from 8K
+# tokens), alone and with tp, pp and dp.
+# usage: mpi_plans.sh PATH/ultraplan
+set -u
+B=$1
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+# any file is byte tokens (vocab 256)
+for i in $(seq 0 2999); do echo "line $i: the quick brown fox jumps over the lazy dog $((i * 7 % 13)) times."; done > "$T/data.txt"
+fails=0 ran=0
+GPT="--layers 4 --hidden 256 --heads 4 --vocab 256 --gpu a100-80g"
+LLAMA="--layers 4 --hidden 256 --heads 4 --kv-heads 2 --vocab 256 --mlp swiglu --norm rmsnorm --pos rope --untied --gpu a100-80g"
+# case NAME GPUS TOP PLAN-ARGS...: run each of the top TOP layouts
+case_() {
+    local name=$1 gpus=$2 top=$3; shift 3
+    if ! "$B" plan --gpus "$gpus" --top "$top" "$@" > "$T/table" 2> "$T/err"; then
+        echo "FAIL: $name: plan: $(cat "$T/err")"; fails=$((fails + 1)); return
+    fi
+    local n k
+    n=$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' "$T/table")
+    [ "$n" -ge 1 ] || { echo "FAIL: $name: no layouts"; fails=$((fails + 1)); return; }
+    for k in $(seq 1 "$n"); do
+        local row
+        row=$(grep -E "^ +$k +[0-9]+ +[0-9]+ " "$T/table" | awk '{ printf "tp %s pp %s dp %s cp %s vp %s mbs %s %s %s", $2, $3, $4, $5, $6, $7, $8, $9 }')
+        "$B" plan --gpus "$gpus" --top "$top" --pick "$k" "$@" -o "$T/plan.json" > /dev/null 2>&1 ||
+            { echo "FAIL: $name #$k: plan --pick"; fails=$((fails + 1)); continue; }
+        ran=$((ran + 1))
+        if timeout 300 mpirun --oversubscribe -np "$gpus" "$B" run "$T/plan.json" --data "$T/data.txt" --steps 2 \
+                -o "$T/run.json" > "$T/out" 2>&1 && grep -q '"format"' "$T/run.json"; then
+            echo "ok: $name #$k ($row)"
+        else
+            echo "FAIL: $name #$k ($row):"; grep -vE '^(-+|  .*|)$' "$T/out" | head -n 5; fails=$((fails + 1))
+        fi
+        rm -f "$T/run.json"
+    done
+}
+case_ "gpt 2 ranks (ZeRO-3 wins)" 2 6 $GPT --seq 128 --gbs 8
+case_ "gpt 4 ranks, cp 2 forced" 4 3 $GPT --seq 128 --gbs 8 --cp 2
+case_ "gpt 8 ranks" 8 3 $GPT --seq 128 --gbs 8
+case_ "gpt 4 ranks, pp 2 x cp 2 forced" 4 2 $GPT --seq 128 --gbs 8 --pp 2 --cp 2
+case_ "gpt 8 ranks, cp 4 forced" 8 2 $GPT --seq 128 --gbs 8 --cp 4
+case_ "llama 4 ranks, tp 2 x cp 2 forced" 4 2 $LLAMA --seq 128 --gbs 8 --tp 2 --cp 2
+case_ "llama 4 ranks, ZeRO-3 forced" 4 2 $LLAMA --seq 128 --gbs 8 --zero 3
+echo "$ran plan(s) run, $fails failed"
+[ $fails -eq 0 ] && [ $ran -gt 0 ]
