@@ -571,6 +571,8 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
     kc_zero(e->losses, nt, e->st);   // stays 0 on a stage without the head
     e->zg_holds[0] = e->zg_holds[1] = -1;   // the weights changed: nothing gathered is current
     e->zg_cur = 0;
+    for (int k = 0; k < 3 && e->zero == 3; k++)   // no gather reads the shard before the last AdamW wrote it
+        CHECK_CUDA(cudaEventRecord(e->zg_free[k], e->st));
     e->nfree = e->nslots;
     for (int k = 0; k < e->nslots; k++)
         e->slot_free[k] = k;
