@@ -208,7 +208,7 @@ typedef struct {
 
 /* A whole plan, this rank's part of it, on the GPU of its node-local rank,
  * reading data; needs MPI initialised, and as many ranks as the plan's
- * dp·tp·pp (one: dp = tp = pp = cp = 1). Collective. 0, or -1 with err (a
+ * dp·tp·pp·cp (one: dp = tp = pp = cp = 1). Collective. 0, or -1 with err (a
  * layout it can't run, head size the attention kernel lacks, fewer GPUs
  * than ranks on the node, data, not enough device memory); the ranks agree
  * on failures found before the NCCL set-up, later ones are this rank's. */
@@ -224,8 +224,9 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen);
  * CUDA context and cuBLASLt workspace). */
 double cuexec_peak_bytes(const CuExec *e);
 /* Checkpoint in ckpt.h's format (the CPU executor's files, same checks and
- * messages): the fp32 master weights (under ZeRO-1 all-gathered over dp, so
- * every file holds its stage's full weights), this rank's AdamW m and v, the
+ * messages): the fp32 master weights (under ZeRO-1/2/3 all-gathered over
+ * dp·cp, so every file holds its stage's full weights), this rank's AdamW m
+ * and v (its shard, in the layout's order), the
  * step and the data position, copied to host after a stream sync. Load
  * verifies as exec_load, copies back, rebuilds the bf16 weights from the
  * masters and restores step and data position. Collective; not in proxy
