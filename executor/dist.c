@@ -252,7 +252,7 @@ static MPI_Comm split(int color, int key, const char *name, MPI_Errhandler eh)
 int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
 {
     memset(d, 0, sizeof *d);
-    d->tp_comm = d->dp_comm = d->pp_comm = d->emb_comm = MPI_COMM_NULL;
+    d->tp_comm = d->dp_comm = d->pp_comm = d->emb_comm = d->cp_comm = d->dpcp_comm = MPI_COMM_NULL;
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->world);
     g_rank = d->rank;
@@ -262,17 +262,13 @@ int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
                  "launched: run `mpirun -np %d ultraplan run ...`", dp, tp, pp, cp, need, d->world, need);
         return -1;
     }
-    if (cp != 1) {
-        snprintf(err, errlen, "context parallel (cp %d) is not implemented by the CPU executor yet; "
-                 "plan with --cp 1", cp);
-        return -1;
-    }
     d->tp = tp, d->cp = cp, d->dp = dp, d->pp = pp;
     int r = d->rank;
     d->tp_rank = r % tp;
     d->cp_rank = (r / tp) % cp;
     d->dp_rank = (r / (tp * cp)) % dp;
     d->pp_rank = r / (tp * cp * dp);
+    d->dpcp_rank = d->cp_rank + cp * d->dp_rank;
     MPI_Errhandler eh;
     CHECK_MPI(MPI_Comm_create_errhandler(on_error, &eh));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh);
@@ -286,14 +282,20 @@ int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
     d->pp_comm = split(pp_color, d->pp_rank, "pp", eh);
     int ends = d->pp_rank == 0 || d->pp_rank == pp - 1;
     d->emb_comm = split(ends ? pp_color : MPI_UNDEFINED, d->pp_rank, "embedding", eh);
+    int cp_color = d->tp_rank + tp * (d->dp_rank + dp * d->pp_rank);
+    d->cp_comm = split(cp_color, d->cp_rank, "cp", eh);
+    /* gradients and ZeRO shards over dp·cp; with cp 1 that is the dp group */
+    d->dpcp_comm = cp == 1 ? d->dp_comm : split(d->tp_rank + tp * d->pp_rank, d->dpcp_rank, "dpcp", eh);
     MPI_Errhandler_free(&eh);
     return 0;
 }
 
 void dist_free(Dist *d)
 {
-    MPI_Comm *cs[] = {&d->tp_comm, &d->dp_comm, &d->pp_comm, &d->emb_comm};
-    for (int i = 0; i < 4; i++)
+    if (d->dpcp_comm == d->dp_comm)
+        d->dpcp_comm = MPI_COMM_NULL;   // the same handle: freed once, as dp_comm
+    MPI_Comm *cs[] = {&d->tp_comm, &d->dp_comm, &d->pp_comm, &d->emb_comm, &d->cp_comm, &d->dpcp_comm};
+    for (int i = 0; i < 6; i++)
         if (*cs[i] != MPI_COMM_NULL)
             MPI_Comm_free(cs[i]);
     comm_unregister_all();   // freed handles may be reused by MPI
@@ -362,6 +364,11 @@ void dist_recv(float *buf, int n, int src, int tag, MPI_Comm c)
 void dist_isend(const float *buf, int n, int dst, int tag, MPI_Comm c, DistReq *r)
 {
     CHECK_MPI(MPI_Isend(buf, n, MPI_FLOAT, dst, tag, c, r));
+}
+
+void dist_irecv(float *buf, int n, int src, int tag, MPI_Comm c, DistReq *r)
+{
+    CHECK_MPI(MPI_Irecv(buf, n, MPI_FLOAT, src, tag, c, r));
 }
 
 void dist_wait(DistReq *r, MPI_Comm c)

@@ -5,10 +5,14 @@
  * World rank r maps to coordinates in Megatron's order tp-cp-dp-pp (tp
  * fastest, pp slowest):  r = tp + TP·(cp + CP·(dp + DP·pp)).
  * Groups: tp (same cp, dp, pp), dp (same tp, cp, pp), pp (same tp, cp, dp),
- * and the embedding group {first, last stage} of one (tp, dp) pair, which
+ * cp (same tp, dp, pp: the ring of context-parallel attention), dpcp (same
+ * tp, pp; dp·cp ranks, rank cp_rank + cp·dp_rank: the group gradients are
+ * reduced over and ZeRO shards over, since CP ranks hold the same weights
+ * and partial gradients; with cp 1 it is the dp communicator itself), and
+ * the embedding group {first, last stage} of one (tp, cp, dp), which
  * all-reduces the gradient of a tied embedding when pp > 1.
  *
- * What it doesn't do: context parallel (cp must be 1), NCCL.
+ * What it doesn't do: NCCL.
  */
 #ifndef ULTRAPLAN_EXECUTOR_DIST_H
 #define ULTRAPLAN_EXECUTOR_DIST_H
@@ -25,6 +29,9 @@ typedef struct {
     int tp, dp, pp, cp;       // group sizes
     int tp_rank, dp_rank, pp_rank, cp_rank;   // this rank's coordinates
     MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm;  // emb_comm: MPI_COMM_NULL on middle stages
+    MPI_Comm cp_comm;         // size cp
+    MPI_Comm dpcp_comm;       // size dp·cp; == dp_comm when cp is 1
+    int dpcp_rank;            // cp_rank + cp·dp_rank, this rank in dpcp_comm
 } Dist;
 
 /* Splits the world for a tp·cp·dp·pp layout. The world size must equal the
@@ -77,6 +84,7 @@ typedef MPI_Request DistReq;
  * a blocking receive under the watchdog, a non-blocking send, and waits. */
 void dist_recv(float *buf, int n, int src, int tag, MPI_Comm c);
 void dist_isend(const float *buf, int n, int dst, int tag, MPI_Comm c, DistReq *r);
+void dist_irecv(float *buf, int n, int src, int tag, MPI_Comm c, DistReq *r);   // finished by dist_wait*
 void dist_wait(DistReq *r, MPI_Comm c);                 // no-op on DIST_REQ_NULL
 void dist_waitall(DistReq *r, int n, MPI_Comm c);
 /* In-place sum started now, finished by dist_wait/dist_waitall (DP buckets). */

@@ -1,5 +1,6 @@
 /* exec.c — see exec.h. Setup, slabs, the schedule loop, DP and ZeRO-1/2/3
- * (per-unit buckets, reduce-scatters and gathers), AdamW. */
+ * (per-unit buckets, reduce-scatters and gathers) over the dp·cp gradient
+ * group, the context-parallel token chunks, AdamW. */
 #include "exec.h"
 
 #include <limits.h>
@@ -23,13 +24,12 @@ void exec_default_opts(TrainOpts *o)
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
-/* The group gradients are reduced over and ZeRO shards over: dp today. With
- * context parallel it becomes dp·cp (dpcp_comm, size dp·cp, rank
- * cp_rank + cp·dp_rank): CP ranks hold the same weights and partial
- * gradients. Every reduction and shard below goes through these three. */
-static MPI_Comm grad_comm(const Exec *e) { return e->d.dp_comm; }
-static int grad_size(const Exec *e) { return e->d.dp; }
-static int grad_rank(const Exec *e) { return e->d.dp_rank; }
+/* The gradient group: the dp·cp ranks that hold the same weights (context
+ * parallel ranks hold partial gradients of them too); all reduction and
+ * ZeRO sharding goes through these three. */
+static MPI_Comm grad_comm(const Exec *e) { return e->d.dpcp_comm; }
+static int grad_size(const Exec *e) { return e->d.dp * e->d.cp; }
+static int grad_rank(const Exec *e) { return e->d.dpcp_rank; }
 
 static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
@@ -44,8 +44,10 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("tp %d must divide the FFN width %d", tp, m->f);
     if (m->pos == POS_ROPE && hs % 2)
         FAIL("RoPE needs an even head size (got %d)", hs);
-    if (lo->sp && (lo->mbs * m->s) % tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq = %d", tp, lo->mbs * m->s);
+    if (lo->cp > 1 && m->s % (2 * lo->cp))
+        FAIL("context parallel needs seq %d to be a multiple of 2*cp = %d", m->s, 2 * lo->cp);
+    if (lo->sp && (lo->mbs * m->s / lo->cp) % tp)
+        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d", tp, lo->mbs * m->s / lo->cp);
     if (lo->gbs % (lo->dp * lo->mbs))
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
@@ -171,6 +173,9 @@ static void carve(Exec *e, float *acts, float *bufs)
     e->dhact = take(&b, N * (e->Fl > e->ql ? e->Fl : e->ql));
     e->rc_out = any_full ? take(&b, Nl * C) : NULL;
     e->send_ring = e->nsend ? take(&b, (size_t)e->nsend * Nl * C) : NULL;
+    float *cpb = e->lo.cp > 1 ? take(&b, cpattn_buf_floats(&e->cpa)) : NULL;
+    if (cpb)
+        cpattn_set_buf(&e->cpa, cpb);
     if (e->zero >= 2) {
         /* two layer buckets (one reduced while the next fills), the stage
          * unit's; ZeRO-3 as many gather buffers: a layer computing, the next
@@ -288,6 +293,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
 {
     memset(e, 0, sizeof *e);
     e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = DIST_COMM_NULL;
+    e->d.cp_comm = e->d.dpcp_comm = DIST_COMM_NULL;
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
@@ -303,7 +309,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     int tp = lo->tp, D = grad_size(e);
     /* a group of one shards nothing: ZeRO-0 */
     e->zero = D == 1 || lo->opt == OPT_ZERO0 ? 0 : lo->opt == OPT_ZERO2 ? 2 : lo->opt == OPT_ZERO3 ? 3 : 1;
-    e->B = lo->mbs, e->T = m->s, e->N = e->B * e->T, e->C = m->h;
+    e->B = lo->mbs, e->T = m->s, e->Tl = m->s / lo->cp, e->N = e->B * e->Tl, e->C = m->h;
     e->Nl = e->lo.sp ? e->N / tp : e->N;
     e->HS = spec_head_dim(m);
     e->NHl = m->a / tp;
@@ -379,6 +385,15 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         for (int k = 0; k < e->nsend; k++)
             e->send_req[k] = DIST_REQ_NULL;
     }
+    if (lo->cp > 1) {   /* run.json has no CP phase: the ring's exposed waits count as TP communication */
+        if (cpattn_init(&e->cpa, d->cp_comm, lo->cp, d->cp_rank, e->B, e->T, e->NHl, e->NKVl, e->HS,
+                        &e->t[PH_TP]) != 0)
+            FAIL("out of memory for the context-parallel ring");
+        e->cpos = cpattn_local_pos(&e->cpa);
+        e->rowtok = malloc(2 * (size_t)e->B * e->T * sizeof *e->rowtok);
+        if (!e->rowtok)
+            FAIL("out of memory for %d token rows", e->B);
+    }
     carve(e, NULL, NULL);
     e->acts = calloc(e->acts_n ? e->acts_n : 1, sizeof(float));
     e->bufs = calloc(e->bufs_n ? e->bufs_n : 1, sizeof(float));
@@ -397,7 +412,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->mem[XM_GRADS] = (e->zero >= 2 ? e->opt_n : e->ps.n_alloc) * 4.0;
     e->mem[XM_OPTIM] = 2.0 * e->opt_n * 4.0;
     e->mem[XM_ACTS] = e->acts_n * 4.0;
-    e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int);
+    e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int)
+                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0);
 
     return 0;
 }
@@ -660,7 +676,7 @@ static void run_forward(Exec *e, int mb, int c)
         }
     }
     if (is_last_vstage(e, c)) {
-        float scale = 1.0f / ((float)e->N * e->nmb * e->lo.dp);
+        float scale = 1.0f / ((float)e->N * e->lo.cp * e->nmb * e->lo.dp);   // every token of the batch
         double l = net_head(e, e->targets + (size_t)mb * e->N, scale, e->slots[slot].dlast);
         if (e->d.tp_rank == 0)
             e->loss_sum += l;
@@ -813,6 +829,22 @@ static void optimizer_step(Exec *e)
     e->t[PH_OPTIM] += dist_now() - t0;
 }
 
+/* Context parallel: the dp rank's whole rows, then this rank's two chunks of
+ * each row (its tokens and their targets). */
+static int cp_next_batch(Exec *e, int *tokens, int *targets, char *derr, size_t n)
+{
+    size_t bt = (size_t)e->B * e->T;
+    if (data_next_batch(&e->dl, e->rowtok, e->rowtok + bt, derr, n) != 0)
+        return -1;
+    for (int b = 0; b < e->B; b++)
+        for (int t = 0; t < e->Tl; t++) {
+            size_t from = (size_t)b * e->T + e->cpos[t], to = (size_t)b * e->Tl + t;
+            tokens[to] = e->rowtok[from];
+            targets[to] = e->rowtok[bt + from];
+        }
+    return 0;
+}
+
 int exec_step(Exec *e, StepStats *st, char *err, int errlen)
 {
     memset(e->t, 0, sizeof e->t);
@@ -824,8 +856,12 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     char derr[256] = "", msg[300] = "";
     int bad = 0;
     for (int k = 0; k < e->nmb && !bad; k++)
-        bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
-                              sizeof derr) != 0;
+        if (e->cpos)
+            bad = cp_next_batch(e, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
+                                sizeof derr) != 0;
+        else
+            bad = data_next_batch(&e->dl, e->tokens + (size_t)k * e->N, e->targets + (size_t)k * e->N, derr,
+                                  sizeof derr) != 0;
     dist_watch_step(e->step + 1);
     if (bad)
         snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, derr);
@@ -889,6 +925,8 @@ void exec_free(Exec *e)
     free(e->bufs);
     free(e->tokens);
     free(e->targets);
+    free(e->rowtok);
+    cpattn_free(&e->cpa);
     free(e->send_req);
     free(e->lay_start);
     free(e->lay_n);

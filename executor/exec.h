@@ -12,6 +12,8 @@
  *                    counts), the recompute working set, the last stage's
  *                    final-norm input/output and logits
  *   buffers          backward scratch, SP gather buffers, PP send ring, tokens,
+ *                    the context-parallel ring's K/V blocks and dK/dV
+ *                    accumulators (cpattn.h)
  *                    ZeRO-2/3 gradient buckets and ZeRO-3 gather buffers
  *
  * ZeRO-2 and ZeRO-3 (pp 1 only, as the planner emits them) shard per unit,
@@ -31,8 +33,8 @@
  * last use (the last layer's forward before its backward, the first
  * layer's backward before the next micro-batch) is not gathered again. Its
  * stage unit is gathered at each micro-batch's start and held to the
- * embedding's backward. The gradient group is dp (dp·cp once context
- * parallel lands; exec.c has one accessor for it).
+ * embedding's backward. The gradient group is the dp·cp ranks of Dist.dpcp_comm (exec.c's
+ * grad_group).
  *
  * The loss backward is fused into the last chunk's forward (dlogits are
  * formed while the logits are hot), so the head's buffers are held for one
@@ -40,15 +42,24 @@
  * core, which the flash-style kernel already does in every backward, so a
  * selectively recomputed layer runs like a plain one.
  *
- * What it doesn't do: context parallel, dropout, mixed precision, ZeRO-2/3
- * with pp > 1 (the layout refuses it), overlap of ZeRO-2's post-step weight
- * gathers with the next step's forward.
+ * Context parallel (cp > 1): a rank holds chunks cp_rank and 2·cp−1−cp_rank
+ * of every sequence (cpattn.h), so every per-token tensor has N = B·T/cp rows
+ * (Nl = N/tp under SP); it reads the same rows as the other ranks of its dp
+ * rank and keeps its chunks' tokens and targets; learned positions and RoPE
+ * use the global positions, attention is the ring of cpattn.c, the loss
+ * scale counts the full B·T tokens, and gradients are reduced (ZeRO-0) or
+ * reduce-scattered (ZeRO-1) over the dp·cp ranks of Dist.dpcp_comm.
+ *
+ * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
+ * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the
+ * next step's forward.
  */
 #ifndef ULTRAPLAN_EXECUTOR_EXEC_H
 #define ULTRAPLAN_EXECUTOR_EXEC_H
 
 #include <stdint.h>
 
+#include "cpattn.h"
 #include "data.h"
 #include "dist.h"
 #include "params.h"
@@ -67,7 +78,7 @@ typedef struct {
     float *x;                    // (Nl, C) layer input (residual stream)
     float *a1, *mean1, *rstd1;   // (Nl, C), (Nl), (Nl) first norm
     float *q, *k, *v;            // (N, ql), (N, kvl), (N, kvl), after RoPE
-    float *o, *lse;              // (N, ql) attention output, (B, NHl, T)
+    float *o, *lse;              // (N, ql) attention output, (B, NHl, Tl)
     float *x2;                   // (Nl, C) after the attention residual
     float *a2, *mean2, *rstd2;   // second norm
     float *hpre, *hact;          // (N, F1l) FC1 output, (N, Fl) activation
@@ -96,6 +107,10 @@ typedef struct {
     int step;                    // optimizer steps done
     /* shapes, local to this rank */
     int B, T, N, Nl, C, HS, NHl, NKVl, ql, kvl, F1l, Fl, Vl, vstart, nmb;
+    int Tl;                      // tokens of a row on this rank: T/cp (N = B·Tl)
+    CpAttn cpa;                  // the cp ring (cp > 1)
+    const int *cpos;             // (Tl) global positions of the local tokens; NULL when cp is 1
+    int *rowtok;                 // (2·B·T) whole rows read before the chunks are kept (cp > 1)
     int maxchunk;                // layers of the largest chunk
     int *rc;                     // (nlayers) 0 none, 1 selective, 2 full
     /* optimizer */
@@ -141,7 +156,7 @@ typedef struct {
     double loss_sum;
 } Exec;
 
-/* Build this rank's part of the model for a checked layout (fp32, cp 1) and
+/* Build this rank's part of the model for a checked layout (fp32) and
  * open the data. Needs MPI initialised. 0, or -1 with err (world size,
  * shapes the executor can't split, data). Collective: every rank calls it. */
 /* The sizes a plan may ask of the executor, checked in 64 bits before

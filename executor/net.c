@@ -1,5 +1,7 @@
 /* net.c — see net.h. Every TP collective goes through dist.h and is timed
- * into e->t[PH_TP]. Weights and gradients are reached through exec.h's
+ * into e->t[PH_TP]. Under context parallel (e->cpos set) attention is the
+ * ring of cpattn.c and RoPE and learned positions use the tokens' global
+ * positions. Weights and gradients are reached through exec.h's
  * exec_lw/exec_lg/exec_sw/exec_sg, never the slabs, so ZeRO-2/3 can move them. */
 #include "net.h"
 
@@ -96,11 +98,17 @@ void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
     k_matmul_fwd(A->q, in, wq, bq, N, C, ql);
     k_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
     k_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
-    if (e->m.pos == POS_ROPE) {
+    if (e->m.pos == POS_ROPE && e->cpos) {
+        k_rope_pos_fwd(A->q, A->q, e->cpos, e->B, e->Tl, e->NHl, e->HS, ROPE_THETA);
+        k_rope_pos_fwd(A->k, A->k, e->cpos, e->B, e->Tl, e->NKVl, e->HS, ROPE_THETA);
+    } else if (e->m.pos == POS_ROPE) {
         k_rope_fwd(A->q, A->q, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
         k_rope_fwd(A->k, A->k, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
     }
-    k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, e->NHl, e->NKVl, e->HS);
+    if (e->cpos)
+        cpattn_fwd(&e->cpa, A->o, A->lse, A->q, A->k, A->v);
+    else
+        k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, e->NHl, e->NKVl, e->HS);
     row_fwd(e, A->x2, A->o, W(P_PROJW), W(P_PROJB), ql);
     k_residual_fwd(A->x2, A->x2, A->x, (size_t)e->Nl * C);
 
@@ -146,14 +154,23 @@ void net_layer_bwd(Exec *e, int li, LayerActs *A)
     k_zero(dq, (size_t)N * ql);
     k_zero(dk, (size_t)N * kvl);
     k_zero(dv, (size_t)N * kvl);
-    k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, e->NHl, e->NKVl, e->HS);
+    if (e->cpos)
+        cpattn_bwd(&e->cpa, dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse);
+    else
+        k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, e->NHl, e->NKVl, e->HS);
     if (e->m.pos == POS_ROPE) {
         memcpy(e->drope, dq, (size_t)N * ql * sizeof *dq);
         k_zero(dq, (size_t)N * ql);
-        k_rope_bwd(dq, e->drope, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
+        if (e->cpos)
+            k_rope_pos_bwd(dq, e->drope, e->cpos, e->B, e->Tl, e->NHl, e->HS, ROPE_THETA);
+        else
+            k_rope_bwd(dq, e->drope, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
         memcpy(e->drope, dk, (size_t)N * kvl * sizeof *dk);
         k_zero(dk, (size_t)N * kvl);
-        k_rope_bwd(dk, e->drope, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
+        if (e->cpos)
+            k_rope_pos_bwd(dk, e->drope, e->cpos, e->B, e->Tl, e->NKVl, e->HS, ROPE_THETA);
+        else
+            k_rope_bwd(dk, e->drope, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
     }
     in = col_input(e, A->a1);
     const float *wq = W(P_QKVW);
@@ -170,11 +187,32 @@ void net_layer_bwd(Exec *e, int li, LayerActs *A)
 #undef W
 #undef G
 
+/* The embedding kernels under CP: one call per contiguous run of global
+ * positions (the two chunks of each row); fwd (out set) or bwd (dout set). */
+static void embed_runs(Exec *e, float *out, const float *dout, const int *tok, const float *wte,
+                       const float *wpe, float *dwte, float *dwpe)
+{
+    for (int b = 0; b < e->B; b++)
+        for (int t0 = 0, t1; t0 < e->Tl; t0 = t1) {
+            for (t1 = t0 + 1; t1 < e->Tl && e->cpos[t1] == e->cpos[t1 - 1] + 1; t1++)
+                ;
+            size_t i = (size_t)b * e->Tl + t0;
+            if (out)
+                k_embedding_fwd(out + i * e->C, tok + i, wte, wpe, 1, t1 - t0, e->C, e->cpos[t0]);
+            else
+                k_embedding_bwd(dwte, dwpe, dout + i * e->C, tok + i, 1, t1 - t0, e->C, e->cpos[t0]);
+        }
+}
+
 void net_embed_fwd(Exec *e, const int *tok, float *out)
 {
     const float *wte = exec_sw(e, P_WTE);
     const float *wpe = exec_sw(e, P_WPE);
     int C = e->C;
+    if (!tp_on(e) && e->cpos) {
+        embed_runs(e, out, NULL, tok, wte, wpe, NULL, NULL);
+        return;
+    }
     if (!tp_on(e)) {
         k_embedding_fwd(out, tok, wte, wpe, e->B, e->T, C, 0);
         return;
@@ -190,7 +228,7 @@ void net_embed_fwd(Exec *e, const int *tok, float *out)
             memset(row, 0, C * sizeof *row);
         if (wpe && e->d.tp_rank == 0)
             for (int c = 0; c < C; c++)
-                row[c] += wpe[(size_t)(i % e->T) * C + c];
+                row[c] += wpe[(size_t)(e->cpos ? e->cpos[i % e->Tl] : i % e->T) * C + c];
     }
     if (e->lo.sp)
         dist_reduce_scatter(out, p, e->Nl * C, e->d.tp_comm, &e->t[PH_TP]);
@@ -206,12 +244,18 @@ void net_embed_bwd(Exec *e, const int *tok)
     float *gwpe = exec_sg(e, P_WPE);
     const float *d = row_dout(e, e->dres);
     int C = e->C;
+    if (!tp_on(e) && e->cpos) {
+        embed_runs(e, NULL, d, tok, NULL, NULL, gwte, gwpe);
+        return;
+    }
     if (!tp_on(e)) {
         k_embedding_bwd(gwte, gwpe, d, tok, e->B, e->T, C, 0);
         return;
     }
     /* positions are replicated: every rank adds the full gradient */
-    if (gwpe)
+    if (gwpe && e->cpos)
+        embed_runs(e, NULL, d, tok, NULL, NULL, NULL, gwpe);
+    else if (gwpe)
         k_embedding_bwd(NULL, gwpe, d, tok, e->B, e->T, C, 0);
     for (int i = 0; i < e->N; i++) {
         int v = tok[i] - e->vstart;

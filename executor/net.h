@@ -3,8 +3,10 @@
  * sequence parallel), the vocab-parallel embedding, and the fused final
  * norm + LM head + vocab-parallel cross-entropy. Internal to the executor.
  *
- * Shapes: N = B·T tokens of a micro-batch; Nl = N/tp under sequence
- * parallel (this rank's rows of the residual stream), else N.
+ * Shapes: N = B·Tl tokens of a micro-batch on this rank (Tl = T/cp: under
+ * context parallel its two chunks of each sequence, at global positions
+ * e->cpos); Nl = N/tp under sequence parallel (this rank's rows of the
+ * residual stream), else N.
  */
 #ifndef ULTRAPLAN_EXECUTOR_NET_H
 #define ULTRAPLAN_EXECUTOR_NET_H

@@ -3,7 +3,9 @@
 # Hopper) machine with the CUDA toolkit, CMake and PyTorch, and nothing else
 # of ours: unpacks the Debian packages carried in .debs/ (made here by
 # scripts/fetch-device-debs.sh) into a prefix, builds Release, runs the GPU
-# tests, times the kernels, calibrates, plans and runs the ~1B GPT
+# tests (the kernels' with the context-parallel attention blocks; the
+# multi-GPU layouts, ZeRO-2/3 and cp included, where there are 2+ GPUs),
+# times the kernels, calibrates, plans and runs the ~1B GPT
 # (gpt3-1.3b, dp=tp=pp=1, seq 2048, 20 steps) and the 175B tp-8 stage proxy
 # when `ultraplan run` can (sampling the GPU's SM clock and power meanwhile),
 # runs the plain-PyTorch reference, and prints a one-screen summary. Budget:
@@ -191,7 +193,10 @@ if grep -Eq '^ +attention_(fwd|bwd) (out|lse|dq|dk|dv) +FAIL' "$OUT/tests.log"; 
     command -v compute-sanitizer >/dev/null &&
         step "compute-sanitizer memcheck" tests.log 90 compute-sanitizer --tool memcheck --print-limit 20 "$B/tests/test_kernels_cuda"
 fi
-step "ctest -L gpu" tests.log 120 ctest --test-dir "$B" -L gpu -E '^test_kernels_cuda$' -V --timeout 100
+step "ctest -L gpu" tests.log 120 ctest --test-dir "$B" -L gpu -E '^(test_kernels_cuda|mpi_cuda_layouts)$' -V --timeout 100
+# the multi-GPU layouts on their own clock (every row of tests/mpi_cuda_layouts.sh:
+# dp/tp/pp/sp, ZeRO-1/2/3, context parallel); with one GPU it skips at once
+step "mpi_cuda_layouts" tests.log 150 bash tests/mpi_cuda_layouts.sh "$B/tests/test_cuda_exec_mpi"
 # the unit tests check the unpacked libraries; CI runs them, so only on request
 [ "${DEVICE_CHECK_UNIT:-0}" = 1 ] && step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
 
@@ -276,6 +281,9 @@ rm -rf "$D"
     echo
     echo "-- kernels (bench.log; targets: memory-bound >= 80 % of HBM, every kernel matches its CPU twin)"
     grep -E '^test_kernels_cuda:|FAIL' "$OUT/tests.log" | head -8
+    echo "context-parallel attention blocks: $(grep -cE '^ +block_(fwd|bwd) .* ok ' "$OUT/tests.log") checks ok," \
+         "$(grep -cE '^ +block_(fwd|bwd) .* FAIL' "$OUT/tests.log") failed"
+    echo "multi-GPU layouts (ZeRO-2/3, cp): $(grep -E '(layout\(s\) run|GPU\(s\): the multi-GPU layouts need)' "$OUT/tests.log" | tail -1)"
     [ -n "$ATTN_NOTE" ] && echo "$ATTN_NOTE"
     grep -E '^(copy|matmul_fwd|attention_|layernorm|rmsnorm|adamw|crossentropy|gelu|swiglu|residual|rope)' "$OUT/bench.log" | head -30
     grep -E '^best GEMM' "$OUT/bench.log"

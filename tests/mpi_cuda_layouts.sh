@@ -1,9 +1,11 @@
 #!/bin/bash
 # Every multi-GPU layout of the CUDA executor reproduces the single-GPU CUDA
-# losses of the same model, seed and data within bf16 tolerance:
-# test_cuda_exec_mpi under mpirun, one rank per GPU (--sp: Megatron sequence
-# parallel on top of tp). Layouts needing more GPUs than this machine has are
-# skipped; with fewer than 2 GPUs, all are (77).
+# losses of the same model, seed and data within bf16 tolerance, and its
+# weight/grad/optimizer bytes are the cost model's: test_cuda_exec_mpi under
+# mpirun, one rank per GPU (--sp: Megatron sequence parallel on top of tp;
+# --zero2/--zero3: sharded over dp·cp, pp 1; --cp: ring attention). Layouts
+# needing more GPUs than this machine has are skipped; with fewer than 2
+# GPUs, all are (77).
 # usage: mpi_cuda_layouts.sh PATH/test_cuda_exec_mpi
 set -u
 BIN=$1
@@ -47,6 +49,23 @@ run 4 gpt --tp 2 --pp 2 --sp
 run 4 gpt --tp 2 --dp 2 --zero1 --sp
 run 4 llama --tp 2 --pp 2 --vp 2 --mbs 1 --sp
 run 8 gpt --dp 2 --tp 2 --pp 2 --zero1
+# ZeRO-2/3 (issue 18): per-unit reduce-scatter, ZeRO-3 gathers with prefetch
+run 2 gpt --dp 2 --zero2
+run 2 gpt --dp 2 --zero3
+run 2 llama --dp 2 --zero3 --full 1
+run 4 gpt --dp 2 --tp 2 --sp --zero2
+run 4 llama --dp 2 --tp 2 --sp --zero3
+# context parallel (issue 18): the ring alone, with tp (and sp), pp, ZeRO over dp·cp
+run 2 gpt --cp 2
+run 2 llama --cp 2
+run 2 gpt --cp 2 --zero3
+run 4 gpt --cp 2 --tp 2
+run 4 llama --cp 2 --tp 2 --sp
+run 4 gpt --cp 2 --pp 2
+run 4 llama --cp 2 --pp 2 --full 1
+run 4 gpt --cp 2 --dp 2 --zero1
+run 4 llama --cp 2 --dp 2 --zero2
+run 8 gpt --cp 2 --dp 2 --tp 2 --sp --zero3
 run 8 llama --dp 2 --tp 2 --pp 2 --zero1 --sp
 echo "$ran layout(s) run, $fails failed"
 [ $fails -eq 0 ]

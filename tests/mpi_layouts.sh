@@ -48,5 +48,20 @@ run 4 gpt --dp 2 --tp 2 --sp --zero3
 run 4 llama --dp 4 --zero2
 run 4 llama --dp 2 --tp 2 --zero2
 run 8 gpt --dp 4 --tp 2 --zero3 --mbs 1
+# context parallel: the load-balanced ring over cp ranks, with every other axis
+run 2 gpt --cp 2
+run 4 gpt --cp 4
+run 2 llama --cp 2
+run 4 llama --cp 2 --tp 2 --sp
+run 4 gpt --cp 2 --pp 2
+run 4 gpt --cp 2 --pp 2 --vp 2 --mbs 1
+run 4 gpt --cp 2 --dp 2 --zero1
+run 4 gpt --cp 2 --dp 2 --no-overlap-grad
+run 8 llama --cp 2 --dp 2 --tp 2
+run 4 llama --cp 4 --full 2 --sel 1
+# ZeRO-2/3 with context parallel: sharded over dp·cp
+run 4 gpt --cp 2 --dp 2 --zero3
+run 4 llama --cp 2 --dp 2 --zero2
+run 4 gpt --cp 2 --tp 2 --sp --zero3
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

@@ -1,9 +1,10 @@
 /* test_cuda_exec_errors.c — what the CUDA executor refuses, and that it
  * says so by the plan's field, before touching MPI or a GPU (so it runs
- * everywhere): cp > 1, ZeRO-2/3, interleaving without a pipeline, a chunk
- * without layers, dropout, sequence parallel when tp doesn't divide
- * mbs·seq. Sequence parallel itself runs: a plan with sp and ZeRO-2 is
- * refused for its optimizer, not for sp. */
+ * everywhere): a cp whose 2·cp chunks don't divide the sequence, ZeRO-2/3
+ * with a pipeline (the planner emits them with pp 1 only), interleaving
+ * without a pipeline, a chunk without layers, dropout, sequence parallel
+ * when tp doesn't divide mbs·seq/cp. A plan with sp, cp and ZeRO-3 is
+ * refused for its sequence split, not for cp or the optimizer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,9 +36,9 @@ static void refused(void (*tweak)(ModelSpec *, Layout *), const char *needle)
 }
 
 static void sp_rows(ModelSpec *m, Layout *lo) { m->s = 63, lo->tp = 2, lo->sp = true; }
-static void sp_zero2(ModelSpec *m, Layout *lo) { (void)m; lo->tp = 2, lo->sp = true, lo->opt = OPT_ZERO2; }
-static void cp(ModelSpec *m, Layout *lo) { (void)m; lo->cp = 2; }
-static void zero2(ModelSpec *m, Layout *lo) { (void)m; lo->opt = OPT_ZERO2; }
+static void sp_cp(ModelSpec *m, Layout *lo) { m->s = 68, lo->tp = 4, lo->sp = true, lo->cp = 2, lo->opt = OPT_ZERO3; }
+static void cp(ModelSpec *m, Layout *lo) { (void)m; lo->cp = 3; }
+static void zero2(ModelSpec *m, Layout *lo) { (void)m; lo->opt = OPT_ZERO2, lo->pp = 2, lo->layers[0] = lo->layers[1] = 2; }
 static void vp1(ModelSpec *m, Layout *lo) { (void)m; lo->vp = 2; }
 static void chunk(ModelSpec *m, Layout *lo) { (void)m; lo->pp = 2, lo->vp = 2, lo->layers[0] = 3, lo->layers[1] = 1; }
 static void dropout(ModelSpec *m, Layout *lo) { (void)lo; m->dropout = true; }
@@ -46,10 +47,10 @@ static void batch(ModelSpec *m, Layout *lo) { (void)m; lo->dp = 3; }
 static void test_refusals(void **state)
 {
     (void)state;
-    refused(sp_rows, "tp 2 to divide mbs*seq = 63");
-    refused(sp_zero2, "\"optimizer\"");
-    refused(cp, "\"cp\"");
-    refused(zero2, "\"optimizer\"");
+    refused(sp_rows, "tp 2 to divide mbs*seq/cp = 63");
+    refused(sp_cp, "tp 4 to divide mbs*seq/cp = 34");
+    refused(cp, "\"cp\": 3 must have 2*cp divide seq 64");
+    refused(zero2, "\"optimizer\": \"zero2\" shards per layer over dp*cp and runs with pp 1");
     refused(vp1, "\"vp\"");
     refused(chunk, "stage 1 has 1 layers");
     refused(dropout, "dropout");

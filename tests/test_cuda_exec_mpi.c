@@ -1,15 +1,18 @@
 /* test_cuda_exec_mpi.c — one layout of the multi-GPU CUDA executor under
  * mpirun against the single-GPU CUDA run of the same tiny model, seed and
  * data (tests/mpi_cuda_layouts.sh drives it): 5 steps, every step's loss
- * within bf16 tolerance |multi − single| ≤ 0.03 + 0.01·|single|.
+ * within bf16 tolerance |multi − single| ≤ 0.03 + 0.01·|single|; and on
+ * every rank the weight, gradient and optimizer bytes the executor
+ * allocated equal the cost model's (memory_stage) exactly.
  *
  *   test_cuda_exec_mpi --gpus                     print the visible GPUs, exit
  *   test_cuda_exec_mpi --model M --data F --write REF           one GPU
  *   mpirun -np N test_cuda_exec_mpi --model M --data F --ref REF [--tp T]
- *       [--pp P] [--dp D] [--vp V] [--mbs B] [--zero1] [--full K] [--sp]
+ *       [--pp P] [--dp D] [--vp V] [--cp C] [--mbs B] [--zero1|--zero2|--zero3] [--full K] [--sp]
  *
  * --sp: Megatron sequence parallel (with tp > 1); without it tp runs plain
- * TP (layout_default turns sp on, so the flag sets it either way).
+ * TP (layout_default turns sp on, so the flag sets it either way). --cp:
+ * context parallel (ring attention over C ranks, gradients over dp·cp).
  *
  * Exits 77 when this node has fewer GPUs than ranks on it. */
 #include <getopt.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "cuexec.h"
+#include "memory.h"
 
 enum { STEPS = 5 };
 
@@ -41,9 +45,10 @@ int main(int argc, char **argv)
         {"write", required_argument, 0, 'w'}, {"ref", required_argument, 0, 'r'}, {"tp", required_argument, 0, 't'},
         {"pp", required_argument, 0, 'p'}, {"dp", required_argument, 0, 'D'}, {"vp", required_argument, 0, 'v'},
         {"mbs", required_argument, 0, 'b'}, {"zero1", no_argument, 0, 'z'}, {"full", required_argument, 0, 'f'},
-        {"sp", no_argument, 0, 's'}, {0, 0, 0, 0}};
+        {"sp", no_argument, 0, 's'}, {"zero2", no_argument, 0, '2'}, {"zero3", no_argument, 0, '3'},
+        {"cp", required_argument, 0, 'c'}, {0, 0, 0, 0}};
     const char *data = NULL, *write = NULL, *ref = NULL;
-    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, mbs = 2, zero1 = 0, full = 0, sp = 0, c;
+    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, cp = 1, mbs = 2, zero = 0, full = 0, sp = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'g': printf("%d\n", kc_device_count()); return 0;
@@ -56,7 +61,10 @@ int main(int argc, char **argv)
         case 'D': dp = atoi(optarg); break;
         case 'v': vp = atoi(optarg); break;
         case 'b': mbs = atoi(optarg); break;
-        case 'z': zero1 = 1; break;
+        case 'z': zero = 1; break;
+        case '2': zero = 2; break;
+        case '3': zero = 3; break;
+        case 'c': cp = atoi(optarg); break;
         case 'f': full = atoi(optarg); break;
         case 's': sp = 1; break;
         default: fprintf(stderr, "test_cuda_exec_mpi: bad option\n"); return 2;
@@ -84,8 +92,9 @@ int main(int argc, char **argv)
     char err[512];
     Layout lo;
     layout_default(&lo);
-    lo.tp = tp, lo.pp = pp, lo.dp = dp, lo.vp = vp, lo.mbs = mbs, lo.gbs = 8;
-    lo.opt = zero1 ? OPT_ZERO1 : OPT_ZERO0;
+    lo.tp = tp, lo.pp = pp, lo.dp = dp, lo.vp = vp, lo.cp = cp, lo.mbs = mbs, lo.gbs = 8;
+    static const OptimShard opt_of[] = {OPT_ZERO0, OPT_ZERO1, OPT_ZERO2, OPT_ZERO3};
+    lo.opt = opt_of[zero];
     lo.sp = sp;
     if (spec_validate(&m, err, sizeof err) != 0 || layout_check(&lo, &m, NULL, err, sizeof err) != 0) {
         if (rank == 0)
@@ -104,6 +113,19 @@ int main(int argc, char **argv)
     if (bad)
         printf("FAIL: rank %d: cuexec_init: %s\n", rank, err);
     bad = !dist_world_min(!bad);
+    if (!bad) {   /* the model states against the cost model, exactly (D = dp·cp shards) */
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        StageMem sm;
+        memory_stage(&m, &hw, &e.lo, e.d.pp_rank, &sm);
+        const int kinds[3][2] = {{XM_WEIGHTS, MEM_WEIGHTS}, {XM_GRADS, MEM_GRADS}, {XM_OPTIM, MEM_OPTIM}};
+        for (int k = 0; k < 3; k++)
+            if (e.mem[kinds[k][0]] != sm.bytes[kinds[k][1]]) {
+                printf("FAIL: rank %d: %s: executor %.0f bytes, cost model %.0f\n", rank,
+                       runfile_mem_name(kinds[k][0]), e.mem[kinds[k][0]], sm.bytes[kinds[k][1]]);
+                fails++;
+            }
+    }
     for (int i = 0; i < STEPS && !bad; i++) {
         CuStepStats st;
         bad = cuexec_step(&e, &st, err, sizeof err) != 0;
@@ -141,8 +163,9 @@ int main(int argc, char **argv)
     }
     fails = dist_world_max(fails);
     if (rank == 0)
-        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d%s%s: %s\n", m.name, dp, tp, pp, vp, lo.sp ? " sp" : "",
-               zero1 ? " zero1" : "", fails ? "FAIL" : "ok");
+        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d cp %d%s%s: %s\n", m.name, dp, tp, pp, vp, cp,
+               lo.sp ? " sp" : "", (const char *[]){"", " zero1", " zero2", " zero3"}[zero],
+               fails ? "FAIL" : "ok");
     MPI_Finalize();
     return fails != 0;
 }

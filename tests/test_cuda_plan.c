@@ -8,7 +8,12 @@
  * compute stream, rendezvous sends on one send stream per direction, a ring
  * of send buffers) finishes every schedule without deadlock; the sequence-
  * parallel slices tile a micro-batch's rows in rank order and the SP
- * gradient syncs are exactly exec.c's (replicated layer tensors, final norm). */
+ * gradient syncs are exactly exec.c's (replicated layer tensors, final norm);
+ * the ZeRO-2/3 units are the buckets' runs, padded to D, their slices tile
+ * each unit in rank order, and the shard's bytes are the cost model's; the
+ * context-parallel chunks give every global position to exactly one cp rank,
+ * increasing within each rank (the causal mask's precondition). */
+#include "memory.h"
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,6 +104,89 @@ static void test_shard(void **state)
             cuplan_shard(ns[i], dp, dp - 1, 0, &na, &on, &off);   // ZeRO-0: everything, unpadded
             assert_true(na == ns[i] && on == ns[i] && off == 0);
         }
+}
+
+/* units over D ranks of one stage: the bucket runs, padded; rank slices tile them */
+static void units_of(int llama, int pp, int stage, int tp, int D)
+{
+    ModelSpec m;
+    ParamSet ps;
+    stage_params(llama, pp, stage, tp, &m, &ps);
+    CuBucket b[16];
+    CuUnit u[16];
+    size_t shard = 0;
+    int nb = cuplan_buckets(&ps, b), nu = cuplan_units(&ps, D, u, &shard);
+    assert_int_equal(nu, nb);
+    size_t at = 0;
+    for (int i = 0; i < nu; i++) {
+        assert_true(u[i].start == b[i].start && u[i].n == b[i].n && u[i].layer == b[i].layer);
+        assert_true(u[i].pad % D == 0 && u[i].pad >= u[i].n && u[i].pad - u[i].n < (size_t)D);
+        assert_true(u[i].slice * D == u[i].pad && u[i].shard_off == at);
+        at += u[i].slice;
+        size_t covered = 0;
+        for (int k = 0; k < D; k++) {
+            size_t first, len;
+            cuplan_unit_slice(&u[i], k, &first, &len);
+            assert_true(len <= u[i].slice);
+            if (len)
+                assert_true(first == u[i].start + covered);
+            covered += len;
+        }
+        assert_true(covered == u[i].n);   // every real float owned once
+    }
+    assert_true(shard == at);
+    /* the tiny models' units divide by D: the shard is the cost model's 1/D exactly */
+    Layout lo;
+    layout_default(&lo);
+    lo.pp = pp, lo.tp = tp;
+    for (int s = 0; s < pp; s++)
+        lo.layers[s] = m.L / pp;
+    assert_true((double)shard * D == memory_stage_params(&m, &lo, stage, lo.layers[stage]));
+    params_free(&ps);
+}
+
+static void test_units(void **state)
+{
+    (void)state;
+    for (int llama = 0; llama < 2; llama++)
+        for (int D = 1; D <= 4; D *= 2) {
+            units_of(llama, 1, 0, 1, D);
+            units_of(llama, 1, 0, 2, D);
+        }
+    /* an odd group: padding; the slices still cover every float once */
+    ModelSpec m;
+    ParamSet ps;
+    stage_params(0, 1, 0, 1, &m, &ps);
+    CuUnit u[16];
+    size_t shard;
+    int nu = cuplan_units(&ps, 3, u, &shard);
+    size_t pad = 0;
+    for (int i = 0; i < nu; i++)
+        pad += u[i].pad;
+    assert_true(shard * 3 == pad && pad >= ps.n);
+    params_free(&ps);
+}
+
+static void test_cp_pos(void **state)
+{
+    (void)state;
+    for (int cp = 1; cp <= 4; cp++) {
+        int T = 8 * cp, seen[32] = {0};
+        for (int r = 0; r < cp; r++)
+            for (int t = 0; t < T / cp; t++) {
+                int p = cuplan_cp_pos(T, cp, r, t);
+                assert_true(p >= 0 && p < T);
+                seen[p]++;
+                if (t)
+                    assert_true(p > cuplan_cp_pos(T, cp, r, t - 1));
+            }
+        for (int p = 0; p < T; p++)
+            assert_int_equal(seen[p], 1);
+    }
+    assert_int_equal(cuplan_cp_pos(16, 2, 0, 3), 3);    // chunks of 4: rank 0 holds 0 and 3
+    assert_int_equal(cuplan_cp_pos(16, 2, 0, 4), 12);
+    assert_int_equal(cuplan_cp_pos(16, 2, 1, 0), 4);    // rank 1 holds 1 and 2
+    assert_int_equal(cuplan_cp_pos(16, 2, 1, 7), 11);
 }
 
 static void test_recompute(void **state)
@@ -388,6 +476,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_shard),
+        cmocka_unit_test(test_units),
+        cmocka_unit_test(test_cp_pos),
         cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_sp_rows),
         cmocka_unit_test(test_sp_sync),

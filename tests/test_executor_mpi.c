@@ -7,7 +7,7 @@
  *     within 10 %.
  * Exit 0 when every check passes, 1 otherwise (on every rank).
  *
- * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --sp
+ * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --cp N --sp
  *        --zero1 --zero2 --zero3 --distopt --no-overlap-grad --mbs N --gbs N --stages a,b,.. --full a,b,.. --sel a,b,.. --steps K]
  *        [--write FILE | --ref FILE] [--rtol X] [--acts-tol X]
  */
@@ -86,6 +86,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tp")) lo.tp = atoi(v), i++;
         else if (!strcmp(a, "--pp")) lo.pp = atoi(v), i++;
         else if (!strcmp(a, "--vp")) lo.vp = atoi(v), i++;
+        else if (!strcmp(a, "--cp")) lo.cp = atoi(v), i++;
         else if (!strcmp(a, "--mbs")) lo.mbs = atoi(v), i++;
         else if (!strcmp(a, "--gbs")) lo.gbs = atoi(v), i++;
         else if (!strcmp(a, "--no-overlap-grad")) lo.overlap_grad = false;
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
         fclose(wf);
     MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("%s: dp %d tp %d pp %d vp %d sp %d %s%s — %s\n", kind, lo.dp, lo.tp, lo.pp, lo.vp, e.lo.sp,
+        printf("%s: dp %d tp %d pp %d vp %d cp %d sp %d %s%s — %s\n", kind, lo.dp, lo.tp, lo.pp, lo.vp, lo.cp, e.lo.sp,
                layout_opt_name(lo.opt), lo.overlap_grad ? "" : " no-overlap-grad", fails ? "FAILED" : "ok");
     exec_free(&e);
     MPI_Finalize();

@@ -293,6 +293,29 @@ static void test_rope(void **state) {
     free(ref); free(x); free(back); free(d); free(d0); free(c.out); free(c.inp); free(c.W);
 }
 
+/* RoPE at a list of positions equals RoPE of each contiguous run at its pos0 */
+static void test_rope_pos(void **state) {
+    (void)state;
+    int B = 2, T = 8, NH = 3, HS = 6, pos[8] = {4, 5, 6, 7, 24, 25, 26, 27};
+    size_t n = (size_t)B * T * NH * HS, half = (size_t)4 * NH * HS;
+    float *x = randv(n, 1), *y = malloc(n * 4), *want = malloc(n * 4);
+    float *d = randv(n, 1), *d0 = copyv(d, n), *dw = copyv(d, n);
+    k_rope_pos_fwd(y, x, pos, B, T, NH, HS, 10000.0f);
+    k_rope_pos_bwd(d, x, pos, B, T, NH, HS, 10000.0f);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < 2; j++) {
+            size_t off = ((size_t)b * 2 + j) * half;
+            k_rope_fwd(want + off, x + off, 1, 4, NH, HS, pos[4 * j], 10000.0f);
+            k_rope_bwd(dw + off, x + off, 1, 4, NH, HS, pos[4 * j], 10000.0f);
+        }
+    assert_int_equal(compare_f("rope pos", y, want, n, 0, 0), 0);
+    assert_int_equal(compare_f("rope pos bwd", d, dw, n, 0, 0), 0);
+    int moved = 0;   // the backward accumulated something
+    for (size_t i = 0; i < n; i++) moved += d[i] != d0[i];
+    assert_true(moved > 0);
+    free(x); free(y); free(want); free(d); free(d0); free(dw);
+}
+
 /* ---- attention ---------------------------------------------------------- */
 
 typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS; } AttnCtx;
@@ -370,6 +393,125 @@ static void test_attention_bwd(void **state) {
     attn_case(2, 5, 4, 2, 4, 1);    // GQA
     attn_case(1, 4, 2, 2, 3, 1);    // MHA, odd head size
     attn_case(1, 70, 2, 1, 4, 1);   // two query tiles
+}
+
+/* Context parallel: the sequence cut into 2·cp chunks, "rank" r holding
+ * chunks r and 2cp−1−r. Each rank's queries against every rank's K/V block,
+ * merged by log-sum-exp, must give the full kernel's output and lse; the
+ * block backwards, with the final lse, must give its dq, dk and dv. */
+static void cp_positions(int *pos, int T, int cp, int r) {
+    int c = T / (2 * cp);
+    for (int t = 0; t < 2 * c; t++)
+        pos[t] = t < c ? r * c + t : (2 * cp - 1 - r) * c + (t - c);
+}
+
+/* rows of x (B, T, W) at the positions pos (Tl) into y (B, Tl, W) */
+static void take_rows(float *y, const float *x, const int *pos, int B, int T, int Tl, int W) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            memcpy(y + ((size_t)b * Tl + t) * W, x + ((size_t)b * T + pos[t]) * W, W * sizeof *y);
+}
+
+static void cp_case(int B, int T, int NH, int NKV, int HS, int cp, int bad_merge) {
+    int Tl = T / cp, qw = NH * HS, kw = NKV * HS;
+    size_t nq = (size_t)B * T * qw, nk = (size_t)B * T * kw, nl = (size_t)B * NH * T;
+    float *q = randv(nq, 1), *k = randv(nk, 1), *v = randv(nk, 1), *dy = randv(nq, 1);
+    float *out = malloc(nq * sizeof *out), *lse = malloc(nl * sizeof *lse);
+    float *dq = calloc(nq, sizeof *dq), *dk = calloc(nk, sizeof *dk), *dv = calloc(nk, sizeof *dv);
+    k_attention_fwd(out, lse, q, k, v, B, T, NH, NKV, HS);
+    k_attention_bwd(dq, dk, dv, dy, q, k, v, out, lse, B, T, NH, NKV, HS);
+
+    int *pos = malloc((size_t)cp * Tl * sizeof *pos);
+    float **lq = malloc(cp * sizeof *lq), **lk = malloc(cp * sizeof *lk), **lv = malloc(cp * sizeof *lv);
+    float **ldk = malloc(cp * sizeof *ldk), **ldv = malloc(cp * sizeof *ldv);
+    size_t lnq = nq / cp, lnk = nk / cp, lnl = nl / cp;
+    for (int r = 0; r < cp; r++) {
+        cp_positions(pos + (size_t)r * Tl, T, cp, r);
+        lq[r] = malloc(lnq * sizeof(float)), lk[r] = malloc(lnk * sizeof(float)), lv[r] = malloc(lnk * sizeof(float));
+        take_rows(lq[r], q, pos + (size_t)r * Tl, B, T, Tl, qw);
+        take_rows(lk[r], k, pos + (size_t)r * Tl, B, T, Tl, kw);
+        take_rows(lv[r], v, pos + (size_t)r * Tl, B, T, Tl, kw);
+        ldk[r] = calloc(lnk, sizeof(float)), ldv[r] = calloc(lnk, sizeof(float));
+    }
+    float *o = malloc(lnq * sizeof *o), *l = malloc(lnl * sizeof *l), *ob = malloc(lnq * sizeof *ob);
+    float *lb = malloc(lnl * sizeof *lb), *want = malloc(lnq * sizeof *want), *dyl = malloc(lnq * sizeof *dyl);
+    float *dql = malloc(lnq * sizeof *dql), *wl = malloc(lnl * sizeof *wl);
+    int bad = 0, empty = 0;
+    for (int r = 0; r < cp; r++) {
+        const int *qp = pos + (size_t)r * Tl;
+        /* ring order: the resident block first, then r−1, r−2, ... */
+        for (int i = 0; i < cp; i++) {
+            int s = ((r - i) % cp + cp) % cp;
+            float *dst_o = i ? ob : o, *dst_l = i ? lb : l;
+            k_attention_block_fwd(dst_o, dst_l, lq[r], lk[s], lv[s], qp, pos + (size_t)s * Tl, B, Tl, Tl, NH,
+                                  NKV, HS);
+            for (size_t j = 0; j < lnl; j++)
+                empty += dst_l[j] == -INFINITY;
+            if (i && bad_merge)   // a wrong merge: the later block's result replaces the earlier
+                memcpy(o, ob, lnq * sizeof *o), memcpy(l, lb, lnl * sizeof *l);
+            else if (i)
+                k_attention_merge(o, l, ob, lb, B, Tl, NH, HS);
+        }
+        take_rows(want, out, qp, B, T, Tl, qw);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tl; t++)
+                    wl[((size_t)b * NH + h) * Tl + t] = lse[((size_t)b * NH + h) * T + qp[t]];
+        bad += compare_f("cp out", o, want, lnq, 1e-5, 1e-4) + compare_f("cp lse", l, wl, lnl, 1e-5, 1e-5);
+        /* backward with the merged output and lse */
+        take_rows(dyl, dy, qp, B, T, Tl, qw);
+        memset(dql, 0, lnq * sizeof *dql);
+        for (int i = 0; i < cp; i++) {
+            int s = ((r - i) % cp + cp) % cp;
+            k_attention_block_bwd(dql, ldk[s], ldv[s], dyl, lq[r], lk[s], lv[s], o, l, qp, pos + (size_t)s * Tl,
+                                  B, Tl, Tl, NH, NKV, HS);
+        }
+        take_rows(want, dq, qp, B, T, Tl, qw);
+        bad += compare_f("cp dq", dql, want, lnq, 1e-5, 1e-4);
+    }
+    float *wk = malloc(lnk * sizeof *wk);
+    for (int r = 0; r < cp; r++) {
+        take_rows(wk, dk, pos + (size_t)r * Tl, B, T, Tl, kw);
+        bad += compare_f("cp dk", ldk[r], wk, lnk, 1e-5, 1e-4);
+        take_rows(wk, dv, pos + (size_t)r * Tl, B, T, Tl, kw);
+        bad += compare_f("cp dv", ldv[r], wk, lnk, 1e-5, 1e-4);
+    }
+    assert_true(empty > 0);   // some rows saw no key of some block (lse −∞)
+    if (bad_merge)
+        assert_true(bad > 0);
+    else
+        assert_int_equal(bad, 0);
+    for (int r = 0; r < cp; r++)
+        free(lq[r]), free(lk[r]), free(lv[r]), free(ldk[r]), free(ldv[r]);
+    free(lq); free(lk); free(lv); free(ldk); free(ldv); free(pos); free(wk);
+    free(o); free(l); free(ob); free(lb); free(want); free(dyl); free(dql); free(wl);
+    free(q); free(k); free(v); free(dy); free(out); free(lse); free(dq); free(dk); free(dv);
+}
+
+static void test_attention_cp(void **state) {
+    (void)state;
+    cp_case(2, 8, 4, 4, 8, 2, 0);     // MHA, cp 2
+    cp_case(2, 32, 4, 2, 16, 4, 0);   // GQA, cp 4
+    cp_case(1, 24, 6, 1, 4, 3, 0);    // MQA, cp 3
+    cp_case(1, 256, 2, 1, 8, 2, 0);   // chunks of 64: more than one query tile per rank
+    printf("  (mismatches expected next: a merge that drops a block must fail the check)\n");
+    cp_case(2, 32, 4, 2, 16, 4, 1);
+}
+
+/* a block with every position equal to 0..T−1 is the full kernel */
+static void test_attention_block_full(void **state) {
+    (void)state;
+    int B = 2, T = 70, NH = 4, NKV = 2, HS = 8;
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
+    float *q = randv(nq, 1), *k = randv(nk, 1), *v = randv(nk, 1);
+    float *o1 = malloc(nq * 4), *l1 = malloc(nl * 4), *o2 = malloc(nq * 4), *l2 = malloc(nl * 4);
+    int *pos = malloc(T * sizeof *pos);
+    for (int t = 0; t < T; t++) pos[t] = t;
+    k_attention_fwd(o1, l1, q, k, v, B, T, NH, NKV, HS);
+    k_attention_block_fwd(o2, l2, q, k, v, pos, pos, B, T, T, NH, NKV, HS);
+    assert_int_equal(compare_f("block out", o2, o1, nq, 1e-6, 1e-5), 0);
+    assert_int_equal(compare_f("block lse", l2, l1, nl, 1e-6, 1e-5), 0);
+    free(q); free(k); free(v); free(o1); free(l1); free(o2); free(l2); free(pos);
 }
 
 /* ---- embedding, residual ------------------------------------------------ */
@@ -526,6 +668,9 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_bwd),
+        cmocka_unit_test(test_attention_cp),
+        cmocka_unit_test(test_attention_block_full),
+        cmocka_unit_test(test_rope_pos),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_crossentropy),

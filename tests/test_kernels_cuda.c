@@ -1,5 +1,7 @@
 /* test_kernels_cuda.c — every kc_ kernel (kernels/cuda/) against its k_ twin
- * (kernels/cpu/), the CPU running in fp32 on the same bf16-rounded inputs.
+ * (kernels/cpu/), the CPU running in fp32 on the same bf16-rounded inputs;
+ * the context-parallel attention blocks (no CPU twin) split over cp ranks and
+ * merged against the whole attention, the CPU's and the GPU's.
  *
  * Inputs are random (never zeros); gradient buffers start random too, so the
  * check also proves that backward kernels accumulate. A check passes when
@@ -365,6 +367,151 @@ static void test_attention(int B, int T, int NH, int NKV, int HS, float qscale) 
     free(dq0); free(dk0); free(dv0); free(gout); free(glse);
 }
 
+/* ---- context-parallel attention blocks ----------------------------------- */
+
+/* global position of local row t of cp rank r (Megatron's two chunks) */
+static int cp_gpos(int T, int cp, int r, int t) {
+    int c = T / (2 * cp);
+    return t < c ? r * c + t : (2 * cp - 1 - r) * c + (t - c);
+}
+
+/* rows of x (B, T, nh, HS) held by cp rank r, as its (B, T/cp, nh, HS) local tensor */
+static float *cp_local(const float *x, int B, int T, int nh, int HS, int cp, int r) {
+    int Tl = T / cp;
+    size_t row = (size_t)nh * HS;
+    float *y = malloc((size_t)B * Tl * row * sizeof *y);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            memcpy(y + ((size_t)b * Tl + t) * row, x + ((size_t)b * T + cp_gpos(T, cp, r, t)) * row, row * sizeof *y);
+    return y;
+}
+
+/* the inverse: rank r's local rows y into their global rows of x */
+static void cp_place(float *x, const float *y, int B, int T, int nh, int HS, int cp, int r) {
+    int Tl = T / cp;
+    size_t row = (size_t)nh * HS;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+            memcpy(x + ((size_t)b * T + cp_gpos(T, cp, r, t)) * row, y + ((size_t)b * Tl + t) * row, row * sizeof *y);
+}
+
+/* The ring of cp blocks, each rank's queries against every rank's keys
+ * (kc_attention_block_fwd, merged by kc_attention_merge), equals the whole
+ * causal attention: the CPU twin's out and lse, and the GPU's whole kernel;
+ * the blocks' backward (fp32 dq, dk, dv summed over blocks) equals
+ * k_attention_bwd on the same forward. cp 1: one block, the whole thing. */
+static void test_attention_block(int B, int T, int NH, int NKV, int HS, int cp, float qscale) {
+    printf("attention blocks B=%d T=%d NH=%d NKV=%d HS=%d cp=%d qscale=%g (ring split and merge)\n", B, T, NH, NKV,
+           HS, cp, qscale);
+    int Tl = T / cp;
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
+    size_t lq = nq / cp, lk = nk / cp, ll = nl / cp;
+    float *q = hrand(nq, qscale, 1), *k = hrand(nk, 1, 1), *v = hrand(nk, 1, 1), *dout = hrand(nq, 1, 1);
+    float *out = malloc(nq * 4), *lse = malloc(nl * 4);
+    k_attention_fwd(out, lse, q, k, v, B, T, NH, NKV, HS);
+    kc_bf16 *f_q = up_bf(q, nq), *f_k = up_bf(k, nk), *f_v = up_bf(v, nk), *f_out = dalloc(nq * 2);
+    float *f_lse = dalloc(nl * 4);
+    kc_attention_fwd(f_out, f_lse, f_q, f_k, f_v, B, T, NH, NKV, HS, st);
+    float *whole = down_bf(f_out, nq);
+
+    kc_bf16 *lqd[8], *lkd[8], *lvd[8], *lod[8], *ldo[8];
+    float *lo32[8], *lls[8], *part = dalloc(lq * 4), *plse = dalloc(ll * 4);
+    float *g_out = malloc(nq * 4), *g_lse = malloc(nl * 4);   // the ring's result in global rows
+    float *g_out32 = malloc(nq * 4);
+    for (int r = 0; r < cp; r++) {
+        float *x;
+        lqd[r] = up_bf(x = cp_local(q, B, T, NH, HS, cp, r), lq); free(x);
+        lkd[r] = up_bf(x = cp_local(k, B, T, NKV, HS, cp, r), lk); free(x);
+        lvd[r] = up_bf(x = cp_local(v, B, T, NKV, HS, cp, r), lk); free(x);
+        ldo[r] = up_bf(x = cp_local(dout, B, T, NH, HS, cp, r), lq); free(x);
+        lo32[r] = dalloc(lq * 4);
+        lls[r] = dalloc(ll * 4);
+        poison(lo32[r], lq * 4);
+        for (int i = 0; i < cp; i++) {   // ring order: the own block first, then r-1, r-2, ...
+            int rk = ((r - i) % cp + cp) % cp;
+            if (i == 0) {
+                kc_attention_block_fwd(lo32[r], lls[r], lqd[r], lkd[rk], lvd[rk], B, Tl, NH, NKV, HS, cp, r, rk, st);
+            } else {
+                kc_attention_block_fwd(part, plse, lqd[r], lkd[rk], lvd[rk], B, Tl, NH, NKV, HS, cp, r, rk, st);
+                kc_attention_merge(lo32[r], lls[r], part, plse, B, Tl, NH, HS, st);
+            }
+        }
+        lod[r] = dalloc(lq * 2);
+        kc_to_bf16(lod[r], lo32[r], lq, st);
+        float *o = down_f(lo32[r], lq), *ls = down_f(lls[r], ll);
+        cp_place(g_out32, o, B, T, NH, HS, cp, r);
+        for (int b = 0; b < B; b++)   // lse (B, NH, T): local column t is global column gpos
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < Tl; t++)
+                    g_lse[((size_t)b * NH + h) * T + cp_gpos(T, cp, r, t)] = ls[((size_t)b * NH + h) * Tl + t];
+        free(o); free(ls);
+        o = down_bf(lod[r], lq);
+        cp_place(g_out, o, B, T, NH, HS, cp, r);
+        free(o);
+    }
+    CHECK("block_fwd out (ring)", hcopy(g_out32, nq), out, nq, 1e-2, RTOL);
+    CHECK("block_fwd lse (ring)", hcopy(g_lse, nl), lse, nl, 1e-3, 1e-4);
+    CHECK("block_fwd out vs whole GPU", hcopy(g_out, nq), whole, nq, 1e-2, RTOL);
+
+    /* backward: the CPU twin on the ring's forward (bf16 out, fp32 lse) */
+    float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+    k_attention_bwd(dq, dk, dv, dout, q, k, v, g_out, g_lse, B, T, NH, NKV, HS);
+    float *g_dq = malloc(nq * 4), *g_dk = malloc(nk * 4), *g_dv = malloc(nk * 4);
+    float *ldq = dalloc(lq * 4), *ldk[8], *ldv[8];
+    for (int r = 0; r < cp; r++) {
+        ldk[r] = dalloc(lk * 4), ldv[r] = dalloc(lk * 4);
+        CHECK_CUDA(cudaMemset(ldk[r], 0, lk * 4));
+        CHECK_CUDA(cudaMemset(ldv[r], 0, lk * 4));
+    }
+    for (int r = 0; r < cp; r++) {
+        CHECK_CUDA(cudaMemset(ldq, 0, lq * 4));
+        for (int i = 0; i < cp; i++) {
+            int rk = ((r - i) % cp + cp) % cp;
+            kc_attention_block_bwd(ldq, ldk[rk], ldv[rk], ldo[r], lqd[r], lkd[rk], lvd[rk], lod[r], lls[r], B, Tl,
+                                   NH, NKV, HS, cp, r, rk, st);
+        }
+        float *x = down_f(ldq, lq);
+        cp_place(g_dq, x, B, T, NH, HS, cp, r);
+        free(x);
+    }
+    for (int r = 0; r < cp; r++) {
+        float *x = down_f(ldk[r], lk);
+        cp_place(g_dk, x, B, T, NKV, HS, cp, r);
+        free(x);
+        x = down_f(ldv[r], lk);
+        cp_place(g_dv, x, B, T, NKV, HS, cp, r);
+        free(x);
+    }
+    CHECK("block_bwd dq (ring)", g_dq, dq, nq, ATOL, RTOL);
+    CHECK("block_bwd dk (ring)", g_dk, dk, nk, ATOL, RTOL);
+    CHECK("block_bwd dv (ring)", g_dv, dv, nk, ATOL, RTOL);
+
+    for (int r = 0; r < cp; r++) {
+        cudaFree(lqd[r]); cudaFree(lkd[r]); cudaFree(lvd[r]); cudaFree(lod[r]); cudaFree(ldo[r]);
+        cudaFree(lo32[r]); cudaFree(lls[r]); cudaFree(ldk[r]); cudaFree(ldv[r]);
+    }
+    cudaFree(part); cudaFree(plse); cudaFree(ldq);
+    cudaFree(f_q); cudaFree(f_k); cudaFree(f_v); cudaFree(f_out); cudaFree(f_lse);
+    free(q); free(k); free(v); free(dout); free(out); free(lse); free(whole);
+    free(g_out); free(g_lse); free(g_out32); free(dq); free(dk); free(dv);
+}
+
+/* kc_add: y += x, vector and scalar paths */
+static void test_add(size_t n) {
+    printf("add n=%zu\n", n);
+    float *x = hrand(n + 1, 1, 0), *y = hrand(n + 1, 1, 0), *want = malloc((n + 1) * 4);
+    for (size_t i = 0; i <= n; i++) want[i] = y[i] + x[i];
+    float *d_x = up_f(x, n + 1), *d_y = up_f(y, n + 1);
+    kc_add(d_y, d_x, n, st);
+    want[n] = y[n];   // one past n untouched
+    CHECK("add", down_f(d_y, n + 1), want, n + 1, 0, 0);
+    kc_add(d_y + 1, d_x + 1, n - 1, st);   // misaligned: scalar
+    for (size_t i = 1; i < n; i++) want[i] += x[i];
+    CHECK("add (misaligned)", down_f(d_y, n + 1), want, n + 1, 0, 1e-6);
+    cudaFree(d_x); cudaFree(d_y);
+    free(x); free(y); free(want);
+}
+
 /* ---- embeddings, residual ----------------------------------------------- */
 
 static void test_embedding(int B, int T, int C, int V, int maxT, int pos0) {
@@ -540,6 +687,10 @@ int main(void) {
     test_attention(1, 250, 4, 2, 128, 1);   // last tile of 58 rows: warp 3 partial
     test_attention(2, 40, 3, 3, 32, 1);     // SIMT only
     test_attention(1, 50, 4, 1, 96, 1);     // SIMT only
+    test_attention_block(2, 64, 4, 2, 32, 2, 1);    // the ring of two, GQA
+    test_attention_block(1, 128, 4, 1, 64, 4, 4);   // four ranks, one kv head, sharper softmax
+    test_attention_block(1, 96, 2, 2, 128, 3, 8);   // three ranks, chunks of 16, peaked rows
+    test_attention_block(2, 40, 2, 1, 96, 1, 1);    // cp 1: one block is the whole attention
     test_embedding(2, 9, 24, 50, 16, 3);
     test_embedding(2, 7, 13, 40, 10, 0);   // C % 8 != 0: the scalar path
     test_residual(1003);
@@ -548,6 +699,7 @@ int main(void) {
     test_crossentropy(4, 50304, 50257);
     test_adamw(1003);
     test_helpers(100003);
+    test_add(100003);
     test_matmul(33, 50, 70);       // unaligned rows: last, a cuBLASLt refusal exits
 
     CHECK_CUDA(cudaStreamDestroy(st));

@@ -4,15 +4,24 @@
  * checks and the fault behaviour are the same code as on the CPU.
  *
  * The file's weights are the stage's full fp32 parameters, as the CPU writes
- * them: the masters, or under ZeRO-1 every dp rank's master shard all-gathered
- * (fp32, through the grad slab, which the next step zeroes). On load each
- * rank takes its shard of the masters from them and rebuilds the bf16 copy
- * the GEMMs read with kc_to_bf16 (round to nearest even, as AdamW writes it),
- * so the resumed weights are the uninterrupted run's bit for bit. */
+ * them: the masters, or under ZeRO-1 every dp·cp rank's master shard all-
+ * gathered (fp32, through the grad slab, which the next step zeroes), under
+ * ZeRO-2/3 unit by unit through a temporary buffer; m and v are this rank's
+ * optimizer shard in the layout's own order (ZeRO-1: the flat slab's slice;
+ * ZeRO-2/3: its slices of every unit, cuplan_units), so a checkpoint loads
+ * into the same ZeRO stage and group size only (the header's "opt" and dp).
+ * On load each rank takes its shard of the masters from them and rebuilds
+ * the bf16 copy the GEMMs read with kc_to_bf16 (round to nearest even, as
+ * AdamW writes it; ZeRO-3: of its shard), so the resumed weights are the
+ * uninterrupted run's bit for bit.
+ *
+ * What it doesn't: record cp in the header (CkptState has no field for it);
+ * the layout shape check is ckpt.c's. */
 #include <stdlib.h>
 
 #include "ckpt.h"
 #include "cuexec.h"
+#include "cunet.h"
 
 /* Host buffers of one rank's checkpoint; 0, or -1 if host memory ran out. */
 static int host_state(const CuExec *e, CkptState *s)
@@ -37,36 +46,29 @@ static void host_free(CkptState *s)
     s->w = s->m = s->v = NULL;
 }
 
-/* Device masters (all-gathered under ZeRO-1), m and v into s. Collective
- * over dp under ZeRO-1. */
+/* The full fp32 weights (all-gathered over dp·cp when sharded), m and v
+ * into s. Collective over dp·cp under ZeRO-1/2/3. */
 static void download(CuExec *e, CkptState *s)
 {
     size_t fb = sizeof(float);
-    CHECK_CUDA(cudaStreamSynchronize(e->st));
-    const float *w = e->w32;
-    if (e->zero1) {
-        CHECK_CUDA(cudaMemcpyAsync(e->g + e->opt_off, e->w32, e->opt_n * fb, cudaMemcpyDeviceToDevice, e->st));
-        cucomm_allgather(e->cc, CC_DP, e->g, e->opt_n, CC_F32, e->st);
-        w = e->g;
-    }
-    CHECK_CUDA(cudaMemcpyAsync(s->w, w, e->n_alloc * fb, cudaMemcpyDeviceToHost, e->st));
+    cuexec_get_weights(e, s->w);
     CHECK_CUDA(cudaMemcpyAsync(s->m, e->om, e->opt_n * fb, cudaMemcpyDeviceToHost, e->st));
     CHECK_CUDA(cudaMemcpyAsync(s->v, e->ov, e->opt_n * fb, cudaMemcpyDeviceToHost, e->st));
     CHECK_CUDA(cudaStreamSynchronize(e->st));
 }
 
-/* s's weights through the grad slab into the bf16 copy and this rank's
- * master shard; m and v as they are. */
-static void upload(CuExec *e, const CkptState *s)
+/* s's weights into the masters (this rank's shard) and the bf16 copy; m and
+ * v as they are. */
+static int upload(CuExec *e, const CkptState *s)
 {
     size_t fb = sizeof(float);
     CHECK_CUDA(cudaStreamSynchronize(e->st));
-    CHECK_CUDA(cudaMemcpyAsync(e->g, s->w, e->n_alloc * fb, cudaMemcpyHostToDevice, e->st));   // ordered on e->st
-    kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
-    CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * fb, cudaMemcpyDeviceToDevice, e->st));
+    if (cuexec_put_weights(e, s->w) != 0)
+        return -1;
     CHECK_CUDA(cudaMemcpyAsync(e->om, s->m, e->opt_n * fb, cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->ov, s->v, e->opt_n * fb, cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaStreamSynchronize(e->st));
+    return 0;
 }
 
 int cuexec_save(CuExec *e, const char *dir, char *err, int errlen)
@@ -100,10 +102,12 @@ int cuexec_load(CuExec *e, const char *dir, char *err, int errlen)
         return -1;
     }
     int rc = ckpt_load(&s, dir, &e->dl, err, errlen);
-    if (rc == 0) {
-        upload(e, &s);
-        e->step = s.step;
+    if (rc == 0 && upload(e, &s) != 0) {
+        snprintf(err, errlen, "resume: out of host memory for the weight shard (%zu floats)", e->opt_n);
+        rc = -1;
     }
+    if (rc == 0)
+        e->step = s.step;
     host_free(&s);
     return rc;
 }

@@ -49,6 +49,35 @@ static ncclComm_t group_init(MPI_Comm mc, int size, int rank)
     return c;
 }
 
+/* A group with no MPI communicator of its own: world rank `leader` (the
+ * group's rank 0) makes the id; every rank's id goes to world rank 0, which
+ * broadcasts them all (bytes), and each rank joins with its leader's. A world
+ * collective: every rank calls it, in the same order. */
+static ncclComm_t group_init_world(const Dist *d, int leader, int size, int rank)
+{
+    enum { NU = (sizeof(ncclUniqueId) + 7) / 8 };
+    unsigned long long mine[NU];
+    memset(mine, 0, sizeof mine);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) {
+        CHECK_NCCL(ncclGetUniqueId(&id));
+        memcpy(mine, &id, sizeof id);
+    }
+    unsigned long long *all = calloc((size_t)d->world * NU, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "[rank %d] out of host memory for communicator ids\n", d->rank);
+        exit(1);
+    }
+    dist_world_gather_u64(mine, NU, all);
+    dist_world_bcast_bytes(all, (int)((size_t)d->world * NU * sizeof *all));
+    memcpy(&id, all + (size_t)leader * NU, sizeof id);
+    free(all);
+    ncclComm_t c = NULL;
+    CHECK_NCCL(ncclCommInitRank(&c, size, id, rank));
+    return c;
+}
+
 CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
 {
     (void)err, (void)errlen;
@@ -59,16 +88,27 @@ CuComm *cucomm_init(const Dist *d, int wrap, int tied, char *err, int errlen)
         exit(1);
     }
     c->rank = d->rank;
-    MPI_Comm mc[CC_GROUPS] = {d->tp_comm, d->dp_comm, d->emb_comm, MPI_COMM_NULL};
-    int size[CC_GROUPS] = {d->tp, d->dp, tied && d->pp > 1 ? 2 : 1, 1};
-    int rank[CC_GROUPS] = {d->tp_rank, d->dp_rank, d->pp_rank == 0 ? 0 : 1, 0};
+    MPI_Comm mc[CC_GROUPS] = {d->tp_comm, d->dp_comm, d->emb_comm, MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+    int size[CC_GROUPS] = {d->tp, d->dp, tied && d->pp > 1 ? 2 : 1, d->cp, d->dp * d->cp, 1};
+    int rank[CC_GROUPS] = {d->tp_rank, d->dp_rank, d->pp_rank == 0 ? 0 : 1, d->cp_rank,
+                           d->cp_rank + d->cp * d->dp_rank, 0};
+    int leader[CC_GROUPS] = {0, 0, 0, dist_rank_of(d, d->tp_rank, 0, d->dp_rank, d->pp_rank),
+                             dist_rank_of(d, d->tp_rank, 0, 0, d->pp_rank), 0};
     for (int g = 0; g < CC_GROUPS; g++) {
         c->size[g] = 1;
-        if (size[g] > 1 && mc[g] != MPI_COMM_NULL) {
+        if (size[g] <= 1)
+            continue;
+        if (g == CC_DPCP && d->cp == 1) {   // the dp group itself
+            c->g[g] = c->g[CC_DP];
+        } else if (g == CC_CP || g == CC_DPCP) {
+            c->g[g] = group_init_world(d, leader[g], size[g], rank[g]);
+        } else if (mc[g] != MPI_COMM_NULL) {
             c->g[g] = group_init(mc[g], size[g], rank[g]);
-            c->size[g] = size[g];
-            c->grank[g] = rank[g];
+        } else {
+            continue;
         }
+        c->size[g] = size[g];
+        c->grank[g] = rank[g];
     }
     if (d->pp > 1) {
         /* pp rank 0 makes every link's id; each rank joins its links by ascending id */
@@ -172,7 +212,7 @@ void cucomm_free(CuComm *c)
         cudaStreamDestroy(c->stream);
     }
     for (int g = 0; g < CC_GROUPS; g++)
-        if (c->g[g])
+        if (c->g[g] && !(g == CC_DPCP && c->g[g] == c->g[CC_DP]))   // an alias is destroyed once
             ncclCommDestroy(c->g[g]);
     /* Links go in ascending id, the order they were made in: destroying
      * talks to the other end (NCCL >= 2.23), so by role (every stage's
@@ -282,4 +322,15 @@ void cucomm_recv_peer(CuComm *c, CuGroup g, int peer, void *buf, size_t n, CuTyp
     if (!c || !c->g[g] || !n)
         return;
     CHECK_ON(c->g[g], ncclRecv(buf, n, nt(t), peer, c->g[g], st));
+}
+
+void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, CuType t, cudaStream_t st)
+{
+    if (!c || !c->g[g] || !n)
+        return;
+    int sz = c->size[g], me = c->grank[g];
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_ON(c->g[g], ncclSend(send, n, nt(t), (me + 1) % sz, c->g[g], st));
+    CHECK_ON(c->g[g], ncclRecv(recv, n, nt(t), (me - 1 + sz) % sz, c->g[g], st));
+    CHECK_NCCL(ncclGroupEnd());
 }

@@ -7,10 +7,18 @@
  * broadcasts over the pp group. Groups of one get no communicator (their
  * collectives are no-ops).
  *
- * Creation order is the same on every rank (tp, dp, embedding, then links
- * by ascending id), so the blocking ncclCommInitRank calls never wait on
- * each other in a cycle. Also owns the communication stream (non-blocking)
- * on which the DP buckets overlap backward.
+ * Context parallel (issue 18): the cp group (same tp, dp, pp) and the dp·cp
+ * group (same tp, pp; rank cp_rank + cp·dp_rank) over which gradients are
+ * reduced and ZeRO shards. Their ids are made by each group's rank 0 and
+ * reach the members through the world (every rank's id gathered to world
+ * rank 0 and broadcast as bytes; dist.h names no MPI group for them here).
+ * With cp 1 the dp·cp group is the dp communicator itself (one handle).
+ *
+ * Creation order is the same on every rank (tp, dp, embedding, cp, dp·cp,
+ * then links by ascending id), so the blocking ncclCommInitRank calls never
+ * wait on each other in a cycle. Also owns the communication stream
+ * (non-blocking) on which the DP buckets, the ZeRO reduce-scatters and
+ * gathers and the CP ring overlap the compute stream.
  *
  * Faults: every NCCL and CUDA call goes through a check that prints
  *   [rank R] NCCL error at FILE:LINE in CALL: NCCL's message (last error)
@@ -23,8 +31,7 @@
  * one communicator per visible GPU (ncclCommInitAll) driven inside
  * cucomm_group_start/end; the only other NCCL user of the tree is none.
  *
- * What it doesn't: context parallel, NCCL's non-blocking
- * (config.blocking = 0) mode.
+ * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
@@ -35,7 +42,9 @@
 #include "cuplan.h"
 #include "dist.h"
 
-typedef enum { CC_TP, CC_DP, CC_EMB, CC_WORLD, CC_GROUPS } CuGroup;   // CC_WORLD: calibration only
+/* CC_DPCP: the gradient / ZeRO group (dp·cp; CC_DP's handle when cp is 1);
+ * CC_WORLD: calibration only */
+typedef enum { CC_TP, CC_DP, CC_EMB, CC_CP, CC_DPCP, CC_WORLD, CC_GROUPS } CuGroup;
 typedef enum { CC_F32, CC_BF16 } CuType;
 typedef enum { CC_SUM, CC_MAX } CuOp;
 
@@ -86,6 +95,11 @@ void cucomm_reduce_scatter_to(CuComm *c, CuGroup g, const void *in, void *out, s
                               cudaStream_t st);
 void cucomm_allgather_from(CuComm *c, CuGroup g, const void *in, void *out, size_t n_each, CuType t,
                            cudaStream_t st);
+
+/* One step of a ring over group g, issued together (ncclGroupStart/End):
+ * send (n) to rank + 1 and recv (n) from rank − 1, modulo the size. send
+ * and recv must not overlap. A no-op for a group of one. */
+void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, CuType t, cudaStream_t st);
 
 /* Point-to-point on this stage's link of role r (cuplan.h); the role must
  * exist and be a send (cucomm_send) or a receive (cucomm_recv) link. */

@@ -1,6 +1,7 @@
 /* cuexec.c — see cuexec.h. Set-up, slabs, the schedule loop, the pipeline's
- * sends and receives, DP buckets, ZeRO-1 and AdamW: exec.c's structure on
- * bf16 device tensors; the layer math is cunet.c. */
+ * sends and receives, DP buckets, ZeRO-1/2/3 and AdamW, the context-parallel
+ * data split: exec.c's structure on bf16 device tensors; the layer math (and
+ * the CP ring) is cunet.c. */
 #include "cuexec.h"
 
 #include <math.h>
@@ -123,6 +124,34 @@ static void carve(CuExec *e)
     e->ring = e->nring ? TAKE_BF(&b, (size_t)e->nring * Nl * C) : NULL;
     e->d_tokens = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
     e->d_targets = (int *)take(&b, (size_t)e->nmb * N * sizeof(int));
+    if (e->zero) {   // buckets: the largest layer unit twice, the stage unit once
+        size_t lay = 0, st = e->stage_unit < e->nun ? e->un[e->stage_unit].pad : 0;
+        int padded = 0;
+        for (int u = 0; u < e->nun; u++) {
+            if (u != e->stage_unit && e->un[u].pad > lay)
+                lay = e->un[u].pad;
+            padded |= e->un[u].pad != e->un[u].n;
+        }
+        for (int k = 0; k < 3; k++)
+            e->zb[k] = k < 2 ? (lay ? TAKE_F(&b, lay) : NULL) : (st ? TAKE_F(&b, st) : NULL);
+        if (e->zero == 3) {
+            for (int k = 0; k < 3; k++)
+                e->zg[k] = k < 2 ? (lay ? TAKE_BF(&b, lay) : NULL) : (st ? TAKE_BF(&b, st) : NULL);
+        } else {
+            e->zsh = TAKE_BF(&b, e->opt_n);
+            e->zg[0] = padded ? TAKE_BF(&b, lay > st ? lay : st) : NULL;
+        }
+    }
+    if (e->cp > 1) {   // the ring's blocks and fp32 accumulators (cunet.c)
+        size_t nkv = N * s->kvl, nq = N * s->ql;
+        for (int k = 0; k < 2; k++)
+            e->cp_kv[k] = TAKE_BF(&b, 2 * nkv);
+        e->cp_o = TAKE_F(&b, nq);
+        e->cp_op = e->cp_dq = TAKE_F(&b, nq);
+        e->cp_lp = TAKE_F(&b, N * s->NHl);
+        for (int k = 0; k < 2; k++)
+            e->cp_dkv[k] = TAKE_F(&b, 2 * nkv);
+    }
     e->mem[XM_ACTS] = (double)a.n;
     e->mem[XM_BUFFERS] = (double)b.n;
 }
@@ -201,10 +230,13 @@ static void launch_bucket(CuExec *e, int b)
     cudaStream_t cs = cucomm_stream(e->cc);
     CHECK_CUDA(cudaEventRecord(e->bk_ev[b], e->st));
     CHECK_CUDA(cudaStreamWaitEvent(cs, e->bk_ev[b], 0));
-    cucomm_allreduce(e->cc, CC_DP, e->g + e->bk[b].start, e->bk[b].n, CC_F32, CC_SUM, cs);
+    cucomm_allreduce(e->cc, CC_DPCP, e->g + e->bk[b].start, e->bk[b].n, CC_F32, CC_SUM, cs);
 }
 
-static int dp_buckets(const CuExec *e) { return !e->proxy && e->dp > 1 && !e->zero1; }
+static int dp_buckets(const CuExec *e) { return !e->proxy && e->D > 1 && !e->zero1 && !e->zero; }
+
+/* The unit of local layer li (-1: the stage unit). */
+static int unit_of(const CuExec *e, int li) { return li >= 0 ? li : e->stage_unit; }
 
 /* Under SP every tp rank holds a partial gradient of the replicated tensors
  * of local layer li (-1: the final norm): sum them over tp, on the compute
@@ -216,10 +248,87 @@ static void sp_sync(CuExec *e, int li)
     int n = e->proxy ? 0 : cuplan_sp_sync(&e->ps, li, r);   // the proxy has no tp peers to sum with
     if (!n)
         return;
-    int prev = cunet_tm_swap(e, PH_TP);
-    for (int k = 0; k < n; k++)
-        cucomm_allreduce(e->cc, CC_TP, e->g + r[k].start, r[k].n, CC_F32, CC_SUM, e->st);
+    int prev = cunet_tm_swap(e, PH_TP), u = unit_of(e, li);
+    for (int k = 0; k < n; k++)   // where the unit's gradients are now: the grad slab or a ZeRO-2/3 bucket
+        cucomm_allreduce(e->cc, CC_TP, e->gu[u] + (r[k].start - e->un[u].start), r[k].n, CC_F32, CC_SUM, e->st);
     cunet_tm_swap(e, prev);
+}
+
+/* ---- ZeRO-2/3 ------------------------------------------------------------------ */
+
+/* Unit u's gradients go to bucket k from now on: once the comm stream is
+ * done with k's last unit, zeroed on the compute stream. */
+static void zb_take(CuExec *e, int u, int k)
+{
+    CHECK_CUDA(cudaStreamWaitEvent(e->st, e->zb_free[k], 0));
+    kc_zero(e->zb[k], e->un[u].pad, e->st);
+    e->gu[u] = e->zb[k];
+}
+
+/* Unit u's gradient (bucket k) is complete for this micro-batch: reduce-
+ * scatter it over dp·cp on the comm stream and add this rank's slice into
+ * the gradient shard; the bucket is free again after that. */
+static void zb_reduce(CuExec *e, int u, int k)
+{
+    cudaStream_t cs = cucomm_stream(e->cc);
+    const CuUnit *un = &e->un[u];
+    CHECK_CUDA(cudaEventRecord(e->bk_ev[u], e->st));
+    CHECK_CUDA(cudaStreamWaitEvent(cs, e->bk_ev[u], 0));
+    cucomm_reduce_scatter(e->cc, CC_DPCP, e->zb[k], un->slice, CC_F32, cs);   // lands at drank·slice
+    kc_add(e->g + un->shard_off, e->zb[k] + (size_t)e->drank * un->slice, un->slice, cs);
+    CHECK_CUDA(cudaEventRecord(e->zb_free[k], cs));
+}
+
+/* ZeRO-3: start gathering unit u's bf16 weights into gather buffer k on the
+ * comm stream (after the compute stream has released k). */
+static void zg_gather(CuExec *e, int u, int k)
+{
+    cudaStream_t cs = cucomm_stream(e->cc);
+    const CuUnit *un = &e->un[u];
+    CHECK_CUDA(cudaStreamWaitEvent(cs, e->zg_free[k], 0));
+    cucomm_allgather_from(e->cc, CC_DPCP, e->wb + un->shard_off, e->zg[k], un->slice, CC_BF16, cs);
+    CHECK_CUDA(cudaEventRecord(e->zg_ready[k], cs));
+    if (k < 2)
+        e->zg_holds[k] = u;
+}
+
+/* The layer buffer that holds layer unit u, gathering it into the one not
+ * in use when none does (a prefetch when called ahead of its use). */
+static int zg_slot(CuExec *e, int u)
+{
+    for (int k = 0; k < 2; k++)
+        if (e->zg_holds[k] == u)
+            return k;
+    int k = 1 - e->zg_cur;
+    zg_gather(e, u, k);
+    return k;
+}
+
+/* Before local layer li runs (forward, recomputation or backward): its
+ * weights gathered (ZeRO-3), and the next layer to run (next, -1 none)
+ * prefetched into the other buffer. */
+static void z3_acquire(CuExec *e, int li, int next)
+{
+    if (e->zero != 3)
+        return;
+    int prev = cunet_tm_swap(e, PH_DP);
+    int k = zg_slot(e, li);
+    CHECK_CUDA(cudaStreamWaitEvent(e->st, e->zg_ready[k], 0));
+    e->wu[li] = e->zg[k];
+    e->zg_cur = k;
+    if (next >= 0 && next < e->ps.nlayers)
+        zg_slot(e, next);
+    cunet_tm_swap(e, prev);
+}
+
+/* After local layer li's use: its buffer may be gathered into again. */
+static void z3_release(CuExec *e, int li)
+{
+    if (e->zero != 3)
+        return;
+    for (int k = 0; k < 2; k++)
+        if (e->zg_holds[k] == li)
+            CHECK_CUDA(cudaEventRecord(e->zg_free[k], e->st));
 }
 
 /* ---- the step -------------------------------------------------------------- */
@@ -232,12 +341,14 @@ static void run_layers_fwd(CuExec *e, int c, kc_bf16 *out)
     int n = e->chunk_layers[c], f = e->chunk_first[c];
     for (int j = 0; j < n; j++) {
         kc_bf16 *dst = j + 1 < n ? e->la[j + 1].x : out;
+        z3_acquire(e, f + j, f + j + 1);
         if (e->rc[f + j] == 2) {
             e->ws.x = e->la[j].x;
             cunet_layer_fwd(e, f + j, &e->ws, dst);
         } else {
             cunet_layer_fwd(e, f + j, &e->la[j], dst);
         }
+        z3_release(e, f + j);
     }
 }
 
@@ -249,6 +360,17 @@ static void run_forward(CuExec *e, int mb, int c)
     slot_bind(e, slot, c);
     cunet_tm_swap(e, PH_FWD);
     kc_bf16 *x0 = n ? e->la[0].x : e->head_in;
+    int su = e->stage_unit;
+    if (e->zero && su < e->nun) {   // pp 1: this micro-batch's embedding, head and their gradients
+        if (e->zero == 3) {
+            cunet_tm_swap(e, PH_DP);
+            zg_gather(e, su, 2);
+            CHECK_CUDA(cudaStreamWaitEvent(e->st, e->zg_ready[2], 0));
+            e->wu[su] = e->zg[2];
+            cunet_tm_swap(e, PH_FWD);
+        }
+        zb_take(e, su, 2);
+    }
     if (first_vs(e, c))
         cunet_embed_fwd(e, e->d_tokens + (size_t)mb * s->N, x0);
     else if (!e->proxy)
@@ -258,7 +380,7 @@ static void run_forward(CuExec *e, int mb, int c)
     run_layers_fwd(e, c, out);
     if (last_vs(e, c)) {   // the loss backward is backward work
         cunet_tm_swap(e, PH_BWD);
-        float scale = 1.0f / ((float)s->N * e->nmb * e->dp);
+        float scale = 1.0f / ((float)s->N * e->cp * e->nmb * e->dp);   // over the B·T tokens of every dp rank
         cunet_head(e, mb, scale, e->slot_dlast[slot] ? e->slot_dlast[slot] : e->dres);
     } else if (send) {
         ring_send(e, k, CL_FWD_OUT);
@@ -284,6 +406,12 @@ static void run_backward(CuExec *e, int mb, int c)
     }
     for (int j = n - 1; j >= 0; j--) {
         CuActs *A = &e->la[j];
+        z3_acquire(e, f + j, f + j - 1);
+        int k = e->zb_next;
+        if (e->zero) {
+            zb_take(e, f + j, k);
+            e->zb_next = 1 - k;
+        }
         if (e->rc[f + j] == 2) {
             cunet_tm_swap(e, PH_RECOMPUTE);
             e->ws.x = e->la[j].x;
@@ -292,13 +420,28 @@ static void run_backward(CuExec *e, int mb, int c)
             A = &e->ws;
         }
         cunet_layer_bwd(e, f + j, A);
-        if (mb == e->nmb - 1 && e->sp)   // exec.c's layer_done: first the tp sum, then the DP bucket
+        z3_release(e, f + j);
+        if ((mb == e->nmb - 1 || e->zero) && e->sp)   // exec.c's layer_done: first the tp sum, then the DP bucket
             sp_sync(e, f + j);
+        if (e->zero) {   // every micro-batch: into the shard
+            cunet_tm_swap(e, PH_DP);
+            zb_reduce(e, f + j, k);
+            cunet_tm_swap(e, PH_BWD);
+        }
         if (mb == e->nmb - 1 && dp_buckets(e) && e->lo.overlap_grad)   // this layer's grads are final
             launch_bucket(e, f + j);
     }
     if (first_vs(e, c)) {
         cunet_embed_bwd(e, e->d_tokens + (size_t)mb * s->N);
+        if (e->zero && e->stage_unit < e->nun) {   // the stage unit's gradient is complete
+            if (e->sp)
+                sp_sync(e, -1);
+            cunet_tm_swap(e, PH_DP);
+            zb_reduce(e, e->stage_unit, 2);
+            cunet_tm_swap(e, PH_BWD);
+            if (e->zero == 3)
+                CHECK_CUDA(cudaEventRecord(e->zg_free[2], e->st));
+        }
     } else if (!e->proxy) {
         int k;
         kc_bf16 *buf = ring_take(e, &k);
@@ -323,9 +466,14 @@ static void finish_grads(CuExec *e)
                 e->ring_used[k] = 0;
             }
     }
-    if (e->sp)
+    if (e->sp && !e->zero)   // ZeRO-2/3: done on the stage bucket every micro-batch
         sp_sync(e, -1);
     cunet_tm_swap(e, PH_DP);
+    if (e->zero) {   // the shard is complete once the comm stream's last reduce-scatter has added into it
+        cudaStream_t cs = cucomm_stream(e->cc);
+        CHECK_CUDA(cudaEventRecord(e->comm_done, cs));
+        CHECK_CUDA(cudaStreamWaitEvent(e->st, e->comm_done, 0));
+    }
     if (cucomm_size(e->cc, CC_EMB) > 1) {
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
         cucomm_allreduce(e->cc, CC_EMB, e->g + ps->off[id], ps->len[id], CC_F32, CC_SUM, e->st);
@@ -347,20 +495,56 @@ static void optimizer_step(CuExec *e)
 {
     TrainOpts *o = &e->opt;
     int t = e->step + 1;
-    if (e->zero1) {   // reduce-scatter, AdamW on this rank's shard, all-gather the bf16 weights
+    if (e->zero == 3) {   // the shards only: nothing to gather after the step
+        cunet_tm_swap(e, PH_OPTIM);
+        kc_adamw(e->w32, e->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
+                 e->wb, e->st);
+    } else if (e->zero == 2) {   // AdamW on the shard, then each unit's updated weights all-gathered
+        cunet_tm_swap(e, PH_OPTIM);
+        kc_adamw(e->w32, e->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
+                 e->zsh, e->st);
         cunet_tm_swap(e, PH_DP);
-        cucomm_reduce_scatter(e->cc, CC_DP, e->g, e->opt_n, CC_F32, e->st);
+        for (int u = 0; u < e->nun; u++) {
+            const CuUnit *un = &e->un[u];
+            kc_bf16 *dst = un->pad == un->n ? e->wb + un->start : e->zg[0];
+            cucomm_allgather_from(e->cc, CC_DPCP, e->zsh + un->shard_off, dst, un->slice, CC_BF16, e->st);
+            if (dst != e->wb + un->start)   // padded: the real floats into place
+                CHECK_CUDA(cudaMemcpyAsync(e->wb + un->start, dst, un->n * sizeof(kc_bf16), cudaMemcpyDeviceToDevice,
+                                           e->st));
+        }
+    } else if (e->zero1) {   // reduce-scatter, AdamW on this rank's shard, all-gather the bf16 weights
+        cunet_tm_swap(e, PH_DP);
+        cucomm_reduce_scatter(e->cc, CC_DPCP, e->g, e->opt_n, CC_F32, e->st);
         cunet_tm_swap(e, PH_OPTIM);
         kc_adamw(e->w32, e->g + e->opt_off, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
                  o->weight_decay, t, e->wb + e->opt_off, e->st);
         cunet_tm_swap(e, PH_DP);
-        cucomm_allgather(e->cc, CC_DP, e->wb, e->opt_n, CC_BF16, e->st);
+        cucomm_allgather(e->cc, CC_DPCP, e->wb, e->opt_n, CC_BF16, e->st);
     } else {
         cunet_tm_swap(e, PH_OPTIM);
         kc_adamw(e->w32, e->g, e->om, e->ov, e->n_alloc, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
                  e->wb, e->st);
     }
     cunet_tm_swap(e, -1);
+}
+
+/* One micro-batch's tokens and targets (N each): the loader's B rows of T;
+ * under cp the two chunks of each row that this rank holds (cuplan_cp_pos),
+ * every cp rank reading the rows of its dp rank. */
+static int next_batch(CuExec *e, int *tok, int *tgt, char *err, int errlen)
+{
+    if (e->cp <= 1)
+        return data_next_batch(&e->dl, tok, tgt, err, errlen);
+    if (data_next_batch(&e->dl, e->tok_full, e->tgt_full, err, errlen) != 0)
+        return -1;
+    int T = e->sh.T;
+    for (int b = 0; b < e->sh.B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t g = (size_t)b * e->Tg + cuplan_cp_pos(e->Tg, e->cp, e->d.cp_rank, t);
+            tok[(size_t)b * T + t] = e->tok_full[g];
+            tgt[(size_t)b * T + t] = e->tgt_full[g];
+        }
+    return 0;
 }
 
 int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
@@ -373,8 +557,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
         char derr[256] = "", msg[300] = "";
         int bad = 0;
         for (int k = 0; k < e->nmb && !bad; k++)
-            bad = data_next_batch(&e->dl, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr,
-                                  sizeof derr) != 0;
+            bad = next_batch(e, e->tokens + (size_t)k * s->N, e->targets + (size_t)k * s->N, derr, sizeof derr) != 0;
         if (bad)
             snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, derr);
         if (dist_world_agree(bad ? -1 : 0, msg, sizeof msg) != 0)
@@ -384,8 +567,12 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaEventRecord(e->step0, e->st));
-    kc_zero(e->g, e->n_alloc, e->st);
+    kc_zero(e->g, e->zero ? e->opt_n : e->n_alloc, e->st);   // ZeRO-2/3: the shard
     kc_zero(e->losses, nt, e->st);   // stays 0 on a stage without the head
+    e->zg_holds[0] = e->zg_holds[1] = -1;   // the weights changed: nothing gathered is current
+    e->zg_cur = 0;
+    for (int k = 0; k < 3 && e->zero == 3; k++)   // no gather reads the shard before the last AdamW wrote it
+        CHECK_CUDA(cudaEventRecord(e->zg_free[k], e->st));
     e->nfree = e->nslots;
     for (int k = 0; k < e->nslots; k++)
         e->slot_free[k] = k;
@@ -415,7 +602,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
     double tokens = (double)nt;
     if (!e->proxy && e->d.world > 1) {
         sum = dist_world_sum(sum);
-        tokens = (double)e->lo.gbs * s->T;
+        tokens = (double)e->lo.gbs * e->Tg;
     }
     if ((!e->proxy || s->last) && !isfinite(sum))
         FAIL("step %d: loss is %s%s; stopping", e->step, isnan(sum) ? "NaN" : "Inf",
@@ -431,14 +618,15 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 /* What the CUDA executor can't run, named by the plan's layout fields. */
 static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
-    if (lo->cp != 1)
-        FAIL("the CUDA backend has no context parallelism: the plan's layout has \"cp\": %d; plan with --cp 1", lo->cp);
-    if (lo->sp && lo->tp > 1 && (lo->mbs * m->s) % lo->tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq = %d (\"sp\": true); plan with --no-sp or another "
-             "micro-batch", lo->tp, lo->mbs * m->s);
-    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-        FAIL("the CUDA backend runs ZeRO-0 and ZeRO-1; the plan's layout has \"optimizer\": \"%s\"",
-             layout_opt_name(lo->opt));
+    if (lo->cp < 1 || (lo->cp > 1 && m->s % (2 * lo->cp)))
+        FAIL("context parallel cuts a sequence into 2*cp chunks: \"cp\": %d must have 2*cp divide seq %d", lo->cp,
+             m->s);
+    if (lo->sp && lo->tp > 1 && (lo->mbs * (m->s / lo->cp)) % lo->tp)
+        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d (\"sp\": true); plan with --no-sp or another "
+             "micro-batch", lo->tp, lo->mbs * (m->s / lo->cp));
+    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
+        FAIL("\"optimizer\": \"%s\" shards per layer over dp*cp and runs with pp 1; the plan has \"pp\": %d",
+             layout_opt_name(lo->opt), lo->pp);
     if (lo->gbs % (lo->dp * lo->mbs))
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (lo->vp > 1 && lo->pp == 1)
@@ -468,13 +656,27 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
     const ProxyShape *s = &e->sh;
     if (stagemap_init(&e->sm, &e->m, &e->lo, stage, e->d.tp_rank, err, errlen) != 0)
         return -1;
-    params_layout(&e->ps, &e->m, &e->sm, e->zero1 ? e->dp : 1);
+    params_layout(&e->ps, &e->m, &e->sm, e->zero1 ? e->D : 1);
     e->n = e->ps.n;
     size_t na;
-    cuplan_shard(e->n, e->dp, e->d.dp_rank, e->zero1, &na, &e->opt_n, &e->opt_off);
+    cuplan_shard(e->n, e->D, e->drank, e->zero1, &na, &e->opt_n, &e->opt_off);
     e->n_alloc = e->ps.n_alloc;
     if (na != e->n_alloc)
         FAIL("internal: ZeRO-1 padding %zu vs the parameter table's %zu", na, e->n_alloc);
+    int nu = e->ps.nlayers + 1;
+    e->un = calloc(nu, sizeof *e->un);
+    e->wu = calloc(nu + 1, sizeof *e->wu);
+    e->gu = calloc(nu + 1, sizeof *e->gu);
+    if (!e->un || !e->wu || !e->gu)
+        FAIL("out of host memory");
+    size_t shard;
+    e->nun = cuplan_units(&e->ps, e->zero ? e->D : 1, e->un, &shard);
+    e->stage_unit = e->nun;
+    for (int u = 0; u < e->nun; u++)
+        if (e->un[u].layer < 0)
+            e->stage_unit = u;
+    if (e->zero)   // the shard of every unit's slices; the weights and grads are unpadded
+        e->opt_n = shard, e->opt_off = 0;
     e->nmb = e->lo.gbs / (e->lo.dp * e->lo.mbs);
     if (e->proxy && e->nmb > CUEXEC_PROXY_MAX_MB)   // per micro-batch time is what it measures
         e->nmb = CUEXEC_PROXY_MAX_MB;
@@ -504,6 +706,12 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
     e->ring_sent = calloc(e->nring + 1, sizeof *e->ring_sent);
     e->bk = calloc(nl + 1, sizeof *e->bk);
     e->bk_ev = calloc(nl + 1, sizeof *e->bk_ev);
+    if (e->cp > 1) {
+        e->tok_full = malloc((size_t)s->B * e->Tg * sizeof *e->tok_full);
+        e->tgt_full = malloc((size_t)s->B * e->Tg * sizeof *e->tgt_full);
+        if (!e->tok_full || !e->tgt_full)
+            FAIL("out of host memory");
+    }
     e->tokens = malloc((size_t)e->nmb * s->N * sizeof *e->tokens);
     e->targets = malloc((size_t)e->nmb * s->N * sizeof *e->targets);
     e->h_losses = malloc((size_t)e->nmb * s->N * sizeof *e->h_losses);
@@ -531,16 +739,28 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     for (int b = 0; b < e->nbk; b++)
         e->bk_ev[b] = sync_event();
     e->comm_done = sync_event();
+    for (int k = 0; k < 3 && e->zero; k++) {
+        e->zb_free[k] = sync_event();
+        e->zg_ready[k] = sync_event();
+        e->zg_free[k] = sync_event();
+    }
+    for (int k = 0; k < 2 && e->cp > 1; k++)
+        e->cp_ev[k] = sync_event();
     CHECK_CUDA(cudaEventCreate(&e->step0));
     CHECK_CUDA(cudaEventCreate(&e->step1));
     note_free(e);
     size_t na = e->n_alloc, on = e->opt_n;
-    if (dev_alloc(e, XM_WEIGHTS, na * sizeof(kc_bf16), err, errlen) ||
-        dev_alloc(e, XM_GRADS, na * sizeof(float), err, errlen) ||
+    size_t nw = e->zero == 3 ? on : na, ng = e->zero ? on : na;   // ZeRO-3 weights, ZeRO-2/3 grads: the shard
+    if (dev_alloc(e, XM_WEIGHTS, nw * sizeof(kc_bf16), err, errlen) ||
+        dev_alloc(e, XM_GRADS, ng * sizeof(float), err, errlen) ||
         dev_alloc(e, XM_OPTIM, e->proxy ? 0 : 3 * on * sizeof(float), err, errlen))
         return -1;
     e->wb = e->slab[XM_WEIGHTS];
     e->g = e->slab[XM_GRADS];
+    for (int u = 0; u < e->nun; u++) {   // ZeRO-3's weights and ZeRO-2/3's grads move to buffers per use
+        e->wu[u] = e->zero == 3 ? NULL : e->wb + e->un[u].start;
+        e->gu[u] = e->zero ? NULL : e->g + e->un[u].start;
+    }
     if (!e->proxy) {   // master weights, m, v: all parameters, or this rank's ZeRO-1 shard
         e->w32 = e->slab[XM_OPTIM];
         e->om = e->w32 + on;
@@ -558,16 +778,77 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     return 0;
 }
 
-/* The full fp32 weights through the grad slab (zeroed by every step) into
- * the bf16 copy, and this rank's shard into the master weights. */
-static void upload_weights(CuExec *e, const float *w)
+/* ZeRO-2/3: this rank's shard (opt_n) of the full fp32 weights w (n), in
+ * unit order, zero in the padding. */
+static void shard_of(const CuExec *e, const float *w, float *sh)
+{
+    memset(sh, 0, e->opt_n * sizeof *sh);
+    for (int u = 0; u < e->nun; u++) {
+        size_t first, len;
+        cuplan_unit_slice(&e->un[u], e->drank, &first, &len);
+        memcpy(sh + e->un[u].shard_off, w + first, len * sizeof *sh);
+    }
+}
+
+int cuexec_put_weights(CuExec *e, const float *w)
 {
     /* on e->st: a plain cudaMemcpy from pageable memory may return before its
      * DMA lands, and the legacy stream does not order the non-blocking e->st */
-    CHECK_CUDA(cudaMemcpyAsync(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice, e->st));
-    kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
-    CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * sizeof(float), cudaMemcpyDeviceToDevice, e->st));
+    if (!e->zero) {   // the full weights through the grad slab (zeroed by every step)
+        CHECK_CUDA(cudaMemcpyAsync(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice, e->st));
+        kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
+        CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   e->st));
+        CHECK_CUDA(cudaStreamSynchronize(e->st));
+        return 0;
+    }
+    float *sh = malloc((e->opt_n ? e->opt_n : 1) * sizeof *sh);
+    if (!sh)
+        return -1;
+    shard_of(e, w, sh);
+    CHECK_CUDA(cudaMemcpyAsync(e->w32, sh, e->opt_n * sizeof(float), cudaMemcpyHostToDevice, e->st));
+    if (e->zero == 3) {   // the bf16 shard
+        kc_to_bf16(e->wb, e->w32, e->opt_n, e->st);
+    } else {              // the full bf16 weights, through a temporary fp32 copy
+        float *t;
+        CHECK_CUDA(cudaMalloc((void **)&t, (e->n ? e->n : 1) * sizeof(float)));
+        CHECK_CUDA(cudaMemcpyAsync(t, w, e->n * sizeof(float), cudaMemcpyHostToDevice, e->st));
+        kc_to_bf16(e->wb, t, e->n, e->st);
+        CHECK_CUDA(cudaStreamSynchronize(e->st));
+        CHECK_CUDA(cudaFree(t));
+    }
     CHECK_CUDA(cudaStreamSynchronize(e->st));
+    free(sh);
+    return 0;
+}
+
+void cuexec_get_weights(CuExec *e, float *w)
+{
+    size_t fb = sizeof(float);
+    CHECK_CUDA(cudaStreamSynchronize(e->st));
+    if (!e->zero) {
+        const float *src = e->w32;
+        if (e->zero1) {   // every rank's master shard, all-gathered through the grad slab
+            CHECK_CUDA(cudaMemcpyAsync(e->g + e->opt_off, e->w32, e->opt_n * fb, cudaMemcpyDeviceToDevice, e->st));
+            cucomm_allgather(e->cc, CC_DPCP, e->g, e->opt_n, CC_F32, e->st);
+            src = e->g;
+        }
+        CHECK_CUDA(cudaMemcpyAsync(w, src, e->n_alloc * fb, cudaMemcpyDeviceToHost, e->st));
+        CHECK_CUDA(cudaStreamSynchronize(e->st));
+        return;
+    }
+    size_t big = 1;   // ZeRO-2/3: unit by unit, every rank's master slices gathered into a temporary
+    for (int u = 0; u < e->nun; u++)
+        big = e->un[u].pad > big ? e->un[u].pad : big;
+    float *t;
+    CHECK_CUDA(cudaMalloc((void **)&t, big * fb));
+    for (int u = 0; u < e->nun; u++) {
+        const CuUnit *un = &e->un[u];
+        cucomm_allgather_from(e->cc, CC_DPCP, e->w32 + un->shard_off, t, un->slice, CC_F32, e->st);
+        CHECK_CUDA(cudaMemcpyAsync(w + un->start, t, un->n * fb, cudaMemcpyDeviceToHost, e->st));
+        CHECK_CUDA(cudaStreamSynchronize(e->st));
+    }
+    CHECK_CUDA(cudaFree(t));
 }
 
 /* This rank's coordinates, its node-local rank and the visible devices;
@@ -581,15 +862,23 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;
     e->have_dist = 1;
-    e->tp = lo->tp, e->dp = lo->dp, e->pp = lo->pp, e->vp = lo->vp;
-    e->zero1 = lo->opt == OPT_ZERO1 && lo->dp > 1;
+    e->tp = lo->tp, e->dp = lo->dp, e->pp = lo->pp, e->vp = lo->vp, e->cp = lo->cp;
+    e->D = lo->dp * lo->cp;
+    e->drank = e->d.cp_rank + lo->cp * e->d.dp_rank;
+    e->zero1 = (lo->opt == OPT_ZERO1 || lo->opt == OPT_DISTOPT) && e->D > 1;   // exec.c: every sharding stage
+    e->zero = (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && e->D > 1 ? (lo->opt == OPT_ZERO2 ? 2 : 3) : 0;
     int local_n = 1;
     *local = dist_local_rank(&local_n);
     if (e->d.world > 1 && !cucomm_available())
         FAIL("this build has no NCCL (nccl.h and libnccl were not found at configure time): the CUDA backend "
              "runs one GPU; rebuild with NCCL, or run the plan on the CPU backend");
-    if (proxy_shape(&e->m, lo, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
+    Layout one = *lo;   // the proxy's shapes are cp 1's: a rank's T/cp tokens replace T below
+    one.cp = 1;
+    if (proxy_shape(&e->m, &one, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
+    e->Tg = e->sh.T;
+    e->sh.T /= e->cp;
+    e->sh.N = e->sh.B * e->sh.T;
     e->vstart = e->d.tp_rank * e->sh.Vl;
     e->sp = lo->sp && lo->tp > 1;
     int first;   // check_layout made tp divide N under sp
@@ -635,10 +924,12 @@ int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts
     e->ps.w = w;
     params_init(&e->ps, m, &e->sm, o->seed);
     e->ps.w = NULL;
-    upload_weights(e, w);
+    int up = cuexec_put_weights(e, w);
     free(w);
-    char derr[256];
-    if (data_init(&e->dl, data, e->sh.B, e->sh.T, e->d.dp_rank, e->dp, m->vocab, derr, sizeof derr) != 0)
+    if (up != 0)
+        FAIL("out of host memory for the weight shard (%zu floats)", e->opt_n);
+    char derr[256];   // every cp rank reads its dp rank's rows of whole sequences
+    if (data_init(&e->dl, data, e->sh.B, e->Tg, e->d.dp_rank, e->dp, m->vocab, derr, sizeof derr) != 0)
         FAIL("%s", derr);
     e->have_data = 1;
     return 0;
@@ -670,12 +961,13 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
 {
     memset(e, 0, sizeof *e);
     e->m = *m, e->lo = *lo, e->proxy = 1;
-    e->tp = e->dp = e->pp = e->vp = 1;   // one GPU; no communication
+    e->tp = e->dp = e->pp = e->vp = e->cp = e->D = 1;   // one GPU; no communication
     e->d.tp = e->d.dp = e->d.pp = e->d.cp = e->d.world = 1;
     e->cur_phase = -1;
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
+    e->Tg = e->sh.T;
     /* under SP the stage runs its norms and residual adds on N/tp rows:
      * so does the proxy (cunet.c's sp_allgather/sp_reduce_scatter copy
      * locally where the collectives would run, timed as TP) */
@@ -733,6 +1025,17 @@ void cuexec_free(CuExec *e)
     destroy_events(e->ring_ready, e->nring);
     destroy_events(e->ring_sent, e->nring);
     destroy_events(e->bk_ev, e->nbk);
+    for (int k = 0; k < 3; k++) {
+        if (e->zb_free[k])
+            cudaEventDestroy(e->zb_free[k]);
+        if (e->zg_ready[k])
+            cudaEventDestroy(e->zg_ready[k]);
+        if (e->zg_free[k])
+            cudaEventDestroy(e->zg_free[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        if (e->cp_ev[k])
+            cudaEventDestroy(e->cp_ev[k]);
     if (e->comm_done)
         cudaEventDestroy(e->comm_done);
     if (e->step0)
@@ -749,6 +1052,11 @@ void cuexec_free(CuExec *e)
     free(e->slot_free);
     free(e->ring_used);
     free(e->bk);
+    free(e->un);
+    free(e->wu);
+    free(e->gu);
+    free(e->tok_full);
+    free(e->tgt_full);
     free(e->tokens);
     free(e->targets);
     free(e->h_losses);

@@ -5,12 +5,15 @@
  * of the same plan and seed give the same losses within bf16 rounding.
  *
  * Device memory lives in one allocation per category, counted as the cost
- * model counts them: weights (bf16 copy the GEMMs read), grads (fp32), optim
- * (fp32 master + AdamW m, v: all parameters, or a 1/dp shard under ZeRO-1),
+ * model counts them (model/memory.c, D = dp·cp): weights (bf16 copy the
+ * GEMMs read; under ZeRO-3 this rank's 1/D shard), grads (fp32; under
+ * ZeRO-2/3 the 1/D shard), optim (fp32 master + AdamW m, v: all parameters,
+ * or the 1/D shard under ZeRO-1/2/3),
  * acts (per in-flight (chunk, micro-batch) slot the tensors the backward
  * reads; only x for a fully recomputed layer; the recompute working set; the
  * head's logits), buffers (backward scratch, the pipeline's send ring,
- * tokens, losses).
+ * tokens, losses, ZeRO-2/3 gradient buckets and ZeRO-3 gather buffers, the
+ * CP ring's blocks and fp32 accumulators).
  *
  * Several ranks (mpirun, one GPU each: the node-local rank picks the
  * device): NCCL communicators per group (cucomm.h). DP: per-layer fp32
@@ -18,7 +21,32 @@
  * last micro-batch's backward has produced them (an event on the compute
  * stream, a wait on the comm stream), the optimizer waits for all; ZeRO-1:
  * reduce-scatter, AdamW on this rank's shard, all-gather of the bf16
- * weights. TP (Megatron): column-parallel QKV/FC1, row-parallel proj/FC2
+ * weights. Gradients are reduced, and ZeRO shards, over the dp·cp group
+ * (CC_DPCP: CP ranks hold the same weights and partial gradients).
+ *
+ * ZeRO-2/3 (FSDP-style, per unit: cuplan_units, one per local layer plus
+ * the stage unit of the embedding, positions, final norm and head; pp 1, as
+ * the planner emits them): during every micro-batch's backward each unit's
+ * gradient is written to a bucket (two for the layers, alternating, one for
+ * the stage unit, live from the head's backward to the embedding's), its
+ * tp/SP syncs done there, then reduce-scattered over dp·cp on the comm
+ * stream while the next unit computes, and this rank's slice added into the
+ * fp32 gradient shard. AdamW runs on the shard. ZeRO-2 keeps full bf16
+ * weights and all-gathers each unit's updated slices after the step;
+ * ZeRO-3 keeps only the bf16 shard and all-gathers each unit's weights into
+ * one of two gather buffers before its forward and again (reverse order)
+ * before its backward, the next unit's gather prefetched on the comm
+ * stream; the stage unit has its own buffer, gathered at the start of each
+ * micro-batch's forward and kept to the end of its embedding backward.
+ *
+ * Context parallel (Megatron's, load-balanced ring attention): a sequence's
+ * T tokens in 2·cp chunks, cp rank r holding chunks r and 2·cp−1−r (its
+ * T/cp local rows, cuplan_cp_pos); every per-token tensor has N = B·T/cp
+ * rows; RoPE and learned positions use the global positions; attention is a
+ * ring of K/V blocks over the cp group (cunet.c: grouped ncclSend/ncclRecv
+ * on the comm stream overlapped with the resident block's
+ * kc_attention_block_fwd, fp32 log-sum-exp merge; backward with the dK/dV
+ * accumulators travelling with the blocks). TP (Megatron): column-parallel QKV/FC1, row-parallel proj/FC2
  * with all-reduces on the compute stream, vocab-parallel embedding and
  * cross-entropy (cutp.h), exactly net.c's split. Sequence parallel (sp
  * with tp > 1), as net.c: outside the TP regions (norms, residual adds,
@@ -40,9 +68,14 @@
  * Checkpoints (cuckpt.c) are the CPU executor's files (ckpt.h): the device
  * state goes through host buffers into the same writer and reader.
  *
- * What it doesn't do: context parallel, ZeRO-2/3, dropout, checkpoints of the
- * proxy. The proxy runs sequence-parallel shapes (norms on N/tp rows) with
- * local copies in place of the SP collectives.
+ * What it doesn't do: dropout, checkpoints of the proxy, context parallel
+ * in the proxy (it is a one-GPU timing stand-in with no ring to run), the
+ * ZeRO-2 weight all-gather overlapped with the optimizer (it follows it on
+ * the compute stream), the dK/dV hand-off of the CP backward overlapped with
+ * the next block (the K/V prefetch is). The ring's waits are timed in the
+ * forward/backward phases (there is no CP phase in run.json). The proxy runs
+ * sequence-parallel shapes (norms on N/tp rows) with local copies in place
+ * of the SP collectives.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUEXEC_H
@@ -85,7 +118,16 @@ typedef struct {
     int vstart;                        // first vocabulary row of this tp rank
     int sp;                            // sequence parallel (tp > 1; never in the proxy)
     int Nl;                            // rows of the residual stream here: N/tp under sp, else N
-    int zero1;                         // ZeRO-1 with dp > 1
+    int zero1;                         // ZeRO-1 with dp·cp > 1
+    int zero;                          // 2 or 3: ZeRO-2/3 with dp·cp > 1; else 0
+    int cp;                            // context-parallel group size
+    int Tg;                            // tokens of a sequence (sh.T, sh.N are this rank's T/cp, B·T/cp)
+    int D, drank;                      // the gradient / ZeRO group: dp·cp ranks, cp_rank + cp·dp_rank
+    CuUnit *un;                        // (nun) units: local layers, then the stage unit (cuplan_units over D
+                                       // under ZeRO-2/3, else over 1: the same runs, unpadded)
+    int nun, stage_unit;               // count; index of the stage unit (nun when the stage has none)
+    kc_bf16 **wu;                      // (nun + 1) where unit u's weights are now (its first float)
+    float **gu;                        // (nun + 1) where unit u's gradients accumulate now
     Schedule sch;                      // this stage's actions
     int nchunk;                        // model chunks on this stage (proxy: 1)
     int chunk_layers[16], chunk_first[16];   // layers of each chunk, its first local layer
@@ -99,7 +141,24 @@ typedef struct {
     kc_bf16 *wb;                       // (n_alloc) bf16 weights
     float *g;                          // (n_alloc) grads
     float *w32, *om, *ov;              // (opt_n) master, AdamW moments (NULL in proxy)
-    size_t n, n_alloc, opt_n, opt_off; // parameters, padded for ZeRO-1, this rank's shard
+    size_t n, n_alloc, opt_n, opt_off; // parameters, padded for ZeRO-1, this rank's shard (ZeRO-2/3: the
+                                       // shard of cuplan_units, n_alloc = n, opt_off 0)
+    /* ZeRO-2/3 */
+    float *zb[3];                      // gradient buckets (padded unit floats): two for layers, one stage unit
+    cudaEvent_t zb_free[3];            // the comm stream has consumed bucket k
+    int zb_next;                       // the layer bucket the next unit takes
+    kc_bf16 *zg[3];                    // ZeRO-3 gather buffers (two for layers, one stage unit); ZeRO-2: zg[0]
+                                       // the staging of the all-gather after the step (NULL when unpadded)
+    cudaEvent_t zg_ready[3], zg_free[3];
+    int zg_holds[2], zg_cur;           // the layer unit each layer buffer holds (-1 none), the one in use
+    kc_bf16 *zsh;                      // ZeRO-2: the updated bf16 shard before its all-gather
+    /* context parallel (cunet.c's ring) */
+    kc_bf16 *cp_kv[2];                 // (2, N·kvl) received K|V blocks
+    float *cp_o, *cp_op, *cp_lp, *cp_dq;   // (N·ql) merged output, (N·ql) block output, (N·NHl) its lse;
+                                           // cp_dq (N·ql) the backward's fp32 dq (shares cp_op)
+    float *cp_dkv[2];                  // (2, 2·N·kvl) travelling dK|dV accumulators
+    cudaEvent_t cp_ev[2];              // compute -> comm, comm -> compute
+    int *tok_full, *tgt_full;          // cp: (B·Tg) host, one micro-batch as the loader gives it
     /* in-flight (chunk, micro-batch) activation slots */
     int nslots, nfree;
     char **slot_base;                  // (nslots) each slot_bytes
@@ -149,7 +208,7 @@ typedef struct {
 
 /* A whole plan, this rank's part of it, on the GPU of its node-local rank,
  * reading data; needs MPI initialised, and as many ranks as the plan's
- * dp·tp·pp (one: dp = tp = pp = cp = 1). Collective. 0, or -1 with err (a
+ * dp·tp·pp·cp (one: dp = tp = pp = cp = 1). Collective. 0, or -1 with err (a
  * layout it can't run, head size the attention kernel lacks, fewer GPUs
  * than ranks on the node, data, not enough device memory); the ranks agree
  * on failures found before the NCCL set-up, later ones are this rank's. */
@@ -165,8 +224,9 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen);
  * CUDA context and cuBLASLt workspace). */
 double cuexec_peak_bytes(const CuExec *e);
 /* Checkpoint in ckpt.h's format (the CPU executor's files, same checks and
- * messages): the fp32 master weights (under ZeRO-1 all-gathered over dp, so
- * every file holds its stage's full weights), this rank's AdamW m and v, the
+ * messages): the fp32 master weights (under ZeRO-1/2/3 all-gathered over
+ * dp·cp, so every file holds its stage's full weights), this rank's AdamW m
+ * and v (its shard, in the layout's order), the
  * step and the data position, copied to host after a stream sync. Load
  * verifies as exec_load, copies back, rebuilds the bf16 weights from the
  * masters and restores step and data position. Collective; not in proxy

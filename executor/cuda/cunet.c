@@ -169,23 +169,28 @@ static float *row_bias_grad(CuExec *e, float *gb)
 
 /* ---- parameters ----------------------------------------------------------- */
 
+/* Parameters are found through their unit (cuexec.h): e->wu[u] / e->gu[u]
+ * point at unit u's first float wherever it lives now (the weight slab, a
+ * ZeRO-3 gather buffer; the grad slab, a ZeRO-2/3 bucket). */
 static kc_bf16 *Wl(const CuExec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : e->wb + o;
+    return o == PARAM_NONE ? NULL : e->wu[li] + (o - e->un[li].start);
 }
 static float *Gl(const CuExec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : e->g + o;
+    return o == PARAM_NONE ? NULL : e->gu[li] + (o - e->un[li].start);
 }
 static kc_bf16 *Ws(const CuExec *e, ParamId id)
 {
-    return e->ps.off[id] == PARAM_NONE ? NULL : e->wb + e->ps.off[id];
+    size_t o = e->ps.off[id];
+    return o == PARAM_NONE ? NULL : e->wu[e->stage_unit] + (o - e->un[e->stage_unit].start);
 }
 static float *Gs(const CuExec *e, ParamId id)
 {
-    return e->ps.off[id] == PARAM_NONE ? NULL : e->g + e->ps.off[id];
+    size_t o = e->ps.off[id];
+    return o == PARAM_NONE ? NULL : e->gu[e->stage_unit] + (o - e->un[e->stage_unit].start);
 }
 /* A row-parallel bias is added once: by tp rank 0, before the all-reduce
  * or reduce-scatter (row_fwd). */
@@ -217,6 +222,134 @@ static void norm_bwd(CuExec *e, kc_bf16 *dx, float *dw, float *db, const kc_bf16
         kc_rmsnorm_bwd(dx, dw, dout, x, w, rstd, e->Nl, e->sh.C, e->st);
 }
 
+/* ---- context parallel -------------------------------------------------------- */
+
+/* Under cp a sequence's T/cp local rows are two runs of c = T/(2·cp) tokens
+ * at their own global positions (cuplan_cp_pos): run k (0 <= k < 2B) of the
+ * micro-batch starts at local row *row0 and global position *pos0. */
+static int cp_nruns(const CuExec *e) { return e->cp > 1 ? 2 * e->sh.B : 1; }
+static void cp_run(const CuExec *e, int k, int *row0, int *pos0, int *len)
+{
+    const ProxyShape *s = &e->sh;
+    if (e->cp <= 1) {
+        *row0 = 0, *pos0 = 0, *len = s->T;   // with B = s->B: the whole micro-batch
+        return;
+    }
+    int c = s->T / 2, b = k / 2, h = k % 2;
+    *row0 = b * s->T + h * c;
+    *pos0 = cuplan_cp_pos(e->Tg, e->cp, e->d.cp_rank, h * c);
+    *len = c;
+}
+
+/* RoPE of x (N, nh, HS) in place at the global positions; rope_bwd
+ * accumulates the un-rotated dx into out. */
+static void rope_fwd(CuExec *e, kc_bf16 *x, int nh)
+{
+    const ProxyShape *s = &e->sh;
+    for (int k = 0; k < cp_nruns(e); k++) {
+        int r0, p0, n;
+        cp_run(e, k, &r0, &p0, &n);
+        size_t at = (size_t)r0 * nh * s->HS;
+        kc_rope_fwd(x + at, x + at, e->cp > 1 ? 1 : s->B, n, nh, s->HS, p0, ROPE_THETA, e->st);
+    }
+}
+static void rope_bwd(CuExec *e, kc_bf16 *out, const kc_bf16 *dx, int nh)
+{
+    const ProxyShape *s = &e->sh;
+    for (int k = 0; k < cp_nruns(e); k++) {
+        int r0, p0, n;
+        cp_run(e, k, &r0, &p0, &n);
+        size_t at = (size_t)r0 * nh * s->HS;
+        kc_rope_bwd(out + at, dx + at, e->cp > 1 ? 1 : s->B, n, nh, s->HS, p0, ROPE_THETA, e->st);
+    }
+}
+
+/* The ring's hand-offs: the comm stream waits for the compute stream, or
+ * the reverse (one event each way, re-recorded every step). */
+static void comm_after_compute(CuExec *e)
+{
+    CHECK_CUDA(cudaEventRecord(e->cp_ev[0], e->st));
+    CHECK_CUDA(cudaStreamWaitEvent(cucomm_stream(e->cc), e->cp_ev[0], 0));
+}
+static void compute_after_comm(CuExec *e)
+{
+    CHECK_CUDA(cudaEventRecord(e->cp_ev[1], cucomm_stream(e->cc)));
+    CHECK_CUDA(cudaStreamWaitEvent(e->st, e->cp_ev[1], 0));
+}
+
+/* Ring attention forward (Megatron's CP): at ring step i this rank (cp rank
+ * r) holds the K/V of cp rank (r − i) mod cp; the next block travels on the
+ * comm stream (send to r + 1, receive from r − 1) while the compute stream
+ * attends to the resident one; partial outputs merge by log-sum-exp in fp32
+ * (e->cp_o, A->lse), rounded to bf16 into A->o at the end. */
+static void cp_attn_fwd(CuExec *e, CuActs *A)
+{
+    const ProxyShape *s = &e->sh;
+    int cp = e->cp, r = e->d.cp_rank;
+    size_t nkv = (size_t)s->N * s->kvl;
+    cudaStream_t cs = cucomm_stream(e->cc);
+    const kc_bf16 *ck = A->k, *cv = A->v;   // the resident block: this rank's own first
+    for (int i = 0; i < cp; i++) {
+        kc_bf16 *nx = e->cp_kv[i % 2];       // the resident block of step i − 1: read already
+        if (i + 1 < cp) {
+            comm_after_compute(e);
+            cucomm_ring(e->cc, CC_CP, ck, nx, nkv, CC_BF16, cs);
+            cucomm_ring(e->cc, CC_CP, cv, nx + nkv, nkv, CC_BF16, cs);
+        }
+        int rk = ((r - i) % cp + cp) % cp;
+        if (i == 0) {
+            kc_attention_block_fwd(e->cp_o, A->lse, A->q, ck, cv, s->B, s->T, s->NHl, s->NKVl, s->HS, cp, r, rk, e->st);
+        } else {
+            kc_attention_block_fwd(e->cp_op, e->cp_lp, A->q, ck, cv, s->B, s->T, s->NHl, s->NKVl, s->HS, cp, r, rk,
+                                   e->st);
+            kc_attention_merge(e->cp_o, A->lse, e->cp_op, e->cp_lp, s->B, s->T, s->NHl, s->HS, e->st);
+        }
+        if (i + 1 < cp) {
+            compute_after_comm(e);
+            ck = nx, cv = nx + nkv;
+        }
+    }
+    kc_to_bf16(A->o, e->cp_o, (size_t)s->N * s->ql, e->st);
+}
+
+/* Ring attention backward: K/V travel as in the forward (prefetched on the
+ * comm stream), and with them the fp32 accumulators of their dK/dV, which
+ * each rank adds its block's part to and passes on after computing it; after
+ * cp hops each rank's own dK/dV have come home. dq accumulates locally in
+ * fp32. Writes e->dq, e->dk, e->dv (bf16, overwritten). */
+static void cp_attn_bwd(CuExec *e, CuActs *A, const kc_bf16 *dout)
+{
+    const ProxyShape *s = &e->sh;
+    int cp = e->cp, r = e->d.cp_rank;
+    size_t nkv = (size_t)s->N * s->kvl, nq = (size_t)s->N * s->ql;
+    cudaStream_t cs = cucomm_stream(e->cc);
+    float *acc = e->cp_dkv[0];
+    kc_zero(e->cp_dq, nq, e->st);
+    kc_zero(acc, 2 * nkv, e->st);
+    const kc_bf16 *ck = A->k, *cv = A->v;
+    for (int i = 0; i < cp; i++) {
+        kc_bf16 *nx = e->cp_kv[i % 2];
+        if (i + 1 < cp) {
+            comm_after_compute(e);
+            cucomm_ring(e->cc, CC_CP, ck, nx, nkv, CC_BF16, cs);
+            cucomm_ring(e->cc, CC_CP, cv, nx + nkv, nkv, CC_BF16, cs);
+        }
+        int rk = ((r - i) % cp + cp) % cp;
+        kc_attention_block_bwd(e->cp_dq, acc, acc + nkv, dout, A->q, ck, cv, A->o, A->lse, s->B, s->T, s->NHl,
+                               s->NKVl, s->HS, cp, r, rk, e->st);
+        float *nacc = e->cp_dkv[(i + 1) % 2];   // sent on at step i − 1 already
+        comm_after_compute(e);
+        cucomm_ring(e->cc, CC_CP, acc, nacc, 2 * nkv, CC_F32, cs);
+        compute_after_comm(e);
+        acc = nacc;
+        if (i + 1 < cp)
+            ck = nx, cv = nx + nkv;
+    }
+    kc_to_bf16(e->dq, e->cp_dq, nq, e->st);
+    kc_to_bf16(e->dk, acc, nkv, e->st);
+    kc_to_bf16(e->dv, acc + nkv, nkv, e->st);
+}
+
 /* ---- the layer ------------------------------------------------------------- */
 
 /* net.c's layer: norms and residual adds over this rank's Nl rows, the GEMMs
@@ -234,10 +367,13 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     kc_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
     kc_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
     if (e->m.pos == POS_ROPE) {
-        kc_rope_fwd(A->q, A->q, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
-        kc_rope_fwd(A->k, A->k, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
+        rope_fwd(e, A->q, s->NHl);
+        rope_fwd(e, A->k, s->NKVl);
     }
-    kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
+    if (e->cp > 1)
+        cp_attn_fwd(e, A);
+    else
+        kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
     row_fwd(e, A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), ql);
     kc_residual_fwd(A->x2, A->x2, A->x, nlc, st);
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
@@ -282,11 +418,15 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
     kc_bf16 *dov = e->dhact;   // free again
     zero_bf(e, dov, (size_t)N * ql);
     kc_matmul_bwd(dov, Gl(e, li, P_PROJW), gb, dy, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
-    zero_bf(e, e->dq, (size_t)N * ql);
-    zero_bf(e, e->dk, (size_t)N * kvl);
-    zero_bf(e, e->dv, (size_t)N * kvl);
-    kc_attention_bwd(e->dq, e->dk, e->dv, dov, A->q, A->k, A->v, A->o, A->lse, s->B, s->T, s->NHl, s->NKVl, s->HS,
-                     st);
+    if (e->cp > 1) {
+        cp_attn_bwd(e, A, dov);
+    } else {
+        zero_bf(e, e->dq, (size_t)N * ql);
+        zero_bf(e, e->dk, (size_t)N * kvl);
+        zero_bf(e, e->dv, (size_t)N * kvl);
+        kc_attention_bwd(e->dq, e->dk, e->dv, dov, A->q, A->k, A->v, A->o, A->lse, s->B, s->T, s->NHl, s->NKVl,
+                         s->HS, st);
+    }
     const kc_bf16 *wq = Wl(e, li, P_QKVW);
     float *gw = Gl(e, li, P_QKVW), *gqb = Gl(e, li, P_QKVB);
     const kc_bf16 *dq = e->dq, *dk = e->dk;
@@ -294,13 +434,13 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
     zero_bf(e, e->dcol, nc);
     if (e->m.pos == POS_ROPE) {   // un-rotate into drope, one of q, k at a time
         zero_bf(e, e->drope, (size_t)N * ql);
-        kc_rope_bwd(e->drope, e->dq, s->B, s->T, s->NHl, s->HS, 0, ROPE_THETA, st);
+        rope_bwd(e, e->drope, e->dq, s->NHl);
         dq = e->drope;
     }
     kc_matmul_bwd(e->dcol, gw, gqb, dq, in, wq, N, C, ql, st);
     if (e->m.pos == POS_ROPE) {
         zero_bf(e, e->drope, (size_t)N * kvl);
-        kc_rope_bwd(e->drope, e->dk, s->B, s->T, s->NKVl, s->HS, 0, ROPE_THETA, st);
+        rope_bwd(e, e->drope, e->dk, s->NKVl);
         dk = e->drope;
     }
     kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C, N, C, kvl, st);
@@ -312,19 +452,32 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
 
 /* ---- embedding and head ----------------------------------------------------- */
 
+/* Learned positions are the global ones: under cp each run of a sequence's
+ * local rows (cp_run) is looked up at its own first position. */
 void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out)
 {
     const ProxyShape *s = &e->sh;
+    int nr = cp_nruns(e), B1 = e->cp > 1 ? 1 : s->B;
     if (e->tp == 1) {
-        kc_embedding_fwd(out, tok, Ws(e, P_WTE), Ws(e, P_WPE), s->B, s->T, s->C, 0, e->st);
+        for (int k = 0; k < nr; k++) {
+            int r0, p0, n;
+            cp_run(e, k, &r0, &p0, &n);
+            kc_embedding_fwd(out + (size_t)r0 * s->C, tok + r0, Ws(e, P_WTE), Ws(e, P_WPE), B1, n, s->C, p0, e->st);
+        }
         return;
     }
     /* each rank looks up the rows of its vocab range for all N tokens, rank 0
      * adds positions; the sum over tp is all-reduced, or under SP
      * reduce-scattered to this rank's Nl rows */
     kc_bf16 *p = e->sp ? e->part : out;
-    cutp_embed_fwd(p, tok, Ws(e, P_WTE), e->d.tp_rank == 0 ? Ws(e, P_WPE) : NULL, s->N, s->T, s->C, e->vstart,
-                   s->Vl, e->st);
+    const kc_bf16 *wpe = e->d.tp_rank == 0 ? Ws(e, P_WPE) : NULL;
+    for (int k = 0; k < nr; k++) {
+        int r0, p0, n;
+        cp_run(e, k, &r0, &p0, &n);
+        int rows = e->cp > 1 ? n : s->N;   // positions repeat every T rows (every run under cp)
+        cutp_embed_fwd(p + (size_t)r0 * s->C, tok + r0, Ws(e, P_WTE), wpe ? wpe + (size_t)p0 * s->C : NULL, rows,
+                       n, s->C, e->vstart, s->Vl, e->st);
+    }
     if (e->sp)
         sp_reduce_scatter(e, out, p);
     else
@@ -334,13 +487,23 @@ void cunet_embed_fwd(CuExec *e, const int *tok, kc_bf16 *out)
 void cunet_embed_bwd(CuExec *e, const int *tok)
 {
     const ProxyShape *s = &e->sh;
+    int nr = cp_nruns(e), B1 = e->cp > 1 ? 1 : s->B;
     if (e->tp == 1) {
-        kc_embedding_bwd(Gs(e, P_WTE), Gs(e, P_WPE), e->dres, tok, s->B, s->T, s->C, 0, e->st);
+        for (int k = 0; k < nr; k++) {
+            int r0, p0, n;
+            cp_run(e, k, &r0, &p0, &n);
+            kc_embedding_bwd(Gs(e, P_WTE), Gs(e, P_WPE), e->dres + (size_t)r0 * s->C, tok + r0, B1, n, s->C, p0,
+                             e->st);
+        }
         return;
     }
     const kc_bf16 *d = row_dout(e);   // (N, C) on every rank
     if (Gs(e, P_WPE)) {   // positions are replicated: every rank adds the whole gradient
-        kc_embedding_bwd(NULL, Gs(e, P_WPE), d, tok, s->B, s->T, s->C, 0, e->st);
+        for (int k = 0; k < nr; k++) {
+            int r0, p0, n;
+            cp_run(e, k, &r0, &p0, &n);
+            kc_embedding_bwd(NULL, Gs(e, P_WPE), d + (size_t)r0 * s->C, tok + r0, B1, n, s->C, p0, e->st);
+        }
         /* its fp32 atomics round differently on each rank: the tp average keeps
          * the copies identical (the accumulated part is identical already, so
          * averaging after every micro-batch adds the mean of the new ones) */

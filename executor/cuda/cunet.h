@@ -3,9 +3,17 @@
  * tensors (TP collectives on the compute stream, in net.c's places), and
  * the per-phase CUDA-event timers.
  *
- * Shapes: N = B·T tokens of a micro-batch; Nl = e->Nl rows of the residual
+ * Shapes: N = B·T tokens of a micro-batch (T = sh.T, this rank's T/cp
+ * under context parallel: two chunks of each sequence, at their global
+ * positions for RoPE and learned positions); Nl = e->Nl rows of the residual
  * stream on this rank: N/tp under sequence parallel (this rank's contiguous
- * slice, cuplan_sp_rows), else N.
+ * slice, cuplan_sp_rows), else N. Parameters are reached through their unit
+ * (e->wu, e->gu: the slabs, or ZeRO-3 gather buffers and ZeRO-2/3 gradient
+ * buckets). Under cp > 1 attention is the ring over the cp group
+ * (kc_attention_block_fwd/bwd on the compute stream, the blocks on the comm
+ * stream).
+ *
+ * Also cuexec.c's weight transfers, for cuckpt.c.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUNET_H
@@ -34,5 +42,14 @@ void cunet_embed_bwd(CuExec *e, const int *tok);
  * losses into e->losses), then their backward with the gradient scale;
  * writes d(head_in) to dlast (Nl, C). */
 void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast);
+
+/* The full fp32 weights w (host, n_alloc) into the masters (this rank's
+ * shard under ZeRO-1/2/3) and the bf16 copy (ZeRO-3: the bf16 shard).
+ * 0, or -1 when host memory for the shard ran out. */
+int cuexec_put_weights(CuExec *e, const float *w);
+/* This rank's full fp32 view of its stage's weights into w (host, n_alloc):
+ * the masters, all-gathered over dp·cp under ZeRO-1/2/3. Collective over
+ * dp·cp when sharded. */
+void cuexec_get_weights(CuExec *e, float *w);
 
 #endif

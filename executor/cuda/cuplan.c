@@ -28,6 +28,46 @@ void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, siz
     *off = (size_t)dp_rank * *opt_n;
 }
 
+int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard)
+{
+    size_t at = 0;
+    D = D < 1 ? 1 : D;
+    int n = 0;
+    for (int l = 0; l <= ps->nlayers; l++) {   // the layers, then the stage unit
+        size_t start = l < ps->nlayers ? ps->layer_off[l][P_LN1W] : ps->layers_end, len = 0;
+        if (l < ps->nlayers) {
+            for (int id = 0; id < P_LAYER_COUNT; id++)
+                if (ps->layer_off[l][id] != PARAM_NONE)
+                    len += ps->layer_len[l][id];
+        } else if (ps->n > ps->layers_end) {
+            len = ps->n - ps->layers_end;
+        } else {
+            break;
+        }
+        size_t pad = (len + D - 1) / D * D;
+        out[n++] = (CuUnit){start, len, pad, pad / D, at, l < ps->nlayers ? l : -1};
+        at += pad / D;
+    }
+    *shard = at;
+    return n;
+}
+
+void cuplan_unit_slice(const CuUnit *u, int k, size_t *first, size_t *len)
+{
+    size_t lo = (size_t)k * u->slice, hi = lo + u->slice;
+    hi = hi < u->n ? hi : u->n;
+    *first = u->start + lo;
+    *len = hi > lo ? hi - lo : 0;
+}
+
+int cuplan_cp_pos(int T, int cp, int r, int t)
+{
+    if (cp <= 1)
+        return t;
+    int c = T / (2 * cp);
+    return t < c ? r * c + t : (2 * cp - 1 - r) * c + (t - c);
+}
+
 void cuplan_recompute(int full, int sel, int nchunks, const int *chunk_layers, int *rc)
 {
     int i = 0;

@@ -1,8 +1,9 @@
 /* cuplan.h — the host-side arithmetic of the multi-GPU CUDA executor, as
  * pure functions so that a unit test holds them without a GPU: the DP
- * gradient buckets, the ZeRO-1 shard of this rank, the per-chunk
- * recomputation, the pipeline's point-to-point links, and the sequence-
- * parallel slices and gradient syncs.
+ * gradient buckets, the ZeRO-1 shard of this rank, the ZeRO-2/3 units and
+ * their shards, the per-chunk recomputation, the pipeline's point-to-point
+ * links, the sequence-parallel slices and gradient syncs, and the context-
+ * parallel token chunks.
  *
  * Pipeline links. exec.c sends with MPI_Isend (never blocks the sender) and
  * receives with a blocking MPI_Recv. NCCL runs every operation of one
@@ -43,6 +44,34 @@ int cuplan_buckets(const ParamSet *ps, CuBucket *out);
  * dp (n_alloc), the shard length (opt_n = n_alloc / dp) and its offset.
  * dp 1 or !zero1: the whole slab. */
 void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, size_t *opt_n, size_t *off);
+
+/* ZeRO-2/3 (FSDP-style, issue 18): the units are the local layers (each
+ * contiguous in the slab) and, when the stage has any, one stage unit of
+ * every non-layer tensor (ps->layers_end .. ps->n): exactly cuplan_buckets'
+ * runs. Each unit's length is padded up to a multiple of D = dp·cp (pad);
+ * rank k of the dp·cp group owns floats [k·pad/D, (k+1)·pad/D) of the padded
+ * unit (slice = pad/D); a rank's shard is its slices of every unit in unit
+ * order (shard_off: where unit u's slice starts in it). */
+typedef struct {
+    size_t start, n;       // floats of the slab: the unit is slab[start .. start + n)
+    size_t pad;            // n rounded up to a multiple of D
+    size_t slice;          // pad / D: floats of it each rank owns
+    size_t shard_off;      // where this rank's slice sits in its shard
+    int layer;             // local layer, -1 for the stage unit
+} CuUnit;
+
+/* The units of ps over a group of D ranks (out holds ps->nlayers + 1);
+ * returns the count and the shard length (the sum of the slices) in *shard. */
+int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard);
+/* Rank k's slice of unit u in the slab: floats [*first, *first + *len) of the
+ * slab hold real parameters (len may be < slice, or 0, at the padded end). */
+void cuplan_unit_slice(const CuUnit *u, int k, size_t *first, size_t *len);
+
+/* Context parallel (Megatron's load balance): the T tokens of a sequence in
+ * 2·cp chunks of c = T/(2·cp); cp rank r holds chunks r and 2·cp−1−r, in
+ * that order, as its T/cp local positions. The global position of local
+ * position t (0 <= t < T/cp); with cp 1, t itself. */
+int cuplan_cp_pos(int T, int cp, int r, int t);
 
 /* Per local layer (chunks in order) 0 none, 1 selective, 2 full recompute:
  * each chunk takes its share of the stage's full_rc / sel_rc, first layers

@@ -59,7 +59,7 @@ static int cu_init(void **state, const PlanFile *pf, const RunRequest *rq, const
     info->lo = *lo;
     info->flops_per_token = proxy ? proxy_flops_per_token(m, lo, r->e.sh.stage) : train_model_flops_per_token(m, lo);
     info->peak = pf->hw.peak[PREC_BF16];
-    info->tokens_per_step = proxy ? (double)r->e.nmb * r->e.sh.N : (double)lo->gbs * r->e.sh.T;
+    info->tokens_per_step = proxy ? (double)r->e.nmb * r->e.sh.N : (double)lo->gbs * r->e.Tg;
     info->checkpoints = !proxy;
     info->step = r->e.step;
     return 0;
@@ -71,13 +71,13 @@ static void cu_describe(void *state, FILE *log)
     const CuExec *e = &r->e;
     fprintf(log, "run (cuda%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU\n",
             r->proxy ? " stage proxy" : "", e->m.name, e->sh.layers, r->proxy ? " of one stage" : "", e->nmb, e->sh.B,
-            e->sh.T, (double)e->n);
+            e->Tg, (double)e->n);
     if (r->proxy)
         fprintf(log, "MFU counts this rank's share of the model FLOPs: %.4g per token of %.4g\n",
                 proxy_flops_per_token(&e->m, &e->lo, e->sh.stage), train_model_flops_per_token(&e->m, &e->lo));
     if (e->d.world > 1)
-        fprintf(log, "%d ranks, one GPU each (dp %d tp %d pp %d vp %d%s), NCCL\n", e->d.world, e->dp, e->tp, e->pp,
-                e->vp, e->zero1 ? " zero1" : "");
+        fprintf(log, "%d ranks, one GPU each (dp %d tp %d pp %d vp %d cp %d%s), NCCL\n", e->d.world, e->dp, e->tp,
+                e->pp, e->vp, e->cp, e->zero1 ? " zero1" : e->zero == 2 ? " zero2" : e->zero == 3 ? " zero3" : "");
 }
 
 static int cu_step(void *state, StepStats *st, char *err, int errlen)

@@ -13,7 +13,8 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
     if (stage < 0 || stage >= lo->pp)
         FAIL("--proxy-stage %d: the plan has stages 0..%d (pp %d)", stage, lo->pp - 1, lo->pp);
     if (lo->cp != 1)
-        FAIL("the stage proxy runs cp 1; the plan has cp %d", lo->cp);
+        FAIL("the stage proxy is a one-GPU timing stand-in and runs cp 1 (context parallel needs the ring of "
+             "cp GPUs; run the plan itself with mpirun); the plan has cp %d", lo->cp);
     if (m->a % tp || g % tp || m->f % tp)
         FAIL("tp %d must divide the query heads (%d), KV heads (%d) and FFN width (%d)", tp, m->a, g, m->f);
     StageMap sm;

@@ -9,7 +9,13 @@
  *
  * Forward is parallel over (b, query head). Backward is parallel over
  * (b, kv head): the query heads of a group all add into the same dk, dv, so
- * one thread owns the whole group. Each thread has its own score tiles. */
+ * one thread owns the whole group. Each thread has its own score tiles.
+ *
+ * For context parallel, the block kernels run the same tiles for queries
+ * against one block of keys of a longer sequence, the causal mask taken from
+ * the tokens' global positions (each a non-decreasing list, so the keys a
+ * query sees are a prefix of the block); k_attention_merge combines two
+ * partial results by their log-sum-exp. The ring itself is executor/cpattn.c. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -151,6 +157,205 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                                     1.0f, dp, T, qt, qs, 1.0f, dkb, ks);
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
                                     1.0f, p, T, dyt, qs, 1.0f, dvb, ks);
+                    }
+                }
+            }
+        }
+        free(p);
+        free(dp);
+    }
+    blas_single_end(blas_threads);
+}
+
+/* ---- one K/V block of a longer sequence (context parallel) --------------- */
+
+/* Keys of kpos (Tk, non-decreasing) at or before position qp: a prefix. */
+static int keys_seen(const int *kpos, int Tk, int qp)
+{
+    int lo = 0, hi = Tk;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (kpos[mid] <= qp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* tile_exp with nv[i] keys seen by row i (0 allowed): a row that sees no
+ * key is all zeros and, in the forward, gets lse −∞. */
+static void tile_exp_nv(float *s, int ld, int nq, int t1, const int *nv, float *lse_out, const float *lse_in)
+{
+    for (int i = 0; i < nq; i++) {
+        float *r = s + (size_t)i * ld;
+        int n = nv[i];
+        if (n == 0) {
+            for (int j = 0; j < t1; j++)
+                r[j] = 0.0f;
+            if (lse_out)
+                lse_out[i] = -INFINITY;
+            continue;
+        }
+        float m;
+        if (lse_in) {
+            m = lse_in[i];
+        } else {
+            m = -INFINITY;
+            #pragma omp simd reduction(max:m)
+            for (int j = 0; j < n; j++)
+                m = r[j] > m ? r[j] : m;
+        }
+        #pragma omp simd
+        for (int j = 0; j < n; j++)
+            r[j] -= m;
+        vm_exp(r, r, n);
+        for (int j = n; j < t1; j++)
+            r[j] = 0.0f;
+        if (lse_out) {
+            float sum = 0.0f;
+            #pragma omp simd reduction(+:sum)
+            for (int j = 0; j < n; j++)
+                sum += r[j];
+            float inv = 1.0f / sum;
+            #pragma omp simd
+            for (int j = 0; j < n; j++)
+                r[j] *= inv;
+            lse_out[i] = m + logf(sum);
+        }
+    }
+}
+
+void k_attention_block_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int *qpos, const int *kpos, int B, int Tq, int Tk, int NH, int NKV,
+                           int HS)
+{
+    int rep = NH / NKV;
+    float scale = 1.0f / sqrtf((float)HS);
+    int qs = NH * HS, ks = NKV * HS;
+    int blas_threads = blas_single_begin();
+    #pragma omp parallel
+    {
+        float *s = malloc(sizeof(float) * (size_t)ATT_BQ * (Tk > 0 ? Tk : 1));
+        int nv[ATT_BQ];
+        #pragma omp for collapse(2)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                const float *kb = k + (size_t)b * Tk * ks + (size_t)(h / rep) * HS;
+                const float *vb = v + (size_t)b * Tk * ks + (size_t)(h / rep) * HS;
+                for (int t0 = 0; t0 < Tq; t0 += ATT_BQ) {
+                    int nq = Tq - t0 < ATT_BQ ? Tq - t0 : ATT_BQ;
+                    for (int i = 0; i < nq; i++)
+                        nv[i] = keys_seen(kpos, Tk, qpos[t0 + i]);
+                    int t1 = nv[nq - 1];   // queries are non-decreasing too: the last sees most
+                    float *ot = out + ((size_t)b * Tq + t0) * qs + (size_t)h * HS;
+                    float *lt = lse + ((size_t)b * NH + h) * Tq + t0;
+                    if (t1 == 0) {
+                        for (int i = 0; i < nq; i++) {
+                            for (int d = 0; d < HS; d++)
+                                ot[(size_t)i * qs + d] = 0.0f;
+                            lt[i] = -INFINITY;
+                        }
+                        continue;
+                    }
+                    const float *qt = q + ((size_t)b * Tq + t0) * qs + (size_t)h * HS;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                scale, qt, qs, kb, ks, 0.0f, s, Tk);
+                    tile_exp_nv(s, Tk, nq, t1, nv, lt, NULL);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
+                                1.0f, s, Tk, vb, ks, 0.0f, ot, qs);
+                }
+            }
+        }
+        free(s);
+    }
+    blas_single_end(blas_threads);
+}
+
+void k_attention_merge(float *out, float *lse, const float *out_b, const float *lse_b,
+                       int B, int T, int NH, int HS)
+{
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                size_t li = ((size_t)b * NH + h) * T + t, oi = (((size_t)b * T + t) * NH + h) * HS;
+                float la = lse[li], lb = lse_b[li];
+                if (lb == -INFINITY)
+                    continue;          // the block had no key for this row
+                float *o = out + oi;
+                const float *ob = out_b + oi;
+                if (la == -INFINITY) {
+                    for (int d = 0; d < HS; d++)
+                        o[d] = ob[d];
+                    lse[li] = lb;
+                    continue;
+                }
+                float m = la > lb ? la : lb;
+                float l = m + logf(expf(la - m) + expf(lb - m));
+                float wa = expf(la - l), wb = expf(lb - l);
+                for (int d = 0; d < HS; d++)
+                    o[d] = o[d] * wa + ob[d] * wb;
+                lse[li] = l;
+            }
+        }
+    }
+}
+
+void k_attention_block_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *out, const float *lse,
+                           const int *qpos, const int *kpos, int B, int Tq, int Tk, int NH, int NKV,
+                           int HS)
+{
+    int rep = NH / NKV;
+    float scale = 1.0f / sqrtf((float)HS);
+    int qs = NH * HS, ks = NKV * HS;
+    int blas_threads = blas_single_begin();
+    #pragma omp parallel
+    {
+        size_t tile = (size_t)ATT_BQ * (Tk > 0 ? Tk : 1);
+        float *p = malloc(sizeof(float) * tile), *dp = malloc(sizeof(float) * tile);
+        int nv[ATT_BQ];
+        #pragma omp for collapse(2)
+        for (int b = 0; b < B; b++) {
+            for (int g = 0; g < NKV; g++) {
+                size_t kvoff = (size_t)b * Tk * ks + (size_t)g * HS;
+                const float *kb = k + kvoff, *vb = v + kvoff;
+                float *dkb = dk + kvoff, *dvb = dv + kvoff;
+                for (int h = g * rep; h < (g + 1) * rep; h++) {
+                    for (int t0 = 0; t0 < Tq; t0 += ATT_BQ) {
+                        int nq = Tq - t0 < ATT_BQ ? Tq - t0 : ATT_BQ;
+                        for (int i = 0; i < nq; i++)
+                            nv[i] = keys_seen(kpos, Tk, qpos[t0 + i]);
+                        int t1 = nv[nq - 1];
+                        if (t1 == 0)
+                            continue;
+                        size_t qoff = ((size_t)b * Tq + t0) * qs + (size_t)h * HS;
+                        const float *qt = q + qoff, *ot = out + qoff, *dyt = dout + qoff;
+                        /* p = exp(scale·q kᵀ − lse) with the final lse; dp = dy vᵀ */
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                    scale, qt, qs, kb, ks, 0.0f, p, Tk);
+                        tile_exp_nv(p, Tk, nq, t1, nv, NULL, lse + ((size_t)b * NH + h) * Tq + t0);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
+                                    1.0f, dyt, qs, vb, ks, 0.0f, dp, Tk);
+                        /* ds = p·(dp − D)·scale with D = dy·o of the merged output */
+                        for (int i = 0; i < nq; i++) {
+                            const float *dyi = dyt + (size_t)i * qs, *oi = ot + (size_t)i * qs;
+                            float D = 0.0f;
+                            #pragma omp simd reduction(+:D)
+                            for (int d = 0; d < HS; d++)
+                                D += dyi[d] * oi[d];
+                            float *pi = p + (size_t)i * Tk, *dpi = dp + (size_t)i * Tk;
+                            #pragma omp simd
+                            for (int j = 0; j < t1; j++)
+                                dpi[j] = pi[j] * (dpi[j] - D) * scale;
+                        }
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
+                                    1.0f, dp, Tk, kb, ks, 1.0f, dq + qoff, qs);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
+                                    1.0f, dp, Tk, qt, qs, 1.0f, dkb, ks);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
+                                    1.0f, p, Tk, dyt, qs, 1.0f, dvb, ks);
                     }
                 }
             }

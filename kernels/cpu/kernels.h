@@ -97,6 +97,14 @@ void k_rope_fwd(float *out, const float *inp, int B, int T, int NH, int HS,
 void k_rope_bwd(float *dinp, const float *dout, int B, int T, int NH, int HS,
                 int pos0, float theta);
 
+/* RoPE at explicit positions: token t of every row b is at pos[t] (T
+ * entries), for a context-parallel rank whose tokens are two chunks of the
+ * sequence. Otherwise as k_rope_fwd / k_rope_bwd (out may alias inp). */
+void k_rope_pos_fwd(float *out, const float *inp, const int *pos, int B, int T, int NH,
+                    int HS, float theta);
+void k_rope_pos_bwd(float *dinp, const float *dout, const int *pos, int B, int T, int NH,
+                    int HS, float theta);
+
 /* ---- attention ---------------------------------------------------------- */
 
 /* Causal self-attention with grouped-query heads, FlashAttention-style:
@@ -114,6 +122,32 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                      const float *q, const float *k, const float *v,
                      const float *out, const float *lse,
                      int B, int T, int NH, int NKV, int HS);
+
+/* Context parallel: one block of a longer sequence. Queries q (B, Tq, NH, HS)
+ * at global positions qpos (Tq) against keys and values k, v (B, Tk, NKV, HS)
+ * at kpos (Tk); both position lists are shared by the B rows and must be
+ * non-decreasing (the two chunks of a load-balanced CP rank are). A query at
+ * position p sees the keys at positions <= p. Writes the block's partial out
+ * (B, Tq, NH, HS) and lse (B, NH, Tq); a row that sees no key of the block
+ * gets out 0 and lse −∞. With qpos = kpos = 0..T−1 this is k_attention_fwd. */
+void k_attention_block_fwd(float *out, float *lse, const float *q, const float *k,
+                           const float *v, const int *qpos, const int *kpos,
+                           int B, int Tq, int Tk, int NH, int NKV, int HS);
+
+/* Merges a block's partial (out_b, lse_b) into (out, lse), in place:
+ * lse' = logaddexp(lse, lse_b), out' = out·e^(lse−lse') + out_b·e^(lse_b−lse');
+ * a −∞ side contributes nothing. Shapes as k_attention_block_fwd (T = Tq). */
+void k_attention_merge(float *out, float *lse, const float *out_b, const float *lse_b,
+                       int B, int T, int NH, int HS);
+
+/* The backward of one block: dq (B, Tq, NH, HS) and the block's dk, dv
+ * (B, Tk, NKV, HS) accumulate. out and lse are the FINAL (merged over every
+ * block) output and log-sum-exp of the queries; dout is d(out). */
+void k_attention_block_bwd(float *dq, float *dk, float *dv, const float *dout,
+                           const float *q, const float *k, const float *v,
+                           const float *out, const float *lse,
+                           const int *qpos, const int *kpos,
+                           int B, int Tq, int Tk, int NH, int NKV, int HS);
 
 /* ---- embeddings and residual -------------------------------------------- */
 

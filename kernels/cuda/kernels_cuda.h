@@ -134,6 +134,34 @@ void kc_attention_bwd(kc_bf16 *dq, kc_bf16 *dk, kc_bf16 *dv, const kc_bf16 *dout
                       const kc_bf16 *out, const float *lse,
                       int B, int T, int NH, int NKV, int HS, cudaStream_t st);
 
+/* ---- context-parallel attention blocks (ring attention) ------------------ */
+
+/* One block of Megatron's load-balanced ring attention (issue 18), SIMT,
+ * fp32 arithmetic; no CPU twin (tests/test_kernels_cuda.c holds split and
+ * merge against the whole kc_attention_fwd/bwd and k_attention_fwd). q is
+ * the (B, T, NH, HS) local queries of cp rank rq, k and v the (B, T, NKV,
+ * HS) local keys and values of cp rank rk, T the local length (T/cp of the
+ * sequence, two chunks of c = T/2): local position t of rank r is global
+ * position t < c ? r·c + t : (2·cp−1−r)·c + t − c (cuplan_cp_pos); the mask
+ * is causal by those global positions. cp 1 (rq = rk = 0): the whole causal
+ * attention. HS as kc_attention_supported. */
+/* out (B, T, NH, HS) fp32 = softmax-weighted V of the visible keys of this
+ * block, normalised over them; lse (B, NH, T) their log-sum-exp, −inf (and
+ * out 0) for a query that sees none. Overwrites. */
+void kc_attention_block_fwd(float *out, float *lse, const kc_bf16 *q, const kc_bf16 *k, const kc_bf16 *v,
+                            int B, int T, int NH, int NKV, int HS, int cp, int rq, int rk, cudaStream_t st);
+/* (out, lse) <- the merge of (out, lse) and (outb, lseb), both as
+ * kc_attention_block_fwd writes them: lse = logaddexp(lse, lseb), out =
+ * out·exp(lse_a − lse) + outb·exp(lseb − lse); a −inf side adds nothing. */
+void kc_attention_merge(float *out, float *lse, const float *outb, const float *lseb, int B, int T, int NH,
+                        int HS, cudaStream_t st);
+/* dq (B, T, NH, HS), dk, dv (B, T, NKV, HS) fp32 += this block's part of
+ * the attention backward, given dout and the FINAL out (bf16) and lse of
+ * the queries (D = rowsum(dout·out) inside); dk and dv both or neither. */
+void kc_attention_block_bwd(float *dq, float *dk, float *dv, const kc_bf16 *dout, const kc_bf16 *q,
+                            const kc_bf16 *k, const kc_bf16 *v, const kc_bf16 *out, const float *lse, int B,
+                            int T, int NH, int NKV, int HS, int cp, int rq, int rk, cudaStream_t st);
+
 /* ---- embeddings and residual -------------------------------------------- */
 
 void kc_embedding_fwd(kc_bf16 *out, const int *tokens, const kc_bf16 *wte,
@@ -168,6 +196,8 @@ void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
 
 void kc_zero(float *x, size_t n, cudaStream_t st);
 void kc_scale(float *x, float s, size_t n, cudaStream_t st);
+/* y (n) fp32 += x (n): a ZeRO-2/3 gradient slice into the shard (no CPU twin). */
+void kc_add(float *y, const float *x, size_t n, cudaStream_t st);
 /* Σ x² in double, deterministic (per-block partials summed in order on the
  * host); SYNCHRONISES the stream to return it (uses the scratch from kc_init). */
 double kc_sumsq(const float *x, size_t n, cudaStream_t st);

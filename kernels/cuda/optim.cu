@@ -83,6 +83,20 @@ void kc_scale(float *x, float s, size_t n, cudaStream_t st) {
     map8(n, aligned16(x), ScaleOp{x, s}, st);
 }
 
+struct AddOp {
+    float *y; const float *x;
+    __device__ void one(size_t i) const { y[i] += x[i]; }
+    __device__ void vec8(size_t i) const {
+        float4 *q = (float4 *)(y + i);
+        const float4 *p = (const float4 *)(x + i);
+        for (int j = 0; j < 2; j++) { float4 a = q[j], b = p[j]; a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w; q[j] = a; }
+    }
+};
+
+void kc_add(float *y, const float *x, size_t n, cudaStream_t st) {
+    map8(n, aligned16(y) && aligned16(x), AddOp{y, x}, st);
+}
+
 /* each block writes its own partial: summed on the host in block order, so
  * the norm (and the clipping it drives) does not depend on block timing */
 __global__ void sumsq_kernel(double *partial, const float *x, size_t n) {
