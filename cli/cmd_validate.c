@@ -305,6 +305,15 @@ static void out_jstr(Out *o, const char *s)
 {
     out_mem(o, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const unsigned char *q = p;   /* a run that needs no escape: at once */
+        while (*q >= 32 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p) {
+            out_mem(o, (const char *)p, (size_t)(q - p));
+            p = q;
+            if (!*p)
+                break;
+        }
         char e[8];
         switch (*p) {
         case '"': out_mem(o, "\\\"", 2); break;
