@@ -8,8 +8,10 @@
 #   few-groups  8 models x 16 layouts repeated, the measured time perturbed per row
 #               (ties in rank correlation, a few large groups)
 #   distinct    a distinct model per row (as many model groups as rows)
-# Prints wall seconds and peak RSS (/usr/bin/time -v when present) for
-# `validate --summary` and `validate --json`. Prints figures; checks nothing.
+# Prints wall seconds, CPU seconds (user + system: on a shared machine the
+# wall time is other people's load too) and peak RSS (/usr/bin/time -v when
+# present) for `validate --summary` and `validate --json`, output to
+# /dev/null. Prints figures; checks nothing.
 set -eu
 UP=${1:-build/ultraplan}
 [ $# -gt 0 ] && shift
@@ -36,8 +38,9 @@ measure() {   # measure LABEL ARGS...
     if [ -x /usr/bin/time ]; then
         /usr/bin/time -v -o "$TMP/time" "$UP" validate "$@" > /dev/null
         s=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); t = 0; for (i = 1; i <= n; i++) t = t * 60 + p[i]; print t }' "$TMP/time")
+        cpu=$(awk -F': ' '/User time|System time/ { t += $2 } END { print t }' "$TMP/time")
         kb=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$TMP/time")
-        printf '%-40s %8.2f s %8.1f MiB\n' "$label" "$s" "$(echo "$kb" | awk '{ print $1 / 1024 }')"
+        printf '%-40s %8.2f s wall %8.2f s cpu %8.1f MiB\n' "$label" "$s" "$cpu" "$(echo "$kb" | awk '{ print $1 / 1024 }')"
     else
         t0=$(date +%s.%N); "$UP" validate "$@" > /dev/null; t1=$(date +%s.%N)
         printf '%-40s %8.2f s   (no /usr/bin/time: RSS not measured)\n' "$label" "$(echo "$t0 $t1" | awk '{ print $2 - $1 }')"

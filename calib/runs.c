@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,8 +110,39 @@ static int split(char *line, char **f, int max)
     return n;
 }
 
+/* Plain decimals ("517", "123.456"), most fields of a million rows, without
+ * strtod: up to 15 significant digits are an exact double, and one division
+ * by an exact power of ten rounds as strtod does. Anything else: strtod. */
+static bool parse_plain(const char *s, double *out)
+{
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13,
+                                 1e14, 1e15};
+    uint64_t v = 0;
+    int nd = 0, frac = -1;
+    for (const char *p = s;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (++nd > 15)
+                return false;
+            v = v * 10 + (uint64_t)(*p - '0');
+            frac += frac >= 0;
+        } else if (*p == '.' && frac < 0) {
+            frac = 0;
+        } else if (*p == '\0') {
+            break;
+        } else {
+            return false;
+        }
+    }
+    if (nd == 0)
+        return false;
+    *out = frac > 0 ? (double)v / p10[frac] : (double)v;
+    return true;
+}
+
 static int parse_double(const char *s, double *out)
 {
+    if (parse_plain(s, out))
+        return 0;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -171,13 +203,28 @@ static void row_defaults(RunRow *r, RunsFormat fmt)
     }
 }
 
+/* 1 to 9 decimal digits and nothing else: their value in *v (what
+ * util_parse_int gives them, without its strtod: most fields of a million rows) */
+static bool plain_int(const char *s, int *v)
+{
+    int n = 0, x = 0;
+    for (; s[n] >= '0' && s[n] <= '9'; n++)
+        if (n < 9)
+            x = x * 10 + (s[n] - '0');
+    if (n == 0 || n > 9 || s[n])
+        return false;
+    *v = x;
+    return true;
+}
+
 /* A knob column into the row, through the knob table. */
 static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const char *s)
 {
     int v;
     if (k->type == KNOB_BOOL && (!strcasecmp(s, "yes") || !strcasecmp(s, "no"))) {
         v = !strcasecmp(s, "yes");
-    } else if (k->type == KNOB_INT && util_parse_int(s, &v) == 0 && v >= k->min && v <= k->max) {
+    } else if (k->type == KNOB_INT && (plain_int(s, &v) || util_parse_int(s, &v) == 0) && v >= k->min &&
+               v <= k->max) {
         /* what knob_parse accepts of an integer, without formatting a name
          * for a message there is none of: most columns of a million rows */
     } else {
@@ -547,10 +594,15 @@ void runs_row_hw(const RunRow *r, const HwProfile *base, HwProfile *out)
 int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, double *pred_s, Cost *c,
                 char *err, int errlen)
 {
+    /* the profile itself when the row overrides nothing of it (a copy is 1.2 KB a row) */
     HwProfile h;
-    runs_row_hw(r, hw, &h);
-    if (h.peak[r->layout.prec] <= 0) {
-        snprintf(err, errlen, "%s:%d: profile %s has no %s peak", origin, r->line, h.name,
+    const HwProfile *use = hw;
+    if (r->gpus_per_node > 0 || r->intra_bw > 0 || r->inter_bw > 0 || r->dp_overlap >= 0 || r->tp_overlap >= 0) {
+        runs_row_hw(r, hw, &h);
+        use = &h;
+    }
+    if (use->peak[r->layout.prec] <= 0) {
+        snprintf(err, errlen, "%s:%d: profile %s has no %s peak", origin, r->line, use->name,
                  hw_precision_name(r->layout.prec));
         return -1;
     }
@@ -558,7 +610,7 @@ int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, doubl
     Cost *out = c ? c : &local;
     CostOpts o;
     cost_opts_default(&o);
-    cost(&r->model, &h, &r->layout, &o, out);
+    cost(&r->model, use, &r->layout, &o, out);
     *pred_s = out->step_s;
     return 0;
 }

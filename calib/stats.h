@@ -4,7 +4,8 @@
  * count, model, parallel dimensions, and the two ranking groupings).
  *
  * Pure arithmetic over arrays and a RunSet (calib/runs.h); `validate` and
- * `fit` print what comes back. All errors are in percent.
+ * `fit` print what comes back. All errors are in percent. Also the number
+ * text validate prints (cJSON's and printf's, byte for byte, faster).
  */
 #ifndef ULTRAPLAN_CALIB_STATS_H
 #define ULTRAPLAN_CALIB_STATS_H
@@ -57,7 +58,7 @@ const char *stats_group_kind_name(StatsGroupKind k);
 
 typedef struct {
     StatsGroupKind kind;
-    char key[128];
+    char key[96];        // the longest key, model+gpus+gbs with every field at its limit, is 80 bytes
     ApeStats st;         // APE statistics of the group's rows
     double spearman;     // rank correlation of predicted and measured time per sequence
     double regret;       // percent, see stats_regret, on time per sequence (= iteration time at one batch)
@@ -70,5 +71,28 @@ int stats_groups(const RunSet *set, const double *pred, StatsGroupKind kind, Sta
 /* The same over compact rows (pred[i] belongs to rows[i]); O(n) expected:
  * a hash table finds a row's group, a counting sort gathers the groups. */
 int stats_groups_rows(const StatsRow *rows, int n, const double *pred, StatsGroupKind kind, StatsGroup **out);
+/* A group without its key, 64 bytes where a StatsGroup has 160 (validate
+ * keeps five groupings of a million rows): the key is stats_row_key of its
+ * first row. stats_groups_compact is stats_groups_rows giving these. */
+typedef struct {
+    int first;           // index of the group's first row
+    ApeStats st;
+    double spearman, regret;
+} StatsGroupStats;
+int stats_groups_compact(const StatsRow *rows, int n, const double *pred, StatsGroupKind kind,
+                         StatsGroupStats **out);
+
+
+/* Number text for printing millions of numbers, faster than stdio and the
+ * same bytes (exact digits, rounded half to even, as glibc's printf).
+ * stats_fmt_fixed: printf("%.*f", prec, d) into buf of len bytes (prec 0..9
+ * by the fast path; any other value through snprintf); returns the length.
+ * stats_json_number: what cJSON 1.7 prints for a number (cJSON_Print and
+ * cJSON_PrintUnformatted alike): "null" for NaN and infinities, "%d" when d
+ * is an int (from cJSON 1.7.16; 1.7.15 prints -0 as "-0", the rest alike),
+ * else "%1.15g" when reading that back gives d within DBL_EPSILON relative,
+ * else "%1.17g"; buf holds 32 bytes; returns the length. */
+int stats_fmt_fixed(double d, int prec, char *buf, int len);
+int stats_json_number(double d, char *buf);
 
 #endif

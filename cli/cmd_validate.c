@@ -1,8 +1,17 @@
 /* cmd_validate.c — `ultraplan validate`: its arguments, and the prediction of
  * measured runs (calib/runs.h) with their errors (calib/stats.h) printed as a
- * table, JSON or a plot. */
+ * table, JSON or a plot.
+ *
+ * Built for a million rows: each row is kept in compact form as it is read,
+ * groups without their keys (StatsGroupStats), and the table, the group lines
+ * and --json's rows and groups are written by hand into a buffer, numbers
+ * through stats_fmt_fixed / stats_json_number, the same bytes printf and
+ * cJSON_Print gave (cJSON prints only the small skeleton of the document).
+ * It does not cap the output: a distinct model a row prints three group
+ * lines a row, as it always has. */
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,85 +199,279 @@ static int plot(const char *png, const VSet *set, const char *title, char *err, 
     return plot_end(&pl, err, errlen);
 }
 
-static void print_groups(FILE *f, const StatsGroup *g, int n, StatsGroupKind k)
+/* ---- output --------------------------------------------------------------------
+ * A million rows print 30 to 130 MB; stdio's formatting of their numbers and
+ * cJSON's tree of them took most of validate's time. Lines are built here in
+ * a buffer, numbers by stats_fmt_fixed / stats_json_number (the same bytes as
+ * printf and cJSON_Print, pinned by test_validate), and written in blocks. */
+
+typedef struct {
+    char buf[1 << 16];
+    size_t n;
+    /* the last number's text: a one-row group prints its APE four times */
+    uint64_t last_bits;
+    int last_kind;                 // 0 none, 1 + prec for fixed, -1 JSON
+    int last_len;
+    char last[32];
+} Out;
+
+static void out_flush(Out *o)
 {
-    fprintf(f, "\nby %s%s\n", stats_group_kind_name(k),
-            k == STATS_BY_MODEL_GPUS       ? " (ranking groups: every global batch, ranked by time per sequence)"
-            : k == STATS_BY_MODEL_GPUS_GBS ? " (ranking groups at a fixed global batch)"
-                                         : "");
-    fprintf(f, "  %-44s %5s %7s %7s %7s %7s %8s %7s\n", "group", "n", "mape%", "med%", "p90%", "max%", "spearman",
-            "regret%");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "  %-44s %5d %7.2f %7.2f %7.2f %7.2f %8.3f %7.2f\n", g[i].key, g[i].st.n, g[i].st.mape,
-                g[i].st.median, g[i].st.p90, g[i].st.max, g[i].spearman, g[i].regret);
+    fwrite(o->buf, 1, o->n, stdout);
+    o->n = 0;
 }
 
-/* cJSON's formatted print of one element of an array that is a member of
- * the root object: its lines two tabs in, as cJSON_Print of the whole tree
- * would put them (validate --json streams its rows and groups: a tree of a
- * million rows would take gigabytes). Consumes j. */
-static int put_element(cJSON *j, bool first)
+static void out_mem(Out *o, const char *s, size_t n)
 {
-    char *t = cJSON_Print(j);
-    cJSON_Delete(j);
-    if (!t)
-        return -1;
-    if (!first)
-        fputs(", ", stdout);
-    for (const char *p = t; *p; p++) {
-        putchar(*p);
-        if (*p == '\n')
-            fputs("\t\t", stdout);
+    if (o->n + n > sizeof o->buf) {
+        out_flush(o);
+        if (n > sizeof o->buf) {
+            fwrite(s, 1, n, stdout);
+            return;
+        }
     }
-    free(t);
-    return 0;
+    memcpy(o->buf + o->n, s, n);
+    o->n += n;
 }
 
-static cJSON *row_json(const VSet *v, int i)
+static void out_s(Out *o, const char *s) { out_mem(o, s, strlen(s)); }
+
+/* s right-aligned in width (printf "%*s"), or left-aligned when width < 0 ("%-*s") */
+static void out_pad(Out *o, const char *s, int width)
+{
+    static const char sp[] = "                                                ";
+    int n = (int)strlen(s), pad = (width < 0 ? -width : width) - n;
+    if (width > 0)
+        for (; pad > 0; pad -= (int)sizeof sp - 1)
+            out_mem(o, sp, (size_t)(pad < (int)sizeof sp - 1 ? pad : (int)sizeof sp - 1));
+    out_mem(o, s, (size_t)n);
+    if (width < 0)
+        for (; pad > 0; pad -= (int)sizeof sp - 1)
+            out_mem(o, sp, (size_t)(pad < (int)sizeof sp - 1 ? pad : (int)sizeof sp - 1));
+}
+
+static void out_int(Out *o, int v, int width)   /* "%*d" / "%-*d" */
+{
+    char t[16], *q = t + sizeof t;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    *--q = '\0';
+    do
+        *--q = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--q = '-';
+    out_pad(o, q, width);
+}
+
+static bool out_cached(Out *o, double v, int kind)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    if (o->last_kind == kind && o->last_bits == b)
+        return true;
+    o->last_bits = b;
+    o->last_kind = 0;
+    return false;
+}
+
+static void out_fixed(Out *o, double v, int prec, int width)   /* "%*.*f" */
+{
+    if (!out_cached(o, v, 1 + prec)) {
+        char t[400];
+        int n = stats_fmt_fixed(v, prec, t, sizeof t);
+        if (n >= (int)sizeof o->last) {   /* a huge value: not kept */
+            out_pad(o, t, width);
+            return;
+        }
+        memcpy(o->last, t, (size_t)n + 1);
+        o->last_len = n;
+        o->last_kind = 1 + prec;
+    }
+    out_pad(o, o->last, width);
+}
+
+static void out_jnum(Out *o, double v)
+{
+    if (!out_cached(o, v, -1)) {
+        o->last_len = stats_json_number(v, o->last);
+        o->last_kind = -1;
+    }
+    out_mem(o, o->last, (size_t)o->last_len);
+}
+
+/* a JSON string as cJSON prints it: \" \\ \b \f \n \r \t, other bytes below
+ * 32 as \u00XX, everything else (UTF-8 included) as it is */
+static void out_jstr(Out *o, const char *s)
+{
+    out_mem(o, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const unsigned char *q = p;   /* a run that needs no escape: at once */
+        while (*q >= 32 && *q != '"' && *q != '\\')
+            q++;
+        if (q > p) {
+            out_mem(o, (const char *)p, (size_t)(q - p));
+            p = q;
+            if (!*p)
+                break;
+        }
+        char e[8];
+        switch (*p) {
+        case '"': out_mem(o, "\\\"", 2); break;
+        case '\\': out_mem(o, "\\\\", 2); break;
+        case '\b': out_mem(o, "\\b", 2); break;
+        case '\f': out_mem(o, "\\f", 2); break;
+        case '\n': out_mem(o, "\\n", 2); break;
+        case '\r': out_mem(o, "\\r", 2); break;
+        case '\t': out_mem(o, "\\t", 2); break;
+        default:
+            if (*p < 32) {
+                snprintf(e, sizeof e, "\\u%04x", *p);
+                out_mem(o, e, 6);
+            } else {
+                out_mem(o, (const char *)p, 1);
+            }
+        }
+    }
+    out_mem(o, "\"", 1);
+}
+
+/* A member of an object whose members are `tabs` tabs in, as cJSON_Print
+ * writes it: the tabs, "name":<tab>, and the value after (the caller's). */
+static void out_member(Out *o, int tabs, const char *name)
+{
+    static const char t[] = "\t\t\t\t\t\t\t\t";
+    out_mem(o, t, (size_t)tabs);
+    out_mem(o, "\"", 1);
+    out_s(o, name);
+    out_mem(o, "\":\t", 3);
+}
+
+static void out_jnum_member(Out *o, int tabs, const char *name, double v, bool last)
+{
+    out_member(o, tabs, name);
+    out_jnum(o, v);
+    out_mem(o, last ? "\n" : ",\n", last ? 1 : 2);
+}
+
+static void out_jstr_member(Out *o, int tabs, const char *name, const char *v, bool last)
+{
+    out_member(o, tabs, name);
+    out_jstr(o, v);
+    out_mem(o, last ? "\n" : ",\n", last ? 1 : 2);
+}
+
+static void print_groups(Out *o, const VSet *v, const StatsGroupStats *g, int n, StatsGroupKind k)
+{
+    char head[200];
+    snprintf(head, sizeof head, "\nby %s%s\n", stats_group_kind_name(k),
+             k == STATS_BY_MODEL_GPUS       ? " (ranking groups: every global batch, ranked by time per sequence)"
+             : k == STATS_BY_MODEL_GPUS_GBS ? " (ranking groups at a fixed global batch)"
+                                          : "");
+    out_s(o, head);
+    snprintf(head, sizeof head, "  %-44s %5s %7s %7s %7s %7s %8s %7s\n", "group", "n", "mape%", "med%", "p90%",
+             "max%", "spearman", "regret%");
+    out_s(o, head);
+    for (int i = 0; i < n; i++) {   /* "  %-44s %5d %7.2f %7.2f %7.2f %7.2f %8.3f %7.2f\n" */
+        char key[sizeof ((StatsGroup *)0)->key];
+        stats_row_key(&v->st[g[i].first], k, key, sizeof key);
+        out_mem(o, "  ", 2);
+        out_pad(o, key, -44);
+        out_mem(o, " ", 1);
+        out_int(o, g[i].st.n, 5);
+        const double v[] = {g[i].st.mape, g[i].st.median, g[i].st.p90, g[i].st.max, g[i].spearman, g[i].regret};
+        for (int c = 0; c < 6; c++) {
+            out_mem(o, " ", 1);
+            out_fixed(o, v[c], c == 4 ? 3 : 2, c == 4 ? 8 : 7);
+        }
+        out_mem(o, "\n", 1);
+    }
+}
+
+/* The per-row table: "%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n" */
+static void print_table(Out *o, const VSet *v)
+{
+    bool labels = false;
+    for (int i = 0; i < v->n; i++)
+        labels |= v->rows[i].label[0] != 0;
+    char head[200];
+    snprintf(head, sizeof head, "%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp",
+             "pp", "dp", "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
+    out_s(o, head);
+    for (int i = 0; i < v->n; i++) {
+        const StatsRow *s = &v->st[i];
+        const VRow *r = &v->rows[i];
+        const int iv[] = {r->line, s->gpus, s->h, s->tp, s->pp, s->dp, r->mbs, s->gbs};
+        const int w[] = {-6, 5, 5, 3, 3, 4, 4, 5};
+        for (int c = 0; c < 8; c++) {
+            if (c)
+                out_mem(o, " ", 1);
+            out_int(o, iv[c], w[c]);
+        }
+        out_mem(o, " ", 1);
+        out_fixed(o, s->measured_s * 1e3, 1, 12);
+        out_mem(o, " ", 1);
+        out_fixed(o, v->pred[i] * 1e3, 1, 12);
+        out_mem(o, " ", 1);
+        out_fixed(o, v->ape[i], 2, 7);
+        if (r->label[0]) {
+            out_mem(o, "  ", 2);
+            out_s(o, r->label);
+        }
+        out_mem(o, "\n", 1);
+    }
+    out_mem(o, "\n", 1);
+}
+
+/* One row of --json as cJSON_Print puts an element of the root's "rows"
+ * array: members three tabs in, the closing brace two. */
+static void row_json(Out *o, const VSet *v, int i)
 {
     const StatsRow *s = &v->st[i];
     const VRow *r = &v->rows[i];
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "line", r->line);
-    cJSON_AddNumberToObject(j, "gpus", s->gpus);
-    cJSON_AddNumberToObject(j, "layers", s->L);
-    cJSON_AddNumberToObject(j, "hidden", s->h);
-    cJSON_AddNumberToObject(j, "heads", s->a);
-    cJSON_AddNumberToObject(j, "seq", s->s);
-    cJSON_AddNumberToObject(j, "tp", s->tp);
-    cJSON_AddNumberToObject(j, "pp", s->pp);
-    cJSON_AddNumberToObject(j, "dp", s->dp);
-    cJSON_AddNumberToObject(j, "mbs", r->mbs);
-    cJSON_AddNumberToObject(j, "gbs", s->gbs);
-    cJSON_AddNumberToObject(j, "cp", s->cp);
-    cJSON_AddNumberToObject(j, "vp", r->vp);
-    cJSON_AddStringToObject(j, "precision", hw_precision_name(r->prec));
+    out_mem(o, "{\n", 2);
+    const struct { const char *name; int v; } iv[] = {
+        {"line", r->line}, {"gpus", s->gpus}, {"layers", s->L}, {"hidden", s->h}, {"heads", s->a},
+        {"seq", s->s},     {"tp", s->tp},     {"pp", s->pp},     {"dp", s->dp},    {"mbs", r->mbs},
+        {"gbs", s->gbs},   {"cp", s->cp},     {"vp", r->vp},
+    };
+    for (size_t k = 0; k < sizeof iv / sizeof *iv; k++)
+        out_jnum_member(o, 3, iv[k].name, iv[k].v, false);
+    out_jstr_member(o, 3, "precision", hw_precision_name(r->prec), false);
     if (r->label[0])
-        cJSON_AddStringToObject(j, "label", r->label);
-    cJSON_AddNumberToObject(j, "measured_ms", s->measured_s * 1e3);
-    cJSON_AddNumberToObject(j, "predicted_ms", v->pred[i] * 1e3);
-    cJSON_AddNumberToObject(j, "ape", v->ape[i]);
-    cJSON *ph = cJSON_AddObjectToObject(j, "phases_ms");
+        out_jstr_member(o, 3, "label", r->label, false);
+    out_jnum_member(o, 3, "measured_ms", s->measured_s * 1e3, false);
+    out_jnum_member(o, 3, "predicted_ms", v->pred[i] * 1e3, false);
+    out_jnum_member(o, 3, "ape", v->ape[i], false);
+    out_member(o, 3, "phases_ms");
+    out_mem(o, "{\n", 2);
     for (int k = 0; k < T_COUNT; k++)
-        cJSON_AddNumberToObject(ph, cost_time_name((TimeKind)k), r->phase[k] * 1e3);
-    return j;
+        out_jnum_member(o, 4, cost_time_name((TimeKind)k), r->phase[k] * 1e3, k == T_COUNT - 1);
+    out_s(o, "\t\t\t}\n\t\t}");
 }
 
-static cJSON *group_json(const StatsGroup *g, StatsGroupKind k)
+/* One group of --json: stats_json's members, then by, key, spearman, regret */
+static void group_json(Out *o, const VSet *v, const StatsGroupStats *g, StatsGroupKind k)
 {
-    cJSON *j = stats_json(&g->st);
-    cJSON_AddStringToObject(j, "by", stats_group_kind_name(k));
-    cJSON_AddStringToObject(j, "key", g->key);
-    cJSON_AddNumberToObject(j, "spearman", g->spearman);
-    cJSON_AddNumberToObject(j, "regret", g->regret);
-    return j;
+    char key[sizeof ((StatsGroup *)0)->key];
+    stats_row_key(&v->st[g->first], k, key, sizeof key);
+    out_mem(o, "{\n", 2);
+    out_jnum_member(o, 3, "n", g->st.n, false);
+    out_jnum_member(o, 3, "mape", g->st.mape, false);
+    out_jnum_member(o, 3, "median_ape", g->st.median, false);
+    out_jnum_member(o, 3, "p90_ape", g->st.p90, false);
+    out_jnum_member(o, 3, "max_ape", g->st.max, false);
+    out_jstr_member(o, 3, "by", stats_group_kind_name(k), false);
+    out_jstr_member(o, 3, "key", key, false);
+    out_jnum_member(o, 3, "spearman", g->spearman, false);
+    out_jnum_member(o, 3, "regret", g->regret, true);
+    out_mem(o, "\t\t}", 3);
 }
 
 /* The document as cJSON_Print would print it, rows and groups streamed into
  * the places of the two empty arrays. */
 static int print_json(const Opts *o, const VSet *v, const char *profile, char **files, int nfiles,
                       const ApeStats *st, double worst_regret, double worst_regret_gbs,
-                      StatsGroup *const *groups, const int *ng)
+                      StatsGroupStats *const *groups, const int *ng)
 {
     (void)o;
     cJSON *root = cJSON_CreateObject();
@@ -292,18 +495,26 @@ static int print_json(const Opts *o, const VSet *v, const char *profile, char **
         goto oom;
     pr += sizeof rows_at - 1;
     pg += sizeof groups_at - 1;
-    fwrite(text, 1, (size_t)(pr - text), stdout);
-    for (int i = 0; i < v->n; i++)
-        if (put_element(row_json(v, i), i == 0))
-            goto oom;
-    fwrite(pr, 1, (size_t)(pg - pr), stdout);
+    static Out out;   /* 64 KB: not on the stack */
+    out.n = 0;
+    out.last_kind = 0;
+    out_mem(&out, text, (size_t)(pr - text));
+    for (int i = 0; i < v->n; i++) {
+        if (i)
+            out_mem(&out, ", ", 2);
+        row_json(&out, v, i);
+    }
+    out_mem(&out, pr, (size_t)(pg - pr));
     bool first = true;
     for (int k = 0; k < STATS_GROUP_COUNT; k++)
-        for (int i = 0; i < ng[k]; i++, first = false)
-            if (put_element(group_json(&groups[k][i], (StatsGroupKind)k), first))
-                goto oom;
-    fputs(pg, stdout);
-    putchar('\n');
+        for (int i = 0; i < ng[k]; i++, first = false) {
+            if (!first)
+                out_mem(&out, ", ", 2);
+            group_json(&out, v, &groups[k][i], (StatsGroupKind)k);
+        }
+    out_s(&out, pg);
+    out_mem(&out, "\n", 1);
+    out_flush(&out);
     free(text);
     return 0;
 oom:
@@ -326,7 +537,7 @@ static int run(const Opts *o, char **files, int nfiles)
     char origin[256];
     snprintf(origin, sizeof origin, "%s", files[nfiles - 1]);
     VSet set = {.hw = &hw, .origin = origin};
-    StatsGroup *groups[STATS_GROUP_COUNT] = {0};
+    StatsGroupStats *groups[STATS_GROUP_COUNT] = {0};
     for (int i = 0; i < nfiles; i++)
         if (runs_each_csv(files[i], keep_row, &set, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
@@ -343,7 +554,7 @@ static int run(const Opts *o, char **files, int nfiles)
     int ng[STATS_GROUP_COUNT];
     double worst_regret = 0, worst_regret_gbs = 0;
     for (int k = 0; k < STATS_GROUP_COUNT; k++) {
-        ng[k] = stats_groups_rows(set.st, set.n, set.pred, (StatsGroupKind)k, &groups[k]);
+        ng[k] = stats_groups_compact(set.st, set.n, set.pred, (StatsGroupKind)k, &groups[k]);
         if (ng[k] < 0) {
             fprintf(stderr, "ultraplan validate: out of memory\n");
             rc = 1;
@@ -361,26 +572,19 @@ static int run(const Opts *o, char **files, int nfiles)
             goto out;
         }
     } else {
-        if (!o->summary) {
-            bool labels = false;
-            for (int i = 0; i < set.n; i++)
-                labels |= set.rows[i].label[0] != 0;
-            printf("%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp", "pp", "dp",
-                   "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
-            for (int i = 0; i < set.n; i++) {
-                const StatsRow *s = &set.st[i];
-                const VRow *r = &set.rows[i];
-                printf("%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n", r->line, s->gpus, s->h,
-                       s->tp, s->pp, s->dp, r->mbs, s->gbs, s->measured_s * 1e3, set.pred[i] * 1e3, set.ape[i],
-                       r->label[0] ? "  " : "", r->label);
-            }
-            printf("\n");
-        }
-        printf("%d runs on profile %s: MAPE %.2f%%, median %.2f%%, p90 %.2f%%, worst %.2f%%; worst ranking "
-               "regret %.2f%% (model+gpus groups; %.2f%% at a fixed global batch)\n", st.n, hw.name, st.mape,
-               st.median, st.p90, st.max, worst_regret, worst_regret_gbs);
+        static Out out;
+        out.n = 0;
+        out.last_kind = 0;
+        if (!o->summary)
+            print_table(&out, &set);
+        char line[400];
+        snprintf(line, sizeof line, "%d runs on profile %s: MAPE %.2f%%, median %.2f%%, p90 %.2f%%, worst %.2f%%; "
+                 "worst ranking regret %.2f%% (model+gpus groups; %.2f%% at a fixed global batch)\n", st.n, hw.name,
+                 st.mape, st.median, st.p90, st.max, worst_regret, worst_regret_gbs);
+        out_s(&out, line);
         for (int k = 0; k < STATS_GROUP_COUNT; k++)
-            print_groups(stdout, groups[k], ng[k], (StatsGroupKind)k);
+            print_groups(&out, &set, groups[k], ng[k], (StatsGroupKind)k);
+        out_flush(&out);
     }
     rc = 0;
     if (o->plot) {

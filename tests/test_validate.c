@@ -1,14 +1,18 @@
 /* test_validate.c — the measured-runs CSV reader and the error statistics
- * of `ultraplan validate`, on hand-computed cases. */
+ * of `ultraplan validate`, on hand-computed cases; the number text validate
+ * prints, byte for byte against cJSON and printf; the fast order statistics
+ * and ranks against a full sort. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
+#include <cjson/cJSON.h>
 
 #include "profile.h"
 #include "runs.h"
@@ -383,6 +387,190 @@ static void test_many_groups(void **st)
     free(pred);
 }
 
+
+/* ---- number text: validate --json prints numbers itself, and its bytes
+ * must stay what cJSON_Print gave (scripts and tests compare them) ---------- */
+
+static uint64_t rnd_state = 88172645463325252ULL;
+static uint64_t rnd(void)   /* xorshift64: the same values every run */
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* stats_json_number against cJSON's own text of the number, and stats_fmt_fixed against snprintf */
+static void check_number(double d)
+{
+    cJSON *j = cJSON_CreateNumber(d);
+    assert_non_null(j);
+    char *want = cJSON_PrintUnformatted(j), got[32];
+    assert_non_null(want);
+    int n = stats_json_number(d, got);
+    if (strcmp(want, got) || n != (int)strlen(got)) {
+        print_error("json number %.17g: cJSON \"%s\", stats_json_number \"%s\" (%d)\n", d, want, got, n);
+        fail();
+    }
+    free(want);
+    cJSON_Delete(j);
+    for (int p = 0; p <= 3; p++) {
+        char w[400], g[400];
+        snprintf(w, sizeof w, "%.*f", p, d);
+        n = stats_fmt_fixed(d, p, g, sizeof g);
+        if (strcmp(w, g) || n != (int)strlen(g)) {
+            print_error("%%.%df of %.17g: printf \"%s\", stats_fmt_fixed \"%s\" (%d)\n", p, d, w, g, n);
+            fail();
+        }
+    }
+}
+
+static void test_number_text(void **st)
+{
+    (void)st;
+    /* the awkward ones by name: cJSON's integer path and its saturation at
+     * INT_MAX, -0, NaN and infinities (null), 15 digits that read back only
+     * within DBL_EPSILON (0.30000000000000004 prints "0.3"), 17-digit
+     * fallbacks (1/3), ties at the 15th digit (1000000000000005: half to
+     * even), exponents of one, two and three digits, subnormals */
+    const double named[] = {1e-300, 0.1, 1.0 / 3, 123456789012345678.0, -0.0, 0.0, 1e21, NAN, -NAN, INFINITY,
+                            -INFINITY, 2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0, 1e15, 1e16,
+                            1000000000000005.0, 1000000000000015.0, 0.30000000000000004, 1.0000000000000002,
+                            9007199254740993.0, 0.125, 0.375, 2.5, 0.005, 1.005, 0.0001, 0.00001, 0.00012345,
+                            5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 99999999999999.99,
+                            9.9999999999999999e22, 123.456, -7.25, 1e100, 1e-100, 100.0 / 7, 6.02214076e23};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        check_number(named[i]);
+    /* and many: any bit pattern, validate's kind of values (ms, percentages), integers to 2^63 */
+    for (int i = 0; i < 200000; i++) {
+        uint64_t r = rnd();
+        double d;
+        switch (i % 5) {
+        case 0: memcpy(&d, &r, sizeof d); break;
+        case 1: d = (double)(r % 100000000) / 100.0; break;
+        case 2: d = ldexp((double)(r >> 11), -53) * pow(10, (int)(rnd() % 40) - 20); break;
+        case 3: d = (double)(int64_t)(r >> (rnd() % 64)); break;
+        default: d = ldexp((double)(r >> 11), (int)(rnd() % 200) - 150) * (rnd() & 1 ? -1 : 1); break;
+        }
+        check_number(d);
+    }
+}
+
+/* The selection and radix sort behind stats_summarize and stats_spearman
+ * against the definitions (a full sort) on values with many ties. */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void naive_ranks(const double *x, int n, double *rk)
+{
+    for (int i = 0; i < n; i++) {
+        int less = 0, eq = 0;
+        for (int j = 0; j < n; j++) {
+            less += x[j] < x[i];
+            eq += x[j] == x[i];
+        }
+        rk[i] = less + (eq + 1) / 2.0;   /* the mean of positions less+1 .. less+eq */
+    }
+}
+
+static void test_stats_against_sorting(void **st)
+{
+    (void)st;
+    enum { N = 3000 };
+    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *s = malloc(N * sizeof *s);
+    double *rx = malloc(N * sizeof *rx), *ry = malloc(N * sizeof *ry);
+    assert_true(x && y && s && rx && ry);
+    const int sizes[] = {1, 2, 3, 7, 32, 33, 100, 999, N};
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+        int n = sizes[t];
+        for (int i = 0; i < n; i++) {
+            x[i] = (double)(rnd() % 50) * (rnd() % 3 ? 1.5 : -0.25);   /* ties, negatives, zeros */
+            y[i] = (double)(rnd() % 1000) / 7.0;
+        }
+        memcpy(s, x, (size_t)n * sizeof *s);
+        qsort(s, (size_t)n, sizeof *s, cmp_dbl);
+        ApeStats a;
+        stats_summarize(x, n, &a);
+        double pm = 0.5 * (n - 1), pp = 0.9 * (n - 1);
+        int im = (int)floor(pm), ip = (int)floor(pp);
+        double med = im >= n - 1 ? s[n - 1] : s[im] + (pm - im) * (s[im + 1] - s[im]);
+        double p90 = ip >= n - 1 ? s[n - 1] : s[ip] + (pp - ip) * (s[ip + 1] - s[ip]);
+        assert_true(a.median == med);   /* the same order statistics: equal, not near */
+        assert_true(a.p90 == p90);
+        assert_true(a.max == s[n - 1]);
+        naive_ranks(x, n, rx);
+        naive_ranks(y, n, ry);
+        double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+        for (int i = 0; i < n; i++) {
+            mx += rx[i];
+            my += ry[i];
+        }
+        mx /= n;
+        my /= n;
+        for (int i = 0; i < n; i++) {
+            sxy += (rx[i] - mx) * (ry[i] - my);
+            sxx += (rx[i] - mx) * (rx[i] - mx);
+            syy += (ry[i] - my) * (ry[i] - my);
+        }
+        double want = n < 2 || !(sxx > 0 && syy > 0) ? 0 : sxy / sqrt(sxx * syy);
+        assert_true(stats_spearman(x, y, n) == want);
+    }
+    free(x);
+    free(y);
+    free(s);
+    free(rx);
+    free(ry);
+}
+
+/* stats_groups_compact is stats_groups_rows without the keys: the key is its first row's */
+static void test_groups_compact(void **st)
+{
+    (void)st;
+    enum { N = 4000 };
+    StatsRow *rows = calloc(N, sizeof *rows);
+    double *pred = calloc(N, sizeof *pred);
+    assert_true(rows && pred);
+    for (int i = 0; i < N; i++) {
+        int tp = 1 << (rnd() % 3), dp = 1 << (rnd() % 4);
+        rows[i] = (StatsRow){.gpus = tp * dp, .h = 1024 * (1 + (int)(rnd() % 4)), .L = 24, .a = 16, .s = 2048,
+                             .dp = dp, .tp = tp, .pp = 1, .cp = 1, .gbs = 64 << (rnd() % 2),
+                             .measured_s = 0.1 + (double)(rnd() % 100) / 100};
+        if (i % 7 == 0)
+            rows[i].params_b = 1.3 + (double)(rnd() % 3) * 1e-6;   /* one "1.3B" model */
+        pred[i] = rows[i].measured_s * (0.8 + (double)(rnd() % 40) / 100);
+    }
+    for (int k = 0; k < STATS_GROUP_COUNT; k++) {
+        StatsGroup *g;
+        StatsGroupStats *c;
+        int n = stats_groups_rows(rows, N, pred, (StatsGroupKind)k, &g);
+        assert_true(n > 0);
+        assert_int_equal(stats_groups_compact(rows, N, pred, (StatsGroupKind)k, &c), n);
+        int total = 0;
+        for (int i = 0; i < n; i++) {
+            char key[sizeof g->key];
+            stats_row_key(&rows[c[i].first], (StatsGroupKind)k, key, sizeof key);
+            assert_string_equal(key, g[i].key);
+            assert_memory_equal(&c[i].st, &g[i].st, sizeof c[i].st);
+            assert_true(c[i].spearman == g[i].spearman && c[i].regret == g[i].regret);
+            /* the first row of the group: no earlier row has its key */
+            for (int j = 0; j < c[i].first; j++) {
+                char other[sizeof g->key];
+                stats_row_key(&rows[j], (StatsGroupKind)k, other, sizeof other);
+                assert_true(strcmp(other, key) != 0);
+            }
+            total += g[i].st.n;
+        }
+        assert_int_equal(total, N);
+        free(g);
+        free(c);
+    }
+    free(rows);
+    free(pred);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,7 +580,8 @@ int main(void)
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
         cmocka_unit_test(test_tokens_per_gpu), cmocka_unit_test(test_spreadsheet_csv),
         cmocka_unit_test(test_rank_ties),     cmocka_unit_test(test_groups_by_hand),
-        cmocka_unit_test(test_many_groups),
+        cmocka_unit_test(test_many_groups),   cmocka_unit_test(test_number_text),
+        cmocka_unit_test(test_stats_against_sorting), cmocka_unit_test(test_groups_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
