@@ -268,6 +268,7 @@ static int plan_main(int argc, char **argv)
     req.fixed = in.sc.fixed;
     req.base = in.sc.layout;
     req.recompute = in.sc.recompute;
+    req.mem_margin_bytes = in.sc.mem_margin_bytes;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double t0 = t.tv_sec + t.tv_nsec * 1e-9;
