@@ -217,8 +217,6 @@ void scenario_resolve_margin(Scenario *sc)
         sc->mem_margin_bytes = SCENARIO_MEM_MARGIN_DEFAULT * sc->hw.hbm_bytes;
     else
         sc->mem_margin_bytes = sc->mem_margin_frac ? sc->mem_margin * sc->hw.hbm_bytes : sc->mem_margin;
-    if (sc->mem_margin_bytes >= sc->hw.hbm_bytes)   /* never the whole GPU (scenario_finish refuses it) */
-        sc->mem_margin_bytes = 0.9 * sc->hw.hbm_bytes;
 }
 
 static int resolve_hw(Scenario *sc, char *err, int errlen)

@@ -50,7 +50,8 @@ typedef struct {
  * with err naming the flag. */
 int scenario_parse_mem_margin(Scenario *sc, const char *text, char *err, int errlen);
 /* mem_margin_bytes from mem_margin and the profile's capacity (again after
- * the hardware changes, as in the TUI); scenario_finish calls it. */
+ * the hardware changes, as in the TUI); scenario_finish calls it and
+ * refuses a margin of the whole GPU or more (the planner does too). */
 void scenario_resolve_margin(Scenario *sc);
 
 /* Defaults: layout_default, cost_opts_default, no recomputation, nothing given. */
