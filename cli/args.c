@@ -36,11 +36,10 @@ static const ScenarioFlag scen_flags[] = {
      "GPUs in the job (required)"},
     {"gpus-per-node", "N", O_GPN, NULL, "GPUs per node / NVLink domain (default: the profile's)", NULL},
     {"mem-margin", "GiB|%", O_MEM_MARGIN, NULL,
-     "memory per GPU to leave free: GiB (4, 512MiB) or a share of it (5%); default 5%: allocator\n"
-     "                          fragmentation, NCCL and library workspaces beyond the model's terms (predict\n"
-     "                          says whether the layout leaves it)",
-     "memory per GPU every plan leaves free: GiB (4, 512MiB) or a share of it (5%); default 5%:\n"
-     "                          allocator fragmentation, NCCL and library workspaces beyond the model's terms"},
+     "memory per GPU to leave free: GiB (4, 512MiB) or a share (5%); default 5%:\n"
+     "                          fragmentation, NCCL and workspaces the model does not count (predict says if left)",
+     "memory per GPU every plan leaves free: GiB (4, 512MiB) or a share (5%); default 5%:\n"
+     "                          fragmentation, NCCL and workspaces the model does not count"},
     {"tokens", "SIZE", O_TOKENS, "Training:", "token budget (default 20 tokens per parameter)", NULL},
     {"mtbf", "HOURS", O_MTBF, NULL, "per-GPU mean time between failures, 1e-6 to 1e15 (default: the profile's)", NULL},
     {"restart-time", "SECONDS", O_RESTART, NULL, "time to restart after a failure, 0 to 1e12 (default: the profile's)", NULL},

@@ -179,9 +179,7 @@ static const Knob table[KNOB_COUNT] = {
      * TUI's least size (64x22); `tui --target` or a plan file's target sets it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
                   .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
-                  .help = "framework the layout is for: megatron = only layouts Megatron-LM runs as exported "
-                          "(one recompute count per model chunk, uneven first/last stages only); ultraplan = "
-                          "every layout ultraplan's executor runs",
+                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
                   .dflt = "megatron"},
 
     /* ---- scenario ---- */
