@@ -2,7 +2,10 @@
  *
  * Prints wall time, outer layouts enumerated / solved / pruned, ILPs solved
  * and layouts per second. Measure one core with `taskset -c 0`:
- *   taskset -c 0 ./build/bench/bench_plan
+ *   taskset -c 0 ./build/bench/bench_plan [GPU [megatron|ultraplan]]
+ * The target (default megatron, the planner's default) is the search's:
+ * ultraplan is the ILP over every layout, megatron inner_megatron over what
+ * Megatron-LM expresses. No memory margin: the whole GPU is usable.
  */
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +41,12 @@ int main(int argc, char **argv)
     const char *gpu = argc > 1 ? argv[1] : "h100-sxm";
     HwProfile hw;
     char err[256];
+    Target target = TARGET_MEGATRON;
+    if (argc > 2 && layout_parse_target(argv[2], &target) != 0) {
+        fprintf(stderr, "bench_plan: target: expected megatron or ultraplan, got \"%s\"\n", argv[2]);
+        return 2;
+    }
+    printf("target %s\n", layout_target_name(target));
     if (profile_load_builtin(gpu, &hw, err, sizeof err) != 0) {
         fprintf(stderr, "bench_plan: %s\n", err);
         return 1;
@@ -59,6 +68,7 @@ int main(int argc, char **argv)
             req.gpus = cases[i].gpus;
             req.base.gbs = (int)(4194304.0 / m.s + 0.5);
             req.exhaustive = ex;
+            req.base.target = target;
             PlanResult res;
             double t0 = now_s();
             if (planner_search(&m, &hw, &o, &req, &res, err, sizeof err) != 0) {

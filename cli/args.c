@@ -10,7 +10,7 @@
  * answer goes. Knob flags get ids from KNOB_OPT_BASE, two per knob. */
 enum {
     O_MODEL = ARGS_OPT_BASE, O_PARAMS, O_GPU, O_PROFILE, O_GPUS, O_GPN, O_TOKENS, O_MTBF, O_RESTART, O_PRICE, O_JSON, O_OUT,
-    O_HF_CONFIG, O_SCENARIO_END
+    O_HF_CONFIG, O_MEM_MARGIN, O_SCENARIO_END
 };
 #define KNOB_OPT_BASE (ARGS_OPT_BASE + 100)
 _Static_assert(O_SCENARIO_END <= KNOB_OPT_BASE, "scenario option ids stay below the knobs'");
@@ -35,6 +35,11 @@ static const ScenarioFlag scen_flags[] = {
     {"gpus", "N", O_GPUS, NULL, "GPUs in the job (default tp*pp*cp*dp: 1 when no layout is given)",
      "GPUs in the job (required)"},
     {"gpus-per-node", "N", O_GPN, NULL, "GPUs per node / NVLink domain (default: the profile's)", NULL},
+    {"mem-margin", "GiB|%", O_MEM_MARGIN, NULL,
+     "memory per GPU to leave free: GiB (4, 512MiB) or a share (5%); default 5%:\n"
+     "                          fragmentation, NCCL and workspaces the model does not count (predict says if left)",
+     "memory per GPU every plan leaves free: GiB (4, 512MiB) or a share (5%); default 5%:\n"
+     "                          fragmentation, NCCL and workspaces the model does not count"},
     {"tokens", "SIZE", O_TOKENS, "Training:", "token budget (default 20 tokens per parameter)", NULL},
     {"mtbf", "HOURS", O_MTBF, NULL, "per-GPU mean time between failures, 1e-6 to 1e15 (default: the profile's)", NULL},
     {"restart-time", "SECONDS", O_RESTART, NULL, "time to restart after a failure, 0 to 1e12 (default: the profile's)", NULL},
@@ -220,6 +225,7 @@ int args_handle(CliInputs *in, int id, const char *arg, char *err, int errlen)
     case O_PROFILE: sc->profile_path = arg; return 0;
     case O_GPUS: return want_int("gpus", arg, 1, &sc->gpus, err, errlen);
     case O_GPN: return want_int("gpus-per-node", arg, 1, &sc->gpus_per_node, err, errlen);
+    case O_MEM_MARGIN: return scenario_parse_mem_margin(sc, arg, err, errlen);
     case O_TOKENS:
         if (util_parse_count(arg, &v) != 0 || v <= 0)
             BAD("--tokens: expected a token count such as 300B, got \"%s\"", arg);

@@ -3,8 +3,8 @@
  *
  * The layout and model-shape flags, their arguments, ranges and help come
  * from the knob table (scenario/knobs.h); the few others (--model,
- * --params, --gpu, --profile, --gpus, --gpus-per-node, --tokens, --mtbf,
- * --restart-time, --json, -o) are listed here. Parsing fills a Scenario
+ * --params, --gpu, --profile, --gpus, --gpus-per-node, --mem-margin,
+ * --tokens, --mtbf, --restart-time, --json, -o) are listed here. Parsing fills a Scenario
  * and records which knobs the user fixed, so the planner searches only the
  * free ones. Errors go to an err buffer that names the flag and what was
  * expected; nothing here exits.

@@ -20,7 +20,11 @@ static void help(FILE *f)
                "Searches tp, pp, dp, cp, interleaving, micro-batch, ZeRO / distributed optimizer and sequence\n"
                "parallel for the given global batch; per pipeline stage an ILP (GLPK) chooses layers and full or\n"
                "selective recomputation. Layout flags you give are kept fixed; the rest are searched. Prints the\n"
-               "best layouts ranked by step time; -o writes the best as a plan file for run, export and tui.\n\n"
+               "best layouts ranked by step time; -o writes the best as a plan file for run, export and tui.\n"
+               "Under --target megatron (default) only layouts Megatron-LM runs as exported are searched: one\n"
+               "full-recompute count per model chunk on every stage or selective on all layers, uneven stages\n"
+               "only first and last (solved exactly without the ILP); --target ultraplan searches every layout.\n"
+               "Every plan leaves --mem-margin (default 5%%) of each GPU's memory free.\n\n"
                "Plan options:\n"
                "  --top K                 layouts to show (default 10)\n"
                "  --pick K                -o and --json write the K-th ranked layout as the plan instead of the\n"
@@ -268,6 +272,7 @@ static int plan_main(int argc, char **argv)
     req.fixed = in.sc.fixed;
     req.base = in.sc.layout;
     req.recompute = in.sc.recompute;
+    req.mem_margin_bytes = in.sc.mem_margin_bytes;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double t0 = t.tv_sec + t.tv_nsec * 1e-9;

@@ -142,6 +142,7 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
     req.fixed = sm->in.sc.fixed;
     req.base = sm->in.sc.layout;
     req.recompute = sm->in.sc.recompute;
+    req.mem_margin_bytes = sm->in.sc.mem_margin_bytes;
     PlanResult res = {0};
     char err[512];
     memset(cell, 0, sizeof *cell);

@@ -141,6 +141,7 @@ static int tui_main(int argc, char **argv)
         in.sc.opts = pf->opts;
         in.sc.gpus = layout_gpus(&pf->layout);
         in.sc.fixed = FIX_GBS;   /* the plan's global batch is the problem's */
+        scenario_resolve_margin(&in.sc);   /* --mem-margin, or the default, against the plan's GPU */
         free(pf);
     } else if (args_finish(&in, true, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan tui: %s\n", err);

@@ -1,4 +1,7 @@
-/* layout.c — defaults, validation and small queries on a Layout. */
+/* layout.c — defaults, validation and small queries on a Layout, and
+ * whether (and how) Megatron-LM expresses one (layout.h says which
+ * Megatron-LM commit that was checked against). Nothing here knows
+ * Megatron's other flags: planner/export.c writes those. */
 #include "layout.h"
 
 #include <stdio.h>
@@ -18,6 +21,7 @@ void layout_default(Layout *lo)
     lo->flash = true;
     lo->overlap_grad = true;
     lo->flops = FLOPS_FULL_ATTN;
+    lo->target = TARGET_MEGATRON;
 }
 
 int layout_gpus(const Layout *lo) { return lo->dp * lo->tp * lo->pp * lo->cp; }
@@ -104,7 +108,19 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
     for (int s = 0; s < lo->pp; s++)
         given |= lo->layers[s] != 0;
     if (!given) {
-        if (m->L % lo->pp != 0 && lo->vp == 1) {
+        if (m->L % lo->pp != 0 && lo->vp == 1 && lo->target == TARGET_MEGATRON && lo->pp > 2) {
+            /* Megatron-LM: equal middle stages (ceil(L/p) each, fewer when
+             * the edges would be left empty), the rest split between the
+             * first and the last stage, which carry embedding and LM head */
+            int p = lo->pp, mid = (m->L + p - 1) / p;
+            while (mid > 1 && m->L - (p - 2) * mid < 2)
+                mid--;
+            int rest = m->L - (p - 2) * mid;
+            for (int s = 1; s < p - 1; s++)
+                lo->layers[s] = mid;
+            lo->layers[0] = rest / 2;
+            lo->layers[p - 1] = rest - rest / 2;
+        } else if (m->L % lo->pp != 0 && lo->vp == 1) {
             /* Uneven by default: spread the remainder over the middle-most
              * stages, keeping first and last (embedding, LM head) lighter. */
             int base = m->L / lo->pp, rem = m->L % lo->pp;
@@ -147,6 +163,149 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
     for (int s = lo->pp; s < LAYOUT_MAX_PP; s++)
         lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
     return check_stages(lo, m, err, errlen);
+}
+
+static const char *const target_names[] = {"megatron", "ultraplan"};
+_Static_assert(sizeof target_names / sizeof *target_names == TARGET_COUNT, "target names");
+
+const char *layout_target_name(Target t) { return t >= 0 && t < TARGET_COUNT ? target_names[t] : "?"; }
+
+int layout_parse_target(const char *s, Target *out)
+{
+    for (int i = 0; i < TARGET_COUNT; i++)
+        if (strcasecmp(s, target_names[i]) == 0) {
+            *out = (Target)i;
+            return 0;
+        }
+    if (strcasecmp(s, "megatron-lm") == 0) {
+        *out = TARGET_MEGATRON;
+        return 0;
+    }
+    return -1;
+}
+
+/* "1x4,0x12": a per-stage list with runs folded, for messages. */
+static void stage_list(const int *v, int n, char *buf, int len)
+{
+    int k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k < len;) {
+        int j = i;
+        while (j < n && v[j] == v[i])
+            j++;
+        k += snprintf(buf + k, len - k, j - i > 1 ? "%s%dx%d" : "%s%d", i ? "," : "", v[i], j - i);
+        i = j;
+    }
+}
+
+#define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+
+int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len)
+{
+    MegatronForm f = {MEGA_RC_NONE, 0, 0, 0};
+    char list[200];
+    int p = lo->pp, v = lo->vp > 1 ? lo->vp : 1;
+    if (p < 1 || p > LAYOUT_MAX_PP)
+        WHY("layout: pp %d is out of range", p);
+    int sum = 0;
+    for (int s = 0; s < p; s++) {
+        if (lo->layers[s] < 1)
+            WHY("layout: stage %d has no layers (check the layout first)", s);
+        sum += lo->layers[s];
+    }
+    if (m && sum != m->L)
+        WHY("layout: layers per stage sum to %d, the model has %d", sum, m->L);
+    /* stage split: even, or only the first and last stages differ */
+    for (int s = 2; s < p - 1; s++)
+        if (lo->layers[s] != lo->layers[1]) {
+            stage_list(lo->layers, p, list, sizeof list);
+            WHY("layers per stage %s: Megatron-LM splits unevenly only at the first and last stage "
+                "(--decoder-first/last-pipeline-num-layers), every middle stage holds the same count", list);
+        }
+    if (v > 1)
+        for (int s = 0; s < p; s++)
+            if (lo->layers[s] % v != 0)
+                WHY("stage %d holds %d layers, not a multiple of vp %d (Megatron-LM's model chunks are equal)", s,
+                    lo->layers[s], v);
+    bool even = true;
+    for (int s = 1; s < p; s++)
+        even &= lo->layers[s] == lo->layers[0];
+    if (!even) {
+        if (p == 2) {
+            f.first_layers = lo->layers[0];
+        } else {
+            f.first_layers = lo->layers[0] != lo->layers[1] ? lo->layers[0] : 0;
+            f.last_layers = lo->layers[p - 1] != lo->layers[1] ? lo->layers[p - 1] : 0;
+        }
+    }
+    /* recomputation: none, selective everywhere, or full per model chunk */
+    bool any_f = false, any_s = false;
+    for (int s = 0; s < p; s++) {
+        any_f |= lo->full_rc[s] > 0;
+        any_s |= lo->sel_rc[s] > 0;
+    }
+    if (any_f && any_s)
+        WHY("the layout recomputes some layers fully and others selectively: Megatron-LM's "
+            "--recompute-granularity is one of full or selective for the whole model");
+    if (any_s) {
+        for (int s = 0; s < p; s++)
+            if (lo->sel_rc[s] != lo->layers[s]) {
+                stage_list(lo->sel_rc, p, list, sizeof list);
+                WHY("selective recomputation of %s layers per stage: Megatron-LM's --recompute-granularity "
+                    "selective covers every layer (stage %d has %d)", list, s, lo->layers[s]);
+            }
+        f.rc = MEGA_RC_SELECTIVE;
+    }
+    if (any_f) {
+        int N = 0;   /* the per-chunk count, from the stages that recompute only part of their chunks */
+        bool all = true;
+        for (int s = 0; s < p; s++) {
+            int chunk = lo->layers[s] / v;
+            if (lo->full_rc[s] % v != 0 || lo->full_rc[s] / v > chunk) {
+                stage_list(lo->full_rc, p, list, sizeof list);
+                WHY("full recomputation of %s layers per stage: Megatron-LM's --recompute-num-layers counts per "
+                    "model chunk (%d per stage), so a stage recomputes a multiple of %d", list, v, v);
+            }
+            int k = lo->full_rc[s] / v;
+            if (k < chunk) {
+                all = false;
+                if (N && k != N) {
+                    stage_list(lo->full_rc, p, list, sizeof list);
+                    WHY("full recomputation of %s layers per stage: Megatron-LM recomputes the same number of "
+                        "layers per model chunk on every stage (--recompute-method block --recompute-num-layers N)",
+                        list);
+                }
+                N = k;
+            }
+        }
+        if (all) {
+            f.rc = MEGA_RC_FULL_UNIFORM;
+            f.rc_layers = 1;
+        } else {
+            if (N == 0) {
+                stage_list(lo->full_rc, p, list, sizeof list);
+                WHY("full recomputation of %s layers per stage: Megatron-LM recomputes at least one layer per "
+                    "model chunk on every stage once --recompute-granularity full is set", list);
+            }
+            for (int s = 0; s < p; s++)
+                if (lo->full_rc[s] / v == lo->layers[s] / v && lo->layers[s] / v > N) {
+                    stage_list(lo->full_rc, p, list, sizeof list);
+                    WHY("full recomputation of %s layers per stage: with --recompute-num-layers %d Megatron-LM "
+                        "recomputes %d of stage %d's %d layers", list, N, N * v, s, lo->layers[s]);
+                }
+            f.rc = MEGA_RC_FULL_BLOCK;
+            f.rc_layers = N;
+        }
+    }
+    if (form)
+        *form = f;
+    return 0;
+}
+#undef WHY
+
+int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int len)
+{
+    return layout_megatron_form(lo, m, NULL, why, len);
 }
 
 static const char *const opt_names[] = {"zero0", "zero1", "zero2", "zero3", "distopt"};

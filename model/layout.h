@@ -2,7 +2,10 @@
  * optimizer sharding, precision, recomputation and layers per stage.
  *
  * layout_check() is the one place that says whether a layout divides; it
- * names the numbers that clash.
+ * names the numbers that clash. layout_megatron_check() says whether
+ * Megatron-LM can run a (checked) layout exactly as laid out, and
+ * layout_megatron_form() gives the recomputation and stage-split arguments
+ * that express it; neither says anything about a framework's other flags.
  */
 #ifndef ULTRAPLAN_MODEL_LAYOUT_H
 #define ULTRAPLAN_MODEL_LAYOUT_H
@@ -23,6 +26,15 @@ typedef enum {
     OPT_COUNT
 } OptimShard;
 
+/* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
+ * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
+ * model knows (ultraplan's own executor runs all of them). */
+typedef enum {
+    TARGET_MEGATRON,   // default: the framework most users run at scale
+    TARGET_ULTRAPLAN,
+    TARGET_COUNT
+} Target;
+
 typedef struct {
     int dp, tp, pp, vp, cp;        // data, tensor, pipeline, virtual (interleave), context parallel sizes
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
@@ -34,6 +46,7 @@ typedef struct {
     bool flash;                    // fused flash attention (no s^2 activations)
     bool overlap_grad;             // DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce)
     FlopConvention flops;          // convention for MFU and days
+    Target target;                 // the framework it is planned for (what the planner may search)
     int layers[LAYOUT_MAX_PP];     // layers per pipeline stage; all 0 = even split
     int full_rc[LAYOUT_MAX_PP];    // fully recomputed layers per stage
     int sel_rc[LAYOUT_MAX_PP];     // selectively recomputed layers per stage
@@ -48,7 +61,11 @@ void layout_default(Layout *lo);
 void layout_set_recompute(Layout *lo, Recompute r);
 
 /* Fill an even layer split if none is given and check that every number
- * divides. Returns 0, or -1 with a one-line reason in err. */
+ * divides. Returns 0, or -1 with a one-line reason in err. When the layers
+ * do not divide by pp and no split is given, the remainder goes to the
+ * middle stages (first and last, with the embedding and the LM head, stay
+ * lighter); under TARGET_MEGATRON the middle stages stay equal, as
+ * --decoder-first/last-pipeline-num-layers require. */
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen);
 
 int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
@@ -65,5 +82,38 @@ Recompute layout_stage_recompute(const Layout *lo, int stage);  // dominant mode
 
 const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);
+const char *layout_target_name(Target t);          // "megatron", "ultraplan"
+int layout_parse_target(const char *s, Target *out);
+
+/* How Megatron-LM (checked against NVIDIA/Megatron-LM d98e8a6, 2026-08-22:
+ * megatron/training/arguments.py, megatron/core/transformer/
+ * transformer_config.py, transformer_block.py, megatron/core/recompute.py)
+ * expresses a layout's recomputation and stage split.
+ *   recompute: --recompute-granularity selective covers every layer;
+ *     full with --recompute-method uniform|block --recompute-num-layers N
+ *     applies per model chunk (vp chunks per stage) on every stage: block
+ *     recomputes the first min(N, chunk) layers of each chunk, uniform
+ *     (N = 1 here) every layer. No mix of full and selective.
+ *   split: even, or --decoder-first-pipeline-num-layers /
+ *     --decoder-last-pipeline-num-layers with every middle stage equal;
+ *     under interleaving stages are even (layout_check).
+ *   optimizer: ZeRO-1 / distributed optimizer --use-distributed-optimizer;
+ *     ZeRO-2 / ZeRO-3 Megatron-FSDP --data-parallel-sharding-strategy
+ *     optim_grads / optim_grads_params (pp 1, layout_check). */
+typedef enum { MEGA_RC_NONE, MEGA_RC_SELECTIVE, MEGA_RC_FULL_UNIFORM, MEGA_RC_FULL_BLOCK } MegatronRecompute;
+
+typedef struct {
+    MegatronRecompute rc;
+    int rc_layers;          // --recompute-num-layers: per chunk (block), 1 (uniform), 0 otherwise
+    int first_layers;       // --decoder-first-pipeline-num-layers, 0 = not needed
+    int last_layers;        // --decoder-last-pipeline-num-layers, 0 = not needed
+} MegatronForm;
+
+/* 0 when Megatron-LM runs the checked layout `lo` exactly as laid out (and
+ * *form, when not NULL, says how); -1 with why ("stage 3 recomputes 2 full
+ * layers, ...: Megatron-LM recomputes the same count per model chunk on
+ * every stage") otherwise. Whatever lo->target is. */
+int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len);
+int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int len);
 
 #endif

@@ -1,5 +1,6 @@
 /* inner.c — coefficients of the per-stage problem, read off the cost model
- * by differences, and the exact solver for a fixed layer split. */
+ * by differences, the exact solver for a fixed layer split, and the exact
+ * solver of Megatron-LM's space (inner.h). */
 #include "inner.h"
 
 #include <math.h>
@@ -93,6 +94,7 @@ void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo_in, b
     p->mb = layout_microbatches(&lo);
     p->rc_forced = rc_forced;
     p->even_middle = true;
+    p->megatron = lo.target == TARGET_MEGATRON;
     p->rc = rc;
     p->cap = hw->hbm_bytes - CAP_SLACK;
     if (fix_stages || lo.vp > 1 || pp == 1)
@@ -271,4 +273,126 @@ double inner_memory_bound(const InnerProblem *p)
     if (!isfinite(ws))
         ws = 0;
     return fmax(worst, (sum0 + per_layer * p->L) / p->pp) + ws;
+}
+
+/* ---- target megatron ---- */
+
+/* The fastest recomputation Megatron-LM expresses on the split n: none,
+ * selective on every layer, or full with N layers per chunk on every stage.
+ * Returns the objective (+inf when nothing fits) with f and e filled. */
+static double megatron_recompute(const InnerProblem *p, const int *n, int *f, int *e)
+{
+    int pp = p->pp, v = p->vp > 1 ? p->vp : 1;
+    int tf[LAYOUT_MAX_PP], te[LAYOUT_MAX_PP];
+    double best = INFINITY;
+    bool try_none = !p->rc_forced || p->rc == RECOMPUTE_NONE;
+    bool try_sel = !p->rc_forced || p->rc == RECOMPUTE_SELECTIVE;
+    bool try_full = !p->rc_forced || p->rc == RECOMPUTE_FULL;
+#define TAKE()                                                                                                   \
+    do {                                                                                                         \
+        double o_ = inner_objective(p, n, tf, te);                                                               \
+        if (o_ < best) {                                                                                         \
+            best = o_;                                                                                           \
+            memcpy(f, tf, sizeof(int) * pp);                                                                     \
+            memcpy(e, te, sizeof(int) * pp);                                                                     \
+        }                                                                                                        \
+    } while (0)
+    memset(te, 0, sizeof te);
+    memset(tf, 0, sizeof tf);
+    if (try_none)
+        TAKE();
+    if (try_sel) {
+        for (int s = 0; s < pp; s++)
+            te[s] = n[s];
+        TAKE();
+        memset(te, 0, sizeof te);
+    }
+    if (!try_full)
+        return best;
+    int maxchunk = 0;
+    for (int s = 0; s < pp; s++)
+        maxchunk = n[s] / v > maxchunk ? n[s] / v : maxchunk;
+    if (p->rc_forced) {
+        /* --recompute full: every layer (--recompute-method uniform --recompute-num-layers 1) */
+        for (int s = 0; s < pp; s++)
+            tf[s] = n[s];
+        TAKE();
+        return best;
+    }
+    /* the step only grows with N: start at the least N each stage needs on
+     * its own (memory falls linearly with f once f >= 1) and walk up to the
+     * first N with which every stage fits */
+    int N0 = 1;
+    for (int s = 0; s < pp; s++) {
+        double save = p->m_none[s] - p->m_full[s];
+        double over = stage_mem(p, s, n[s], 0, 0) + p->m_ws[s] - p->cap;
+        if (over > 0 && save > 0) {
+            int k = (int)ceil(over / save / v);
+            if (k > N0)
+                N0 = k < maxchunk ? k : maxchunk;
+        }
+    }
+    for (int N = N0 > 1 ? N0 - 1 : 1; N <= maxchunk; N++) {
+        bool fits = true;
+        for (int s = 0; s < pp; s++) {
+            int chunk = n[s] / v;
+            tf[s] = v * (N < chunk ? N : chunk);
+            fits &= stage_mem(p, s, n[s], tf[s], 0) <= p->cap;
+        }
+        if (fits) {
+            TAKE();
+            break;
+        }
+    }
+#undef TAKE
+    return best;
+}
+
+void inner_megatron(const InnerProblem *p, InnerSolution *out)
+{
+    memset(out, 0, sizeof *out);
+    out->objective = INFINITY;
+    int pp = p->pp, L = p->L;
+    int n[LAYOUT_MAX_PP], f[LAYOUT_MAX_PP], e[LAYOUT_MAX_PP];
+    bool fixed = true;
+    for (int s = 0; s < pp; s++)
+        fixed &= p->fix_layers[s] > 0;
+#define TRY()                                                                                                    \
+    do {                                                                                                         \
+        double o_ = megatron_recompute(p, n, f, e);                                                              \
+        if (o_ < out->objective) {                                                                               \
+            out->objective = o_;                                                                                 \
+            memcpy(out->layers, n, sizeof(int) * pp);                                                            \
+            memcpy(out->full_rc, f, sizeof(int) * pp);                                                           \
+            memcpy(out->sel_rc, e, sizeof(int) * pp);                                                            \
+        }                                                                                                        \
+    } while (0)
+    if (fixed || pp == 1) {
+        for (int s = 0; s < pp; s++)
+            n[s] = pp == 1 ? L : p->fix_layers[s];
+        for (int s = 2; s < pp - 1; s++)
+            if (n[s] != n[1])
+                return;   /* a split Megatron-LM cannot express */
+        TRY();
+    } else if (pp == 2) {
+        for (int a = 1; a < L; a++) {
+            n[0] = a;
+            n[1] = L - a;
+            TRY();
+        }
+    } else {
+        /* middle stages equal: mid each, the rest r = L - (p-2) mid split first/last */
+        for (int mid = 1; (long)mid * (pp - 2) <= L - 2; mid++) {
+            int r = L - mid * (pp - 2);
+            for (int s = 1; s < pp - 1; s++)
+                n[s] = mid;
+            for (int a = 1; a < r; a++) {
+                n[0] = a;
+                n[pp - 1] = r - a;
+                TRY();
+            }
+        }
+    }
+#undef TRY
+    out->feasible = isfinite(out->objective);
 }

@@ -17,6 +17,15 @@
  *
  * inner_enumerate() solves the problem exactly when the split is fixed
  * (pp = 1, interleaving, --stage-layers): stages then decouple.
+ *
+ * Under target megatron (`megatron`) the space is what Megatron-LM expresses
+ * (model/layout.h, layout_megatron_form): recomputation none, selective on
+ * every layer, or full with one count N per model chunk on every stage
+ * (f_s = vp min(N, n_s / vp)), which couples the stages; splits even or
+ * uneven only at the first and last stage. inner_megatron() solves that
+ * exactly: it enumerates the splits (first, middle, last: a few hundred to
+ * a few thousand), and for each the step time only grows with N, so the
+ * smallest N with which every stage fits is the best full recomputation.
  */
 #ifndef ULTRAPLAN_PLANNER_INNER_H
 #define ULTRAPLAN_PLANNER_INNER_H
@@ -50,6 +59,7 @@ typedef struct {
     bool even_middle;               // stages 1..p-2 hold equal layer counts (Megatron: only first and last differ)
     bool rc_forced;                 // recomputation fixed to `rc` on every layer
     Recompute rc;
+    bool megatron;                  // only what Megatron-LM expresses (the layout's target)
 } InnerProblem;
 
 typedef struct {
@@ -69,6 +79,10 @@ void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo, bool
 
 /* Exact when the split is fixed (all fix_layers set, or pp == 1 with L). */
 void inner_enumerate(const InnerProblem *p, InnerSolution *out);
+
+/* Exact over what Megatron-LM expresses (see above), whether the split is
+ * fixed or free; for p->megatron problems. */
+void inner_megatron(const InnerProblem *p, InnerSolution *out);
 
 /* The objective of a given split and recomputation (for tests and checks);
  * +inf when a stage does not fit. */

@@ -11,6 +11,13 @@
  * split is fixed (pp = 1, interleaving). Every plan is re-evaluated with
  * cost(), so what the planner ranks is exactly what `predict` prints.
  *
+ * The base layout's target says which layouts exist: TARGET_MEGATRON (the
+ * default) searches only what Megatron-LM expresses (layout_megatron_check:
+ * one full-recompute count per model chunk on every stage or selective on
+ * all layers, uneven stages only first and last), solved exactly by
+ * inner_megatron(); TARGET_ULTRAPLAN every layout, as above. Every plan
+ * fits under the GPU's memory less mem_margin_bytes.
+ *
  * Pure: no printing, no exit, no globals. The global batch is never changed.
  */
 #ifndef ULTRAPLAN_PLANNER_PLANNER_H
@@ -43,6 +50,7 @@ typedef struct {
     PlanRank rank_by;         // PLAN_RANK_TIME (default) or PLAN_RANK_COST (searches without the time bound)
     double budget_days;       // > 0: only plans that finish, failures included, within this many days
     double budget_gpu_hours;  // > 0: only plans within this many GPU-hours, failures included
+    double mem_margin_bytes;  // plans fit under hbm_bytes - this (0 = the whole GPU; Scenario resolves --mem-margin)
 } PlanRequest;
 
 typedef struct {

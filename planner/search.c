@@ -1,5 +1,9 @@
 /* search.c — the outer loop: enumerate layouts, bound them, solve the inner
- * problem of the promising ones, keep the k best; explain infeasibility. */
+ * problem of the promising ones, keep the k best; explain infeasibility.
+ * Under target megatron an outer choice whose fixed split Megatron-LM
+ * cannot express is no choice, the inner problem is inner_megatron's, and
+ * a plan that layout_megatron_check refuses is never kept; every plan fits
+ * under capacity less the request's memory margin. */
 #include "planner.h"
 
 #include <math.h>
@@ -101,7 +105,12 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
             lo->layers[s] = 0;
     for (int s = 0; s < LAYOUT_MAX_PP; s++)
         lo->full_rc[s] = lo->sel_rc[s] = 0;
-    return layout_check(lo, m, hw, err, sizeof err);
+    if (layout_check(lo, m, hw, err, sizeof err) != 0)
+        return -1;
+    /* a given split Megatron-LM cannot express leaves nothing to search */
+    if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
+        return -1;
+    return 0;
 }
 
 static bool divides_all(const ModelSpec *m, int t) { return m->a % t == 0 && m->g % t == 0 && m->f % t == 0; }
@@ -237,6 +246,7 @@ typedef struct {
     const CostOpts *o;
     const PlanRequest *req;
     bool first_fit;         // stop at the first layout that fits (GPU-count search)
+    double cap;             // bytes a plan may use per GPU: capacity less the margin
     PlanResult *res;
     TopK top;
     char ilp_err[200];      // first ILP fault, if any
@@ -254,11 +264,14 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
         return false;
     bool rc_forced = (req->fixed & FIX_RC) != 0;
     inner_build(S->m, S->hw, &lo, (req->fixed & FIX_STAGES) != 0, rc_forced, req->recompute, p);
+    p->cap -= req->mem_margin_bytes;
     InnerSolution sol;
     bool all_fixed = true;
     for (int s = 0; s < p->pp; s++)
         all_fixed &= p->fix_layers[s] > 0;
-    if (all_fixed && !dump_lp) {
+    if (p->megatron && !dump_lp) {
+        inner_megatron(p, &sol);
+    } else if (all_fixed && !dump_lp) {
         inner_enumerate(p, &sol);
     } else {
         IlpOpts io;
@@ -286,9 +299,12 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     char err[200];
     if (layout_check(&lo, S->m, S->hw, err, sizeof err) != 0)
         return false;
+    /* Megatron-LM runs it as laid out, or it is not offered */
+    if (lo.target == TARGET_MEGATRON && layout_megatron_check(&lo, S->m, err, sizeof err) != 0)
+        return false;
     plan->layout = lo;
     cost(S->m, S->hw, &lo, S->o, &plan->cost);
-    if (!plan->cost.fits)
+    if (!plan->cost.fits || !(plan->cost.peak_bytes <= S->cap))
         return false;
     /* within the budget, failures included */
     const Training *tr = &plan->cost.train;
@@ -350,7 +366,7 @@ static int run(Search *S, char *err, int errlen)
                 res->outer_pruned += L.n - i;   /* sorted: nothing after can win either */
                 break;
             }
-            if (ou->mem_lb > S->hw->hbm_bytes) {
+            if (ou->mem_lb > S->cap) {
                 res->outer_pruned++;
                 continue;
             }
@@ -370,7 +386,8 @@ static int run(Search *S, char *err, int errlen)
 static int search_once(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
                        bool first_fit, PlanResult *out, char *err, int errlen)
 {
-    Search S = {.m = m, .hw = hw, .o = o, .req = req, .first_fit = first_fit, .res = out};
+    Search S = {.m = m, .hw = hw, .o = o, .req = req, .first_fit = first_fit, .res = out,
+                .cap = hw->hbm_bytes - req->mem_margin_bytes};
     S.top.k = first_fit ? 1 : req->top_k;
     S.top.by = first_fit ? PLAN_RANK_TIME : req->rank_by;
     out->best_over_days = out->best_over_gpu_hours = INFINITY;
@@ -569,6 +586,10 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
             sum += b->layers[s];
         if (sum != m->L)
             FAULT("--stage-layers sum to %d, but %s has %d layers", sum, m->name, m->L);
+        char why[300];
+        if (b->target == TARGET_MEGATRON && layout_megatron_check(b, m, why, sizeof why) != 0)
+            FAULT("--stage-layers: %s; give a split with equal middle stages, or --target ultraplan for "
+                  "ultraplan's executor", why);
     }
     if (fx & FIX_PP) {
         int p = b->pp;
@@ -768,12 +789,16 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
                      "no layout of %s divides %d GPUs with global batch %d (tp must divide the %d heads, "
                      "dp must divide the batch).", m->name, req->gpus, req->base.gbs, m->a);
     } else {
-        snprintf(res->brief, sizeof res->brief, "does not fit: needs %.1f GiB per GPU, has %.1f GiB",
-                 res->min_peak_bytes / gib, hw->hbm_bytes / gib);
+        char usable[96] = "";
+        if (req->mem_margin_bytes > 0)
+            snprintf(usable, sizeof usable, ", %.1f GiB usable with the %.1f GiB --mem-margin",
+                     (hw->hbm_bytes - req->mem_margin_bytes) / gib, req->mem_margin_bytes / gib);
+        snprintf(res->brief, sizeof res->brief, "does not fit: needs %.1f GiB per GPU, has %.1f GiB%s",
+                 res->min_peak_bytes / gib, hw->hbm_bytes / gib, req->mem_margin_bytes > 0 ? " less the margin" : "");
         describe(&lo, lay, sizeof lay);
         k = snprintf(res->infeasible, sizeof res->infeasible,
-                     "%s does not fit on %d x %s (%.1f GiB each): the least memory any layout needs is %.1f GiB "
-                     "per GPU (%s, %s recomputation).", m->name, req->gpus, hw->name, hw->hbm_bytes / gib,
+                     "%s does not fit on %d x %s (%.1f GiB each%s): the least memory any layout needs is %.1f GiB "
+                     "per GPU (%s, %s recomputation).", m->name, req->gpus, hw->name, hw->hbm_bytes / gib, usable,
                      res->min_peak_bytes / gib, lay,
                      (req->fixed & FIX_RC) ? spec_recompute_name(req->recompute) : "full");
     }
@@ -784,7 +809,7 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
     const Layout *b = &req->base;
     double per_param = memory_weight_bytes(b) + memory_grad_bytes(b) + memory_optim_bytes(b);
     long gpn = hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
-    long g = (long)ceil(per_param * N / hw->hbm_bytes);
+    long g = (long)ceil(per_param * N / (hw->hbm_bytes - req->mem_margin_bytes));
     long start = ((req->gpus / gpn) + 1) * gpn;
     g = ((g + gpn - 1) / gpn) * gpn;
     if (g < start)
@@ -858,6 +883,11 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
         snprintf(err, errlen, "planner: %s does not support %s", hw->name, hw_precision_name(req->base.prec));
         return -1;
     }
+    if (!(req->mem_margin_bytes >= 0 && req->mem_margin_bytes < hw->hbm_bytes)) {
+        snprintf(err, errlen, "planner: --mem-margin must be from 0 to less than the %.1f GiB of a %s (got %.4g GiB)",
+                 hw->hbm_bytes / 1073741824.0, hw->name, req->mem_margin_bytes / 1073741824.0);
+        return -1;
+    }
     if (search_once(m, hw, o, req, false, out, err, errlen) != 0)
         return -1;
     if (out->n > 0 && req->dump_lp) {
@@ -870,6 +900,7 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
                     lo.layers[s] = 0;
             layout_check(&lo, m, hw, err, errlen);
             inner_build(m, hw, &lo, (req->fixed & FIX_STAGES) != 0, (req->fixed & FIX_RC) != 0, req->recompute, p);
+            p->cap -= req->mem_margin_bytes;
             IlpOpts io;
             ilp_opts_default(&io);
             io.dump_lp = req->dump_lp;

@@ -12,7 +12,8 @@
 /* Enum fields are read and written as ints. */
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
-                   sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int),
+                   sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
+                   sizeof(Target) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -32,6 +33,7 @@ ENUM_WRAP(pos, PosKind, spec_pos_name, spec_parse_pos)
 ENUM_WRAP(prec, Precision, hw_precision_name, hw_parse_precision)
 ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
 ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
+ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -172,6 +174,13 @@ static const Knob table[KNOB_COUNT] = {
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                   .json = "selective_recompute"},
+    /* what the planner may search: plan files written before it load as
+     * megatron. Not a TUI row: the Inputs pane has no row to spare at the
+     * TUI's least size (64x22); `tui --target` or a plan file's target sets it */
+    [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
+                  .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
+                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
+                  .dflt = "megatron"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",

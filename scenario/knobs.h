@@ -32,7 +32,7 @@ typedef enum {
     K_MLP, K_NORM, K_POS, K_BIAS, K_TIED, K_DROPOUT,
     /* layout (Layout) */
     K_DP, K_TP, K_PP, K_VP, K_CP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
-    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_FLOPS, K_STAGE_LAYERS, K_FULL_RC, K_SEL_RC,
+    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_FLOPS, K_STAGE_LAYERS, K_FULL_RC, K_SEL_RC, K_TARGET,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
     K_RECOMPUTE,
     KNOB_COUNT

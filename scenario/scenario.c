@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hfconfig.h"
+#include "parse.h"
 #include "presets.h"
 #include "profile.h"
 
@@ -19,6 +20,41 @@ void scenario_init(Scenario *sc)
     layout_default(&sc->layout);
     cost_opts_default(&sc->opts);
     sc->recompute = RECOMPUTE_NONE;
+    sc->mem_margin = -1;
+}
+
+int scenario_parse_mem_margin(Scenario *sc, const char *text, char *err, int errlen)
+{
+    size_t n = strlen(text);
+    double v;
+    if (n > 1 && text[n - 1] == '%') {
+        char num[64];
+        if (n - 1 >= sizeof num)
+            BAD("--mem-margin: expected GiB (4, 4GiB, 512MiB) or a percentage of the GPU's memory (5%%), got \"%s\"",
+                text);
+        memcpy(num, text, n - 1);
+        num[n - 1] = 0;
+        if (util_parse_count(num, &v) != 0 || !(v >= 0 && v <= 90))
+            BAD("--mem-margin: a percentage must be from 0%% to 90%%, got \"%s\"", text);
+        sc->mem_margin = v / 100.0;
+        sc->mem_margin_frac = true;
+        return 0;
+    }
+    /* a bare number is GiB; with a unit, bytes as every size flag takes them */
+    char *end;
+    errno = 0;
+    double g = strtod(text, &end);
+    if (end != text && *end == 0 && errno == 0) {
+        v = g * 1073741824.0;
+    } else if (util_parse_bytes(text, &v) != 0) {
+        BAD("--mem-margin: expected GiB (4, 4GiB, 512MiB) or a percentage of the GPU's memory (5%%), got \"%s\"",
+            text);
+    }
+    if (!(v >= 0 && v <= 1e15))
+        BAD("--mem-margin: expected 0 or more bytes (4, 4GiB, 512MiB) or a percentage (5%%), got \"%s\"", text);
+    sc->mem_margin = v;
+    sc->mem_margin_frac = false;
+    return 0;
 }
 
 int scenario_assumed(const Scenario *sc, char *buf, int len)
@@ -175,6 +211,14 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
     return spec_validate(m, err, errlen);
 }
 
+void scenario_resolve_margin(Scenario *sc)
+{
+    if (sc->mem_margin < 0)
+        sc->mem_margin_bytes = SCENARIO_MEM_MARGIN_DEFAULT * sc->hw.hbm_bytes;
+    else
+        sc->mem_margin_bytes = sc->mem_margin_frac ? sc->mem_margin * sc->hw.hbm_bytes : sc->mem_margin;
+}
+
 static int resolve_hw(Scenario *sc, char *err, int errlen)
 {
     if (sc->gpu_name && sc->profile_path)
@@ -187,6 +231,10 @@ static int resolve_hw(Scenario *sc, char *err, int errlen)
     }
     if (sc->gpus_per_node > 0)
         sc->hw.gpus_per_node = sc->gpus_per_node;
+    scenario_resolve_margin(sc);
+    if (!(sc->mem_margin_bytes < sc->hw.hbm_bytes))
+        BAD("--mem-margin: %.1f GiB leaves nothing of the %.1f GiB of a %s", sc->mem_margin_bytes / 1073741824.0,
+            sc->hw.hbm_bytes / 1073741824.0, sc->hw.name);
     return 0;
 }
 

@@ -7,9 +7,9 @@
  * shape, or the Hugging Face config) plus the shape
  * knobs given over it, the hardware profile, the default global batch (the
  * power of two of sequences nearest 4M tokens), dp from the GPU count, the
- * best precision the hardware has, the stage split and the uniform
- * recomputation spread over the stages. Errors name the flag and what was
- * expected; nothing here prints or exits.
+ * best precision the hardware has, the stage split, the uniform
+ * recomputation spread over the stages and the memory margin in bytes.
+ * Errors name the flag and what was expected; nothing here prints or exits.
  */
 #ifndef ULTRAPLAN_SCENARIO_SCENARIO_H
 #define ULTRAPLAN_SCENARIO_SCENARIO_H
@@ -36,7 +36,23 @@ typedef struct {
     const char *gpu_name;      // --gpu
     const char *profile_path;  // --profile
     int gpus_per_node;         // --gpus-per-node; 0 = the profile's
+    /* --mem-margin: memory per GPU plans leave free, as bytes or as a share of capacity */
+    double mem_margin;         // bytes, or a fraction (0..0.9) when mem_margin_frac; < 0 = not given
+    bool mem_margin_frac;
+    double mem_margin_bytes;   // resolved in scenario_finish against the profile's capacity
 } Scenario;
+
+/* The default --mem-margin: 5% of a GPU's memory (README, "Target framework
+ * and memory margin", says what it stands for). */
+#define SCENARIO_MEM_MARGIN_DEFAULT 0.05
+
+/* Parse a --mem-margin value: "4GiB", "4" (GiB), "512MiB", "5%". 0 ok, -1
+ * with err naming the flag. */
+int scenario_parse_mem_margin(Scenario *sc, const char *text, char *err, int errlen);
+/* mem_margin_bytes from mem_margin and the profile's capacity (again after
+ * the hardware changes, as in the TUI); scenario_finish calls it and
+ * refuses a margin of the whole GPU or more (the planner does too). */
+void scenario_resolve_margin(Scenario *sc);
 
 /* Defaults: layout_default, cost_opts_default, no recomputation, nothing given. */
 void scenario_init(Scenario *sc);

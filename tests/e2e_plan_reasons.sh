@@ -48,10 +48,14 @@ reason "zero3 with pp" "--zero 3 cannot combine with --pp 8" -- --gpus 512 --par
 # Llama 2 70B has 8 KV heads
 reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model llama2-70b --tp 16
 
-# no fixed knob: the GPU-count explanation stays
-"$U" plan --gpus 8 --params 175B > /dev/null 2> "$tmp/err"
+# no fixed knob: the GPU-count explanation stays (40 GPUs with the whole of each GPU usable;
+# the default 5% --mem-margin leaves 75.7 of 79.6 GiB and needs 48)
+"$U" plan --gpus 8 --params 175B --mem-margin 0 > /dev/null 2> "$tmp/err"
 grep -q "smallest GPU count that fits with global batch 2048 is 40" "$tmp/err" ||
     fail "175B on 8: no GPU-count explanation: $(cat "$tmp/err")"
+"$U" plan --gpus 8 --params 175B > /dev/null 2> "$tmp/err"
+grep -q "75.7 GiB usable with the 4.0 GiB --mem-margin.*smallest GPU count that fits with global batch 2048 is 48" \
+    "$tmp/err" || fail "175B on 8 with the default margin: $(cat "$tmp/err")"
 # fixed knobs that fit nowhere in memory, although a free layout fits on these GPUs: they are named
 "$U" plan --gpus 512 --model llama3.1-405b --seq 8192 --pp 2 --dp 2 > /dev/null 2> "$tmp/err"
 grep -qF "The fixed knobs --pp 2 --dp 2 are the cause" "$tmp/err" && ! grep -q "No GPU count" "$tmp/err" ||

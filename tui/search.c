@@ -39,7 +39,8 @@ static void run_search(const Scenario *in, volatile int *cancel, Outcome *o)
     planner_request_default(&req);
     req.gpus = in->gpus;
     req.fixed = FIX_GBS;
-    req.base = in->layout;
+    req.base = in->layout;          /* with its target: megatron or ultraplan */
+    req.mem_margin_bytes = in->mem_margin_bytes;
     req.top_k = TUI_MAX_PLANS;
     req.cancel = cancel;
     PlanResult res;

@@ -272,6 +272,7 @@ static int resolve(Scenario *in, bool reset_stages, bool rc_mixed, char *err, in
             lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
     if (layout_check(lo, &in->model, &in->hw, err, errlen) != 0)
         return -1;
+    scenario_resolve_margin(in);   /* a share of the GPU's memory follows the GPU type */
     if (!rc_mixed)
         layout_set_recompute(lo, in->recompute);
     return 0;
