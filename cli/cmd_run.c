@@ -10,9 +10,15 @@
  * a lost or hung rank is caught by the communication watchdog; a NaN/Inf
  * loss stops the run without a checkpoint of the bad step; SIGTERM (and
  * SIGUSR1) make every rank stop after the same step, write a checkpoint and
- * exit 0. */
+ * exit 0.
+ *
+ * A --checkpoint-dir that already holds a committed checkpoint
+ * (manifest.json) is refused before any training unless --resume continues
+ * it or --overwrite-checkpoints says to replace it: a resubmitted job never
+ * silently starts over and deletes the checkpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +62,9 @@ static void help(FILE *f)
                "  --checkpoint-dir DIR  write a checkpoint there (every K steps and at the end)\n"
                "  --checkpoint-every K  steps between checkpoints (default: only at the end)\n"
                "  --resume              continue from the checkpoint in --checkpoint-dir\n"
+               "  --overwrite-checkpoints  start afresh although --checkpoint-dir holds a committed\n"
+               "                        checkpoint (it is replaced at the first save); without this\n"
+               "                        or --resume such a directory is refused\n"
                "  --lr X                AdamW learning rate (default 1e-3)\n"
                "  --seed N              initialisation seed (default 1337)\n"
                "  --comm-timeout S      stop a rank whose communication makes no progress for S\n"
@@ -101,6 +110,8 @@ static const char *run_expect(int c)
 }
 
 /* 0 ok, 1 help shown, 2 usage error (message printed on rank 0). */
+static int overwrite;   // --overwrite-checkpoints
+
 static int parse(int argc, char **argv, RunRequest *a, int rank)
 {
     static const struct option opts[] = {
@@ -110,8 +121,10 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
         {"lr", required_argument, 0, 'l'}, {"seed", required_argument, 0, 'S'},
         {"output", required_argument, 0, 'o'}, {"comm-timeout", required_argument, 0, 'T'},
         {"backend", required_argument, 0, 'b'}, {"proxy-stage", required_argument, 0, 'p'},
+        {"overwrite-checkpoints", no_argument, 0, 'W'},
         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
+    overwrite = 0;
     a->steps = 20;
     a->comm_timeout = 20;
     a->proxy_stage = -1;
@@ -127,6 +140,7 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
         case 'c': a->ckpt_dir = optarg; break;
         case 'e': if (whole(optarg, 1, &a->ckpt_every)) goto bad; break;
         case 'r': a->resume = 1; break;
+        case 'W': overwrite = 1; break;
         case 'l': a->lr = strtof(optarg, &end); a->has_lr = 1; if (*end || !(a->lr > 0)) goto bad; break;
         case 'S': a->seed = strtoull(optarg, &end, 10); a->has_seed = 1; if (*end) goto bad; break;
         case 'o': a->out = optarg; break;
@@ -163,6 +177,28 @@ static int parse(int argc, char **argv, RunRequest *a, int rank)
         if (rank == 0)
             fprintf(stderr, "ultraplan run: --checkpoint-every needs --checkpoint-dir DIR (where to write them)\n");
         return 2;
+    }
+    if (a->resume && overwrite) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --resume continues the checkpoint, --overwrite-checkpoints replaces it: "
+                            "give one\n");
+        return 2;
+    }
+    if (overwrite && !a->ckpt_dir) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: --overwrite-checkpoints needs --checkpoint-dir DIR\n");
+        return 2;
+    }
+    if (a->ckpt_dir && !a->resume && !overwrite) {
+        char path[4200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/manifest.json", a->ckpt_dir);
+        if (stat(path, &st) == 0) {
+            if (rank == 0)
+                fprintf(stderr, "ultraplan run: %s holds a committed checkpoint (manifest.json): give --resume to "
+                                "continue it or --overwrite-checkpoints to replace it\n", a->ckpt_dir);
+            return 2;
+        }
     }
     if (a->resume && !a->ckpt_dir) {
         if (rank == 0)

@@ -38,6 +38,7 @@ typedef struct {
     double hbm_bytes;              // bytes of device memory
     double hbm_bw;                 // bytes/s, peak
     int gpus_per_node;             // GPUs sharing the fast (NVLink) domain
+    int gpus_per_host;             // GPUs in one host (one Slurm node, one OS); 0 = gpus_per_node. GB200 NVL72: 4 (a compute tray), against 72 per NVLink domain
     Link intra;                    // within the NVLink domain
     Link inter;                    // between nodes, per GPU (one NIC per GPU, rail-optimised)
     EffCurve gemm_eff;             // GEMM efficiency by FLOPs of one GEMM

@@ -1,6 +1,13 @@
-/* export.c — Megatron-LM arguments and a Slurm script for a plan. */
+/* export.c — a plan as Megatron-LM arguments, a torchtitan configuration, or
+ * a Slurm script (our executor or Megatron-LM), and Megatron's arguments read
+ * back (export.h). It refuses what the framework cannot run as planned; it
+ * does not choose layouts (the planner's --target megatron does).
+ *
+ * Flags checked against NVIDIA/Megatron-LM d98e8a64ddf3 (2026-08-22) and
+ * pytorch/torchtitan b5bcd76c66d0 (2026-08-21); docs/EXPORT.md. */
 #include "export.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +71,7 @@ static char *finish(Buf *b)
     return b->s;
 }
 
-static const char *const format_names[] = {"megatron", "slurm"};
+static const char *const format_names[] = {"megatron", "slurm", "slurm-megatron", "torchtitan"};
 _Static_assert(sizeof format_names / sizeof *format_names == EXPORT_FORMAT_COUNT, "export formats");
 
 int export_parse_format(const char *s, ExportFormat *out)
@@ -77,88 +84,244 @@ int export_parse_format(const char *s, ExportFormat *out)
     return -1;
 }
 
+const char *export_format_name(ExportFormat f)
+{
+    return f >= 0 && f < EXPORT_FORMAT_COUNT ? format_names[f] : "?";
+}
+
 void export_opts_default(ExportOpts *o)
 {
+    memset(o, 0, sizeof *o);
     o->plan_path = "plan.json";
     o->job_name = "ultraplan";
     o->time_limit = "48:00:00";
     o->ckpt_dir = "checkpoints";
+    o->backend = -1;
+    o->ultraplan = "ultraplan";
 }
 
-/* Comment lines first (a comment cannot sit inside a continued command),
- * then one argument per line. */
-static void recompute_notes(Buf *b, const Layout *lo)
+/* n decimal digits (1..max) at *p, advanced past them; its value or -1. */
+static long digits(const char **p, int max)
 {
-    int maxf = 0, maxe = 0, minf = 1 << 30, all_full = 1;
+    long v = 0;
+    int n = 0;
+    while (isdigit((unsigned char)**p) && n < max) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        n++;
+    }
+    return n ? v : -1;
+}
+
+int export_check_time(const char *s, char *err, int errlen)
+{
+    static const char *forms = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+    if (!strcasecmp(s, "UNLIMITED") || !strcasecmp(s, "INFINITE"))
+        return 0;
+    const char *p = s;
+    long f[4];
+    int n = 0;
+    long days = -1;
+    const char *dash = strchr(s, '-');
+    if (dash) {
+        days = digits(&p, 5);
+        if (days < 0 || p != dash)
+            goto bad;
+        p++;
+    }
+    for (;;) {
+        long v = digits(&p, 4);
+        if (v < 0 || n == 3)
+            goto bad;
+        f[n++] = v;
+        if (*p == 0)
+            break;
+        if (*p != ':')
+            goto bad;
+        p++;
+    }
+    /* without days: MM, MM:SS, HH:MM:SS; with days: D-HH, D-HH:MM, D-HH:MM:SS */
+    if (days >= 0) {
+        if (f[0] > 23 || (n > 1 && f[1] > 59) || (n > 2 && f[2] > 59))
+            goto bad;
+    } else if (n == 2) {
+        if (f[1] > 59)
+            goto bad;
+    } else if (n == 3) {
+        if (f[1] > 59 || f[2] > 59)
+            goto bad;
+    }
+    long total = (days > 0 ? days : 0) + f[0] + (n > 1 ? f[1] : 0) + (n > 2 ? f[2] : 0);
+    if (total == 0) {
+        snprintf(err, errlen, "--time: \"%s\" is no time at all (Slurm would reject it)", s);
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(err, errlen, "--time: expected a Slurm time limit (%s), got \"%s\"", forms, s);
+    return -1;
+}
+
+int export_check_job_name(const char *s, char *err, int errlen)
+{
+    size_t n = strlen(s);
+    int ok = n > 0 && n <= 128;
+    for (const char *p = s; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.';
+    if (!ok)
+        snprintf(err, errlen, "--job-name: 1 to 128 letters, digits, '-', '_' or '.', got \"%s\"", s);
+    return ok ? 0 : -1;
+}
+
+/* ---- Megatron-LM ---- */
+
+/* How Megatron expresses the plan's recomputation: *gran 0 none, 1 full,
+ * 2 selective; full with *uniform (every layer) or block *n per chunk.
+ * -1 with err when no Megatron setting gives these per-stage counts. */
+static int megatron_recompute(const Layout *lo, int *gran, int *uniform, int *n, char *err, int errlen)
+{
+    int anyf = 0, anys = 0, allf = 1, alls = 1;
     for (int s = 0; s < lo->pp; s++) {
-        maxf = lo->full_rc[s] > maxf ? lo->full_rc[s] : maxf;
-        minf = lo->full_rc[s] < minf ? lo->full_rc[s] : minf;
-        maxe = lo->sel_rc[s] > maxe ? lo->sel_rc[s] : maxe;
-        all_full &= lo->full_rc[s] == lo->layers[s];
+        anyf |= lo->full_rc[s] > 0;
+        anys |= lo->sel_rc[s] > 0;
+        allf &= lo->full_rc[s] == lo->layers[s];
+        alls &= lo->sel_rc[s] == lo->layers[s];
     }
-    if (maxf > 0 && !all_full && minf != maxf) {
-        put(b, "# recompute: the plan recomputes fully");
-        for (int s = 0; s < lo->pp; s++)
-            put(b, "%s%d", s ? "/" : " ", lo->full_rc[s]);
-        put(b, " layers per stage; Megatron takes one count for every stage, so the largest (%d) is used\n", maxf);
+    *gran = 0, *uniform = 0, *n = 0;
+    char counts[512] = "";
+    size_t k = 0;
+    for (int s = 0; s < lo->pp && k + 24 < sizeof counts; s++)
+        k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", s ? "/" : "",
+                              anyf ? lo->full_rc[s] : lo->sel_rc[s]);
+    if (anyf && anys) {
+        snprintf(err, errlen, "megatron: the plan recomputes some layers fully and others selectively; Megatron "
+                              "takes one --recompute-granularity: plan with --target megatron");
+        return -1;
     }
-    if (maxf > 0 && maxe > 0)
-        put(b, "# recompute: the plan also recomputes %d layers selectively; Megatron cannot mix granularities, "
-               "full recomputation is used\n", maxe);
-    else if (maxe > 0)
-        put(b, "# recompute: the plan recomputes up to %d layers per stage selectively; Megatron's selective "
-               "granularity covers every layer\n", maxe);
-    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-        put(b, "# optimizer: ZeRO-%d shards %s; Megatron-LM's distributed optimizer shards only optimizer states "
-               "(use Megatron-FSDP or DeepSpeed for this plan's memory)\n", lo->opt == OPT_ZERO2 ? 2 : 3,
-            lo->opt == OPT_ZERO2 ? "gradients too" : "gradients and parameters too");
+    if (anys) {
+        if (!alls) {
+            snprintf(err, errlen, "megatron: the plan recomputes %s layers per stage selectively; Megatron's "
+                                  "selective recomputation covers every layer: plan with --target megatron", counts);
+            return -1;
+        }
+        *gran = 2;
+        return 0;
+    }
+    if (!anyf)
+        return 0;
+    *gran = 1;
+    if (allf) {
+        *uniform = 1;
+        *n = 1;
+        return 0;
+    }
+    /* block: stage s recomputes vp * min(N, layers of one of its chunks) */
+    int N = -1;
+    for (int s = 0; s < lo->pp && N < 0; s++)
+        if (lo->full_rc[s] < lo->layers[s] && lo->full_rc[s] % lo->vp == 0)
+            N = lo->full_rc[s] / lo->vp;
+    int ok = N > 0;
+    for (int s = 0; s < lo->pp && ok; s++) {
+        int chunk = lo->layers[s] / lo->vp;
+        ok = lo->full_rc[s] == lo->vp * (N < chunk ? N : chunk);
+    }
+    if (!ok) {
+        snprintf(err, errlen, "megatron: the plan recomputes fully %s layers per stage (vp %d); Megatron's "
+                              "--recompute-num-layers N recomputes vp x min(N, layers per model chunk) on every "
+                              "stage, which no N gives: plan with --target megatron", counts, lo->vp);
+        return -1;
+    }
+    *n = N;
+    return 0;
 }
 
-char *export_megatron(const ModelSpec *m, const Layout *lo)
+/* The stage split as Megatron takes it: 0 even, 1 first/last given; -1 with err. */
+static int megatron_split(const Layout *lo, char *err, int errlen)
 {
+    int uneven = 0;
+    for (int s = 1; s < lo->pp; s++)
+        uneven |= lo->layers[s] != lo->layers[0];
+    for (int s = 0; s < lo->pp; s++)
+        if (lo->layers[s] % lo->vp) {
+            snprintf(err, errlen, "megatron: stage %d holds %d layers, not a multiple of vp %d (Megatron splits "
+                                  "every stage into vp equal chunks)", s, lo->layers[s], lo->vp);
+            return -1;
+        }
+    if (!uneven)
+        return 0;
+    for (int s = 2; s < lo->pp - 1; s++)
+        if (lo->layers[s] != lo->layers[1]) {
+            char counts[512] = "";
+            size_t k = 0;
+            for (int t = 0; t < lo->pp && k + 24 < sizeof counts; t++)
+                k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", t ? "/" : "", lo->layers[t]);
+            snprintf(err, errlen, "megatron: layers per stage %s: Megatron sets only the first and last stage "
+                                  "(--decoder-first/last-pipeline-num-layers), the middle ones must be equal: "
+                                  "plan with --target megatron", counts);
+            return -1;
+        }
+    return 1;
+}
+
+char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
+{
+    int gran, uniform, nrc;
+    if (lo->pp < 1 || lo->pp > LAYOUT_MAX_PP || lo->vp < 1) {
+        snprintf(err, errlen, "megatron: pp %d, vp %d: not a checked layout", lo->pp, lo->vp);
+        return NULL;
+    }
+    int split = megatron_split(lo, err, errlen);
+    if (split < 0 || megatron_recompute(lo, &gran, &uniform, &nrc, err, errlen) != 0)
+        return NULL;
+    int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
-    const char *args[64];
-    char vals[64][48];
+    const char *args[80];
+    char vals[80][48];
     int n = 0;
 #define ARG(flag) (args[n] = (flag), vals[n][0] = 0, n++)
 #define ARGV(flag, ...) (args[n] = (flag), snprintf(vals[n], sizeof vals[n], __VA_ARGS__), n++)
     put(&b, "# Megatron-LM arguments (pretrain_gpt.py) for %s on %d GPUs: dp %d, tp %d, pp %d, vp %d, cp %d\n",
         m->name, layout_gpus(lo), lo->dp, lo->tp, lo->pp, lo->vp, lo->cp);
-    put(&b, "# data-parallel size %d follows from the world size; tokenizer and data flags are yours "
-            "(vocabulary %d)\n", lo->dp, m->vocab);
-    recompute_notes(&b, lo);
+    put(&b, "# checked against NVIDIA/Megatron-LM d98e8a64ddf3 (2026-08-22); data-parallel size %d follows from "
+            "the world size\n", lo->dp);
+    put(&b, "# vocabulary: %d (your tokenizer sets it; add tokenizer, data and schedule flags)\n", m->vocab);
+    if (lo->tp > 1 || lo->cp > 1)
+        put(&b, "# environment: %s\n", fsdp ? "leave CUDA_DEVICE_MAX_CONNECTIONS unset (Megatron-FSDP asserts it is "
+                                              "not 1)" : "CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron asserts it for "
+                                                         "tp > 1 or cp > 1 before Blackwell)");
+    if (lo->opt != OPT_ZERO0 && !lo->overlap_grad)
+        put(&b, "# the plan does not overlap the gradient reduction, so no --overlap-param-gather either "
+                "(Megatron needs --overlap-grad-reduce for it)\n");
     ARGV("--tensor-model-parallel-size", "%d", lo->tp);
     ARGV("--pipeline-model-parallel-size", "%d", lo->pp);
     if (lo->vp > 1)
-        ARGV("--num-layers-per-virtual-pipeline-stage", "%d", m->L / (lo->pp * lo->vp));
+        ARGV("--num-virtual-stages-per-pipeline-rank", "%d", lo->vp);
     ARGV("--context-parallel-size", "%d", lo->cp);
     if (lo->sp && lo->tp > 1)
         ARG("--sequence-parallel");
+    if (lo->sp && lo->tp > 1 && hw && hw->tp_overlap > 0)
+        ARG("--tp-comm-overlap");
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
-    int uneven = 0;
-    for (int s = 1; s < lo->pp; s++)
-        uneven |= lo->layers[s] != lo->layers[0];
-    if (lo->pp > 1 && uneven) {
+    if (fsdp) {
+        ARG("--use-megatron-fsdp");
+        ARGV("--data-parallel-sharding-strategy", "%s", lo->opt == OPT_ZERO2 ? "optim_grads" : "optim_grads_params");
+        ARGV("--ckpt-format", "fsdp_dtensor");
+    }
+    if (lo->overlap_grad && layout_dp_group(lo) > 1) {
+        ARG("--overlap-grad-reduce");
+        if (lo->opt != OPT_ZERO0)
+            ARG("--overlap-param-gather");
+    }
+    if (split) {
         ARGV("--decoder-first-pipeline-num-layers", "%d", lo->layers[0]);
         ARGV("--decoder-last-pipeline-num-layers", "%d", lo->layers[lo->pp - 1]);
     }
-    int maxf = 0, maxe = 0, all_full = 1;
-    for (int s = 0; s < lo->pp; s++) {
-        maxf = lo->full_rc[s] > maxf ? lo->full_rc[s] : maxf;
-        maxe = lo->sel_rc[s] > maxe ? lo->sel_rc[s] : maxe;
-        all_full &= lo->full_rc[s] == lo->layers[s];
-    }
-    if (maxf > 0) {
+    if (gran == 1) {
         ARGV("--recompute-granularity", "full");
-        if (all_full) {
-            ARGV("--recompute-method", "uniform");
-            ARGV("--recompute-num-layers", "1");
-        } else {
-            ARGV("--recompute-method", "block");
-            ARGV("--recompute-num-layers", "%d", lo->vp > 1 ? (maxf + lo->vp - 1) / lo->vp : maxf);
-        }
-    } else if (maxe > 0) {
+        ARGV("--recompute-method", "%s", uniform ? "uniform" : "block");
+        ARGV("--recompute-num-layers", "%d", nrc);
+    } else if (gran == 2) {
         ARGV("--recompute-granularity", "selective");
     }
     ARGV("--micro-batch-size", "%d", lo->mbs);
@@ -175,10 +338,15 @@ char *export_megatron(const ModelSpec *m, const Layout *lo)
     ARGV("--ffn-hidden-size", "%d", m->f);
     ARGV("--seq-length", "%d", m->s);
     ARGV("--max-position-embeddings", "%d", m->s);
+    ARGV("--make-vocab-size-divisible-by", "%d", m->vocab_div > 0 ? m->vocab_div : 128);
     if (m->mlp == MLP_SWIGLU)
         ARG("--swiglu");
     ARGV("--normalization", "%s", m->norm == NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
     ARGV("--position-embedding-type", "%s", m->pos == POS_ROPE ? "rope" : "learned_absolute");
+    if (m->pos == POS_ROPE && m->rope_theta > 0 && m->rope_theta != 10000)
+        ARGV("--rotary-base", "%.0f", m->rope_theta);
+    if (m->pos == POS_ROPE && m->rope_scaling)
+        ARG("--use-rope-scaling");
     if (!m->tied)
         ARG("--untie-embeddings-and-output-weights");
     if (!m->bias)
@@ -191,52 +359,503 @@ char *export_megatron(const ModelSpec *m, const Layout *lo)
         ARG("--fp16");
     else if (lo->prec != PREC_FP32)
         ARG("--bf16");
-    if (lo->prec == PREC_FP8)
+    if (lo->prec == PREC_FP8) {
         ARGV("--fp8-format", "hybrid");
-    if (lo->grad_fp32 && lo->prec != PREC_FP32)
-        ARG("--accumulate-allreduce-grads-in-fp32");
-    if (lo->flash)
-        ARG("--use-flash-attn");
+        ARGV("--fp8-recipe", "delayed");
+        ARGV("--fp8-amax-history-len", "1024");
+        ARGV("--fp8-amax-compute-algo", "max");
+    }
+    if (lo->prec != PREC_FP32) {
+        if (lo->grad_fp32)
+            ARG("--accumulate-allreduce-grads-in-fp32");
+        else if (lo->prec != PREC_FP16)
+            ARG("--grad-reduce-in-bf16");
+    }
+    ARGV("--attention-backend", "%s", lo->flash ? "flash" : "unfused");
 #undef ARG
 #undef ARGV
     for (int i = 0; i < n; i++)
         put(&b, "%s%s%s%s\n", args[i], vals[i][0] ? " " : "", vals[i], i + 1 < n ? " \\" : "");
-    return finish(&b);
+    char *t = finish(&b);
+    if (!t)
+        snprintf(err, errlen, "export: out of memory");
+    return t;
 }
 
-char *export_slurm(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const ExportOpts *o)
+/* ---- reading Megatron arguments back ---- */
+
+static int want_int(const char *flag, const char *v, int min, int *out, char *err, int errlen)
 {
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || x < min || x > 1 << 30) {
+        snprintf(err, errlen, "%s: expected a whole number >= %d, got \"%s\"", flag, min, v ? v : "");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, ModelSpec *m, Layout *lo, char *err,
+                          int errlen)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "megatron");
+    m->mlp = MLP_GELU, m->norm = NORM_LAYERNORM, m->pos = POS_LEARNED;
+    m->bias = true, m->tied = true, m->dropout = true, m->vocab_div = 128;
+    layout_default(lo);
+    lo->prec = PREC_FP32, lo->flash = false, lo->overlap_grad = false, lo->sp = false;
+    const char *vc = strstr(text, "# vocabulary: ");
+    if (vc)
+        m->vocab = atoi(vc + 14);
+    size_t len = strlen(text);
+    char *buf = malloc(len + 1);
+    char **tok = malloc((len / 2 + 2) * sizeof *tok);
+    if (!buf || !tok) {
+        free(buf), free(tok);
+        snprintf(err, errlen, "export: out of memory");
+        return -1;
+    }
+    /* words, outside comment lines and without the continuation backslashes */
+    int nt = 0;
+    size_t j = 0;
+    const char *p = text;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        const char *q = p;
+        while (q < p + ll && isspace((unsigned char)*q))
+            q++;
+        if (q < p + ll && *q != '#') {
+            while (q < p + ll) {
+                while (q < p + ll && isspace((unsigned char)*q))
+                    q++;
+                const char *w = q;
+                while (q < p + ll && !isspace((unsigned char)*q))
+                    q++;
+                if (q > w && !(q - w == 1 && *w == '\\')) {
+                    tok[nt++] = buf + j;
+                    memcpy(buf + j, w, (size_t)(q - w));
+                    j += (size_t)(q - w);
+                    buf[j++] = 0;
+                }
+            }
+        }
+        p += ll + (eol ? 1 : 0);
+    }
+    int rc = -1, gran = 0, uniform = 0, nrc = 0, first = 0, last = 0, fsdp = 0, distopt = 0, strategy = 3;
+    int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
+    for (int i = 0; i < nt; i++) {
+        char *f = tok[i], *v = NULL;
+        char *eq = strchr(f, '=');
+        if (eq)
+            *eq = 0, v = eq + 1;
+        else if (i + 1 < nt && strncmp(tok[i + 1], "--", 2))
+            v = tok[i + 1];
+        int took = 0;
+#define INT(flag, min, dst)                                                                                       \
+    if (!strcmp(f, flag)) {                                                                                       \
+        if (want_int(flag, v, min, dst, err, errlen))                                                             \
+            goto out;                                                                                             \
+        took = 1;                                                                                                 \
+    } else
+#define FLAG(flag, stmt)                                                                                          \
+    if (!strcmp(f, flag)) {                                                                                       \
+        stmt;                                                                                                     \
+    } else
+        INT("--tensor-model-parallel-size", 1, &lo->tp)
+        INT("--pipeline-model-parallel-size", 1, &lo->pp)
+        INT("--num-virtual-stages-per-pipeline-rank", 1, &lo->vp)
+        INT("--context-parallel-size", 1, &lo->cp)
+        INT("--micro-batch-size", 1, &lo->mbs)
+        INT("--global-batch-size", 1, &lo->gbs)
+        INT("--num-layers", 1, &m->L)
+        INT("--hidden-size", 1, &m->h)
+        INT("--num-attention-heads", 1, &m->a)
+        INT("--kv-channels", 1, &m->d_head)
+        INT("--num-query-groups", 1, &m->g)
+        INT("--ffn-hidden-size", 1, &m->f)
+        INT("--seq-length", 1, &m->s)
+        INT("--vocab-size", 1, &m->vocab)
+        INT("--make-vocab-size-divisible-by", 1, &m->vocab_div)
+        INT("--decoder-first-pipeline-num-layers", 1, &first)
+        INT("--decoder-last-pipeline-num-layers", 1, &last)
+        INT("--recompute-num-layers", 1, &nrc)
+        FLAG("--sequence-parallel", lo->sp = true)
+        FLAG("--use-distributed-optimizer", distopt = 1)
+        FLAG("--use-megatron-fsdp", fsdp = 1)
+        FLAG("--overlap-grad-reduce", lo->overlap_grad = true)
+        FLAG("--swiglu", m->mlp = MLP_SWIGLU)
+        FLAG("--untie-embeddings-and-output-weights", m->tied = false)
+        FLAG("--disable-bias-linear", m->bias = false)
+        FLAG("--use-rope-scaling", m->rope_scaling = true)
+        FLAG("--bf16", bf16 = 1)
+        FLAG("--fp16", fp16 = 1)
+        FLAG("--grad-reduce-in-bf16", red_bf16 = 1)
+        FLAG("--accumulate-allreduce-grads-in-fp32", acc32 = 1)
+        if (!strcmp(f, "--data-parallel-sharding-strategy")) {
+            took = 1;
+            if (v && !strcmp(v, "optim_grads"))
+                strategy = 2;
+            else if (v && !strcmp(v, "optim_grads_params"))
+                strategy = 3;
+            else {
+                snprintf(err, errlen, "--data-parallel-sharding-strategy: \"%s\" is no ZeRO-2/3 layout this tool "
+                                      "plans (optim_grads or optim_grads_params)", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--recompute-granularity")) {
+            took = 1;
+            gran = v && !strcmp(v, "full") ? 1 : v && !strcmp(v, "selective") ? 2 : -1;
+            if (gran < 0) {
+                snprintf(err, errlen, "--recompute-granularity: expected full or selective, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--recompute-method")) {
+            took = 1;
+            uniform = v && !strcmp(v, "uniform");
+            if (!v || (!uniform && strcmp(v, "block"))) {
+                snprintf(err, errlen, "--recompute-method: expected uniform or block, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--normalization")) {
+            took = 1;
+            m->norm = v && !strcmp(v, "RMSNorm") ? NORM_RMSNORM : NORM_LAYERNORM;
+        } else if (!strcmp(f, "--position-embedding-type")) {
+            took = 1;
+            m->pos = v && !strcmp(v, "rope") ? POS_ROPE : POS_LEARNED;
+        } else if (!strcmp(f, "--rotary-base")) {
+            took = 1;
+            m->rope_theta = v ? atof(v) : 0;
+        } else if (!strcmp(f, "--attention-backend")) {
+            took = 1;
+            lo->flash = v && !strcmp(v, "flash");
+        } else if (!strcmp(f, "--fp8-format")) {
+            took = 1;
+            fp8 = 1;
+        } else if (!strcmp(f, "--attention-dropout")) {
+            took = 1;
+            adrop = !(v && atof(v) == 0);
+        } else if (!strcmp(f, "--hidden-dropout")) {
+            took = 1;
+            hdrop = !(v && atof(v) == 0);
+        } else if (v && strncmp(f, "--", 2) == 0) {
+            took = 1;   // any other flag with a value: not part of the layout
+        }
+#undef INT
+#undef FLAG
+        if (took && !eq)
+            i++;
+    }
+    if (!m->L || !m->h || !m->a || !m->s || !lo->gbs) {
+        snprintf(err, errlen, "megatron arguments: --num-layers, --hidden-size, --num-attention-heads, "
+                              "--seq-length and --global-batch-size are required");
+        goto out;
+    }
+    if (!m->vocab) {
+        snprintf(err, errlen, "megatron arguments: no --vocab-size and no \"# vocabulary:\" comment");
+        goto out;
+    }
+    if (!m->f)
+        m->f = 4 * m->h;
+    if (!m->g)
+        m->g = m->a;
+    m->dropout = adrop || hdrop;
+    lo->prec = fp8 ? PREC_FP8 : bf16 ? PREC_BF16 : fp16 ? PREC_FP16 : PREC_FP32;
+    /* Megatron turns fp32 accumulation on for bf16 unless --grad-reduce-in-bf16; fp16 only when asked */
+    lo->grad_fp32 = lo->prec == PREC_FP32 || acc32 || (lo->prec != PREC_FP16 && !red_bf16);
+    lo->opt = fsdp ? (strategy == 2 ? OPT_ZERO2 : OPT_ZERO3) : distopt ? OPT_DISTOPT : OPT_ZERO0;
+    if (tok && lo->tp * lo->pp * lo->cp > 0 && gpus % (lo->tp * lo->pp * lo->cp) == 0)
+        lo->dp = gpus / (lo->tp * lo->pp * lo->cp);
+    else {
+        snprintf(err, errlen, "megatron arguments: world size %d is not a multiple of tp x pp x cp = %d", gpus,
+                 lo->tp * lo->pp * lo->cp);
+        goto out;
+    }
+    if (spec_validate(m, err, errlen) != 0)
+        goto out;
+    if (lo->pp > LAYOUT_MAX_PP) {
+        snprintf(err, errlen, "--pipeline-model-parallel-size: at most %d", LAYOUT_MAX_PP);
+        goto out;
+    }
+    if (first || last) {
+        int mid = lo->pp - (first > 0) - (last > 0), rest = m->L - first - last;
+        if (mid < 0 || rest < 0 || (mid > 0 && rest % mid) || (mid == 0 && rest)) {
+            snprintf(err, errlen, "--decoder-first/last-pipeline-num-layers %d/%d do not split %d layers over %d "
+                                  "stages", first, last, m->L, lo->pp);
+            goto out;
+        }
+        for (int s = 0; s < lo->pp; s++)
+            lo->layers[s] = mid ? rest / mid : 0;
+        if (first)
+            lo->layers[0] = first;
+        if (last)
+            lo->layers[lo->pp - 1] = last;
+    }
+    if (layout_check(lo, m, hw, err, errlen) != 0)
+        goto out;
+    for (int s = 0; s < lo->pp; s++) {
+        int chunk = lo->layers[s] / lo->vp;
+        if (gran == 2)
+            lo->sel_rc[s] = lo->layers[s];
+        else if (gran == 1)
+            lo->full_rc[s] = uniform ? lo->layers[s] : lo->vp * (nrc < chunk ? nrc : chunk);
+    }
+    rc = 0;
+out:
+    free(buf);
+    free(tok);
+    return rc;
+}
+
+/* ---- torchtitan ---- */
+
+char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
+{
+    (void)hw;
+    static const struct {
+        const char *flavor, *base;
+        int L, h, a, g, f, vocab;
+    } flavors[] = {
+        {"8B", "llama3_8b", 32, 4096, 32, 8, 14336, 128256},
+        {"70B", "llama3_70b", 80, 8192, 64, 8, 28672, 128256},
+        {"405B", "llama3_405b", 126, 16384, 128, 8, 53248, 128256},
+    };
+    int fl = -1;
+    for (int i = 0; i < (int)(sizeof flavors / sizeof *flavors); i++)
+        if (m->L == flavors[i].L && m->h == flavors[i].h && m->a == flavors[i].a && m->g == flavors[i].g &&
+            m->f == flavors[i].f && m->vocab == flavors[i].vocab && m->mlp == MLP_SWIGLU && !m->bias && !m->tied)
+            fl = i;
+    const char *why = NULL;
+    char whybuf[256];
+    int anyf = 0, anys = 0, allf = 1, alls = 1, uneven = 0;
+    for (int s = 0; s < lo->pp; s++) {
+        anyf |= lo->full_rc[s] > 0;
+        anys |= lo->sel_rc[s] > 0;
+        allf &= lo->full_rc[s] == lo->layers[s];
+        alls &= lo->sel_rc[s] == lo->layers[s];
+        uneven |= lo->layers[s] != lo->layers[0];
+    }
+    if (fl < 0)
+        why = "the model is not the shape of a torchtitan Llama 3 flavor (8B, 70B, 405B)";
+    else if ((anyf && !allf) || (anys && !alls) || (anyf && anys))
+        why = "torchtitan's activation checkpointing is full or selective for every layer, or none";
+    else if (uneven)
+        why = "uneven pipeline stages (torchtitan splits layers evenly here)";
+    else if ((lo->opt == OPT_ZERO1 || lo->opt == OPT_DISTOPT) && layout_dp_group(lo) > 1)
+        why = "torchtitan has no optimizer-only sharding (ZeRO-1 / distributed optimizer): plan ZeRO-0, 2 or 3";
+    else if (lo->opt == OPT_ZERO0 && lo->cp > 1)
+        why = "torchtitan shards parameters over context-parallel ranks (FSDP): plan ZeRO-2 or 3 with cp > 1";
+    else if (lo->prec == PREC_FP16)
+        why = "torchtitan trains in bf16 or fp32, not fp16";
+    else if (!lo->grad_fp32 && lo->prec != PREC_FP32)
+        why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
+    else if (!lo->flash)
+        why = "torchtitan's attention (flex / SDPA) never stores s^2 scores: plan with flash attention";
+    if (why) {
+        snprintf(whybuf, sizeof whybuf, "torchtitan: %s", why);
+        snprintf(err, errlen, "%s", whybuf);
+        return NULL;
+    }
     Buf b = {0};
-    int gpus = layout_gpus(lo);
-    int gpn = hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
-    int per_node = gpus < gpn ? gpus : gpn;
-    int nodes = (gpus + per_node - 1) / per_node;
-    put(&b, "#!/bin/bash\n");
-    put(&b, "#SBATCH --job-name=%s\n", o->job_name);
-    put(&b, "#SBATCH --nodes=%d\n", nodes);
-    put(&b, "#SBATCH --ntasks-per-node=%d\n", per_node);
-    put(&b, "#SBATCH --gpus-per-node=%d\n", per_node);
-    put(&b, "#SBATCH --cpus-per-task=8\n");
-    put(&b, "#SBATCH --exclusive\n");
-    put(&b, "#SBATCH --time=%s\n", o->time_limit);
-    put(&b, "#SBATCH --signal=USR1@300\n");
-    put(&b, "#SBATCH --output=%%x-%%j.out\n");
-    put(&b, "#\n# %s on %d x %s (%d nodes): dp %d, tp %d, pp %d, vp %d, cp %d, mbs %d, gbs %d, %s\n", m->name, gpus,
-        hw->name, nodes, lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->mbs, lo->gbs, layout_opt_name(lo->opt));
-    put(&b, "# Slurm sends USR1 300 s before the time limit: run writes a checkpoint to the\n"
-            "# checkpoint directory and exits; submit the script again to resume from it.\n");
-    if (gpus % per_node)
-        put(&b, "# note: %d GPUs do not fill %d nodes of %d; the last node runs %d ranks\n", gpus, nodes, per_node,
-            gpus % per_node);
+    int mb = layout_microbatches(lo);
+    put(&b, "# torchtitan configuration for %s on %d GPUs: dp %d, tp %d, pp %d, vp %d, cp %d (ultraplan export)\n",
+        m->name, layout_gpus(lo), lo->dp, lo->tp, lo->pp, lo->vp, lo->cp);
+    put(&b, "# checked against pytorch/torchtitan b5bcd76c66d0 (2026-08-21): configurations are Python functions\n"
+            "# returning Trainer.Config. Save as my_plan.py on PYTHONPATH and run, with NGPU=%d:\n"
+            "#   MODULE=my_plan CONFIG=ultraplan_plan ./run_train.sh\n", layout_gpus(lo));
+    put(&b, "from torchtitan.components.quantization import Float8LinearConverter\n"
+            "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
+            "from torchtitan.models.llama3 import model_registry\n"
+            "from torchtitan.models.llama3.config_registry import %s\n"
+            "from torchtitan.trainer import Trainer\n\n\n", flavors[fl].base);
+    put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", flavors[fl].base);
+    if (lo->prec == PREC_FP8)
+        put(&b, "    config.model_spec = model_registry(\"%s\", converters=[Float8LinearConverter.Config()])\n",
+            flavors[fl].flavor);
+    int shard = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
+    put(&b, "    p = config.parallelism\n");
+    put(&b, "    p.data_parallel_replicate_degree = %d\n", shard ? 1 : lo->dp);
+    put(&b, "    p.data_parallel_shard_degree = %d\n", shard ? lo->dp : 1);
+    if (shard)
+        put(&b, "    p.fsdp_reshard_after_forward = \"%s\"  # ZeRO-%d\n", lo->opt == OPT_ZERO3 ? "always" : "never",
+            lo->opt == OPT_ZERO3 ? 3 : 2);
+    put(&b, "    p.tensor_parallel_degree = %d\n", lo->tp);
+    put(&b, "    p.enable_sequence_parallel = %s\n", lo->sp && lo->tp > 1 ? "True" : "False");
+    put(&b, "    p.context_parallel_degree = %d\n", lo->cp);
+    put(&b, "    p.pipeline_parallel_degree = %d\n", lo->pp);
+    if (lo->pp > 1) {
+        put(&b, "    p.pipeline_parallel_schedule = \"%s\"\n", lo->vp > 1 ? "Interleaved1F1B" : "1F1B");
+        put(&b, "    p.pipeline_parallel_first_stage_less_layers = 0\n"
+                "    p.pipeline_parallel_last_stage_less_layers = 0\n");
+        put(&b, "    p.pipeline_parallel_layers_per_stage = %d\n", m->L / (lo->pp * lo->vp));
+        put(&b, "    p.num_pp_microbatches = %d\n", mb);
+    }
+    put(&b, "    t = config.training\n");
+    put(&b, "    t.max_context_length = %d\n", m->s);
+    put(&b, "    t.num_tokens_per_microbatch_per_dp_rank = %lld\n", (long long)lo->mbs * m->s);
+    put(&b, "    t.num_tokens_per_train_step = %lld\n", (long long)lo->gbs * m->s);
+    put(&b, "    t.mixed_precision_param = \"%s\"\n", lo->prec == PREC_FP32 ? "float32" : "bfloat16");
+    put(&b, "    t.mixed_precision_reduce = \"float32\"\n");
+    put(&b, "    config.activation_checkpoint = %s\n",
+        anyf ? "FullAC.Config()" : anys ? "SelectiveAC.Config()" : "None");
+    put(&b, "    return config\n");
+    char *t = finish(&b);
+    if (!t)
+        snprintf(err, errlen, "export: out of memory");
+    return t;
+}
+
+/* ---- Slurm ---- */
+
+typedef struct {
+    int gpus, per_node, nodes;
+} SlurmShape;
+
+static SlurmShape slurm_shape(const HwProfile *hw, const Layout *lo)
+{
+    SlurmShape s;
+    s.gpus = layout_gpus(lo);
+    int gph = hw->gpus_per_host > 0 ? hw->gpus_per_host : hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
+    s.per_node = s.gpus < gph ? s.gpus : gph;
+    s.nodes = (s.gpus + s.per_node - 1) / s.per_node;
+    return s;
+}
+
+static void sbatch_head(Buf *b, const ExportOpts *o, SlurmShape sh, int gpus_on)
+{
+    put(b, "#!/bin/bash\n");
+    put(b, "#SBATCH --job-name=%s\n", o->job_name);
+    put(b, "#SBATCH --nodes=%d\n", sh.nodes);
+    put(b, "#SBATCH --ntasks=%d\n", sh.gpus);
+    put(b, "#SBATCH --ntasks-per-node=%d\n", sh.per_node);
+    if (gpus_on)
+        put(b, "#SBATCH --gpus-per-node=%d\n", sh.per_node);
+    put(b, "#SBATCH --cpus-per-task=8\n");
+    put(b, "#SBATCH --exclusive\n");
+    put(b, "#SBATCH --time=%s\n", o->time_limit);
+    put(b, "#SBATCH --signal=USR1@300\n");
+    put(b, "#SBATCH --output=%%x-%%j.out\n");
+}
+
+char *export_slurm(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const ExportOpts *o, char *err,
+                   int errlen)
+{
+    if (!o->data || !*o->data) {
+        snprintf(err, errlen, "slurm: --data FILE is required (the run's training data: llm.c .bin shards or a "
+                              "text file)");
+        return NULL;
+    }
+    if (export_check_time(o->time_limit, err, errlen) || export_check_job_name(o->job_name, err, errlen))
+        return NULL;
+    int cuda = o->backend >= 0 ? o->backend : strncmp(hw->name, "cpu-", 4) != 0;
+    SlurmShape sh = slurm_shape(hw, lo);
+    Buf b = {0};
+    sbatch_head(&b, o, sh, cuda);
+    put(&b, "#\n# %s on %d x %s (%d nodes of %d): dp %d, tp %d, pp %d, vp %d, cp %d, mbs %d, gbs %d, %s; %s backend\n",
+        m->name, sh.gpus, hw->name, sh.nodes, sh.per_node, lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->mbs, lo->gbs,
+        layout_opt_name(lo->opt), cuda ? "cuda" : "cpu");
+    put(&b, "# Slurm sends USR1 300 s before the time limit: run writes a checkpoint and exits 0.\n"
+            "# Submit the script again to continue: it resumes when (and only when) the checkpoint\n"
+            "# directory holds a committed checkpoint (manifest.json); run itself refuses to\n"
+            "# overwrite one without --resume.\n");
     put(&b, "set -euo pipefail\n\n");
     put(&b, "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-8}\n");
     /* paths are the user's: quoted, so spaces and shell characters stay data */
-    put(&b, "mkdir -p ");
-    put_quoted(&b, o->ckpt_dir);
-    put(&b, "\nsrun --ntasks=%d --kill-on-bad-exit=1 ultraplan run ", gpus);
+    put(&b, "UP=");
+    put_quoted(&b, o->ultraplan);
+    put(&b, "\nPLAN=");
     put_quoted(&b, o->plan_path);
-    put(&b, " --checkpoint-dir ");
+    put(&b, "\nDATA=");
+    put_quoted(&b, o->data);
+    put(&b, "\nCKPT=");
     put_quoted(&b, o->ckpt_dir);
-    put(&b, "\n");
-    return finish(&b);
+    put(&b, "\n\n# everything that can be checked before the allocation is used\n"
+            "command -v \"$UP\" >/dev/null || { echo \"$0: $UP not found (put ultraplan on PATH)\" >&2; exit 1; }\n"
+            "[ -f \"$PLAN\" ] || { echo \"$0: plan file $PLAN not found\" >&2; exit 1; }\n"
+            "compgen -G \"$DATA\" >/dev/null || { echo \"$0: no training data matches $DATA\" >&2; exit 1; }\n"
+            "mkdir -p \"$CKPT\"\n"
+            "RESUME=()\n"
+            "if [ -f \"$CKPT/manifest.json\" ]; then\n"
+            "    RESUME=(--resume)\n"
+            "    echo \"resuming from the checkpoint in $CKPT\"\n"
+            "fi\n\n");
+    put(&b, "srun --ntasks=%d --kill-on-bad-exit=1 \"$UP\" run \"$PLAN\" --data \"$DATA\" --backend %s \\\n"
+            "    --checkpoint-dir \"$CKPT\"", sh.gpus, cuda ? "cuda" : "cpu");
+    if (o->ckpt_every > 0)
+        put(&b, " --checkpoint-every %d", o->ckpt_every);
+    if (o->steps > 0)
+        put(&b, " --steps %d", o->steps);
+    put(&b, " ${RESUME[@]+\"${RESUME[@]}\"}\n");
+    char *t = finish(&b);
+    if (!t)
+        snprintf(err, errlen, "export: out of memory");
+    return t;
+}
+
+char *export_slurm_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const ExportOpts *o,
+                            char *err, int errlen)
+{
+    if (export_check_time(o->time_limit, err, errlen) || export_check_job_name(o->job_name, err, errlen))
+        return NULL;
+    char *args = export_megatron(m, hw, lo, err, errlen);
+    if (!args)
+        return NULL;
+    SlurmShape sh = slurm_shape(hw, lo);
+    int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
+    Buf b = {0};
+    sbatch_head(&b, o, sh, 1);
+    put(&b, "#\n# %s on %d x %s (%d nodes of %d) with Megatron-LM's pretrain_gpt.py, one task per GPU\n"
+            "# (srun sets the ranks: RANK, WORLD_SIZE and LOCAL_RANK from SLURM_PROCID, SLURM_NTASKS and\n"
+            "# SLURM_LOCALID, which Megatron's initialisation reads; MASTER_ADDR is the first node).\n",
+        m->name, sh.gpus, hw->name, sh.nodes, sh.per_node);
+    put(&b, "# --save and --load name the same directory: a first submission finds no\n"
+            "# latest_checkpointed_iteration.txt there and starts from scratch, a resubmission\n"
+            "# continues from it. USR1 300 s before the limit: --exit-signal-handler saves and exits.\n"
+            "# Set MEGATRON_LM (a Megatron-LM checkout), TRAIN_ITERS (unless exported with --steps)\n"
+            "# and DATA_ARGS (data, tokenizer, learning-rate flags) in the environment.\n");
+    put(&b, "set -euo pipefail\n\n");
+    put(&b, ": \"${MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout}\"\n"
+            ": \"${DATA_ARGS:?set DATA_ARGS to the data and tokenizer flags, e.g. --data-path ... --tokenizer-type "
+            "...}\"\n");
+    if (o->steps > 0)
+        put(&b, "TRAIN_ITERS=%d\n", o->steps);
+    else
+        put(&b, ": \"${TRAIN_ITERS:?set TRAIN_ITERS to the number of optimizer steps}\"\n");
+    put(&b, "[ -f \"$MEGATRON_LM/pretrain_gpt.py\" ] || { echo \"$0: no pretrain_gpt.py in $MEGATRON_LM\" >&2; "
+            "exit 1; }\n");
+    put(&b, "CKPT=");
+    put_quoted(&b, o->ckpt_dir);
+    put(&b, "\nmkdir -p \"$CKPT\"\n");
+    if ((lo->tp > 1 || lo->cp > 1) && !fsdp)
+        put(&b, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
+    else if (fsdp)
+        put(&b, "unset CUDA_DEVICE_MAX_CONNECTIONS   # Megatron-FSDP asserts it is not 1\n");
+    put(&b, "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+            "export MASTER_PORT=${MASTER_PORT:-29500}\n"
+            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}\n\n");
+    put(&b, "read -r -a DATA=<<<\"$DATA_ARGS\"\n");
+    put(&b, "ARGS=(\n");
+    /* the exported arguments, one per line, without comments and backslashes */
+    for (const char *p = args; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        if (ll && *p != '#') {
+            size_t k = ll;
+            if (k >= 2 && p[k - 1] == '\\' && p[k - 2] == ' ')
+                k -= 2;
+            put(&b, "    %.*s\n", (int)k, p);
+        }
+        p += ll + (eol ? 1 : 0);
+    }
+    put(&b, "    --train-iters \"$TRAIN_ITERS\"\n");
+    put(&b, "    --save \"$CKPT\" --load \"$CKPT\" --save-interval %d\n", o->ckpt_every > 0 ? o->ckpt_every : 1000);
+    put(&b, "    --exit-signal-handler --exit-signal SIGUSR1\n)\n\n");
+    free(args);
+    put(&b, "srun --kill-on-bad-exit=1 bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
+            "exec python \"$MEGATRON_LM/pretrain_gpt.py\" \"$@\"' pretrain_gpt \"${ARGS[@]}\" \"${DATA[@]}\"\n");
+    char *t = finish(&b);
+    if (!t)
+        snprintf(err, errlen, "export: out of memory");
+    return t;
 }

@@ -26,6 +26,11 @@ typedef struct {
     {.name = nm, .L = L_, .h = h_, .a = a_, .g = g_, .d_head = 128, .f = f_, .vocab = V,       \
      .vocab_div = 128, .s = s_, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE,      \
      .bias = false, .tied = false, .dropout = false}
+/* Llama 3.x: as Llama, with RoPE base 500000 and Llama 3 frequency scaling. */
+#define LLAMA3(nm, L_, h_, a_, g_, f_, V, s_)                                                  \
+    {.name = nm, .L = L_, .h = h_, .a = a_, .g = g_, .d_head = 128, .f = f_, .vocab = V,       \
+     .vocab_div = 128, .s = s_, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE,      \
+     .bias = false, .tied = false, .dropout = false, .rope_theta = 500000, .rope_scaling = true}
 
 #define GPT3_SRC "Brown et al. 2020 (GPT-3), Table 2.1; vocab 50257, n_ctx 2048"
 #define MEG_SRC "Narayanan et al. 2021 (arXiv:2104.04473), Table 1; vocab 51200, seq 2048"
@@ -47,9 +52,9 @@ static const Preset presets[] = {
     {LLAMA("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096), 13e9, FAM_LLAMA2, L2_SRC},
     {LLAMA("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096), 70e9, FAM_LLAMA2,
      L2_SRC "; GQA with 8 KV heads"},
-    {LLAMA("llama3.1-8b", 32, 4096, 32, 8, 14336, 128256, 8192), 8e9, FAM_LLAMA31, L31_SRC},
-    {LLAMA("llama3.1-70b", 80, 8192, 64, 8, 28672, 128256, 8192), 70e9, FAM_LLAMA31, L31_SRC},
-    {LLAMA("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192), 405e9, FAM_LLAMA31,
+    {LLAMA3("llama3.1-8b", 32, 4096, 32, 8, 14336, 128256, 8192), 8e9, FAM_LLAMA31, L31_SRC},
+    {LLAMA3("llama3.1-70b", 80, 8192, 64, 8, 28672, 128256, 8192), 70e9, FAM_LLAMA31, L31_SRC},
+    {LLAMA3("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192), 405e9, FAM_LLAMA31,
      L31_SRC},
     {GPT("mtnlg-530b", 105, 20480, 128, 160, 50257, 2048), 530e9, FAM_MTNLG,
      "Smith et al. 2022 (MT-NLG, arXiv:2201.11990) §3.1: 105 layers, hidden 20480, 128 heads, "

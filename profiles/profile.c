@@ -344,6 +344,16 @@ static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
         g->valuedouble != floor(g->valuedouble))
         return fail(c, "gpus_per_node", "a positive integer", g);
     hw->gpus_per_node = (int)g->valuedouble;
+    /* optional: GPUs in one host (a Slurm node); absent = the NVLink domain is one host */
+    const cJSON *gh = cJSON_GetObjectItemCaseSensitive(root, "gpus_per_host");
+    if (!gh) {
+        hw->gpus_per_host = hw->gpus_per_node;
+    } else {
+        if (!cJSON_IsNumber(gh) || gh->valuedouble < 1 || gh->valuedouble > 1e6 ||
+            gh->valuedouble != floor(gh->valuedouble))
+            return fail(c, "gpus_per_host", "a positive integer", gh);
+        hw->gpus_per_host = (int)gh->valuedouble;
+    }
     if (get_link(c, root, "intra", &hw->intra) || get_link(c, root, "inter", &hw->inter))
         return -1;
     for (size_t i = 0; i < sizeof curve_fields / sizeof curve_fields[0]; i++)
@@ -474,6 +484,7 @@ static cJSON *profile_json(const HwProfile *hw)
     for (int p = 0; p < PREC_COUNT; p++)
         cJSON_AddNumberToObject(peak, peak_keys[p], hw->peak[p]);
     cJSON_AddNumberToObject(root, "gpus_per_node", hw->gpus_per_node);
+    cJSON_AddNumberToObject(root, "gpus_per_host", hw->gpus_per_host > 0 ? hw->gpus_per_host : hw->gpus_per_node);
     cJSON_AddItemToObject(root, "intra", link_json(&hw->intra));
     cJSON_AddItemToObject(root, "inter", link_json(&hw->inter));
     for (size_t i = 0; i < sizeof curve_fields / sizeof curve_fields[0]; i++)

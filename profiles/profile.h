@@ -13,7 +13,9 @@
  *   desc          string, < 128 chars                            optional
  *   peak          {fp32, bf16, fp16, fp8}: FLOP/s >= 0, one > 0  required
  *   hbm_bytes, hbm_bw                          > 0
- *   gpus_per_node                              integer >= 1
+ *   gpus_per_node                              integer >= 1 (GPUs in one NVLink domain)
+ *   gpus_per_host            integer >= 1, optional (default gpus_per_node): GPUs
+ *                 in one host, what a Slurm node holds (GB200 NVL72: 4 of 72)
  *   intra, inter  {bw > 0 bytes/s one direction, lat >= 0 s}
  *   gemm_eff, attn_eff, mem_eff   [[size, eff], ...]: 1..HW_MAX_EFF_POINTS
  *                 points, size > 0 strictly ascending, eff in (0, 1]

@@ -257,6 +257,25 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
             FIELD_BAD(c, "attention_dropout", "expected a probability from 0 to 1, got %s", type_name(dv));
         drop = dv->valuedouble;
     }
+    /* rope_theta (transformers default 10000) and rope_scaling: costs do not
+     * depend on them; export writes them so the run is this model */
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+    if (rt && !cJSON_IsNull(rt)) {
+        if (!cJSON_IsNumber(rt) || !(rt->valuedouble > 0 && rt->valuedouble < 1e12))
+            FIELD_BAD(c, "rope_theta", "expected a positive number, got %s", type_name(rt));
+        m->rope_theta = rt->valuedouble == 10000 ? 0 : rt->valuedouble;
+    }
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (rs && cJSON_IsObject(rs)) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!ty)
+            ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "llama3"))
+            m->rope_scaling = true;
+        else
+            note_add(note, notelen, "; rope_scaling \"%.20s\" not exported (only llama3 scaling is)",
+                     cJSON_IsString(ty) ? ty->valuestring : "?");
+    }
     m->mlp = MLP_SWIGLU;
     m->norm = NORM_RMSNORM;
     m->pos = POS_ROPE;

@@ -35,15 +35,15 @@ grep -q '"format":[[:space:]]*"ultraplan.plan/1"' "$T/plan.json" || fail "plan f
 grep -q '"ranked"' "$T/plan.json" || fail "plan file lacks ranked"
 "$B" export "$T/plan.json" --format megatron >"$T/mega" || fail "export megatron"
 for f in --tensor-model-parallel-size --pipeline-model-parallel-size --micro-batch-size "--global-batch-size 2048" \
-         "--num-layers 96" "--hidden-size 12288" "--num-attention-heads 96" --use-flash-attn; do
+         "--num-layers 96" "--hidden-size 12288" "--num-attention-heads 96" "--attention-backend flash"; do
     grep -q -- "$f" "$T/mega" || fail "megatron export lacks $f"
 done
 # every argument line but the last continues; comments only on top
 awk '/^#/ { if (args) bad = 1; next } { args++; last = $0; if (!/ \\$/) nc++ } END { exit !(nc == 1 && last !~ / \\$/ && !bad) }' \
     "$T/mega" || fail "megatron export is not one continued command"
-"$B" export "$T/plan.json" --format slurm -o "$T/job.sbatch" || fail "export slurm"
+"$B" export "$T/plan.json" --format slurm --data "$T/data.bin" -o "$T/job.sbatch" || fail "export slurm"
 grep -q '^#SBATCH --nodes=64$' "$T/job.sbatch" || fail "slurm nodes"
-grep -q '^srun .*ultraplan run' "$T/job.sbatch" || fail "slurm srun line"
+grep -q '^srun .*"$UP" run "$PLAN" --data "$DATA"' "$T/job.sbatch" || fail "slurm srun line"
 bash -n "$T/job.sbatch" || fail "slurm script is not valid bash"
 
 # predict with the plan's layout prints the plan's numbers (no recomputation so predict can express it)
@@ -97,7 +97,7 @@ expect_error "export missing file" export "$T/nope.json" --format megatron
 echo '{"format": "ultraplan.plan/1", "model": 3' >"$T/corrupt.json"
 expect_error "export corrupt file" export "$T/corrupt.json" --format megatron
 echo '{"format": "something/1"}' >"$T/wrong.json"
-expect_error "export wrong format" export "$T/wrong.json" --format slurm
+expect_error "export wrong format" export "$T/wrong.json" --format slurm --data x.bin
 expect_error "export bad --format" export "$T/plan.json" --format deepspeed
 expect_error "export no --format" export "$T/plan.json"
 # fp8 plans: MFU against the fp8 peak in the table, the bf16-peak figure in a note and in the JSON

@@ -335,9 +335,14 @@ static void test_export_megatron(void **state)
     int layers[4] = {19, 21, 21, 19}, full[4] = {3, 2, 0, 0};
     memcpy(lo.layers, layers, sizeof layers);
     memcpy(lo.full_rc, full, sizeof full);
-    char err[200];
+    char err[512];
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
-    char *t = export_megatron(&m, &lo);
+    /* per-stage counts 3/2/0/0: no Megatron --recompute-num-layers gives them (tests/test_export.c) */
+    assert_null(export_megatron(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "3/2/0/0"));
+    int same[4] = {3, 3, 3, 3};
+    memcpy(lo.full_rc, same, sizeof same);
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
     assert_non_null(t);
     const char *want[] = {
         "--tensor-model-parallel-size 8 \\", "--pipeline-model-parallel-size 4 \\", "--sequence-parallel \\",
@@ -347,7 +352,6 @@ static void test_export_megatron(void **state)
         "--num-layers 80 \\", "--hidden-size 8192 \\", "--num-attention-heads 64 \\", "--group-query-attention \\",
         "--num-query-groups 8 \\", "--swiglu \\", "--normalization RMSNorm \\", "--position-embedding-type rope \\",
         "--untie-embeddings-and-output-weights \\", "--disable-bias-linear \\", "--bf16 \\", "--context-parallel-size 1 \\",
-        "# recompute: the plan recomputes fully 3/2/0/0",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr(t, want[i]))
@@ -361,14 +365,15 @@ static void test_export_megatron(void **state)
     ExportOpts eo;
     export_opts_default(&eo);
     eo.plan_path = "my.json";
-    t = export_slurm(&m, &hw, &lo, &eo);
+    eo.data = "data.bin";
+    t = export_slurm(&m, &hw, &lo, &eo, err, sizeof err);
     assert_non_null(t);
     assert_non_null(strstr(t, "#!/bin/bash\n"));
     assert_non_null(strstr(t, "#SBATCH --nodes=16\n"));
     assert_non_null(strstr(t, "#SBATCH --ntasks-per-node=8\n"));
     assert_non_null(strstr(t, "#SBATCH --gpus-per-node=8\n"));
     assert_non_null(strstr(t, "#SBATCH --exclusive\n"));
-    assert_non_null(strstr(t, "srun --ntasks=128 --kill-on-bad-exit=1 ultraplan run 'my.json' --checkpoint-dir"));
+    assert_non_null(strstr(t, "srun --ntasks=128 --kill-on-bad-exit=1 \"$UP\" run \"$PLAN\" --data \"$DATA\" --backend cuda"));
     free(t);
     ExportFormat f;
     assert_int_equal(export_parse_format("Megatron", &f), 0);

@@ -193,4 +193,10 @@ void search_now(const Scenario *in, TuiState *st)
     state_plans_arrived(st);
 }
 
-char *search_megatron_args(const TuiState *st) { return export_megatron(&st->in.model, &st->in.layout); }
+/* NULL when the layout is not exactly expressible (the caller then saves the
+ * plan and points at `export`, which names why) */
+char *search_megatron_args(const TuiState *st)
+{
+    char err[512];
+    return export_megatron(&st->in.model, &st->in.hw, &st->in.layout, err, sizeof err);
+}

@@ -1,0 +1,304 @@
+/* test_export.c — what export writes is exactly the plan: Megatron arguments
+ * parsed back (export_parse_megatron) re-predict to the same step time and
+ * peak memory for the 175B plan, a ZeRO-3 plan and interleaved / uneven
+ * plans; layouts Megatron cannot express are refused with one line; the
+ * torchtitan module and the Slurm scripts carry their keys; --time and
+ * --job-name are checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export.h"
+#include "presets.h"
+#include "profile.h"
+
+static void load(const char *model, const char *gpu, ModelSpec *m, HwProfile *hw)
+{
+    char err[256];
+    assert_int_equal(presets_find(model, m, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin(gpu, hw, err, sizeof err), 0);
+}
+
+static void base(Layout *lo, int dp, int tp, int pp, int vp, int mbs, int gbs, OptimShard opt)
+{
+    layout_default(lo);
+    lo->dp = dp, lo->tp = tp, lo->pp = pp, lo->vp = vp, lo->mbs = mbs, lo->gbs = gbs, lo->opt = opt;
+}
+
+/* export, parse back, predict: the same step time and peak memory, exactly */
+static void round_trip(const ModelSpec *m, const HwProfile *hw, Layout *lo, const char *must)
+{
+    char err[512];
+    if (layout_check(lo, m, hw, err, sizeof err) != 0)
+        fail_msg("layout: %s", err);
+    char *t = export_megatron(m, hw, lo, err, sizeof err);
+    if (!t)
+        fail_msg("export refused: %s", err);
+    if (must && !strstr(t, must))
+        fail_msg("missing \"%s\" in:\n%s", must, t);
+    size_t n = strlen(t);
+    assert_true(n > 2 && t[n - 1] == '\n' && t[n - 2] != '\\');
+    ModelSpec m2;
+    Layout lo2;
+    if (export_parse_megatron(t, layout_gpus(lo), hw, &m2, &lo2, err, sizeof err) != 0)
+        fail_msg("parse back: %s\n%s", err, t);
+    CostOpts o;
+    cost_opts_default(&o);
+    lo2.flops = lo->flops;
+    Cost *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    cost(m, hw, lo, &o, a);
+    cost(&m2, hw, &lo2, &o, b);
+    if (a->step_s != b->step_s || a->peak_bytes != b->peak_bytes)
+        fail_msg("re-predicted %.9g s / %.9g B, planned %.9g s / %.9g B\n%s", b->step_s, b->peak_bytes, a->step_s,
+                 a->peak_bytes, t);
+    for (int s = 0; s < lo->pp; s++) {
+        assert_int_equal(lo2.layers[s], lo->layers[s]);
+        assert_int_equal(lo2.full_rc[s], lo->full_rc[s]);
+        assert_int_equal(lo2.sel_rc[s], lo->sel_rc[s]);
+    }
+    assert_int_equal(lo2.dp, lo->dp);
+    free(a), free(b), free(t);
+}
+
+static void test_round_trip_175b(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    Layout lo;
+    /* the planner's 512-GPU 175B neighbourhood, as Megatron expresses it:
+     * tp 4, pp 8, vp 4, block recomputation of 1 layer per chunk (4 a stage) */
+    base(&lo, 16, 4, 8, 4, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    for (int s = 0; s < 8; s++)
+        lo.full_rc[s] = 4;
+    round_trip(&m, &hw, &lo, "--recompute-num-layers 1 \\");
+    /* and the planner's #1 shape (tp 2, pp 16, vp 6) without recomputation */
+    base(&lo, 16, 2, 16, 6, 1, 2048, OPT_DISTOPT);
+    round_trip(&m, &hw, &lo, "--num-virtual-stages-per-pipeline-rank 6 \\");
+    /* every layer recomputed: uniform, 1 */
+    base(&lo, 16, 2, 16, 6, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    round_trip(&m, &hw, &lo, "--recompute-method uniform \\");
+    base(&lo, 16, 4, 8, 1, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    layout_set_recompute(&lo, RECOMPUTE_SELECTIVE);
+    lo.prec = PREC_FP8;
+    round_trip(&m, &hw, &lo, "--recompute-granularity selective \\");
+}
+
+static void test_round_trip_zero3(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 256, 2, 1, 1, 4, 2048, OPT_ZERO3);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    round_trip(&m, &hw, &lo, "--data-parallel-sharding-strategy optim_grads_params \\");
+    base(&lo, 256, 2, 1, 1, 4, 2048, OPT_ZERO2);
+    lo.grad_fp32 = false;
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    round_trip(&m, &hw, &lo, "--grad-reduce-in-bf16 \\");
+    char err[512];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "--use-megatron-fsdp \\"));
+    assert_non_null(strstr(t, "--ckpt-format fsdp_dtensor \\"));
+    assert_non_null(strstr(t, "--overlap-param-gather \\"));
+    assert_null(strstr(t, "--use-flash-attn"));
+    free(t);
+}
+
+static void test_round_trip_interleaved_uneven(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 4, 8, 4, 2, 1, 1024, OPT_DISTOPT);
+    int full[4] = {4, 4, 4, 4};
+    memcpy(lo.full_rc, full, sizeof full);
+    round_trip(&m, &hw, &lo, "--num-virtual-stages-per-pipeline-rank 2 \\");
+    char err[512];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    const char *want[] = {"--rotary-base 500000 \\", "--use-rope-scaling \\", "--overlap-grad-reduce \\",
+                          "--attention-backend flash", "--recompute-num-layers 2 \\", "--sequence-parallel \\",
+                          "# environment: CUDA_DEVICE_MAX_CONNECTIONS=1"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing \"%s\" in:\n%s", want[i], t);
+    free(t);
+    /* uneven first/last stages (no interleaving), block N = 6 on every stage */
+    base(&lo, 4, 8, 4, 1, 1, 1024, OPT_ZERO0);
+    int l3[4] = {16, 24, 24, 16}, f3[4] = {6, 6, 6, 6};
+    memcpy(lo.layers, l3, sizeof l3);
+    memcpy(lo.full_rc, f3, sizeof f3);
+    lo.prec = PREC_FP16;
+    round_trip(&m, &hw, &lo, "--decoder-first-pipeline-num-layers 16 \\");
+}
+
+static void refused(const ModelSpec *m, const HwProfile *hw, Layout *lo, const char *says)
+{
+    char err[512] = "";
+    assert_int_equal(layout_check(lo, m, hw, err, sizeof err), 0);
+    char *t = export_megatron(m, hw, lo, err, sizeof err);
+    if (t)
+        fail_msg("exported what Megatron cannot run:\n%s", t);
+    if (!strstr(err, says))
+        fail_msg("error \"%s\" does not say \"%s\"", err, says);
+    assert_null(strchr(err, '\n'));
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    Layout lo;
+    /* the old bug: 1 layer in 4 of 16 stages (vp 6) became 1 per chunk everywhere */
+    base(&lo, 16, 2, 16, 6, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    for (int s = 0; s < 4; s++)
+        lo.full_rc[s] = 1;
+    refused(&m, &hw, &lo, "1/1/1/1/0/0");
+    refused(&m, &hw, &lo, "--target megatron");
+    base(&lo, 16, 4, 8, 1, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    lo.full_rc[0] = 3, lo.full_rc[1] = 2;
+    refused(&m, &hw, &lo, "3/2/0");
+    base(&lo, 16, 4, 8, 1, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    lo.full_rc[0] = 2, lo.sel_rc[1] = 12;
+    refused(&m, &hw, &lo, "selectively");
+    base(&lo, 16, 4, 8, 1, 1, 2048, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
+    lo.sel_rc[0] = 5;
+    refused(&m, &hw, &lo, "selective recomputation covers every layer");
+    base(&lo, 16, 4, 4, 1, 1, 2048, OPT_DISTOPT);
+    int layers[4] = {24, 23, 25, 24};
+    memcpy(lo.layers, layers, sizeof layers);
+    refused(&m, &hw, &lo, "24/23/25/24");
+}
+
+static void test_torchtitan(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 32, 8, 1, 1, 1, 1024, OPT_ZERO3);
+    char err[512];
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout: %s", err);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    char *t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
+    if (!t)
+        fail_msg("%s", err);
+    const char *want[] = {"from torchtitan.models.llama3.config_registry import llama3_70b",
+                          "p.data_parallel_shard_degree = 32\n", "p.data_parallel_replicate_degree = 1\n",
+                          "p.fsdp_reshard_after_forward = \"always\"", "p.tensor_parallel_degree = 8\n",
+                          "t.num_tokens_per_train_step = 8388608\n", "config.activation_checkpoint = FullAC.Config()"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing \"%s\" in:\n%s", want[i], t);
+    free(t);
+    base(&lo, 4, 8, 4, 2, 1, 1024, OPT_ZERO0);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    const char *pipe[] = {"p.data_parallel_replicate_degree = 4\n", "p.pipeline_parallel_degree = 4\n",
+                          "p.pipeline_parallel_schedule = \"Interleaved1F1B\"",
+                          "p.pipeline_parallel_layers_per_stage = 10\n", "p.num_pp_microbatches = 256\n",
+                          "config.activation_checkpoint = None"};
+    for (size_t i = 0; i < sizeof pipe / sizeof *pipe; i++)
+        if (!strstr(t, pipe[i]))
+            fail_msg("missing \"%s\" in:\n%s", pipe[i], t);
+    free(t);
+    lo.opt = OPT_DISTOPT;
+    assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "optimizer-only sharding"));
+    load("gpt3-175b", "h100-sxm", &m, &hw);
+    base(&lo, 16, 4, 8, 1, 1, 2048, OPT_ZERO0);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "Llama 3 flavor"));
+}
+
+static void test_slurm(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    char err[512];
+    load("llama3.1-70b", "gb200", &m, &hw);
+    assert_int_equal(hw.gpus_per_host, 4);
+    assert_int_equal(hw.gpus_per_node, 72);
+    Layout lo;
+    base(&lo, 4, 8, 4, 1, 1, 1024, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    ExportOpts eo;
+    export_opts_default(&eo);
+    assert_null(export_slurm(&m, &hw, &lo, &eo, err, sizeof err));   // no --data
+    assert_non_null(strstr(err, "--data"));
+    eo.data = "shards/*.bin";
+    eo.plan_path = "my plan.json";
+    char *t = export_slurm(&m, &hw, &lo, &eo, err, sizeof err);
+    assert_non_null(t);
+    const char *want[] = {"#SBATCH --nodes=32\n", "#SBATCH --ntasks-per-node=4\n", "#SBATCH --gpus-per-node=4\n",
+                          "#SBATCH --signal=USR1@300\n", "PLAN='my plan.json'\n", "--backend cuda",
+                          "--data \"$DATA\"", "if [ -f \"$CKPT/manifest.json\" ]", "RESUME=(--resume)"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(t, want[i]))
+            fail_msg("missing \"%s\" in:\n%s", want[i], t);
+    free(t);
+    t = export_slurm_megatron(&m, &hw, &lo, &eo, err, sizeof err);
+    assert_non_null(t);
+    const char *want2[] = {"export CUDA_DEVICE_MAX_CONNECTIONS=1\n", "--save \"$CKPT\" --load \"$CKPT\"",
+                           "--exit-signal-handler --exit-signal SIGUSR1", "pretrain_gpt.py",
+                           "RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID",
+                           "    --tensor-model-parallel-size 8\n", "scontrol show hostnames"};
+    for (size_t i = 0; i < sizeof want2 / sizeof *want2; i++)
+        if (!strstr(t, want2[i]))
+            fail_msg("missing \"%s\" in:\n%s", want2[i], t);
+    free(t);
+    const char *good[] = {"30", "30:00", "48:00:00", "2-00", "2-12:30", "1-00:00:00", "UNLIMITED"};
+    const char *bad[] = {"", "1:2:3:4", "2-", "-5", "10:75", "1-25:00", "abc", "0", "12:00:00x"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (export_check_time(good[i], err, sizeof err))
+            fail_msg("\"%s\" refused: %s", good[i], err);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (!export_check_time(bad[i], err, sizeof err))
+            fail_msg("\"%s\" accepted", bad[i]);
+    assert_int_equal(export_check_job_name("pretrain-175b_v2.1", err, sizeof err), 0);
+    assert_int_equal(export_check_job_name("a b", err, sizeof err), -1);
+    assert_int_equal(export_check_job_name("", err, sizeof err), -1);
+    ExportFormat f;
+    assert_int_equal(export_parse_format("slurm-megatron", &f), 0);
+    assert_int_equal(f, EXPORT_SLURM_MEGATRON);
+    assert_int_equal(export_parse_format("deepspeed", &f), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
+        cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
