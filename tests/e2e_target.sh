@@ -2,7 +2,7 @@
 # e2e_target.sh — --target and --mem-margin from the command line:
 #  - --target ultraplan --mem-margin 0 gives the same top-5 as the search
 #    did before --target existed (tests/data/target_ultraplan_top5.tsv,
-#    computed by the tool at 2149dca: a pin of unchanged behaviour, not of
+#    computed by the tool at 94b4bd2, before --target: a pin of unchanged behaviour, not of
 #    truth);
 #  - under megatron (the default) plan.json records the target, every ranked
 #    layout has one recompute count per model chunk and equal middle stages,
