@@ -24,7 +24,7 @@ has "$p" '--tp N +tensor parallel size \(searched unless given\)' && ok "plan --
 has "$p" '--gpus N +GPUs in the job \(required\)' && ok "plan --help: --gpus required" || fail "plan --help --gpus"
 has "$r" '--tp N +tensor parallel size \(default 1\)' && has "$r" '--gpus N +GPUs in the job \(default tp\*pp\*cp\*dp' &&
     ok "predict --help: defaults, --gpus from the layout" || fail "predict --help defaults"
-has "$x" 'slurm only:' && has "$x" '--time HH:MM:SS +#SBATCH --time \(default 48:00:00\)' && ok "export --help: Slurm flags and defaults" ||
+has "$x" 'slurm formats:' && has "$x" '--time LIMIT +#SBATCH --time' && has "$x" '\(default 48:00:00\)' && ok "export --help: Slurm flags and defaults" ||
     fail "export --help"
 has "$c" '--backend cpu\|cuda +what to measure \(default cpu\)' && ok "calibrate --help: default backend" || fail "calibrate --help"
 ! has "$t" '--json' && ! has "$t" '--output' && ok "tui --help: no --json or -o" || fail "tui --help lists --json/-o"
