@@ -32,8 +32,8 @@ typedef struct {
     bool bias;          // linear biases (GPT-2/3 style)
     bool tied;          // output head shares the input embedding
     bool dropout;       // dropout in attention and MLP (GPT-3 style); masks take activation memory
-    double rope_theta;  // RoPE base frequency; 0 = 10000 (the usual default). No cost depends on it:
-                        // export writes it (Megatron --rotary-base) so the run is the planned model
+    int rope_theta;     // RoPE base frequency; 0 = 10000 (the usual default). No cost depends on it:
+                        // export writes it (Megatron's --rotary-base, an integer) so the run is the planned model
     bool rope_scaling;  // Llama 3.x RoPE frequency scaling (Megatron --use-rope-scaling); export only
 } ModelSpec;
 

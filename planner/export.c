@@ -344,7 +344,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     ARGV("--normalization", "%s", m->norm == NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
     ARGV("--position-embedding-type", "%s", m->pos == POS_ROPE ? "rope" : "learned_absolute");
     if (m->pos == POS_ROPE && m->rope_theta > 0 && m->rope_theta != 10000)
-        ARGV("--rotary-base", "%.0f", m->rope_theta);
+        ARGV("--rotary-base", "%d", m->rope_theta);
     if (m->pos == POS_ROPE && m->rope_scaling)
         ARG("--use-rope-scaling");
     if (!m->tied)
@@ -526,7 +526,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             m->pos = v && !strcmp(v, "rope") ? POS_ROPE : POS_LEARNED;
         } else if (!strcmp(f, "--rotary-base")) {
             took = 1;
-            m->rope_theta = v ? atof(v) : 0;
+            m->rope_theta = v ? atoi(v) : 0;
         } else if (!strcmp(f, "--attention-backend")) {
             took = 1;
             lo->flash = v && !strcmp(v, "flash");

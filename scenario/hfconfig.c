@@ -261,9 +261,14 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
      * depend on them; export writes them so the run is this model */
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
     if (rt && !cJSON_IsNull(rt)) {
-        if (!cJSON_IsNumber(rt) || !(rt->valuedouble > 0 && rt->valuedouble < 1e12))
-            FIELD_BAD(c, "rope_theta", "expected a positive number, got %s", type_name(rt));
-        m->rope_theta = rt->valuedouble == 10000 ? 0 : rt->valuedouble;
+        if (!cJSON_IsNumber(rt) || !(rt->valuedouble >= 1 && rt->valuedouble <= 2147483647.0))
+            FIELD_BAD(c, "rope_theta", "expected a number from 1 to 2147483647, got %s", type_name(rt));
+        /* Megatron's --rotary-base is an integer: a fractional base is rounded, and said */
+        double th = rt->valuedouble;
+        m->rope_theta = th == 10000 ? 0 : (int)(th + 0.5);
+        if (th != (double)(int)th)
+            note_add(note, notelen, "; rope_theta %g rounded to %d (Megatron's --rotary-base is an integer)", th,
+                     (int)(th + 0.5));
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
     if (rs && cJSON_IsObject(rs)) {

@@ -84,6 +84,17 @@ else
   bad "tui: $(cat "$tmp/err") $(head -2 "$tmp/tui.txt")"
 fi
 
+# 4b. RoPE settings travel: a plan of an HF config keeps rope_theta and
+# llama3 rope_scaling (plan.json), and export writes Megatron's flags for them
+"$U" plan --hf-config "$D/Qwen2.5-7B.json" --gpus 8 --top 1 -o "$tmp/q.plan.json" >/dev/null &&
+    "$U" export "$tmp/q.plan.json" --format megatron >"$tmp/q.mega" && grep -q -- "--rotary-base 1000000" "$tmp/q.mega" &&
+    ! grep -q -- "--use-rope-scaling" "$tmp/q.mega" && ok "Qwen2.5 plan exports --rotary-base 1000000" ||
+    bad "Qwen2.5 rope: $(grep -E 'rot|rope' "$tmp/q.mega" 2>/dev/null | tr '\n' ' ')"
+"$U" plan --hf-config "$D/Llama-3.1-8B.json" --gpus 8 --top 1 -o "$tmp/l.plan.json" >/dev/null &&
+    "$U" export "$tmp/l.plan.json" --format megatron >"$tmp/l.mega" && grep -q -- "--rotary-base 500000" "$tmp/l.mega" &&
+    grep -q -- "--use-rope-scaling" "$tmp/l.mega" && ok "Llama 3.1 plan exports --rotary-base 500000 --use-rope-scaling" ||
+    bad "Llama 3.1 rope: $(grep -E 'rot|rope' "$tmp/l.mega" 2>/dev/null | tr '\n' ' ')"
+
 # 5. --help names it; refusals name the file and the field
 "$U" predict --help | grep -q -- "--hf-config FILE" && ok "help" || bad "predict --help lacks --hf-config"
 refused '"num_local_experts"' predict --hf-config "$D/Mixtral-8x7B-v0.1.json" --gpus 8
