@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "inner.h"
+#include "export.h"
 #include "planner.h"
 #include "presets.h"
 #include "profile.h"
@@ -357,6 +358,23 @@ static void test_only_expressible_plans(void **state)
             char why[400];
             if (layout_megatron_check(&p->layout, &sc->model, why, sizeof why) != 0)
                 fail_msg("request %zu plan #%d: %s", i, k + 1, why);
+            /* and export agrees: it writes the layout, and its arguments
+             * parsed back re-predict to the same step time and memory */
+            char *args = export_megatron(&sc->model, &sc->hw, &p->layout, why, sizeof why);
+            if (!args)
+                fail_msg("request %zu plan #%d: export refused it: %s", i, k + 1, why);
+            ModelSpec m2;
+            Layout lo2;
+            if (export_parse_megatron(args, layout_gpus(&p->layout), &sc->hw, &m2, &lo2, why, sizeof why) != 0)
+                fail_msg("request %zu plan #%d: parse back: %s", i, k + 1, why);
+            lo2.flops = p->layout.flops;
+            Cost *back = malloc(sizeof *back);
+            cost(&m2, &sc->hw, &lo2, &sc->opts, back);
+            if (back->step_s != p->cost.step_s || back->peak_bytes != p->cost.peak_bytes)
+                fail_msg("request %zu plan #%d: exported and re-predicted %.9g s / %.9g B, planned %.9g s / %.9g B",
+                         i, k + 1, back->step_s, back->peak_bytes, p->cost.step_s, p->cost.peak_bytes);
+            free(back);
+            free(args);
             assert_int_equal(p->layout.target, TARGET_MEGATRON);
             /* what is ranked is what cost() says of it, and it leaves the margin */
             Cost c;
