@@ -37,8 +37,8 @@ static int cpu_init(void **state, const PlanFile *pf, const RunRequest *rq, cons
 static void cpu_describe(void *state, FILE *log)
 {
     const Exec *e = state;
-    fprintf(log, "run: %s on %d ranks (dp %d tp %d pp %d vp %d%s%s%s), %d micro-batches of %d x %d tokens\n",
-            e->m.name, e->d.world, e->lo.dp, e->lo.tp, e->lo.pp, e->lo.vp, e->lo.sp ? " sp" : "",
+    fprintf(log, "run: %s on %d ranks (dp %d tp %d pp %d vp %d cp %d%s%s%s), %d micro-batches of %d x %d tokens\n",
+            e->m.name, e->d.world, e->lo.dp, e->lo.tp, e->lo.pp, e->lo.vp, e->lo.cp, e->lo.sp ? " sp" : "",
             e->lo.opt != OPT_ZERO0 ? " " : "", e->lo.opt != OPT_ZERO0 ? layout_opt_name(e->lo.opt) : "",
             e->nmb, e->B, e->T);
 }
