@@ -12,6 +12,8 @@ void layout_default(Layout *lo)
 {
     memset(lo, 0, sizeof *lo);
     lo->dp = lo->tp = lo->pp = lo->vp = lo->cp = 1;
+    lo->ep = 1;
+    lo->etp = 0;
     lo->sp = true;
     lo->mbs = 1;
     lo->gbs = 0;
@@ -25,6 +27,15 @@ void layout_default(Layout *lo)
 }
 
 int layout_gpus(const Layout *lo) { return lo->dp * lo->tp * lo->pp * lo->cp; }
+
+int layout_etp(const Layout *lo) { return lo->etp > 0 ? lo->etp : lo->tp; }
+
+int layout_edp(const Layout *lo)
+{
+    long long d = (long long)layout_etp(lo) * (lo->ep > 0 ? lo->ep : 1);
+    long long n = (long long)lo->tp * lo->cp * lo->dp;
+    return d > 0 && n % d == 0 ? (int)(n / d) : 0;
+}
 
 int layout_microbatches(const Layout *lo)
 {
@@ -64,6 +75,8 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
              lo->dp, lo->tp, lo->pp, lo->vp, lo->cp);
     if (lo->mbs < 1)
         FAIL("layout: micro-batch must be >= 1 (got %d)", lo->mbs);
+    if (lo->ep < 1 || lo->etp < 0)
+        FAIL("layout: ep must be >= 1 and etp >= 1 (0 = tp) (got ep=%d etp=%d)", lo->ep, lo->etp);
     if (lo->gbs < 1)
         FAIL("layout: global batch must be >= 1 (got %d)", lo->gbs);
     if ((double)lo->dp * lo->tp * lo->pp * lo->cp > 1e8)
@@ -80,6 +93,23 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
              lo->tp, m->g);
     if (m->f % lo->tp != 0)
         FAIL("layout: tp %d does not divide ffn %d", lo->tp, m->f);
+    if (!spec_is_moe(m) && (lo->ep > 1 || layout_etp(lo) != lo->tp))
+        FAIL("layout: ep %d / etp %d need a mixture-of-experts model (this one is dense)", lo->ep, layout_etp(lo));
+    if (spec_is_moe(m)) {
+        int etp = layout_etp(lo);
+        long long ranks = (long long)lo->tp * lo->cp * lo->dp;
+        if (m->experts % lo->ep != 0)
+            FAIL("layout: ep %d does not divide the %d experts", lo->ep, m->experts);
+        if (ranks % ((long long)etp * lo->ep) != 0)
+            FAIL("layout: etp*ep = %d*%d = %lld does not divide tp*cp*dp = %d*%d*%d = %lld (parallel folding: "
+                 "expert layers use etp x ep x edp over the attention layers' ranks)",
+                 etp, lo->ep, (long long)etp * lo->ep, lo->tp, lo->cp, lo->dp, ranks);
+        int ef = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+        if (ef % etp != 0)
+            FAIL("layout: etp %d does not divide moe-ffn %d", etp, ef);
+        if (m->shared_ffn > 0 && m->shared_ffn % lo->tp != 0)
+            FAIL("layout: tp %d does not divide shared-ffn %d", lo->tp, m->shared_ffn);
+    }
     if (lo->cp > 1 && m->s % (2 * lo->cp) != 0)
         FAIL("layout: seq %d is not a multiple of 2*cp = %d (load-balanced context parallel)", m->s, 2 * lo->cp);
     if (lo->pp > m->L)

@@ -37,6 +37,8 @@ typedef enum {
 
 typedef struct {
     int dp, tp, pp, vp, cp;        // data, tensor, pipeline, virtual (interleave), context parallel sizes
+    int ep;                        // expert parallel (default 1)
+    int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
     int mbs;                       // micro-batch, sequences
     int gbs;                       // global batch, sequences
@@ -69,6 +71,11 @@ void layout_set_recompute(Layout *lo, Recompute r);
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen);
 
 int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
+/* Megatron-core "parallel folding": attention layers use tp × cp × dp, expert
+ * layers etp × ep × edp over the same ranks of a stage; edp = tp·cp·dp /
+ * (etp·ep) (layout_check makes it whole). etp 0 reads as tp. */
+int layout_etp(const Layout *lo);
+int layout_edp(const Layout *lo);
 int layout_microbatches(const Layout *lo);        // m = gbs / (dp·mbs)
 /* Ranks that reduce gradients together and over which ZeRO shards model
  * states: dp·cp (Megatron forms its data-parallel group over dp × cp). */
