@@ -29,8 +29,9 @@ static const ScenarioFlag scen_flags[] = {
      "a preset (gpt3-175b, llama2-7b, llama3.1-405b, ...; see `ultraplan models`)", NULL},
     {"params", "SIZE", O_PARAMS, NULL, "the preset of that size, or a derived GPT-style shape (e.g. 175B, 20B)", NULL},
     {"hf-config", "FILE", O_HF_CONFIG, NULL,
-     "a Hugging Face config.json (Llama, Mistral, Qwen2/3, Gemma); seq from max_position_embeddings", NULL},
-    {"gpu", "NAME", O_GPU, "Hardware:", "a100-40g a100-80g h100-sxm h200 b200 gb200 (default h100-sxm)", NULL},
+     "a Hugging Face config.json (Llama, Mistral, Qwen2/3, Gemma, Mixtral, Qwen3-MoE, DeepSeek-V3,\n"
+     "                          GPT-OSS, Llama 4); seq from max_position_embeddings", NULL},
+    {"gpu", "NAME", O_GPU, "Hardware:", "a100-40g a100-80g h100-sxm h200 b200 gb200 b300 gb300 (default h100-sxm)", NULL},
     {"profile", "FILE", O_PROFILE, NULL, "a profile JSON (from `calibrate`, `fit` or your own)", NULL},
     {"gpus", "N", O_GPUS, NULL, "GPUs in the job (default tp*pp*cp*dp: 1 when no layout is given)",
      "GPUs in the job (required)"},

@@ -34,6 +34,7 @@ static const Alias aliases[] = {
     {"h100-80gb", "h100-sxm"},  {"h200-sxm", "h200"},      {"h200-141g", "h200"},
     {"h200-141gb", "h200"},     {"b200-sxm", "b200"},      {"b200-180g", "b200"},
     {"gb200-nvl72", "gb200"},   {"nvl72", "gb200"},
+    {"b300-sxm", "b300"},       {"hgx-b300", "b300"},      {"gb300-nvl72", "gb300"},
 };
 
 int profile_builtin_count(void) { return profile_embed_count; }

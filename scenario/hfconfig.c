@@ -2,10 +2,14 @@
  *
  * Field names and defaults are those of transformers' configuration classes
  * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, and the
- * mixture-of-experts MixtralConfig, Qwen3MoeConfig, DeepseekV3Config): a key
- * the file leaves out takes the class default (num_key_value_heads = heads,
- * head_dim = hidden / heads, tie_word_embeddings per family). GPT-OSS and
- * Llama 4 configs are not read yet (their presets are). */
+ * mixture-of-experts MixtralConfig, Qwen3MoeConfig, DeepseekV3Config,
+ * GptOssConfig, Llama4TextConfig): a key the file leaves out takes the class
+ * default (num_key_value_heads = heads, head_dim = hidden / heads,
+ * tie_word_embeddings per family). Llama4ForConditionalGeneration's shape is
+ * its "text_config" (the vision tower is not costed). What GPT-OSS and Llama 4
+ * have that the spec cannot hold (sliding windows, attention sinks, the
+ * clamped SwiGLU, chunked attention, NoPE layers) is costed as the plain form
+ * and said in the note, with its size where it has weights. */
 #include "hfconfig.h"
 
 #include <math.h>
@@ -29,25 +33,33 @@ typedef struct {
     bool qk_norm;             // per-head RMSNorm of q and k (Qwen3): 2 d_head weights a layer
     bool gelu;                // gated GeLU MLP (GeGLU) rather than SwiGLU
     bool window_flag;         // sliding_window applies only with use_sliding_window (Qwen)
-    int moe;                  // 0 dense; MOE_MIXTRAL, MOE_QWEN3, MOE_DEEPSEEK: how its experts are named
+    int moe;                  // 0 dense; MOE_MIXTRAL, ...: how its experts are named
+    bool mlp_biased;          // the MLP (experts) always carry biases (GPT-OSS), no key for it
+    bool nested;              // the shape is the "text_config" object (Llama 4 multimodal)
 } HfFamily;
 
-enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN3, MOE_DEEPSEEK };
+enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN3, MOE_DEEPSEEK, MOE_GPTOSS, MOE_LLAMA4 };
 
 static const HfFamily families[] = {
-    {"LlamaForCausalLM", "llama", "Llama", false, true, true, false, false, false, false, MOE_NONE},
-    {"MistralForCausalLM", "mistral", "Mistral", false, false, false, false, false, false, false, MOE_NONE},
-    {"Qwen2ForCausalLM", "qwen2", "Qwen2", false, false, false, true, false, false, true, MOE_NONE},
-    {"Qwen3ForCausalLM", "qwen3", "Qwen3", false, true, false, false, true, false, true, MOE_NONE},
-    {"GemmaForCausalLM", "gemma", "Gemma", true, true, false, false, false, true, false, MOE_NONE},
-    {"MixtralForCausalLM", "mixtral", "Mixtral", false, false, false, false, false, false, false, MOE_MIXTRAL},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3-MoE", false, true, false, false, true, false, true, MOE_QWEN3},
+    {"LlamaForCausalLM", "llama", "Llama", false, true, true, false, false, false, false, MOE_NONE, false, false},
+    {"MistralForCausalLM", "mistral", "Mistral", false, false, false, false, false, false, false, MOE_NONE, false, false},
+    {"Qwen2ForCausalLM", "qwen2", "Qwen2", false, false, false, true, false, false, true, MOE_NONE, false, false},
+    {"Qwen3ForCausalLM", "qwen3", "Qwen3", false, true, false, false, true, false, true, MOE_NONE, false, false},
+    {"GemmaForCausalLM", "gemma", "Gemma", true, true, false, false, false, true, false, MOE_NONE, false, false},
+    {"MixtralForCausalLM", "mixtral", "Mixtral", false, false, false, false, false, false, false, MOE_MIXTRAL, false, false},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3-MoE", false, true, false, false, true, false, true, MOE_QWEN3, false, false},
     {"DeepseekV3ForCausalLM", "deepseek_v3", "DeepSeek-V3", false, true, false, false, false, false, false,
-     MOE_DEEPSEEK},
+     MOE_DEEPSEEK, false, false},
+    {"GptOssForCausalLM", "gpt_oss", "GPT-OSS", false, true, false, false, false, false, false, MOE_GPTOSS, true, false},
+    {"Llama4ForConditionalGeneration", "llama4", "Llama 4", false, true, false, false, false, false, false, MOE_LLAMA4,
+     false, true},
+    {"Llama4ForCausalLM", "llama4_text", "Llama 4", false, true, false, false, false, false, false, MOE_LLAMA4, false,
+     false},
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof *families))
 #define KNOWN "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, " \
-              "MixtralForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM"
+              "MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, GptOssForCausalLM, " \
+              "Llama4ForConditionalGeneration or Llama4ForCausalLM"
 
 /* keys that mark a mixture-of-experts config */
 static const char *const moe_keys[] = {"num_local_experts", "num_experts", "n_routed_experts",
@@ -172,7 +184,7 @@ static const HfFamily *family_of(const cJSON *j, const Ctx *c)
                  c->path, arch);
     else
         snprintf(c->err, c->errlen, "%s: field \"model_type\": \"%.80s\" is not supported (known: llama, mistral, "
-                 "qwen2, qwen3, gemma, mixtral, qwen3_moe, deepseek_v3)", c->path, mt);
+                 "qwen2, qwen3, gemma, mixtral, qwen3_moe, deepseek_v3, gpt_oss, llama4, llama4_text)", c->path, mt);
     return NULL;
 }
 
@@ -183,7 +195,8 @@ static int refuse_moe(const cJSON *j, const Ctx *c)
         if (!v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && v->valuedouble == 0))
             continue;
         FIELD_BAD(c, moe_keys[i], "a mixture-of-experts key in a dense family's config (mixture-of-experts "
-                  "configs read: MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM)");
+                  "configs read: MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, GptOssForCausalLM, "
+                  "Llama4ForConditionalGeneration, Llama4ForCausalLM)");
     }
     return 0;
 }
@@ -260,7 +273,7 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
         FIELD_BAD(c, "head_dim", "missing, and hidden_size %d is not a multiple of num_attention_heads %d", m->h,
                   m->a);
     }
-    bool tied, attn_bias = false, mlp_bias = false, window = !f->window_flag;
+    bool tied, attn_bias = false, mlp_bias = f->mlp_biased, window = !f->window_flag;
     if (get_bool(j, "tie_word_embeddings", f->tied, &tied, c) ||
         (f->attn_bias_key && get_bool(j, "attention_bias", false, &attn_bias, c)) ||
         (f->mlp_bias_key && get_bool(j, "mlp_bias", false, &mlp_bias, c)) ||
@@ -330,8 +343,22 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
     const cJSON *wv = cJSON_GetObjectItemCaseSensitive(j, "sliding_window");
     if (window && wv && !cJSON_IsNull(wv) && get_int(j, "sliding_window", 0, &win, c) != 0)
         return -1;
-    if (window && win > 0 && win < m->s)
-        note_add(note, notelen, "; %s sliding window %d costed as full causal attention", f->family, win);
+    if (window && win > 0 && win < m->s) {
+        /* layer_types (GPT-OSS, later transformers) names the windowed layers */
+        const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+        int sliding = 0;
+        if (cJSON_IsArray(lt)) {
+            if (cJSON_GetArraySize(lt) != m->L)
+                FIELD_BAD(c, "layer_types", "%d entries for num_hidden_layers %d", cJSON_GetArraySize(lt), m->L);
+            for (const cJSON *e = lt->child; e; e = e->next)
+                sliding += cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+        }
+        if (cJSON_IsArray(lt))
+            note_add(note, notelen, "; %s sliding window %d (%d of %d layers) costed as full causal attention",
+                     f->family, win, sliding, m->L);
+        else
+            note_add(note, notelen, "; %s sliding window %d costed as full causal attention", f->family, win);
+    }
     return 0;
 }
 
@@ -398,6 +425,63 @@ static int read_moe(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note,
                  (long long)spec_moe_layers(m) * m->experts);
         return 0;
     }
+    case MOE_GPTOSS: {
+        /* GptOssConfig: every layer sparse, num_local_experts experts of
+         * intermediate_size, top num_experts_per_tok (the original file also
+         * writes experts_per_token, which must agree); biases on q/k/v/o,
+         * the experts and the router (attention_bias; the rest always) */
+        int k2 = 0;
+        if (get_int(j, "num_local_experts", 128, &m->experts, c) ||
+            get_int(j, "experts_per_token", 4, &k2, c) || get_int(j, "num_experts_per_tok", k2, &m->topk, c))
+            return -1;
+        if (m->topk != k2)
+            FIELD_BAD(c, "experts_per_token", "%d contradicts num_experts_per_tok %d", k2, m->topk);
+        m->moe_ffn = m->f;
+        m->moe_freq = 1;
+        note_add(note, notelen, "; attention sinks not counted (%lld parameters)", (long long)m->L * m->a);
+        const cJSON *lim = cJSON_GetObjectItemCaseSensitive(j, "swiglu_limit");
+        if (cJSON_IsNumber(lim))
+            note_add(note, notelen, "; SwiGLU clamp %g not modelled", lim->valuedouble);
+        return 0;
+    }
+    case MOE_LLAMA4: {
+        /* Llama4TextConfig: layer i is MoE when i is in moe_layers, by default
+         * interleave_moe_layer_step - 1, 2 step - 1, ...; its experts and its
+         * one shared expert are of intermediate_size, the dense layers' MLP of
+         * intermediate_size_mlp */
+        int step;
+        m->moe_ffn = m->f;
+        if (get_int(j, "num_local_experts", 16, &m->experts, c) || get_int(j, "num_experts_per_tok", 1, &m->topk, c) ||
+            get_int(j, "interleave_moe_layer_step", 1, &step, c) ||
+            get_int(j, "intermediate_size_mlp", 16384, &m->f, c))
+            return -1;
+        if (step > m->L)
+            FIELD_BAD(c, "interleave_moe_layer_step", "%d is more than num_hidden_layers %d (no MoE layer)", step, m->L);
+        m->moe_freq = step;
+        m->moe_first_dense = step - 1;
+        m->shared_ffn = m->moe_ffn;
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(j, "moe_layers");
+        if (ml && !cJSON_IsNull(ml)) {
+            if (!cJSON_IsArray(ml))
+                FIELD_BAD(c, "moe_layers", "expected a list of layer numbers, got %s", type_name(ml));
+            int n = cJSON_GetArraySize(ml), want = 0;
+            for (int i = step - 1; i < m->L; i += step)
+                want++;
+            for (int i = 0; i < n; i++) {
+                const cJSON *e = cJSON_GetArrayItem(ml, i);
+                if (n != want || !cJSON_IsNumber(e) || e->valuedouble != (double)(step - 1 + i * step))
+                    FIELD_BAD(c, "moe_layers", "only the interleave_moe_layer_step pattern [%d, %d, ...] is supported",
+                              step - 1, 2 * step - 1);
+            }
+        }
+        int chunk = 0;
+        const cJSON *cv = cJSON_GetObjectItemCaseSensitive(j, "attention_chunk_size");
+        if (cv && !cJSON_IsNull(cv) && get_int(j, "attention_chunk_size", 0, &chunk, c) != 0)
+            return -1;
+        if (chunk > 0 && chunk < m->s)
+            note_add(note, notelen, "; chunked attention (%d) and NoPE layers costed as full causal attention", chunk);
+        return 0;
+    }
     default:
         return 0;
     }
@@ -413,7 +497,7 @@ int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *not
     int rc = -1;
     ModelSpec m;
     memset(&m, 0, sizeof m);
-    char local[256] = "";
+    char local[512] = "";
     const char *name;
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "%s: expected a JSON object (a transformers config.json)", path);
@@ -423,7 +507,17 @@ int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *not
     if (!f || (!f->moe && refuse_moe(j, &c) != 0) || get_str(j, "_name_or_path", &name, &c) != 0)
         goto out;
     snprintf(local, sizeof local, "Hugging Face config %.120s (%s)", path, f->family);
-    if (read_shape(j, f, &m, local, sizeof local, &c) != 0 || read_moe(j, f, &m, local, sizeof local, &c) != 0)
+    const cJSON *shape = j;
+    if (f->nested) {
+        shape = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+        if (!cJSON_IsObject(shape)) {
+            snprintf(err, errlen, "%s: field \"text_config\": %s (a %s config keeps its language model's shape there)",
+                     path, shape ? "expected an object" : "missing", f->arch);
+            goto out;
+        }
+        note_add(local, sizeof local, "; text_config only (the vision tower is not costed)");
+    }
+    if (read_shape(shape, f, &m, local, sizeof local, &c) != 0 || read_moe(shape, f, &m, local, sizeof local, &c) != 0)
         goto out;
     set_name(&m, name, path);
     char e2[256];

@@ -7,15 +7,22 @@
  * mixture-of-experts families Mixtral (num_local_experts), Qwen3-MoE
  * (num_experts, moe_intermediate_size, decoder_sparse_step, a leading
  * mlp_only_layers run) and DeepSeek-V3 (n_routed_experts, n_shared_experts,
- * first_k_dense_replace, moe_layer_freq, MLA ranks, num_nextn_predict_layers).
- * The family comes from "architectures" (and "model_type", which must agree);
- * any other architecture (GPT-OSS and Llama 4 are presets, not read here),
+ * first_k_dense_replace, moe_layer_freq, MLA ranks, num_nextn_predict_layers),
+ * GPT-OSS (GptOssForCausalLM: num_local_experts, num_experts_per_tok /
+ * experts_per_token, biases on attention, experts and router) and Llama 4
+ * (Llama4ForConditionalGeneration's text_config, or Llama4ForCausalLM:
+ * num_local_experts, interleave_moe_layer_step or the same moe_layers,
+ * experts and one shared expert of intermediate_size, dense layers of
+ * intermediate_size_mlp). The family comes from "architectures" (and
+ * "model_type", which must agree); any other architecture,
  * expert keys in a dense family's config and a missing or mistyped field are
  * refused with an error naming the file and the field. What the spec cannot hold exactly is
  * said in the note (Gemma's GeGLU is costed as swiglu: the same three
  * matrices and FLOPs, a different elementwise activation; Qwen2's q/k/v-only
  * biases are left out, with their count; Mistral's sliding window is
- * costed as full causal attention). Nothing here prints or exits.
+ * costed as full causal attention, as are GPT-OSS's windowed layers and Llama
+ * 4's chunked and NoPE layers; GPT-OSS's attention sinks are left out, with
+ * their count). Nothing here prints or exits.
  */
 #ifndef ULTRAPLAN_SCENARIO_HFCONFIG_H
 #define ULTRAPLAN_SCENARIO_HFCONFIG_H

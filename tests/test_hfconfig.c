@@ -1,8 +1,9 @@
 /* test_hfconfig.c — --hf-config: real Hugging Face config.json files
  * (tests/data/hf/, README there names each model repository) read into the
  * shape ultraplan costs, checked against parameter counts computed by hand
- * from the config and against the published figure of each model; the
- * refusals (MoE, unknown architecture, missing or mistyped fields); and the
+ * from the config and against the published figure of each model; the MoE
+ * configs (Mixtral, Qwen3-MoE, DeepSeek-V3, GPT-OSS, Llama 4) against their
+ * presets; the refusals (MoE, unknown architecture, missing or mistyped fields); and the
  * scenario's use of it (shape flags over it, exclusions, the name). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,8 @@ static void test_moe_configs(void **st)
         {"Mixtral-8x7B-v0.1.json", "mixtral-8x7b", 8, 2, 14336, 0, 0, 0},
         {"Qwen3-30B-A3B.json", "qwen3-30b-a3b", 128, 8, 768, 0, 0, 0},
         {"DeepSeek-V3.json", "deepseek-v3", 256, 8, 2048, 2048, 3, 1},
+        {"gpt-oss-120b.json", "gpt-oss-120b", 128, 4, 2880, 0, 0, 0},
+        {"Llama-4-Maverick-17B-128E.json", "llama4-maverick", 128, 1, 8192, 8192, 1, 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         char p[1024], note[256] = "", err[512] = "";
@@ -139,6 +143,20 @@ static void test_moe_configs(void **st)
         assert_int_equal(m.moe_first_dense, rows[i].first);
         assert_int_equal(m.mtp_layers, rows[i].mtp);
         assert_int_equal(m.attn, pr.attn);
+        /* the whole shape is the preset's (its sequence aside) */
+        assert_int_equal(m.L, pr.L);
+        assert_int_equal(m.h, pr.h);
+        assert_int_equal(m.a, pr.a);
+        assert_int_equal(m.g, pr.g);
+        assert_int_equal(spec_head_dim(&m), spec_head_dim(&pr));
+        assert_int_equal(m.f, pr.f);
+        assert_int_equal(m.vocab, pr.vocab);
+        assert_int_equal(m.bias, pr.bias);
+        assert_int_equal(m.tied, pr.tied);
+        assert_int_equal(m.moe_freq ? m.moe_freq : 1, pr.moe_freq ? pr.moe_freq : 1);
+        assert_int_equal(m.rope_theta, pr.rope_theta);
+        for (int l = 0; l < m.L; l++)
+            assert_int_equal(spec_layer_is_moe(&m, l), spec_layer_is_moe(&pr, l));
         /* the sequence differs (config: max_position_embeddings; preset: pre-training) and no count depends on it */
         if (spec_params(&m, 1, PARAMS_EXACT) != spec_params(&pr, 1, PARAMS_EXACT) ||
             spec_params_active(&m, 1, PARAMS_EXACT) != spec_params_active(&pr, 1, PARAMS_EXACT))
@@ -147,6 +165,83 @@ static void test_moe_configs(void **st)
                      rows[i].preset, (long long)spec_params(&pr, 1, PARAMS_EXACT),
                      (long long)spec_params_active(&pr, 1, PARAMS_EXACT));
     }
+}
+
+/* GPT-OSS and Llama 4: what changes the counts, by hand, and what the spec
+ * cannot hold said in the note.
+ *  gpt-oss-120b: every layer attention 2880*4096 + 4096 (q) + 2*(2880*512 + 512)
+ *    (k, v) + 4096*2880 + 2880 (o) = 26,550,080; 128 experts of 3*2880*2880 +
+ *    2*2880 + 2880 (gate/up and down biases) = 24,891,840 each; router
+ *    2880*128 + 128; 2 norms 5,760. Per layer 3,213,080,128; 36 layers +
+ *    2 * 201,088*2880 (untied) + 2880 = 116,829,154,368; with the sinks (36*64
+ *    = 2304, not counted) 116,829,156,672, the model card's 116.8B. Active: 4
+ *    experts instead of 128.
+ *  Llama 4 Maverick: 24 dense layers (MLP 3*5120*16384) and 24 MoE layers
+ *    (128 + 1 shared experts of 3*5120*8192, router 5120*128); the published
+ *    400B total / 17B active. */
+static void test_gpt_oss_llama4(void **st)
+{
+    (void)st;
+    char p[1024], note[512] = "", err[512] = "";
+    ModelSpec m;
+    path_of(p, sizeof p, "gpt-oss-120b.json");
+    if (hfconfig_load(p, &m, note, sizeof note, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT) + 36 * 64, 116829156672LL);
+    assert_true(m.bias && !m.tied && m.s == 131072 && m.moe_ffn == m.f && m.shared_ffn == 0);
+    assert_int_equal(spec_moe_layers(&m), 36);
+    assert_int_equal(spec_router_params(&m), 2880 * 128 + 128);
+    int64_t active = spec_params_active(&m, 1, PARAMS_EXACT) - 201088LL * 2880;   // the card leaves the input embedding out
+    assert_true(fabs((double)active / 5.1e9 - 1) < 0.01);
+    static const char *const oss_says[] = {"sliding window 128 (18 of 36 layers) costed as full causal attention",
+                                           "attention sinks not counted (2304 parameters)",
+                                           "SwiGLU clamp 7 not modelled"};
+    for (size_t i = 0; i < sizeof oss_says / sizeof *oss_says; i++)
+        if (!strstr(note, oss_says[i]))
+            fail_msg("note \"%s\" does not say \"%s\"", note, oss_says[i]);
+
+    path_of(p, sizeof p, "Llama-4-Maverick-17B-128E.json");
+    note[0] = 0;
+    if (hfconfig_load(p, &m, note, sizeof note, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(m.f, 16384);        // intermediate_size_mlp: the dense layers
+    assert_int_equal(m.moe_ffn, 8192);   // intermediate_size: each expert and the shared one
+    assert_int_equal(m.shared_ffn, 8192);
+    assert_int_equal(spec_moe_layers(&m), 24);
+    assert_true(!spec_layer_is_moe(&m, 0) && spec_layer_is_moe(&m, 1) && spec_layer_is_moe(&m, 47));
+    assert_true(!m.bias && !m.tied && m.s == 1048576);
+    int64_t total = spec_params(&m, 1, PARAMS_EXACT);
+    assert_true(fabs((double)total / 400e9 - 1) < 0.015);
+    assert_true(fabs((double)spec_params_active(&m, 1, PARAMS_EXACT) / 17e9 - 1) < 0.015);
+    assert_non_null(strstr(note, "text_config only"));
+    assert_non_null(strstr(note, "chunked attention (8192) and NoPE layers costed as full causal attention"));
+    /* the same text model as a text-only checkpoint writes it: Llama4ForCausalLM,
+     * the text_config's keys at the top level */
+    char *text = read_data("Llama-4-Maverick-17B-128E.json");
+    cJSON *root = cJSON_Parse(text), *tc = cJSON_DetachItemFromObject(root, "text_config");
+    assert_non_null(tc);
+    cJSON_AddItemToObject(tc, "architectures", cJSON_CreateStringArray((const char *[]){"Llama4ForCausalLM"}, 1));
+    char *flat = cJSON_Print(tc);
+    ModelSpec m2;
+    if (hfconfig_parse(flat, "flat.json", &m2, NULL, 0, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(spec_params(&m2, 1, PARAMS_EXACT), total);
+    assert_int_equal(spec_params_active(&m2, 1, PARAMS_EXACT), spec_params_active(&m, 1, PARAMS_EXACT));
+    free(flat);
+    cJSON_Delete(tc);
+    cJSON_Delete(root);
+    char *t;
+    /* Scout's pattern: interleave_moe_layer_step 1 makes every layer MoE */
+    t = edit(text, "\"interleave_moe_layer_step\": 2", "\"interleave_moe_layer_step\": 1");
+    assert_int_equal(hfconfig_parse(t, "x.json", &m, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(spec_moe_layers(&m), 48);
+    free(t);
+    /* an explicit moe_layers list must be the step's pattern */
+    t = edit(text, "\"interleave_moe_layer_step\": 2,", "\"interleave_moe_layer_step\": 2, \"moe_layers\": [1, 3],");
+    assert_int_equal(hfconfig_parse(t, "cfg/x.json", &m, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"moe_layers\""));
+    free(t);
+    free(text);
 }
 
 /* what the spec cannot hold is said, with its size */
@@ -237,6 +332,19 @@ static void test_refusals(void **st)
     t = edit(llama, "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"");
     refused(t, "\"hidden_act\"", "silu");
     free(t);
+    /* GPT-OSS's two top-k keys must agree; Llama 4 needs its text_config */
+    char *oss = read_data("gpt-oss-120b.json"), *l4 = read_data("Llama-4-Maverick-17B-128E.json");
+    t = edit(oss, "\"experts_per_token\": 4", "\"experts_per_token\": 2");
+    refused(t, "\"experts_per_token\"", "contradicts");
+    free(t);
+    t = edit(l4, "\"text_config\"", "\"text_config_x\"");
+    refused(t, "\"text_config\"", "missing");
+    free(t);
+    t = edit(l4, "\"interleave_moe_layer_step\": 2", "\"interleave_moe_layer_step\": 49");
+    refused(t, "\"interleave_moe_layer_step\"", NULL);
+    free(t);
+    free(oss);
+    free(l4);
     t = edit(llama, "\"architectures\": [\n    \"LlamaForCausalLM\"\n  ]", "\"architectures\": \"LlamaForCausalLM\"");
     refused(t, "\"architectures\"", NULL);
     free(t);
@@ -380,7 +488,7 @@ int main(int argc, char **argv)
         data_dir = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families),
-        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_gpt_oss_llama4), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_size_limit), cmocka_unit_test(test_scenario),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,8 +53,8 @@ static void test_builtins_load_and_are_sane(void **state)
 {
     (void)state;
     char err[512];
-    assert_int_equal(profile_builtin_count(), 6);
-    assert_null(profile_builtin_name(6));
+    assert_int_equal(profile_builtin_count(), 8);
+    assert_null(profile_builtin_name(8));
     assert_null(profile_builtin_name(-1));
     for (int i = 0; i < profile_builtin_count(); i++) {
         HwProfile hw;
@@ -68,9 +68,10 @@ static void test_builtins_load_and_are_sane(void **state)
         assert_true(hw.peak[PREC_BF16] >= 1e14 && hw.peak[PREC_BF16] <= 1e16);
         assert_true(hw.peak[PREC_FP16] == hw.peak[PREC_BF16]);
         assert_true(hw.peak[PREC_FP32] > 0 && hw.peak[PREC_FP32] < hw.peak[PREC_BF16]);
-        assert_true(hw.hbm_bytes >= 40e9 && hw.hbm_bytes <= 200e9);
+        assert_true(hw.hbm_bytes >= 40e9 && hw.hbm_bytes <= 288e9);
         assert_true(hw.hbm_bw >= 1e12 && hw.hbm_bw <= 10e12);
         assert_true(hw.gpus_per_node == 8 || hw.gpus_per_node == 72);
+        assert_true(hw.gpus_per_host >= 1 && hw.gpus_per_node % hw.gpus_per_host == 0);
         assert_true(hw.intra.bw > hw.inter.bw && hw.inter.bw >= 25e9);
         assert_true(hw.intra.lat > 0 && hw.inter.lat >= hw.intra.lat);
         check_curve(&hw.gemm_eff);
@@ -105,6 +106,47 @@ static void test_builtin_datasheet_values(void **state)
     assert_true(hw.peak[PREC_BF16] == 2.25e15 && hw.intra.bw == 900e9 && hw.gpus_per_node == 8);
     assert_int_equal(profile_load_builtin("gb200", &hw, err, sizeof err), 0);
     assert_true(hw.peak[PREC_BF16] == 2.5e15 && hw.intra.bw == 900e9 && hw.gpus_per_node == 72);
+}
+
+/* Blackwell Ultra: the datasheet values of b300.json and gb300.json (their
+ * _src strings), and what they borrow from b200/gb200 unchanged. */
+static void test_blackwell_ultra_values(void **state)
+{
+    (void)state;
+    HwProfile u, b;
+    char err[512];
+    /* HGX B300: 36 / 72 PFLOP/s bf16 / fp8 with sparsity per 8 GPUs, TF32 18;
+     * 270 GB usable of 288 GB HBM3e at 8 TB/s; NVLink 5 900 GB/s a direction;
+     * one ConnectX-8 800 Gb/s per GPU; 8 GPUs per host and NVLink domain */
+    assert_int_equal(profile_load_builtin("b300", &u, err, sizeof err), 0);
+    assert_true(u.peak[PREC_BF16] == 36e15 / 8 / 2 && u.peak[PREC_FP16] == u.peak[PREC_BF16]);
+    assert_true(u.peak[PREC_FP8] == 72e15 / 8 / 2 && u.peak[PREC_FP32] == 18e15 / 8 / 2);
+    assert_true(u.hbm_bytes == 270e9 && u.hbm_bytes < 288e9 && u.hbm_bw == 8e12);
+    assert_true(u.intra.bw == 900e9 && u.inter.bw == 800e9 / 8);
+    assert_int_equal(u.gpus_per_node, 8);
+    assert_int_equal(u.gpus_per_host, 8);
+    assert_int_equal(profile_load_builtin("b200", &b, err, sizeof err), 0);
+    assert_true(u.peak[PREC_BF16] == b.peak[PREC_BF16] && u.peak[PREC_FP8] == b.peak[PREC_FP8]);
+    assert_true(u.hbm_bytes == 1.5 * b.hbm_bytes && u.inter.bw == 2 * b.inter.bw);
+    assert_memory_equal(&u.gemm_eff, &b.gemm_eff, sizeof u.gemm_eff);   // borrowed, said in the file
+    assert_memory_equal(&u.attn_eff, &b.attn_eff, sizeof u.attn_eff);
+    assert_memory_equal(&u.mem_eff, &b.mem_eff, sizeof u.mem_eff);
+    assert_true(u.eff_ref_peak == b.eff_ref_peak && u.eff_ref_hbm_bw == b.eff_ref_hbm_bw &&
+                u.coll_eff == b.coll_eff && u.coll_lat == b.coll_lat && u.kernel_lat == b.kernel_lat);
+    /* GB300 NVL72: 360 / 720 PFLOP/s bf16 / fp8 with sparsity per 72 GPUs, TF32
+     * 180; 279 GB usable at 576 TB/s per 72; 4 GPUs per host, 72 per domain */
+    assert_int_equal(profile_load_builtin("gb300", &u, err, sizeof err), 0);
+    assert_true(u.peak[PREC_BF16] == 360e15 / 72 / 2 && u.peak[PREC_FP16] == u.peak[PREC_BF16]);
+    assert_true(u.peak[PREC_FP8] == 720e15 / 72 / 2 && u.peak[PREC_FP32] == 180e15 / 72 / 2);
+    assert_true(u.hbm_bytes == 279e9 && u.hbm_bytes < 288e9 && u.hbm_bw == 576e12 / 72);
+    assert_true(u.intra.bw == 900e9 && u.inter.bw == 800e9 / 8);
+    assert_int_equal(u.gpus_per_node, 72);
+    assert_int_equal(u.gpus_per_host, 4);
+    assert_int_equal(profile_load_builtin("gb200", &b, err, sizeof err), 0);
+    assert_true(u.peak[PREC_BF16] == b.peak[PREC_BF16] && u.peak[PREC_FP8] == b.peak[PREC_FP8]);
+    assert_memory_equal(&u.gemm_eff, &b.gemm_eff, sizeof u.gemm_eff);
+    assert_memory_equal(&u.mem_eff, &b.mem_eff, sizeof u.mem_eff);
+    assert_true(u.eff_ref_peak == b.eff_ref_peak && u.coll_eff == b.coll_eff);
 }
 
 /* Every number in the source JSON carries a <key>_src string beside it. */
@@ -157,7 +199,8 @@ static void test_aliases(void **state)
         {"h100", "h100-sxm"},       {"H100-SXM", "h100-sxm"}, {"H100", "h100-sxm"},
         {"a100", "a100-80g"},       {"a100-80gb", "a100-80g"}, {"A100-80GB", "a100-80g"},
         {"a100-40gb", "a100-40g"},  {"H200", "h200"},          {"gb200-nvl72", "gb200"},
-        {"B200", "b200"},
+        {"B200", "b200"},           {"b300-sxm", "b300"},     {"HGX-B300", "b300"},
+        {"GB300", "gb300"},         {"gb300-nvl72", "gb300"},
     };
     char err[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -651,6 +694,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtins_load_and_are_sane),
         cmocka_unit_test(test_builtin_datasheet_values),
+        cmocka_unit_test(test_blackwell_ultra_values),
         cmocka_unit_test(test_builtin_files_cite_sources),
         cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_bad_fields),
