@@ -154,7 +154,8 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                     for (int vp = 1; vp <= m->L / pp; vp++) {
                         if ((fx & FIX_VP) ? vp != b->vp : (vp > 1 && (pp < 2 || (fx & FIX_STAGES))))
                             continue;
-                        if (vp > 1 && (m->L % (pp * vp) || mb % pp))
+                        int ee, ll;   /* layers that do not divide pp*vp: Megatron's account-for split */
+                        if (vp > 1 && (layout_interleave_rule(m->L, pp, vp, &ee, &ll) || mb % pp))
                             continue;
                         OptimShard opts[4];
                         int nopt = 0;
@@ -503,12 +504,13 @@ static void valid_cp(const ModelSpec *m, int G, char *buf, int len)
     can_be("cp", v, n, buf, len);
 }
 
-/* pp >= 2 dividing `left` GPUs with the layers a multiple of pp*vp. */
+/* pp >= 2 dividing `left` GPUs with the layers a multiple of pp*vp, or so
+ * with the embedding and/or loss counted as a layer (Megatron's account-for). */
 static int pps_for_vp(const ModelSpec *m, int left, int vp, int *v, int cap)
 {
-    int n = 0;
+    int n = 0, e, l;
     for (int p = 2; p <= m->L && p <= LAYOUT_MAX_PP && p <= left && n < cap; p++)
-        if (left % p == 0 && m->L % (p * vp) == 0)
+        if (left % p == 0 && layout_interleave_rule(m->L, p, vp, &e, &l) == 0)
             v[n++] = p;
     return n;
 }
@@ -584,7 +586,7 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         int sum = 0;
         for (int s = 0; s < b->pp; s++)
             sum += b->layers[s];
-        if (sum != m->L)
+        if (sum != m->L && sum > 0)
             FAULT("--stage-layers sum to %d, but %s has %d layers", sum, m->name, m->L);
         char why[300];
         if (b->target == TARGET_MEGATRON && layout_megatron_check(b, m, why, sizeof why) != 0)
@@ -616,21 +618,23 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         }
         if ((fx & FIX_PP) && b->pp < 2)
             FAULT("--vp %d needs --pp 2 or more (interleaving splits each pipeline rank's layers); %s", v, alt);
-        if ((fx & FIX_PP) && m->L % (b->pp * v)) {
+        int e_, l_;
+        if ((fx & FIX_PP) && layout_interleave_rule(m->L, b->pp, v, &e_, &l_)) {
             int vv[64] = {0}, nv = 0;
             for (int k = 1; k <= m->L / b->pp && nv < 64; k++)
-                if (k == 1 || m->L % (b->pp * k) == 0)
+                if (k == 1 || layout_interleave_rule(m->L, b->pp, k, &e_, &l_) == 0)
                     vv[nv++] = k;
             char with[200];
             can_be("vp", vv, nv, with, sizeof with);
-            FAULT("--vp %d with --pp %d needs the %d layers of %s to be a multiple of pp*vp = %d; with pp %d %s; %s",
-                  v, b->pp, m->L, m->name, b->pp * v, b->pp, with, alt);
+            FAULT("--vp %d with --pp %d needs the %d layers of %s to be a multiple of pp*vp = %d, or %d or %d with "
+                  "the embedding and/or loss counted as a layer (Megatron's --account-for-*-in-pipeline-split); "
+                  "with pp %d %s; %s", v, b->pp, m->L, m->name, b->pp * v, m->L + 1, m->L + 2, b->pp, with, alt);
         }
         if (!(fx & FIX_PP) && np == 0)
             FAULT("--vp %d needs pp >= 2 with the %d layers of %s a multiple of pp*vp, and %s", v, m->L, m->name,
                   alt);
         if (fx & FIX_STAGES)
-            FAULT("--vp %d needs even stages, which --stage-layers does not give", v);
+            FAULT("--vp %d needs every stage's layers in vp equal chunks, which the given split does not give", v);
     }
     if (fx & FIX_DP) {
         int d = b->dp;

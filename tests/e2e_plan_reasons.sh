@@ -36,9 +36,10 @@ reason "tp 7" "--tp 7 does not divide the 96 heads" "tp can be 1, 2, 4, 8" -- --
 # 97 stages for 96 layers; pp dividing 512 and at most 96: 1 ... 64
 reason "pp 97" "--pp 97 is more than the 96 layers" "pp can be 1, 2, 4, 8, 16, 32, 64" -- \
     --gpus 512 --params 175B --pp 97
-# 126 = 2 x 3^2 x 7 is no multiple of 16 x 2 = 32, and with pp 16 no vp > 1 divides
-reason "pp 16 vp 2" "--vp 2 with --pp 16" "126 layers" "multiple of pp*vp = 32" "vp can only be 1" -- \
-    --gpus 1024 --model llama3.1-405b --pp 16 --vp 2
+# 126, 127 and 128 (the embedding and/or loss counted as a layer) are no multiple of 16 x 3 = 48;
+# with pp 16 vp 2 and 4 divide 128 = 16 x 8 (NVIDIA's pp 16 vp 4), so vp can be 1, 2, 4 (at most 126/16)
+reason "pp 16 vp 3" "--vp 3 with --pp 16" "126 layers" "multiple of pp*vp = 48" "vp can be 1, 2, 4" -- \
+    --gpus 1024 --model llama3.1-405b --pp 16 --vp 3
 # tp 8 x dp 2 = 16 GPUs, not 8
 reason "tp 8 dp 2 on 8" "--tp 8 x --dp 2 = 16 GPUs" "8 of --gpus" -- --gpus 8 --params 7B --tp 8 --dp 2
 reason "tp pp dp product" "--tp 4 x --pp 2 x --dp 2 = 16 GPUs, but --gpus is 512" -- \

@@ -260,7 +260,7 @@ static void test_fixed_knob_at_fault(void **state)
     } cases[] = {
         {"gpt3-175b", 512, 7, 1, 1, 1, FIX_TP, "--tp 7 does not divide the 96 heads of gpt3-175b; tp can be 1, 2, 4, 8"},
         {"gpt3-175b", 512, 1, 97, 1, 1, FIX_PP, "--pp 97 is more than the 96 layers"},
-        {"llama3.1-405b", 1024, 1, 16, 2, 1, FIX_PP | FIX_VP, "multiple of pp*vp = 32"},
+        {"llama3.1-405b", 1024, 1, 16, 3, 1, FIX_PP | FIX_VP, "multiple of pp*vp = 48"},
         {"llama2-7b", 8, 8, 1, 1, 2, FIX_TP | FIX_DP, "--tp 8 x --dp 2 = 16 GPUs"},
     };
     CostOpts o;
@@ -381,6 +381,31 @@ static void test_export_megatron(void **state)
     assert_int_equal(export_parse_format("deepspeed", &f), -1);
 }
 
+/* Llama 3.1 405B's 126 layers at NVIDIA's pp 8 vp 8: the planner plans it
+ * (the embedding and loss counted as layers), where it refused it before. */
+static void test_interleaved_405b(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-405b", "h100-sxm", &m, &hw);
+    PlanRequest r;
+    request(&r, &m, 2048);
+    r.fixed = FIX_TP | FIX_PP | FIX_VP;
+    r.base.tp = 8, r.base.pp = 8, r.base.vp = 8;
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    if (res.n < 1)
+        fail_msg("no plan: %s", res.infeasible);
+    const Layout *lo = &res.plans[0].layout;
+    assert_true(lo->pp == 8 && lo->vp == 8 && lo->layers[0] == 15 && lo->layers[1] == 16 && lo->layers[7] == 15);
+    assert_int_equal(layout_megatron_check(lo, &m, err, sizeof err), 0);
+    planner_result_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,7 +415,7 @@ int main(void)
         cmocka_unit_test(test_infeasible_explained),
         cmocka_unit_test(test_infeasible_explained_fp32),
         cmocka_unit_test(test_bad_requests),
-        cmocka_unit_test(test_fixed_knob_at_fault),
+        cmocka_unit_test(test_fixed_knob_at_fault), cmocka_unit_test(test_interleaved_405b),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };
