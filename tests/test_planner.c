@@ -406,6 +406,42 @@ static void test_interleaved_405b(void **state)
     planner_result_free(&res);
 }
 
+/* Issue 21's explanation: 5128 = 8 x 641, and 641 (prime) divides neither
+ * the 105 layers nor the batch of 2520, so no layout divides; every larger
+ * count the old search tried (5136 x 2^k = 16 x 321 x 2^k) kept a factor as
+ * bad. Now: the nearest counts below and above that work, and the nearest
+ * batches on these GPUs. Below: 5127..5125 and 5123..5121 divide into no
+ * layout (3 x 1709, 2 x 11 x 233, 5^3 x 41, 47 x 109, 2 x 13 x 197,
+ * 3^2 x 569), 5124 = 4 x 61 x 21 divides but its 61-stage split does not fit,
+ * and 5120 = tp 8 x pp 16 x dp 40 fits. Batches: dp must be a multiple of 641
+ * dividing the batch, so 641 k: 1923 and 2564 (tp 8, pp 1, dp 641, ZeRO-3). */
+static void test_nearest_counts_and_batches(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("mtnlg-530b", "a100-80g", &m, &hw);
+    PlanRequest r;
+    request(&r, &m, 5128);
+    r.base.gbs = 2520;
+    r.fixed |= FIX_GBS;
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    const char *want[] = {"no layout of mtnlg-530b divides 5128 GPUs", "5120 below (tp 8, pp 16, dp 40",
+                          " above (", "nearest global batches that work: 1923 below", "2564 above"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(res.infeasible, want[i]))
+            fail_msg("want \"%s\" in \"%s\"", want[i], res.infeasible);
+    assert_null(strstr(res.infeasible, "No GPU count"));
+    int above = atoi(strstr(res.infeasible, " above (") - 4);
+    assert_true(above > 5128 && above <= 5600);   /* 5600 = 8 x 35 x 20 is MT-NLG's own kind of layout */
+    planner_result_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_infeasible_explained_fp32),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_fixed_knob_at_fault), cmocka_unit_test(test_interleaved_405b),
+        cmocka_unit_test(test_nearest_counts_and_batches),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };
