@@ -273,6 +273,9 @@ static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s)
         if (parse_double(s, &v) || v < 0 || v > 1)
             return bad(w, col, nm, "a fraction in [0, 1]", s);
         *(c == C_DP_OVERLAP ? &r->dp_overlap : &r->tp_overlap) = v;
+        /* a row that states how much TP communication it hid ran with --tp-comm-overlap */
+        if (c == C_TP_OVERLAP && v > 0)
+            r->layout.tp_comm_overlap = true;
         return 0;
     case C_LABEL: snprintf(r->label, sizeof r->label, "%s", s); return 0;
     case C_COUNT: break;

@@ -1,6 +1,9 @@
 /* cost.c — assemble memory, time, throughput and training into a Cost; the
  * per-step terms: bubble, exposed DP collectives, optimizer step
- * (docs/COSTMODEL.md §4.2, §4.4, §4.5). */
+ * (docs/COSTMODEL.md §4.2, §4.4, §4.5). The DP overlaps are layout switches
+ * (overlap_grad, overlap_param) and the profile's dp_overlap is what they
+ * achieve when on; ZeRO-3's per-layer gathers are prefetched whatever the
+ * switches say (FSDP always prefetches). */
 #include "cost.h"
 
 #include <math.h>
@@ -80,6 +83,10 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     /* without --overlap-grad-reduce the gradient reduction waits for the
      * whole backward: nothing of it hides behind backward compute */
     double bwd_hide = (lo->overlap_grad ? hw->dp_overlap : 0.0) * bwd_mb;
+    /* without --overlap-param-gather (which Megatron allows only with
+     * --overlap-grad-reduce) the distributed optimizer's all-gather of the
+     * updated parameters runs after the step, before the next forward */
+    double fwd_hide = (lo->overlap_param && lo->overlap_grad ? hw->dp_overlap : 0.0) * fwd_mb;
     double t;
     switch (lo->opt) {
     case OPT_ZERO0: {
@@ -96,7 +103,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
         t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, bwd_hide, true)) +
-            dp_hidden_tail(ag, v, lo->pp, s, hw->dp_overlap * fwd_mb, false);
+            dp_hidden_tail(ag, v, lo->pp, s, fwd_hide, false);
         break;
     }
     case OPT_ZERO2: {

@@ -22,6 +22,8 @@ void layout_default(Layout *lo)
     lo->grad_fp32 = true;
     lo->flash = true;
     lo->overlap_grad = true;
+    lo->overlap_param = true;
+    lo->tp_comm_overlap = false;
     lo->flops = FLOPS_FULL_ATTN;
     lo->target = TARGET_MEGATRON;
 }
@@ -64,6 +66,44 @@ Recompute layout_stage_recompute(const Layout *lo, int s)
     if (lo->sel_rc[s] > 0)
         return RECOMPUTE_SELECTIVE;
     return RECOMPUTE_NONE;
+}
+
+void layout_rule_split(int L, int pp, int e, int l, int *layers)
+{
+    int per = (L + e + l) / (pp > 0 ? pp : 1);
+    for (int s = 0; s < pp; s++)
+        layers[s] = per - (s == 0 ? e : 0) - (s == pp - 1 ? l : 0);
+}
+
+int layout_interleave_rule(int L, int pp, int vp, int *e, int *l)
+{
+    static const int rules[4][2] = {{0, 0}, {1, 1}, {1, 0}, {0, 1}};   /* NVIDIA's recipes count both */
+    int v = vp > 1 ? vp : 1;
+    for (int i = 0; i < 4; i++) {
+        int V = L + rules[i][0] + rules[i][1];
+        if (pp > 0 && V % pp == 0 && (V / pp) % v == 0 && V / pp - rules[i][0] - rules[i][1] >= 1) {
+            *e = rules[i][0], *l = rules[i][1];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int layout_chunk_layers(const Layout *lo, int s, int c)
+{
+    int v = lo->vp > 1 ? lo->vp : 1, n = lo->layers[s];
+    if (n % v == 0)
+        return n / v;
+    /* the embedding in chunk 0 of the first stage, the loss in the last chunk of the last */
+    int per = n / v + 1, short0 = s == 0 && (n + 1) % v == 0, shortl = s == lo->pp - 1 && (n + 1) % v == 0;
+    if (lo->pp == 1 && (n + 2) % v == 0)
+        return c == 0 || c == v - 1 ? (n + 2) / v - 1 : (n + 2) / v;
+    if (!short0 && !shortl)
+        return -1;
+    per = (n + 1) / v;
+    if (short0)
+        return c == 0 ? per - 1 : per;
+    return c == v - 1 ? per - 1 : per;
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
@@ -120,8 +160,6 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
     if (lo->vp > 1) {
         if (lo->pp < 2)
             FAIL("layout: interleaving (vp %d) needs pp >= 2", lo->vp);
-        if (m->L % (lo->pp * lo->vp) != 0)
-            FAIL("layout: layers %d are not a multiple of pp*vp = %d*%d", m->L, lo->pp, lo->vp);
         if (layout_microbatches(lo) % lo->pp != 0)
             FAIL("layout: interleaving needs micro-batches (%d) to be a multiple of pp %d",
                  layout_microbatches(lo), lo->pp);
@@ -137,7 +175,50 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
     int sum = 0, given = 0;
     for (int s = 0; s < lo->pp; s++)
         given |= lo->layers[s] != 0;
-    if (!given) {
+    int v = lo->vp > 1 ? lo->vp : 1;
+    bool rule = lo->split_embed || lo->split_loss;
+    if (rule && (lo->first_layers || lo->last_layers) && !given)
+        FAIL("layout: --decoder-first/last-pipeline-num-layers cannot combine with "
+             "--account-for-embedding/loss-in-pipeline-split (Megatron-LM refuses both at once)");
+    if (!given && rule) {
+        /* Megatron-LM: the embedding and/or the loss count as a layer; every
+         * stage holds (L + e + l) / pp of them, in vp equal chunks */
+        int e = lo->split_embed, l = lo->split_loss, V = m->L + e + l;
+        if (V % lo->pp != 0 || (V / lo->pp) % v != 0)
+            FAIL("layout: layers %d%s%s = %d are not a multiple of pp*vp = %d*%d "
+                 "(--account-for-embedding/loss-in-pipeline-split)", m->L, e ? " + embedding" : "",
+                 l ? " + loss" : "", V, lo->pp, v);
+        layout_rule_split(m->L, lo->pp, e, l, lo->layers);
+    } else if (!given && (lo->first_layers || lo->last_layers)) {
+        /* Megatron-LM's --decoder-first/last-pipeline-num-layers: the middle stages share the rest evenly */
+        int first = lo->first_layers, last = lo->last_layers;
+        int mid = lo->pp - (first > 0) - (last > 0), rest = m->L - first - last;
+        if (first < 0 || last < 0 || mid < 0 || rest < 0 || (mid > 0 && rest % mid) || (mid == 0 && rest) ||
+            (mid > 0 && rest == 0))
+            FAIL("layout: --decoder-first/last-pipeline-num-layers %d/%d do not split %d layers over %d stages "
+                 "(the middle stages take the rest evenly)", first, last, m->L, lo->pp);
+        if (v > 1 && (first % v || last % v || (mid > 0 && (rest / mid) % v)))
+            FAIL("layout: with vp %d the first (%d), last (%d) and middle (%d) stages need layer counts that are "
+                 "multiples of vp", v, first, last, mid > 0 ? rest / mid : 0);
+        for (int s = 0; s < lo->pp; s++)
+            lo->layers[s] = mid > 0 ? rest / mid : 0;
+        if (first)
+            lo->layers[0] = first;
+        if (last)
+            lo->layers[lo->pp - 1] = last;
+    } else if (!given && v > 1 && m->L % (lo->pp * v) != 0 && lo->target == TARGET_MEGATRON) {
+        /* interleaving with layers that do not divide pp*vp: the split Megatron-LM
+         * makes when the embedding and/or loss count as layers, if one divides */
+        int e, l;
+        if (layout_interleave_rule(m->L, lo->pp, v, &e, &l) != 0)
+            FAIL("layout: layers %d are not a multiple of pp*vp = %d*%d, nor with the embedding and/or the loss "
+                 "counted as a layer (%d, %d: Megatron's --account-for-embedding/loss-in-pipeline-split)",
+                 m->L, lo->pp, v, m->L + 1, m->L + 2);
+        layout_rule_split(m->L, lo->pp, e, l, lo->layers);
+    } else if (!given && v > 1 && m->L % (lo->pp * v) != 0) {
+        FAIL("layout: layers %d are not a multiple of pp*vp = %d*%d (--target ultraplan: the executor splits every "
+             "stage into vp equal chunks)", m->L, lo->pp, v);
+    } else if (!given) {
         if (m->L % lo->pp != 0 && lo->vp == 1 && lo->target == TARGET_MEGATRON && lo->pp > 2) {
             /* Megatron-LM: equal middle stages (ceil(L/p) each, fewer when
              * the edges would be left empty), the rest split between the
@@ -170,10 +251,12 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
     }
     if (sum != m->L)
         FAIL("layout: layers per stage sum to %d, the model has %d", sum, m->L);
-    if (lo->vp > 1)
+    if (v > 1)
         for (int s = 0; s < lo->pp; s++)
-            if (lo->layers[s] != m->L / lo->pp)
-                FAIL("layout: interleaving (vp %d) needs even stages; stage %d has %d layers", lo->vp, s, lo->layers[s]);
+            if (layout_chunk_layers(lo, s, 0) < 0)
+                FAIL("layout: interleaving (vp %d) splits each stage into vp chunks; stage %d has %d layers "
+                     "(a multiple of vp, or one less at the first stage (embedding) or the last (loss))",
+                     lo->vp, s, lo->layers[s]);
     for (int s = 0; s < lo->pp; s++) {
         if (lo->full_rc[s] < 0 || lo->sel_rc[s] < 0 || lo->full_rc[s] + lo->sel_rc[s] > lo->layers[s])
             FAIL("layout: stage %d recomputes %d full + %d selective layers of its %d", s,
@@ -232,7 +315,7 @@ static void stage_list(const int *v, int n, char *buf, int len)
 
 int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len)
 {
-    MegatronForm f = {MEGA_RC_NONE, 0, 0, 0};
+    MegatronForm f = {MEGA_RC_NONE, 0, 0, 0, false, false};
     char list[200];
     int p = lo->pp, v = lo->vp > 1 ? lo->vp : 1;
     if (p < 1 || p > LAYOUT_MAX_PP)
@@ -252,15 +335,32 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
             WHY("layers per stage %s: Megatron-LM splits unevenly only at the first and last stage "
                 "(--decoder-first/last-pipeline-num-layers), every middle stage holds the same count", list);
         }
-    if (v > 1)
+    /* interleaved: every stage in vp equal chunks, or Megatron's split with
+     * the embedding / loss counted as a layer (one chunk a layer short) */
+    bool acct = false;
+    for (int s = 0; s < p; s++) {
+        if (layout_chunk_layers(lo, s, 0) < 0)
+            WHY("stage %d holds %d layers, not a multiple of vp %d (Megatron-LM's model chunks are equal, but for the "
+                "embedding's or the loss's place with --account-for-embedding/loss-in-pipeline-split)", s,
+                lo->layers[s], v);
+        acct |= v > 1 && lo->layers[s] % v != 0;
+    }
+    if (acct) {
+        f.embed_in_split = lo->layers[0] % v != 0;
+        f.loss_in_split = lo->layers[p - 1] % v != 0;
+        int per = lo->layers[0] + f.embed_in_split;
         for (int s = 0; s < p; s++)
-            if (lo->layers[s] % v != 0)
-                WHY("stage %d holds %d layers, not a multiple of vp %d (Megatron-LM's model chunks are equal)", s,
-                    lo->layers[s], v);
+            if (lo->layers[s] != per - (s == 0 && f.embed_in_split) - (s == p - 1 && f.loss_in_split)) {
+                stage_list(lo->layers, p, list, sizeof list);
+                WHY("layers per stage %s: with the embedding or loss counted as a layer Megatron-LM gives every "
+                    "stage the same count (--account-for-embedding/loss-in-pipeline-split, no first/last counts)",
+                    list);
+            }
+    }
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];
-    if (!even) {
+    if (!even && !acct) {
         if (p == 2) {
             f.first_layers = lo->layers[0];
         } else {
@@ -287,42 +387,41 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
         f.rc = MEGA_RC_SELECTIVE;
     }
     if (any_f) {
-        int N = 0;   /* the per-chunk count, from the stages that recompute only part of their chunks */
+        /* --recompute-method block --recompute-num-layers N recomputes the
+         * first min(N, chunk) layers of every model chunk on every stage;
+         * uniform (N = 1 here) every layer */
         bool all = true;
+        int maxchunk = 0;
         for (int s = 0; s < p; s++) {
-            int chunk = lo->layers[s] / v;
-            if (lo->full_rc[s] % v != 0 || lo->full_rc[s] / v > chunk) {
-                stage_list(lo->full_rc, p, list, sizeof list);
-                WHY("full recomputation of %s layers per stage: Megatron-LM's --recompute-num-layers counts per "
-                    "model chunk (%d per stage), so a stage recomputes a multiple of %d", list, v, v);
-            }
-            int k = lo->full_rc[s] / v;
-            if (k < chunk) {
-                all = false;
-                if (N && k != N) {
-                    stage_list(lo->full_rc, p, list, sizeof list);
-                    WHY("full recomputation of %s layers per stage: Megatron-LM recomputes the same number of "
-                        "layers per model chunk on every stage (--recompute-method block --recompute-num-layers N)",
-                        list);
-                }
-                N = k;
-            }
+            all &= lo->full_rc[s] == lo->layers[s];
+            for (int c = 0; c < v; c++)
+                if (layout_chunk_layers(lo, s, c) > maxchunk)
+                    maxchunk = layout_chunk_layers(lo, s, c);
         }
         if (all) {
             f.rc = MEGA_RC_FULL_UNIFORM;
             f.rc_layers = 1;
         } else {
-            if (N == 0) {
-                stage_list(lo->full_rc, p, list, sizeof list);
-                WHY("full recomputation of %s layers per stage: Megatron-LM recomputes at least one layer per "
-                    "model chunk on every stage once --recompute-granularity full is set", list);
-            }
-            for (int s = 0; s < p; s++)
-                if (lo->full_rc[s] / v == lo->layers[s] / v && lo->layers[s] / v > N) {
-                    stage_list(lo->full_rc, p, list, sizeof list);
-                    WHY("full recomputation of %s layers per stage: with --recompute-num-layers %d Megatron-LM "
-                        "recomputes %d of stage %d's %d layers", list, N, N * v, s, lo->layers[s]);
+            int N = 0;
+            for (int n = 1; n < maxchunk && !N; n++) {
+                bool ok = true;
+                for (int s = 0; s < p && ok; s++) {
+                    int k = 0;
+                    for (int c = 0; c < v; c++) {
+                        int ch = layout_chunk_layers(lo, s, c);
+                        k += n < ch ? n : ch;
+                    }
+                    ok = k == lo->full_rc[s];
                 }
+                if (ok)
+                    N = n;
+            }
+            if (!N) {
+                stage_list(lo->full_rc, p, list, sizeof list);
+                WHY("full recomputation of %s layers per stage: Megatron-LM recomputes the same number of layers N "
+                    "per model chunk (%d per stage) on every stage (--recompute-method block --recompute-num-layers "
+                    "N: min(N, chunk) of each), and no N gives these counts", list, v);
+            }
             f.rc = MEGA_RC_FULL_BLOCK;
             f.rc_layers = N;
         }

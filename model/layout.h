@@ -47,6 +47,15 @@ typedef struct {
     bool grad_fp32;                // gradients accumulated and reduced in fp32 (Megatron default)
     bool flash;                    // fused flash attention (no s^2 activations)
     bool overlap_grad;             // DP gradient reduction overlapped with backward (Megatron --overlap-grad-reduce)
+    bool overlap_param;            // distributed optimizer's parameter all-gather overlapped with the next forward
+                                   // (Megatron --overlap-param-gather; takes effect with overlap_grad, as Megatron requires)
+    bool tp_comm_overlap;          // TP all-gather/reduce-scatter overlapped with the GEMMs they feed (Megatron
+                                   // --tp-comm-overlap, Transformer Engine userbuffers; needs sp and tp > 1)
+    bool split_embed;              // the embedding counts as a layer in the stage split (Megatron
+                                   // --account-for-embedding-in-pipeline-split)
+    bool split_loss;               // the loss (LM head) counts as a layer (--account-for-loss-in-pipeline-split)
+    int first_layers, last_layers; // layers of the first / last stage when no split is given, 0 = derive
+                                   // (Megatron --decoder-first/last-pipeline-num-layers)
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int layers[LAYOUT_MAX_PP];     // layers per pipeline stage; all 0 = even split
@@ -67,8 +76,27 @@ void layout_set_recompute(Layout *lo, Recompute r);
  * do not divide by pp and no split is given, the remainder goes to the
  * middle stages (first and last, with the embedding and the LM head, stay
  * lighter); under TARGET_MEGATRON the middle stages stay equal, as
- * --decoder-first/last-pipeline-num-layers require. */
+ * --decoder-first/last-pipeline-num-layers require. Split rules apply when
+ * no split is given: split_embed/split_loss (Megatron's account-for-*),
+ * else first_layers/last_layers; under interleaving with layers that are no
+ * multiple of pp*vp the account-for split is taken when one divides
+ * (layout_interleave_rule), without setting the flags. */
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen);
+
+/* Megatron-LM's split with the embedding (e = 1) and/or the loss (l = 1)
+ * counted as a layer: every stage (L + e + l) / pp, the first e and the
+ * last l fewer decoder layers (layers[0..pp-1] written). */
+void layout_rule_split(int L, int pp, int e, int l, int *layers);
+/* For interleaving with L not a multiple of pp*vp: the e, l (both first,
+ * then embedding, then loss) with which (L + e + l) / pp is a multiple of
+ * vp, as NVIDIA's recipes for Llama 3.1 405B (126 layers, pp 8 vp 8) do.
+ * 0, or -1 when none divides. */
+int layout_interleave_rule(int L, int pp, int vp, int *e, int *l);
+/* Decoder layers of model chunk c of stage s under interleaving: layers/vp,
+ * or one fewer in chunk 0 of stage 0 (embedding) or the last chunk of the
+ * last stage (loss) when that stage is one short of a multiple of vp; -1
+ * when the stage splits into no such chunks. vp 1: the stage's layers. */
+int layout_chunk_layers(const Layout *lo, int s, int c);
 
 int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
 /* Megatron-core "parallel folding": attention layers use tp × cp × dp, expert
@@ -102,8 +130,12 @@ int layout_parse_target(const char *s, Target *out);
  *     recomputes the first min(N, chunk) layers of each chunk, uniform
  *     (N = 1 here) every layer. No mix of full and selective.
  *   split: even, or --decoder-first-pipeline-num-layers /
- *     --decoder-last-pipeline-num-layers with every middle stage equal;
- *     under interleaving stages are even (layout_check).
+ *     --decoder-last-pipeline-num-layers with every middle stage equal
+ *     (under interleaving every count a multiple of vp), or
+ *     --account-for-embedding/loss-in-pipeline-split: (L + e + l) / pp per
+ *     stage in vp equal chunks, the embedding taking a layer's place in
+ *     chunk 0 of stage 0 and the loss in the last chunk of the last stage
+ *     (transformer_config.py, transformer_layer.py's layer offsets).
  *   optimizer: ZeRO-1 / distributed optimizer --use-distributed-optimizer;
  *     ZeRO-2 / ZeRO-3 Megatron-FSDP --data-parallel-sharding-strategy
  *     optim_grads / optim_grads_params (pp 1, layout_check). */
@@ -114,6 +146,8 @@ typedef struct {
     int rc_layers;          // --recompute-num-layers: per chunk (block), 1 (uniform), 0 otherwise
     int first_layers;       // --decoder-first-pipeline-num-layers, 0 = not needed
     int last_layers;        // --decoder-last-pipeline-num-layers, 0 = not needed
+    bool embed_in_split;    // --account-for-embedding-in-pipeline-split (interleaved, stage 0 a layer short)
+    bool loss_in_split;     // --account-for-loss-in-pipeline-split (interleaved, the last stage a layer short)
 } MegatronForm;
 
 /* 0 when Megatron-LM runs the checked layout `lo` exactly as laid out (and

@@ -13,6 +13,12 @@
  * the link bandwidth (nccl-tests on A100s); every kernel costs the host
  * kernel_lat to launch, so a layer pass lasts at least its kernel count times
  * kernel_lat however small its GEMMs (eager PyTorch is host-bound there).
+ *
+ * Overlap is a layout switch, the profile says how much of it is achieved:
+ * TP collectives hide behind the GEMMs they feed only with tp_comm_overlap
+ * (Megatron --tp-comm-overlap, which needs SP), at most hw->tp_overlap of
+ * them and no longer than those GEMMs; without it nothing hides. The DP
+ * switches are priced in cost.c.
  */
 #include "timing.h"
 
@@ -115,6 +121,8 @@ static double attn_s(const HwProfile *hw, Precision p, double flops)
         return 0;
     return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, eff_flops(hw, p, flops)));
 }
+
+bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
 
 int time_members_per_node(const HwProfile *hw, int stride, int n)
 {
@@ -285,10 +293,16 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     int k_tp = time_members_per_node(hw, 1, lo->tp);
     double msg = ab * tok * h;
     double ar = time_coll_allreduce(hw, msg, lo->tp, k_tp);
-    double expose = 1.0 - hw->tp_overlap;
-    out->tp_fwd = 2.0 * ar * expose;
-    out->tp_bwd = 2.0 * ar * expose;
-    out->tp_rc = 2.0 * ar * expose;
+    /* --tp-comm-overlap (Transformer Engine userbuffers, with SP): each
+     * all-gather / reduce-scatter is cut into chunks pipelined with the GEMM
+     * it feeds or drains. Hidden: the profile's achievable fraction of the
+     * pass's TP collectives, and never more than that pass's GEMMs last.
+     * Off, nothing hides: the collectives sit on the compute stream. */
+    double tpc = 2.0 * ar;
+    double hide = time_tp_overlap(lo) ? hw->tp_overlap * tpc : 0.0;
+    out->tp_fwd = tpc - fmin(hide, gemm);
+    out->tp_bwd = tpc - fmin(hide, gemm_bwd);
+    out->tp_rc = tpc - fmin(hide, gemm);
 
     /* The GPU cannot run ahead of the host that launches its kernels: a pass
      * lasts max(host launches, GPU compute + its TP collectives), which the
@@ -336,7 +350,8 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
      * accumulated into the tied weight's gradient (read two, write one) */
     double V = (double)spec_padded_vocab(m, lo->tp);
     t += time_mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
-    t += time_coll_allreduce(hw, bytes, lo->tp, time_members_per_node(hw, 1, lo->tp)) * (1.0 - hw->tp_overlap);
+    /* the embedding's TP collective feeds no GEMM: nothing hides it */
+    t += time_coll_allreduce(hw, bytes, lo->tp, time_members_per_node(hw, 1, lo->tp));
     return t + K_MB_EMBED * hw->kernel_lat;
 }
 

@@ -39,6 +39,9 @@ double time_coll_allgather(const HwProfile *hw, double bytes, int n, int k);  //
 double time_p2p(const HwProfile *hw, double bytes, bool cross_node);
 /* Members of an n-rank group with rank stride `stride` that share one node
  * (Megatron's rank order: tp fastest, then cp, dp, pp), at least 1. */
+/* TP communication overlap takes effect: tp_comm_overlap with tp > 1 and
+ * SP (Megatron asserts --sequence-parallel for --tp-comm-overlap). */
+bool time_tp_overlap(const Layout *lo);
 int time_members_per_node(const HwProfile *hw, int stride, int n);
 
 /* Seconds of a memory-bound pass moving `bytes` (HBM at the mem_eff curve). */

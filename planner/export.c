@@ -178,6 +178,17 @@ int export_check_job_name(const char *s, char *err, int errlen)
 /* How Megatron expresses the plan's recomputation: *gran 0 none, 1 full,
  * 2 selective; full with *uniform (every layer) or block *n per chunk.
  * -1 with err when no Megatron setting gives these per-stage counts. */
+/* Layers stage s recomputes under --recompute-method block --recompute-num-layers N: min(N, chunk) of each. */
+static int chunk_recompute(const Layout *lo, int s, int N)
+{
+    int k = 0;
+    for (int c = 0; c < lo->vp; c++) {
+        int ch = layout_chunk_layers(lo, s, c);
+        k += N < ch ? N : ch;
+    }
+    return k;
+}
+
 static int megatron_recompute(const Layout *lo, int *gran, int *uniform, int *n, char *err, int errlen)
 {
     int anyf = 0, anys = 0, allf = 1, alls = 1;
@@ -215,17 +226,19 @@ static int megatron_recompute(const Layout *lo, int *gran, int *uniform, int *n,
         *n = 1;
         return 0;
     }
-    /* block: stage s recomputes vp * min(N, layers of one of its chunks) */
-    int N = -1;
-    for (int s = 0; s < lo->pp && N < 0; s++)
-        if (lo->full_rc[s] < lo->layers[s] && lo->full_rc[s] % lo->vp == 0)
-            N = lo->full_rc[s] / lo->vp;
-    int ok = N > 0;
-    for (int s = 0; s < lo->pp && ok; s++) {
-        int chunk = lo->layers[s] / lo->vp;
-        ok = lo->full_rc[s] == lo->vp * (N < chunk ? N : chunk);
+    /* block: stage s recomputes min(N, layers) of each of its model chunks */
+    int N = -1, maxchunk = 0;
+    for (int s = 0; s < lo->pp; s++)
+        for (int c = 0; c < lo->vp; c++)
+            maxchunk = layout_chunk_layers(lo, s, c) > maxchunk ? layout_chunk_layers(lo, s, c) : maxchunk;
+    for (int t = 1; t < maxchunk && N < 0; t++) {
+        int ok = 1;
+        for (int s = 0; s < lo->pp && ok; s++)
+            ok = lo->full_rc[s] == chunk_recompute(lo, s, t);
+        if (ok)
+            N = t;
     }
-    if (!ok) {
+    if (N < 0) {
         snprintf(err, errlen, "megatron: the plan recomputes fully %s layers per stage (vp %d); Megatron's "
                               "--recompute-num-layers N recomputes vp x min(N, layers per model chunk) on every "
                               "stage, which no N gives: plan with --target megatron", counts, lo->vp);
@@ -235,32 +248,28 @@ static int megatron_recompute(const Layout *lo, int *gran, int *uniform, int *n,
     return 0;
 }
 
-/* The stage split as Megatron takes it: 0 even, 1 first/last given; -1 with err. */
-static int megatron_split(const Layout *lo, char *err, int errlen)
+/* The stage split as Megatron takes it: 0 even, 1 first/last given, 2 the
+ * embedding and/or loss counted as a layer (form says which); -1 with err. */
+static int megatron_split(const Layout *lo, MegatronForm *form, char *err, int errlen)
 {
+    char why[400];
+    Layout only = *lo;   /* the split alone: recomputation is megatron_recompute's to refuse */
+    for (int s = 0; s < lo->pp; s++)
+        only.full_rc[s] = only.sel_rc[s] = 0;
+    if (layout_megatron_form(&only, NULL, form, why, sizeof why) != 0) {
+        char counts[512] = "";
+        size_t k = 0;
+        for (int t = 0; t < lo->pp && k + 24 < sizeof counts; t++)
+            k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", t ? "/" : "", lo->layers[t]);
+        snprintf(err, errlen, "megatron: layers per stage %s (%s): plan with --target megatron", counts, why);
+        return -1;
+    }
+    if (form->embed_in_split || form->loss_in_split)
+        return 2;
     int uneven = 0;
     for (int s = 1; s < lo->pp; s++)
         uneven |= lo->layers[s] != lo->layers[0];
-    for (int s = 0; s < lo->pp; s++)
-        if (lo->layers[s] % lo->vp) {
-            snprintf(err, errlen, "megatron: stage %d holds %d layers, not a multiple of vp %d (Megatron splits "
-                                  "every stage into vp equal chunks)", s, lo->layers[s], lo->vp);
-            return -1;
-        }
-    if (!uneven)
-        return 0;
-    for (int s = 2; s < lo->pp - 1; s++)
-        if (lo->layers[s] != lo->layers[1]) {
-            char counts[512] = "";
-            size_t k = 0;
-            for (int t = 0; t < lo->pp && k + 24 < sizeof counts; t++)
-                k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", t ? "/" : "", lo->layers[t]);
-            snprintf(err, errlen, "megatron: layers per stage %s: Megatron sets only the first and last stage "
-                                  "(--decoder-first/last-pipeline-num-layers), the middle ones must be equal: "
-                                  "plan with --target megatron", counts);
-            return -1;
-        }
-    return 1;
+    return uneven ? 1 : 0;
 }
 
 char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
@@ -270,7 +279,9 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         snprintf(err, errlen, "megatron: pp %d, vp %d: not a checked layout", lo->pp, lo->vp);
         return NULL;
     }
-    int split = megatron_split(lo, err, errlen);
+    (void)hw;   /* --tp-comm-overlap follows the layout's switch, not the profile */
+    MegatronForm form;
+    int split = megatron_split(lo, &form, err, errlen);
     if (split < 0 || megatron_recompute(lo, &gran, &uniform, &nrc, err, errlen) != 0)
         return NULL;
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
@@ -299,7 +310,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     ARGV("--context-parallel-size", "%d", lo->cp);
     if (lo->sp && lo->tp > 1)
         ARG("--sequence-parallel");
-    if (lo->sp && lo->tp > 1 && hw && hw->tp_overlap > 0)
+    if (lo->tp_comm_overlap && lo->sp && lo->tp > 1)
         ARG("--tp-comm-overlap");
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
@@ -310,12 +321,17 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     }
     if (lo->overlap_grad && layout_dp_group(lo) > 1) {
         ARG("--overlap-grad-reduce");
-        if (lo->opt != OPT_ZERO0)
+        if (lo->opt != OPT_ZERO0 && lo->overlap_param)
             ARG("--overlap-param-gather");
     }
-    if (split) {
+    if (split == 1) {
         ARGV("--decoder-first-pipeline-num-layers", "%d", lo->layers[0]);
         ARGV("--decoder-last-pipeline-num-layers", "%d", lo->layers[lo->pp - 1]);
+    } else if (split == 2) {
+        if (form.embed_in_split)
+            ARG("--account-for-embedding-in-pipeline-split");
+        if (form.loss_in_split)
+            ARG("--account-for-loss-in-pipeline-split");
     }
     if (gran == 1) {
         ARGV("--recompute-granularity", "full");
@@ -405,6 +421,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     m->bias = true, m->tied = true, m->dropout = true, m->vocab_div = 128;
     layout_default(lo);
     lo->prec = PREC_FP32, lo->flash = false, lo->overlap_grad = false, lo->sp = false;
+    lo->overlap_param = false, lo->tp_comm_overlap = false;
     const char *vc = strstr(text, "# vocabulary: ");
     if (vc)
         m->vocab = atoi(vc + 14);
@@ -485,6 +502,10 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--use-distributed-optimizer", distopt = 1)
         FLAG("--use-megatron-fsdp", fsdp = 1)
         FLAG("--overlap-grad-reduce", lo->overlap_grad = true)
+        FLAG("--overlap-param-gather", lo->overlap_param = true)
+        FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
+        FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
+        FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)
         FLAG("--untie-embeddings-and-output-weights", m->tied = false)
         FLAG("--disable-bias-linear", m->bias = false)
@@ -595,11 +616,10 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     if (layout_check(lo, m, hw, err, errlen) != 0)
         goto out;
     for (int s = 0; s < lo->pp; s++) {
-        int chunk = lo->layers[s] / lo->vp;
         if (gran == 2)
             lo->sel_rc[s] = lo->layers[s];
         else if (gran == 1)
-            lo->full_rc[s] = uniform ? lo->layers[s] : lo->vp * (nrc < chunk ? nrc : chunk);
+            lo->full_rc[s] = uniform ? lo->layers[s] : chunk_recompute(lo, s, nrc);
     }
     rc = 0;
 out:

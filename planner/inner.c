@@ -97,7 +97,8 @@ void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo_in, b
     p->megatron = lo.target == TARGET_MEGATRON;
     p->rc = rc;
     p->cap = hw->hbm_bytes - CAP_SLACK;
-    if (fix_stages || lo.vp > 1 || pp == 1)
+    /* the split Megatron's account-for rules make is theirs, not the solver's */
+    if (fix_stages || lo.vp > 1 || pp == 1 || lo.split_embed || lo.split_loss)
         for (int s = 0; s < pp; s++)
             p->fix_layers[s] = pp == 1 ? m->L : lo.layers[s];
 

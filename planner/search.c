@@ -115,6 +115,17 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
 
 static bool divides_all(const ModelSpec *m, int t) { return m->a % t == 0 && m->g % t == 0 && m->f % t == 0; }
 
+/* Interleaving vp on pp stages splits the layers: a multiple of pp*vp, or
+ * under --target megatron with the embedding and/or loss counted as a layer
+ * (our executor needs every stage a multiple of vp). */
+static bool vp_splits(const ModelSpec *m, Target t, int pp, int vp)
+{
+    int e, l;
+    if (t != TARGET_MEGATRON)
+        return m->L % (pp * vp) == 0;
+    return layout_interleave_rule(m->L, pp, vp, &e, &l) == 0;
+}
+
 /* Enumerate every valid outer choice. */
 static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, OuterList *out)
 {
@@ -154,7 +165,7 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                     for (int vp = 1; vp <= m->L / pp; vp++) {
                         if ((fx & FIX_VP) ? vp != b->vp : (vp > 1 && (pp < 2 || (fx & FIX_STAGES))))
                             continue;
-                        if (vp > 1 && (m->L % (pp * vp) || mb % pp))
+                        if (vp > 1 && (!vp_splits(m, b->target, pp, vp) || mb % pp))
                             continue;
                         OptimShard opts[4];
                         int nopt = 0;
@@ -503,12 +514,13 @@ static void valid_cp(const ModelSpec *m, int G, char *buf, int len)
     can_be("cp", v, n, buf, len);
 }
 
-/* pp >= 2 dividing `left` GPUs with the layers a multiple of pp*vp. */
-static int pps_for_vp(const ModelSpec *m, int left, int vp, int *v, int cap)
+/* pp >= 2 dividing `left` GPUs with the layers a multiple of pp*vp, or so
+ * with the embedding and/or loss counted as a layer (Megatron's account-for). */
+static int pps_for_vp(const ModelSpec *m, Target t, int left, int vp, int *v, int cap)
 {
     int n = 0;
     for (int p = 2; p <= m->L && p <= LAYOUT_MAX_PP && p <= left && n < cap; p++)
-        if (left % p == 0 && m->L % (p * vp) == 0)
+        if (left % p == 0 && vp_splits(m, t, p, vp))
             v[n++] = p;
     return n;
 }
@@ -584,7 +596,7 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         int sum = 0;
         for (int s = 0; s < b->pp; s++)
             sum += b->layers[s];
-        if (sum != m->L)
+        if (sum != m->L && sum > 0)
             FAULT("--stage-layers sum to %d, but %s has %d layers", sum, m->name, m->L);
         char why[300];
         if (b->target == TARGET_MEGATRON && layout_megatron_check(b, m, why, sizeof why) != 0)
@@ -605,7 +617,7 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
     }
     if ((fx & FIX_VP) && b->vp > 1) {
         int v = b->vp, pv[64];
-        int np = pps_for_vp(m, left, v, pv, 64);
+        int np = pps_for_vp(m, b->target, left, v, pv, 64);
         char alt[200] = "";
         if (np > 0) {
             char l[160];
@@ -616,21 +628,22 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         }
         if ((fx & FIX_PP) && b->pp < 2)
             FAULT("--vp %d needs --pp 2 or more (interleaving splits each pipeline rank's layers); %s", v, alt);
-        if ((fx & FIX_PP) && m->L % (b->pp * v)) {
+        if ((fx & FIX_PP) && !vp_splits(m, b->target, b->pp, v)) {
             int vv[64] = {0}, nv = 0;
             for (int k = 1; k <= m->L / b->pp && nv < 64; k++)
-                if (k == 1 || m->L % (b->pp * k) == 0)
+                if (k == 1 || vp_splits(m, b->target, b->pp, k))
                     vv[nv++] = k;
             char with[200];
             can_be("vp", vv, nv, with, sizeof with);
-            FAULT("--vp %d with --pp %d needs the %d layers of %s to be a multiple of pp*vp = %d; with pp %d %s; %s",
-                  v, b->pp, m->L, m->name, b->pp * v, b->pp, with, alt);
+            FAULT("--vp %d with --pp %d needs the %d layers of %s to be a multiple of pp*vp = %d, or %d or %d with "
+                  "the embedding and/or loss counted as a layer (Megatron's --account-for-*-in-pipeline-split); "
+                  "with pp %d %s; %s", v, b->pp, m->L, m->name, b->pp * v, m->L + 1, m->L + 2, b->pp, with, alt);
         }
         if (!(fx & FIX_PP) && np == 0)
             FAULT("--vp %d needs pp >= 2 with the %d layers of %s a multiple of pp*vp, and %s", v, m->L, m->name,
                   alt);
         if (fx & FIX_STAGES)
-            FAULT("--vp %d needs even stages, which --stage-layers does not give", v);
+            FAULT("--vp %d needs every stage's layers in vp equal chunks, which the given split does not give", v);
     }
     if (fx & FIX_DP) {
         int d = b->dp;
@@ -774,6 +787,75 @@ static void describe(const Layout *lo, char *buf, int len)
              lo->mbs, layout_opt_name(lo->opt));
 }
 
+/* Whether any layout divides `gpus` GPUs with global batch `gbs` (the
+ * request's fixed knobs kept): enumerate alone, no costs. */
+static bool any_layout(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, int gpus, int gbs)
+{
+    PlanRequest r2 = *req;
+    r2.gpus = gpus;
+    r2.base.gbs = gbs;
+    OuterList L = {0};
+    int rc = enumerate(m, hw, &r2, &L);
+    free(L.v);
+    return rc == 0 && L.n > 0;
+}
+
+/* The nearest GPU count from `from` in direction dir (+1 / -1), or the
+ * nearest global batch when `batch`, with which a layout divides and fits:
+ * counts that no layout divides are skipped by enumeration alone, at most
+ * `searches` full searches are made. 0 when none is found in reach; the
+ * winner's layout described in lay. */
+static int nearest_working(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
+                           int from, int dir, bool batch, char *lay, int laylen)
+{
+    PlanRequest r2 = *req;
+    r2.explain = false;
+    r2.top_k = 1;
+    r2.dump_lp = NULL;
+    r2.progress = NULL;
+    int searches = 0, reach = batch ? from : 1 << 20;
+    for (int k = 1; k <= 4096 && searches < 16; k++) {
+        long v = (long)from + (long)dir * k;
+        if (v < 1 || v > reach + (long)from)
+            break;
+        if (req->cancel && *req->cancel)
+            return 0;
+        int g = batch ? req->gpus : (int)v, b = batch ? (int)v : req->base.gbs;
+        if (!any_layout(m, hw, req, g, b))
+            continue;
+        r2.gpus = g;
+        r2.base.gbs = b;
+        PlanResult pr = {0};
+        char e[300];
+        searches++;
+        if (search_once(m, hw, o, &r2, true, &pr, e, sizeof e) == 0 && pr.n > 0) {
+            describe(&pr.plans[0].layout, lay, laylen);
+            planner_result_free(&pr);
+            return (int)v;
+        }
+        planner_result_free(&pr);
+    }
+    return 0;
+}
+
+/* "5040 below (tp 8, ...) and 5600 above (...)" for the GPU counts or the batches. */
+static int nearest_text(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
+                        bool batch, char *buf, int len)
+{
+    char lo_lay[160], hi_lay[160];
+    int from = batch ? req->base.gbs : req->gpus;
+    int below = nearest_working(m, hw, o, req, from, -1, batch, lo_lay, sizeof lo_lay);
+    int above = nearest_working(m, hw, o, req, from, +1, batch, hi_lay, sizeof hi_lay);
+    if (below && above)
+        return snprintf(buf, len, "%d below (%s) and %d above (%s)", below, lo_lay, above, hi_lay);
+    if (below)
+        return snprintf(buf, len, "%d below (%s)", below, lo_lay);
+    if (above)
+        return snprintf(buf, len, "%d above (%s)", above, hi_lay);
+    buf[0] = 0;
+    return 0;
+}
+
 /* Nothing fits: say by how much, and find the smallest GPU count that works. */
 static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
                     PlanResult *res)
@@ -788,6 +870,21 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
         k = snprintf(res->infeasible, sizeof res->infeasible,
                      "no layout of %s divides %d GPUs with global batch %d (tp must divide the %d heads, "
                      "dp must divide the batch).", m->name, req->gpus, req->base.gbs, m->a);
+        /* larger counts keep the factor that fails (5128 = 8 x 641): look both ways, and at the batch */
+        char near[400], nearb[400];
+        int n1 = nearest_text(m, hw, o, req, false, near, sizeof near);
+        int n2 = nearest_text(m, hw, o, req, true, nearb, sizeof nearb);
+        if (k > 0 && k < (int)sizeof res->infeasible && n1 > 0)
+            k += snprintf(res->infeasible + k, sizeof res->infeasible - k,
+                          " The nearest GPU counts that work with global batch %d: %s.", req->base.gbs, near);
+        if (k > 0 && k < (int)sizeof res->infeasible && n2 > 0)
+            k += snprintf(res->infeasible + k, sizeof res->infeasible - k,
+                          " On %d GPUs the nearest global batches that work: %s.", req->gpus, nearb);
+        if (k > 0 && k < (int)sizeof res->infeasible && !n1 && !n2)
+            snprintf(res->infeasible + k, sizeof res->infeasible - k,
+                     " No GPU count within reach and no global batch up to twice this one works.");
+        if (n1 || n2)
+            return;
     } else {
         char usable[96] = "";
         if (req->mem_margin_bytes > 0)
@@ -842,6 +939,9 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
     for (int tries = 0; g <= 1L << 20 && tries < 4096; tries++) {
         if (req->cancel && *req->cancel)
             return;
+        /* doubling keeps a factor no layout takes (5136 = 16 x 321): step to the next node count that divides */
+        for (int step = 0; step < 256 && !any_layout(m, hw, &r2, (int)g, req->base.gbs); step++)
+            g += gpn;
         r2.gpus = (int)g;
         PlanResult pr = {0};
         char e[200];

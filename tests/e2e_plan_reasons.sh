@@ -36,9 +36,10 @@ reason "tp 7" "--tp 7 does not divide the 96 heads" "tp can be 1, 2, 4, 8" -- --
 # 97 stages for 96 layers; pp dividing 512 and at most 96: 1 ... 64
 reason "pp 97" "--pp 97 is more than the 96 layers" "pp can be 1, 2, 4, 8, 16, 32, 64" -- \
     --gpus 512 --params 175B --pp 97
-# 126 = 2 x 3^2 x 7 is no multiple of 16 x 2 = 32, and with pp 16 no vp > 1 divides
-reason "pp 16 vp 2" "--vp 2 with --pp 16" "126 layers" "multiple of pp*vp = 32" "vp can only be 1" -- \
-    --gpus 1024 --model llama3.1-405b --pp 16 --vp 2
+# 126, 127 and 128 (the embedding and/or loss counted as a layer) are no multiple of 16 x 3 = 48;
+# with pp 16 vp 2 and 4 divide 128 = 16 x 8 (NVIDIA's pp 16 vp 4), so vp can be 1, 2, 4 (at most 126/16)
+reason "pp 16 vp 3" "--vp 3 with --pp 16" "126 layers" "multiple of pp*vp = 48" "vp can be 1, 2, 4" -- \
+    --gpus 1024 --model llama3.1-405b --pp 16 --vp 3
 # tp 8 x dp 2 = 16 GPUs, not 8
 reason "tp 8 dp 2 on 8" "--tp 8 x --dp 2 = 16 GPUs" "8 of --gpus" -- --gpus 8 --params 7B --tp 8 --dp 2
 reason "tp pp dp product" "--tp 4 x --pp 2 x --dp 2 = 16 GPUs, but --gpus is 512" -- \
@@ -60,6 +61,15 @@ grep -q "75.7 GiB usable with the 4.0 GiB --mem-margin.*smallest GPU count that 
 "$U" plan --gpus 512 --model llama3.1-405b --seq 8192 --pp 2 --dp 2 > /dev/null 2> "$tmp/err"
 grep -qF "The fixed knobs --pp 2 --dp 2 are the cause" "$tmp/err" && ! grep -q "No GPU count" "$tmp/err" ||
     fail "405B pp 2 dp 2: $(cat "$tmp/err")"
+# 5128 = 8 x 641 (641 prime: no pp of 105 layers, no dp of 2520): every larger count the old search
+# tried (5136 x 2^k) kept a bad factor. The nearest counts both ways and the nearest batches
+# (641 k: 1923, 2564) are named; 5120 = tp 8 x pp 16 x dp 40 is the nearest below (5121..5127 do not
+# divide, or like 5124 = 4 x 61 x 21 do not fit)
+"$U" plan --model mtnlg-530b --gpus 5128 --gbs 2520 --gpu a100-80g > /dev/null 2> "$tmp/err"
+grep -qF "The nearest GPU counts that work with global batch 2520: 5120 below (tp 8, pp 16, dp 40" "$tmp/err" &&
+    grep -qF "On 5128 GPUs the nearest global batches that work: 1923 below" "$tmp/err" &&
+    grep -qF "2564 above" "$tmp/err" && ! grep -q "No GPU count" "$tmp/err" ||
+    fail "mtnlg 5128: $(cat "$tmp/err")"
 
 # sweep: each cell's real reason, in the table, the CSV and the JSON
 "$U" sweep --params 7B,175B --gpus 8,512 --tp 7 --csv "$tmp/s.csv" > "$tmp/s.txt" || fail "sweep --tp 7 exited non-zero"

@@ -150,6 +150,44 @@ static void test_round_trip_interleaved_uneven(void **state)
     round_trip(&m, &hw, &lo, "--decoder-first-pipeline-num-layers 16 \\");
 }
 
+/* Llama 3.1 405B at pp 8 vp 8 (NVIDIA's layout): the embedding and the loss
+ * count as layers; the overlap switches are the layout's and come back. */
+static void test_round_trip_account_for(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-405b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 4, 8, 8, 8, 1, 64, OPT_DISTOPT);
+    lo.tp_comm_overlap = true;
+    round_trip(&m, &hw, &lo, "--account-for-embedding-in-pipeline-split \\");
+    char err[512];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "--account-for-loss-in-pipeline-split \\"));
+    assert_non_null(strstr(t, "--tp-comm-overlap \\"));
+    assert_non_null(strstr(t, "--overlap-param-gather \\"));
+    assert_null(strstr(t, "--decoder-first-pipeline-num-layers"));
+    free(t);
+    /* block recomputation of one layer a chunk on the 16/15-layer stages */
+    base(&lo, 4, 8, 8, 8, 1, 64, OPT_DISTOPT);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    for (int s = 0; s < 8; s++)
+        lo.full_rc[s] = 8;
+    round_trip(&m, &hw, &lo, "--recompute-num-layers 1 \\");
+    /* pp 16 vp 4, the switches off: none of the flags */
+    base(&lo, 2, 8, 16, 4, 1, 64, OPT_DISTOPT);
+    lo.overlap_param = false;
+    round_trip(&m, &hw, &lo, "--num-virtual-stages-per-pipeline-rank 4 \\");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_null(strstr(t, "--tp-comm-overlap"));
+    assert_null(strstr(t, "--overlap-param-gather"));
+    assert_non_null(strstr(t, "--overlap-grad-reduce \\"));
+    free(t);
+}
+
 static void refused(const ModelSpec *m, const HwProfile *hw, Layout *lo, const char *says)
 {
     char err[512] = "";
@@ -297,7 +335,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
-        cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

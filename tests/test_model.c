@@ -852,6 +852,172 @@ static void test_layout_ep(void **state)
     lo.ep = 2, lo.dp = 2, lo.gbs = 8;
     assert_int_equal(layout_check(&lo, &g, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "dense"));
+/* Overlap is a switch (issue 21, mechanism 1). TP: off, every TP collective
+ * is exposed whatever the profile's tp_overlap says; on (with SP), the
+ * profile's achievable fraction hides, never longer than the GEMMs of the
+ * pass. DP: without --overlap-param-gather the distributed optimizer's
+ * all-gather hides behind nothing. */
+static void test_overlap_switches(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.tp_overlap = 1;
+    Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    lo.opt = OPT_DISTOPT;
+    LayerTime off, on;
+    time_layer(&g, &hw, &lo, &off);
+    double ar = time_coll_allreduce(&hw, hw_precision_bytes(lo.prec) * layout_mb_tokens(&g, &lo) * g.h, 8,
+                                    time_members_per_node(&hw, 1, 8));
+    assert_rel(off.tp_fwd, 2 * ar, 1e-12);
+    assert_rel(off.tp_bwd, 2 * ar, 1e-12);
+    lo.tp_comm_overlap = true;
+    time_layer(&g, &hw, &lo, &on);
+    /* 175B's GEMMs at tp 8 last far longer than their collectives: all hidden */
+    assert_true(on.tp_fwd == 0 && on.tp_bwd == 0 && on.tp_rc == 0);
+    assert_rel(on.fwd, off.fwd, 1e-12);   /* the compute itself is what it was */
+    hw.tp_overlap = 0.5;
+    time_layer(&g, &hw, &lo, &on);
+    assert_rel(on.tp_fwd, ar, 1e-12);
+    /* no SP: Megatron's --tp-comm-overlap needs it; nothing hides */
+    lo.sp = false;
+    time_layer(&g, &hw, &lo, &on);
+    LayerTime nosp;
+    lo.tp_comm_overlap = false;
+    time_layer(&g, &hw, &lo, &nosp);
+    assert_true(on.tp_fwd == nosp.tp_fwd && nosp.tp_fwd > 0);
+    lo.sp = true;
+    /* a tiny model: the GEMMs are shorter than the collectives, so what exceeds them stays exposed */
+    ModelSpec t = g;
+    t.h = 512, t.a = 8, t.g = 8, t.f = 2048, t.L = 8, t.s = 2048;
+    Layout lt = layout_for(&t, &hw, 1, 8, 1, 1, 8);
+    hw.tp_overlap = 1;
+    lt.tp_comm_overlap = true;
+    LayerTime small, small_off;
+    time_layer(&t, &hw, &lt, &small);
+    lt.tp_comm_overlap = false;
+    time_layer(&t, &hw, &lt, &small_off);
+    assert_true(small.tp_fwd > 0 && small.tp_fwd < small_off.tp_fwd);
+    /* DP: the parameter all-gather of the distributed optimizer */
+    Cost *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    CostOpts o;
+    cost_opts_default(&o);
+    lo = layout_for(&g, &hw, 64, 8, 1, 1, 1536);
+    lo.opt = OPT_DISTOPT;
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    cost(&g, &hw, &lo, &o, a);
+    lo.overlap_param = false;
+    cost(&g, &hw, &lo, &o, b);
+    assert_true(b->time[T_DP] > a->time[T_DP]);
+    /* and it takes effect only with --overlap-grad-reduce, as Megatron requires */
+    lo.overlap_grad = false;
+    cost(&g, &hw, &lo, &o, a);
+    lo.overlap_param = true;
+    cost(&g, &hw, &lo, &o, b);
+    assert_true(a->time[T_DP] == b->time[T_DP]);
+    free(a), free(b);
+}
+
+/* The Megatron-LM README's H100 weak-scaling table, row "32B": 56 heads,
+ * hidden 7168, 48 layers, tp 8, pp 1, dp 48 on 384 GPUs, batch 192 x 4096
+ * tokens, vocabulary 131072, 459.6 TFLOP/s per GPU (46 % MFU) with
+ * --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap and the
+ * distributed optimizer: 0.892 s a step by Megatron's FLOP count
+ * (72 B s L h^2 (1 + s/6h + V/12hL) = 1.574e17 per step). Not fitted: the
+ * test prints the error and asserts only that the switches remove the
+ * exposed TP communication. */
+static void test_megatron_readme_32b(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "megatron-readme-32b");
+    m.L = 48, m.h = 7168, m.a = 56, m.g = 56, m.f = 4 * 7168, m.vocab = 131072, m.vocab_div = 128, m.s = 4096;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = true;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 48, 8, 1, 1, 192);
+    lo.opt = OPT_DISTOPT;
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost *off = malloc(sizeof *off), *on = malloc(sizeof *on);
+    cost(&m, &hw, &lo, &o, off);
+    lo.tp_comm_overlap = true;
+    cost(&m, &hw, &lo, &o, on);
+    double flops = 72.0 * 192 * 4096 * 48 * 7168.0 * 7168 * (1 + 4096 / (6.0 * 7168) + 131072 / (12.0 * 7168 * 48));
+    double pub = flops / (384 * 459.6e12);
+    print_message("Megatron-LM README 32B/384 H100: published %.3f s; predicted %.3f s without --tp-comm-overlap "
+                  "(tp %.3f s, dp %.3f s exposed), %.3f s with it (tp %.3f s, dp %.3f s): %+.1f %%\n", pub,
+                  off->step_s, off->time[T_TP], off->time[T_DP], on->step_s, on->time[T_TP], on->time[T_DP],
+                  100 * (on->step_s / pub - 1));
+    assert_true(off->time[T_TP] > 0.2 && on->time[T_TP] < 0.01);
+    assert_true(on->step_s < off->step_s);
+    free(off), free(on);
+}
+
+/* Megatron's pipeline splits (issue 21, mechanism 3): Llama 3.1 405B's 126
+ * layers at pp 8 vp 8 and pp 16 vp 4, NVIDIA's published layouts, split with
+ * the embedding and the loss counted as layers: (126 + 2) / pp per stage in
+ * vp equal chunks, stage 0 and the last one layer short. */
+static void test_megatron_pipeline_splits(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    char err[256];
+    assert_int_equal(presets_find("llama3.1-405b", &m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 8, lo.pp = 8, lo.vp = 8, lo.dp = 4, lo.gbs = 64;
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("pp 8 vp 8: %s", err);
+    assert_true(lo.layers[0] == 15 && lo.layers[1] == 16 && lo.layers[6] == 16 && lo.layers[7] == 15);
+    assert_int_equal(layout_chunk_layers(&lo, 0, 0), 1);
+    assert_int_equal(layout_chunk_layers(&lo, 0, 1), 2);
+    assert_int_equal(layout_chunk_layers(&lo, 7, 7), 1);
+    assert_int_equal(layout_chunk_layers(&lo, 3, 7), 2);
+    MegatronForm f;
+    assert_int_equal(layout_megatron_form(&lo, &m, &f, err, sizeof err), 0);
+    assert_true(f.embed_in_split && f.loss_in_split && f.first_layers == 0 && f.last_layers == 0);
+    /* block recomputation of 1 layer a chunk: 8 a stage, 7 on the short ones... */
+    for (int s = 0; s < 8; s++)
+        lo.full_rc[s] = 8;
+    lo.full_rc[0] = lo.full_rc[7] = 8;   /* min(1, chunk) of chunks 1,2,..: the short chunk still has 1 */
+    assert_int_equal(layout_megatron_form(&lo, &m, &f, err, sizeof err), 0);
+    assert_int_equal(f.rc, MEGA_RC_FULL_BLOCK);
+    assert_int_equal(f.rc_layers, 1);
+    lo.full_rc[0] = 7;
+    assert_int_equal(layout_megatron_form(&lo, &m, &f, err, sizeof err), -1);
+    layout_default(&lo);
+    lo.tp = 8, lo.pp = 16, lo.vp = 4, lo.dp = 2, lo.gbs = 64;
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("pp 16 vp 4: %s", err);
+    assert_true(lo.layers[0] == 7 && lo.layers[1] == 8 && lo.layers[15] == 7);
+    /* the flags given: the embedding alone, 127 = 127 x 1 at pp 127? no: pp 2 vp 1 gives 64 / 63 */
+    layout_default(&lo);
+    lo.pp = 2, lo.gbs = 8, lo.dp = 1, lo.split_embed = true, lo.split_loss = false;
+    lo.tp = 8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);   /* 127 is odd */
+    assert_non_null(strstr(err, "account-for"));
+    lo.split_loss = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_true(lo.layers[0] == 63 && lo.layers[1] == 63);
+    /* --decoder-first/last-pipeline-num-layers with interleaving: multiples of vp */
+    layout_default(&lo);
+    lo.tp = 8, lo.pp = 4, lo.vp = 2, lo.dp = 1, lo.gbs = 8, lo.first_layers = 30, lo.last_layers = 32;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_true(lo.layers[0] == 30 && lo.layers[1] == 32 && lo.layers[2] == 32 && lo.layers[3] == 32);
+    layout_default(&lo);
+    lo.tp = 8, lo.pp = 4, lo.vp = 2, lo.dp = 1, lo.gbs = 8, lo.first_layers = 31, lo.last_layers = 31;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "multiples of vp"));
+    /* no rule divides: pp 16 vp 3 (126, 127, 128 are no multiple of 48 or 16 x 3) */
+    layout_default(&lo);
+    lo.tp = 8, lo.pp = 16, lo.vp = 3, lo.dp = 1, lo.gbs = 16;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a multiple of pp*vp = 16*3"));
 }
 
 int main(void)
@@ -887,6 +1053,9 @@ int main(void)
         cmocka_unit_test(test_moe_counts),
         cmocka_unit_test(test_moe_freq),
         cmocka_unit_test(test_layout_ep),
+        cmocka_unit_test(test_overlap_switches),
+        cmocka_unit_test(test_megatron_readme_32b),
+        cmocka_unit_test(test_megatron_pipeline_splits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

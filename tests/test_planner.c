@@ -260,7 +260,7 @@ static void test_fixed_knob_at_fault(void **state)
     } cases[] = {
         {"gpt3-175b", 512, 7, 1, 1, 1, FIX_TP, "--tp 7 does not divide the 96 heads of gpt3-175b; tp can be 1, 2, 4, 8"},
         {"gpt3-175b", 512, 1, 97, 1, 1, FIX_PP, "--pp 97 is more than the 96 layers"},
-        {"llama3.1-405b", 1024, 1, 16, 2, 1, FIX_PP | FIX_VP, "multiple of pp*vp = 32"},
+        {"llama3.1-405b", 1024, 1, 16, 3, 1, FIX_PP | FIX_VP, "multiple of pp*vp = 48"},
         {"llama2-7b", 8, 8, 1, 1, 2, FIX_TP | FIX_DP, "--tp 8 x --dp 2 = 16 GPUs"},
     };
     CostOpts o;
@@ -381,6 +381,67 @@ static void test_export_megatron(void **state)
     assert_int_equal(export_parse_format("deepspeed", &f), -1);
 }
 
+/* Llama 3.1 405B's 126 layers at NVIDIA's pp 8 vp 8: the planner plans it
+ * (the embedding and loss counted as layers), where it refused it before. */
+static void test_interleaved_405b(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-405b", "h100-sxm", &m, &hw);
+    PlanRequest r;
+    request(&r, &m, 2048);
+    r.fixed = FIX_TP | FIX_PP | FIX_VP;
+    r.base.tp = 8, r.base.pp = 8, r.base.vp = 8;
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    if (res.n < 1)
+        fail_msg("no plan: %s", res.infeasible);
+    const Layout *lo = &res.plans[0].layout;
+    assert_true(lo->pp == 8 && lo->vp == 8 && lo->layers[0] == 15 && lo->layers[1] == 16 && lo->layers[7] == 15);
+    assert_int_equal(layout_megatron_check(lo, &m, err, sizeof err), 0);
+    planner_result_free(&res);
+}
+
+/* Issue 21's explanation: 5128 = 8 x 641, and 641 (prime) divides neither
+ * the 105 layers nor the batch of 2520, so no layout divides; every larger
+ * count the old search tried (5136 x 2^k = 16 x 321 x 2^k) kept a factor as
+ * bad. Now: the nearest counts below and above that work, and the nearest
+ * batches on these GPUs. Below: 5127..5125 and 5123..5121 divide into no
+ * layout (3 x 1709, 2 x 11 x 233, 5^3 x 41, 47 x 109, 2 x 13 x 197,
+ * 3^2 x 569), 5124 = 4 x 61 x 21 divides but its 61-stage split does not fit,
+ * and 5120 = tp 8 x pp 16 x dp 40 fits. Batches: dp must be a multiple of 641
+ * dividing the batch, so 641 k: 1923 and 2564 (tp 8, pp 1, dp 641, ZeRO-3). */
+static void test_nearest_counts_and_batches(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("mtnlg-530b", "a100-80g", &m, &hw);
+    PlanRequest r;
+    request(&r, &m, 5128);
+    r.base.gbs = 2520;
+    r.fixed |= FIX_GBS;
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    const char *want[] = {"no layout of mtnlg-530b divides 5128 GPUs", "5120 below (tp 8, pp 16, dp 40",
+                          " above (", "nearest global batches that work: 1923 below", "2564 above"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(res.infeasible, want[i]))
+            fail_msg("want \"%s\" in \"%s\"", want[i], res.infeasible);
+    assert_null(strstr(res.infeasible, "No GPU count"));
+    int above = atoi(strstr(res.infeasible, " above (") - 4);
+    assert_true(above > 5128 && above <= 5600);   /* 5600 = 8 x 35 x 20 is MT-NLG's own kind of layout */
+    planner_result_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,7 +451,8 @@ int main(void)
         cmocka_unit_test(test_infeasible_explained),
         cmocka_unit_test(test_infeasible_explained_fp32),
         cmocka_unit_test(test_bad_requests),
-        cmocka_unit_test(test_fixed_knob_at_fault),
+        cmocka_unit_test(test_fixed_knob_at_fault), cmocka_unit_test(test_interleaved_405b),
+        cmocka_unit_test(test_nearest_counts_and_batches),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };

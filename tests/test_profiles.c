@@ -79,7 +79,7 @@ static void test_builtins_load_and_are_sane(void **state)
         check_curve(&hw.mem_eff);
         assert_rel(hw.fail_per_gpu_hour, 419.0 / (54.0 * 16384 * 24), 1e-9);
         assert_rel(hw.ckpt_bw_per_node, 2e12 / 2048, 1e-9);
-        assert_true(hw.alloc_frag == 0.05 && hw.tp_overlap == 0 && hw.dp_overlap == 1 &&
+        assert_true(hw.alloc_frag == 0.05 && hw.tp_overlap == 1 && hw.dp_overlap == 1 &&
                     hw.pp_overlap == 0 && hw.restart_s == 600);
         assert_true(hw.cuda_context_bytes >= 1e9 && hw.cuda_context_bytes <= 2.2e9);
         assert_true(hw.nccl_buf_bytes >= 4 << 20 && hw.act_bytes_per_layer > 0);
