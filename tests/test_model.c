@@ -852,6 +852,8 @@ static void test_layout_ep(void **state)
     lo.ep = 2, lo.dp = 2, lo.gbs = 8;
     assert_int_equal(layout_check(&lo, &g, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "dense"));
+}
+
 /* Overlap is a switch (issue 21, mechanism 1). TP: off, every TP collective
  * is exposed whatever the profile's tp_overlap says; on (with SP), the
  * profile's achievable fraction hides, never longer than the GEMMs of the
