@@ -14,7 +14,7 @@ static const char *g_last_call = "?";
 
 /* Communicators the watchdog can name: world ranks of their members, filled
  * when they are created, so that the watchdog thread never calls MPI. */
-enum { MAX_COMMS = 8 };
+enum { MAX_COMMS = 16 };
 static struct {
     MPI_Comm c;
     char name[16];
@@ -253,6 +253,8 @@ int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
 {
     memset(d, 0, sizeof *d);
     d->tp_comm = d->dp_comm = d->pp_comm = d->emb_comm = d->cp_comm = d->dpcp_comm = MPI_COMM_NULL;
+    d->ep_comm = d->etp_comm = d->edp_comm = d->tpcp_comm = MPI_COMM_NULL;
+    d->ep = d->etp = d->edp = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->world);
     g_rank = d->rank;
@@ -290,12 +292,37 @@ int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen)
     return 0;
 }
 
+int dist_init_experts(Dist *d, int ep, int etp, char *err, int errlen)
+{
+    int stage_ranks = d->tp * d->cp * d->dp;
+    if (ep < 1 || etp < 1 || stage_ranks % (ep * etp) != 0) {
+        snprintf(err, errlen, "etp %d x ep %d does not divide the %d ranks of a stage (tp %d x cp %d x dp %d)", etp,
+                 ep, stage_ranks, d->tp, d->cp, d->dp);
+        return -1;
+    }
+    d->ep = ep, d->etp = etp, d->edp = stage_ranks / (ep * etp);
+    int q = d->tp_rank + d->tp * (d->cp_rank + d->cp * d->dp_rank);
+    d->etp_rank = q % etp;
+    d->ep_rank = (q / etp) % ep;
+    d->edp_rank = q / (etp * ep);
+    MPI_Errhandler eh;
+    CHECK_MPI(MPI_Comm_create_errhandler(on_error, &eh));
+    int pp = d->pp_rank;
+    d->ep_comm = split(d->etp_rank + etp * (d->edp_rank + d->edp * pp), d->ep_rank, "ep", eh);
+    d->etp_comm = split(d->ep_rank + ep * (d->edp_rank + d->edp * pp), d->etp_rank, "etp", eh);
+    d->edp_comm = split(d->etp_rank + etp * (d->ep_rank + ep * pp), d->edp_rank, "edp", eh);
+    d->tpcp_comm = split(d->dp_rank + d->dp * pp, d->tp_rank + d->tp * d->cp_rank, "tpcp", eh);
+    MPI_Errhandler_free(&eh);
+    return 0;
+}
+
 void dist_free(Dist *d)
 {
     if (d->dpcp_comm == d->dp_comm)
         d->dpcp_comm = MPI_COMM_NULL;   // the same handle: freed once, as dp_comm
-    MPI_Comm *cs[] = {&d->tp_comm, &d->dp_comm, &d->pp_comm, &d->emb_comm, &d->cp_comm, &d->dpcp_comm};
-    for (int i = 0; i < 6; i++)
+    MPI_Comm *cs[] = {&d->tp_comm, &d->dp_comm, &d->pp_comm, &d->emb_comm, &d->cp_comm, &d->dpcp_comm,
+                      &d->ep_comm, &d->etp_comm, &d->edp_comm, &d->tpcp_comm};
+    for (int i = 0; i < 10; i++)
         if (*cs[i] != MPI_COMM_NULL)
             MPI_Comm_free(cs[i]);
     comm_unregister_all();   // freed handles may be reused by MPI
@@ -423,6 +450,70 @@ void dist_allgather_inplace(float *x, int n, MPI_Comm c, double *t)
         return;
     double t0 = MPI_Wtime();
     CHECK_MPI_WAIT(c, -1, MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, x, n, MPI_FLOAT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+int dist_comm_size(MPI_Comm c) { return c == MPI_COMM_NULL ? 1 : comm_size(c); }
+
+void dist_alltoall_int(const int *send, int *recv, int n, MPI_Comm c, double *t)
+{
+    if (dist_comm_size(c) == 1) {
+        memcpy(recv, send, (size_t)n * sizeof *recv);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Alltoall(send, n, MPI_INT, recv, n, MPI_INT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+void dist_allgather_int(const int *in, int *out, int n, MPI_Comm c, double *t)
+{
+    if (dist_comm_size(c) == 1) {
+        memcpy(out, in, (size_t)n * sizeof *out);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Allgather(in, n, MPI_INT, out, n, MPI_INT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+void dist_alltoallv(const float *send, const int *scounts, const int *sdispls, float *recv, const int *rcounts,
+                    const int *rdispls, MPI_Comm c, double *t)
+{
+    if (dist_comm_size(c) == 1) {
+        memcpy(recv + rdispls[0], send + sdispls[0], (size_t)scounts[0] * sizeof *recv);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Alltoallv(send, scounts, sdispls, MPI_FLOAT, recv, rcounts, rdispls, MPI_FLOAT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+void dist_allgatherv(const float *in, int n, float *out, const int *counts, const int *displs, MPI_Comm c,
+                     double *t)
+{
+    if (dist_comm_size(c) == 1) {
+        memcpy(out + displs[0], in, (size_t)n * sizeof *out);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Allgatherv(in, n, MPI_FLOAT, out, counts, displs, MPI_FLOAT, c));
+    if (t)
+        *t += MPI_Wtime() - t0;
+}
+
+void dist_reduce_scatterv(float *out, const float *in, const int *counts, MPI_Comm c, double *t)
+{
+    if (dist_comm_size(c) == 1) {
+        memcpy(out, in, (size_t)counts[0] * sizeof *out);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    CHECK_MPI_WAIT(c, -1, MPI_Reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, c));
     if (t)
         *t += MPI_Wtime() - t0;
 }

@@ -12,6 +12,17 @@
  * the embedding group {first, last stage} of one (tp, cp, dp), which
  * all-reduces the gradient of a tied embedding when pp > 1.
  *
+ * Expert groups (dist_init_experts, mixture of experts): Megatron-core's
+ * "parallel folding" re-reads the tp·cp·dp ranks of a stage as etp x ep x
+ * edp, etp fastest (its expert RankGenerator, order tp-ep-dp-pp with etp in
+ * tp's place and cp 1): with q = tp_rank + tp·(cp_rank + cp·dp_rank),
+ * etp_rank = q % etp, ep_rank = (q / etp) % ep, edp_rank = q / (etp·ep).
+ * ep (same etp, edp, pp: token dispatch and combine), etp (same ep, edp,
+ * pp: an expert's column/row split), edp (same etp, ep, pp: ranks holding
+ * the same expert shards; expert gradients reduce and ZeRO-1 shards over
+ * it), tpcp (same dp, pp: the ranks holding one micro-batch's tokens, over
+ * which the router's per-sequence load counts are summed).
+ *
  * What it doesn't do: NCCL.
  */
 #ifndef ULTRAPLAN_EXECUTOR_DIST_H
@@ -32,6 +43,9 @@ typedef struct {
     MPI_Comm cp_comm;         // size cp
     MPI_Comm dpcp_comm;       // size dp·cp; == dp_comm when cp is 1
     int dpcp_rank;            // cp_rank + cp·dp_rank, this rank in dpcp_comm
+    /* experts (dist_init_experts; all 1 / MPI_COMM_NULL before) */
+    int ep, etp, edp, ep_rank, etp_rank, edp_rank;
+    MPI_Comm ep_comm, etp_comm, edp_comm, tpcp_comm;
 } Dist;
 
 /* Splits the world for a tp·cp·dp·pp layout. The world size must equal the
@@ -39,6 +53,9 @@ typedef struct {
  * handler on every communicator that names the rank and the failed call. */
 int dist_init(Dist *d, int tp, int cp, int dp, int pp, char *err, int errlen);
 void dist_free(Dist *d);
+/* The expert groups for ep x etp over a dist_init'ed world; etp·ep must
+ * divide tp·cp·dp (layout_check). 0, or -1 with err. Collective. */
+int dist_init_experts(Dist *d, int ep, int etp, char *err, int errlen);
 
 /* World rank of the given coordinates. */
 int dist_rank_of(const Dist *d, int tp, int cp, int dp, int pp);
@@ -107,6 +124,20 @@ void dist_allgather_inplace(float *x, int n, MPI_Comm c, double *t);
 void dist_allreduce(float *x, int n, MPI_Comm c, double *t);                       // in place, sum
 void dist_allgather(float *out, const float *in, int n, MPI_Comm c, double *t);    // n per rank
 void dist_reduce_scatter(float *out, float *in, int n, MPI_Comm c, double *t);     // n per rank out; out == in: in place
+
+/* Token dispatch (mixture of experts), timed into *t (may be NULL): an
+ * all-to-all of n ints per rank; MPI_Alltoallv / MPI_Allgatherv of floats
+ * with counts and displacements in floats; a reduce-scatter of floats with
+ * per-rank counts (rank i's sum of in[displ_i, displ_i + counts[i]) lands
+ * in out[0, counts[i])). Groups of one copy. */
+void dist_alltoall_int(const int *send, int *recv, int n, MPI_Comm c, double *t);
+void dist_allgather_int(const int *in, int *out, int n, MPI_Comm c, double *t);
+void dist_alltoallv(const float *send, const int *scounts, const int *sdispls, float *recv, const int *rcounts,
+                    const int *rdispls, MPI_Comm c, double *t);
+void dist_allgatherv(const float *in, int n, float *out, const int *counts, const int *displs, MPI_Comm c,
+                     double *t);
+void dist_reduce_scatterv(float *out, const float *in, const int *counts, MPI_Comm c, double *t);
+int dist_comm_size(MPI_Comm c);
 
 /* The world, for the commands (run, calibrate): start MPI if nobody has,
  * and learn this rank and the world size. */

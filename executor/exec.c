@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "moe.h"
 #include "net.h"
 
 void exec_default_opts(TrainOpts *o)
@@ -20,6 +21,8 @@ void exec_default_opts(TrainOpts *o)
     o->eps = 1e-8f;
     o->weight_decay = 0.0f;
     o->seed = 1337;
+    o->moe_aux_coeff = 1e-2;
+    o->moe_imbalance = EXEC_MOE_IMBALANCE;
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
@@ -35,9 +38,6 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
 {
     int tp = lo->tp, hs = spec_head_dim(m);
     int g = m->g > 0 ? m->g : m->a;
-    if (m->experts > 0 || m->attn == ATTN_MLA || m->mtp_layers > 0 || lo->ep > 1)
-        FAIL("plan: model \"%s\" has experts %d, attention %s, mtp_layers %d (layout.ep %d): the CPU executor "
-             "runs dense MHA/GQA models only so far", m->name, m->experts, spec_attn_name(m->attn), m->mtp_layers, lo->ep);
     if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
         FAIL("plan: layout.optimizer %s needs layout.pp 1 (got %d): ZeRO-2/3 shard per layer of one stage",
              layout_opt_name(lo->opt), lo->pp);
@@ -55,6 +55,26 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    if (m->attn == ATTN_MLA)
+        FAIL("the executor has no multi-head latent attention (model.attn mla); plan it with --attn mha");
+    if (m->mtp_layers > 0)
+        FAIL("the executor has no multi-token prediction (model.mtp_layers %d); plan it with --mtp-layers 0",
+             m->mtp_layers);
+    if (spec_is_moe(m)) {
+        int etp = layout_etp(lo), fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+        if (m->bias)
+            FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
+        if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
+            FAIL("plan: layout.optimizer %s with a mixture-of-experts model: the executor shards expert states "
+                 "only under zero1 / distopt", layout_opt_name(lo->opt));
+        if (tp > 1 && !lo->sp)
+            FAIL("a mixture-of-experts model with tp %d needs sequence parallel (layout.sp), as in Megatron-LM", tp);
+        if (m->experts % lo->ep || fe % etp || m->shared_ffn % tp)
+            FAIL("ep %d must divide the %d experts, etp %d the expert FFN %d, tp %d the shared FFN %d", lo->ep,
+                 m->experts, etp, fe, tp, m->shared_ffn);
+        if ((long long)lo->tp * lo->cp * lo->dp % ((long long)etp * lo->ep))
+            FAIL("etp %d x ep %d must divide tp %d x cp %d x dp %d", etp, lo->ep, lo->tp, lo->cp, lo->dp);
+    }
     return 0;
 }
 
@@ -93,9 +113,31 @@ static float *take(Carver *c, size_t n)
     return p;
 }
 
-static void carve_layer(Exec *e, Carver *c, LayerActs *A, int full_rc, int with_x)
+int exec_layer_moe(const Exec *e, int li)
 {
-    size_t N = e->N, Nl = e->Nl, C = e->C;
+    return e->E > 0 && li >= 0 && spec_layer_is_moe(&e->m, e->ps.glayer[li]);
+}
+
+/* FC1 output and activation widths of local layer li (an MoE layer: its
+ * shared expert's); li -1: the widest (the recompute working set). */
+static void mlp_widths(const Exec *e, int li, size_t *f1, size_t *f)
+{
+    if (li >= 0) {
+        int moe = exec_layer_moe(e, li);
+        *f1 = moe ? e->F1s : e->F1l, *f = moe ? e->Fs : e->Fl;
+        return;
+    }
+    *f1 = e->F1l > e->F1s ? e->F1l : e->F1s;
+    *f = e->Fl > e->Fs ? e->Fl : e->Fs;
+}
+
+/* li: the local layer the tensors are for, -1 for the recompute working set
+ * (the widest MLP, and the MoE tensors when the stage has MoE layers). */
+static void carve_layer(Exec *e, Carver *c, LayerActs *A, int li, int full_rc, int with_x)
+{
+    size_t N = e->N, Nl = e->Nl, C = e->C, f1, f;
+    mlp_widths(e, li, &f1, &f);
+    int moe = li >= 0 ? exec_layer_moe(e, li) : e->E > 0;
     memset(A, 0, sizeof *A);
     if (with_x)
         A->x = take(c, Nl * C);
@@ -113,8 +155,14 @@ static void carve_layer(Exec *e, Carver *c, LayerActs *A, int full_rc, int with_
     A->a2 = take(c, Nl * C);
     A->mean2 = take(c, Nl);
     A->rstd2 = take(c, Nl);
-    A->hpre = take(c, N * e->F1l);
-    A->hact = take(c, N * e->Fl);
+    A->hpre = take(c, N * f1);
+    A->hact = take(c, N * f);
+    if (moe) {
+        A->probs = take(c, Nl * e->E);
+        A->tki = take(c, Nl * e->K);
+        A->tkw = take(c, Nl * e->K);
+        A->ye = take(c, Nl * e->K * C);
+    }
 }
 
 static int first_local(const Exec *e, int chunk)
@@ -143,7 +191,7 @@ static void carve(Exec *e, float *acts, float *bufs)
             a.n = start;
             int f = first_local(e, c);
             for (int j = 0; j < e->sm.nchunk_layers[c]; j++)
-                carve_layer(e, &a, &e->slots[s].la[j], e->rc[f + j] == 2, 1);
+                carve_layer(e, &a, &e->slots[s].la[j], f + j, e->rc[f + j] == 2, 1);
             if (a.n - start > most)
                 most = a.n - start;
         }
@@ -151,7 +199,7 @@ static void carve(Exec *e, float *acts, float *bufs)
         e->slots[s].dlast = last ? take(&b, Nl * C) : NULL;
     }
     if (any_full)
-        carve_layer(e, &a, &e->ws, 0, 0);
+        carve_layer(e, &a, &e->ws, -1, 0, 0);
     if (last) {
         e->head_in = take(&a, Nl * C);
         e->head_n = take(&a, Nl * C);
@@ -172,8 +220,10 @@ static void carve(Exec *e, float *acts, float *bufs)
     e->dk = take(&b, N * e->kvl);
     e->dv = take(&b, N * e->kvl);
     e->drope = e->m.pos == POS_ROPE ? take(&b, N * e->ql) : NULL;
-    e->dhpre = take(&b, N * e->F1l);
-    e->dhact = take(&b, N * (e->Fl > e->ql ? e->Fl : e->ql));
+    size_t f1, f;
+    mlp_widths(e, -1, &f1, &f);
+    e->dhpre = take(&b, N * f1);
+    e->dhact = take(&b, N * (f > (size_t)e->ql ? f : (size_t)e->ql));
     e->rc_out = any_full ? take(&b, Nl * C) : NULL;
     e->send_ring = e->nsend ? take(&b, (size_t)e->nsend * Nl * C) : NULL;
     float *cpb = e->lo.cp > 1 ? take(&b, cpattn_buf_floats(&e->cpa)) : NULL;
@@ -220,8 +270,8 @@ static int units_init(Exec *e)
         return -1;
     for (int l = 0; l < ps->nlayers; l++) {
         e->lay_start[l] = ps->layer_off[l][P_LN1W];
-        for (int id = 0; id < P_LAYER_COUNT; id++)
-            if (ps->layer_off[l][id] != PARAM_NONE)
+        for (int id = 0; id < P_LAYER_COUNT; id++)   // the routed experts are not in the unit
+            if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                 e->lay_n[l] += ps->layer_len[l][id];
     }
     e->lay_start[U - 1] = ps->layers_end;
@@ -287,8 +337,10 @@ static void slot_bind(Exec *e, int s, int chunk)
 {
     Carver a = {e->slots[s].la[0].x, 0};
     int f = first_local(e, chunk);
-    for (int j = 0; j < e->sm.nchunk_layers[chunk]; j++)
-        carve_layer(e, &a, &e->slots[s].la[j], e->rc[f + j] == 2, 1);
+    for (int j = 0; j < e->sm.nchunk_layers[chunk]; j++) {
+        carve_layer(e, &a, &e->slots[s].la[j], f + j, e->rc[f + j] == 2, 1);
+        e->slots[s].la[j].mb = e->moeb ? e->moeb[s * e->maxchunk + j] : NULL;
+    }
 }
 
 int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
@@ -297,6 +349,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     memset(e, 0, sizeof *e);
     e->d.tp_comm = e->d.dp_comm = e->d.pp_comm = e->d.emb_comm = DIST_COMM_NULL;
     e->d.cp_comm = e->d.dpcp_comm = DIST_COMM_NULL;
+    e->d.ep_comm = e->d.etp_comm = e->d.edp_comm = e->d.tpcp_comm = DIST_COMM_NULL;
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
@@ -307,8 +360,11 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     Dist *d = &e->d;
     if (lo->tp == 1)
         e->lo.sp = false;
+    if (dist_init_experts(d, lo->ep > 0 ? lo->ep : 1, layout_etp(lo), err, errlen) != 0)
+        return -1;
     if (stagemap_init(&e->sm, m, lo, d->pp_rank, d->tp_rank, err, errlen) != 0)
         return -1;
+    e->sm.ep_rank = d->ep_rank, e->sm.etp_rank = d->etp_rank;
     int tp = lo->tp, D = grad_size(e);
     /* a group of one shards nothing: ZeRO-0 */
     e->zero = D == 1 || lo->opt == OPT_ZERO0 ? 0 : lo->opt == OPT_ZERO2 ? 2 : lo->opt == OPT_ZERO3 ? 3 : 1;
@@ -323,6 +379,14 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->Vl = (int)(spec_padded_vocab(m, tp) / tp);
     e->vstart = d->tp_rank * e->Vl;
     e->nmb = lo->gbs / (lo->dp * lo->mbs);
+    if (spec_is_moe(m)) {
+        int fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+        e->E = m->experts, e->El = m->experts / d->ep, e->K = m->topk;
+        e->Fe = fe / d->etp, e->F1e = m->mlp == MLP_SWIGLU ? 2 * e->Fe : e->Fe;
+        e->Fs = m->shared_ffn / tp, e->F1s = m->mlp == MLP_SWIGLU ? 2 * e->Fs : e->Fs;
+        /* ZeRO-1 / dist-opt shard the expert moments over edp whenever it is > 1 */
+        e->xzero = d->edp > 1 && (lo->opt == OPT_ZERO1 || lo->opt == OPT_DISTOPT);
+    }
 
     /* the data first: a file too small for the plan's batch is refused
      * before the weights and activations are allocated */
@@ -330,10 +394,15 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     if (data_init(&e->dl, data, e->B, e->T, d->dp_rank, lo->dp, m->vocab, derr, sizeof derr) != 0)
         FAIL("%s", derr);
 
-    /* ZeRO-1 shards the flat slab (padded to a multiple of D); ZeRO-2/3 per unit */
+    /* ZeRO-1 shards the flat slab (padded to a multiple of D); ZeRO-2/3 per
+     * unit; the routed experts' region over edp */
+    e->sm.expert_pad = e->xzero ? d->edp : 1;
     params_layout(&e->ps, m, &e->sm, e->zero == 1 ? D : 1);
-    e->opt_n = e->zero == 1 ? e->ps.n_alloc / D : e->ps.n_alloc;
-    e->opt_off = e->zero == 1 ? (size_t)grad_rank(e) * e->opt_n : 0;
+    e->opt_nd = e->zero == 1 ? e->ps.dense_alloc / D : e->ps.dense_alloc;
+    e->opt_off = e->zero == 1 ? (size_t)grad_rank(e) * e->opt_nd : 0;
+    e->xopt_n = e->xzero ? e->ps.x_alloc / d->edp : e->ps.x_alloc;
+    e->xopt_off = e->ps.x_off + (e->xzero ? (size_t)d->edp_rank * e->xopt_n : 0);
+    e->opt_n = e->opt_nd + e->xopt_n;
     if (units_init(e) != 0)
         FAIL("out of memory for the parameter tables");
     /* ZeRO-3 fills the full weights once, keeps its slices and frees them */
@@ -397,6 +466,26 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         if (!e->rowtok)
             FAIL("out of memory for %d token rows", e->B);
     }
+    if (e->E > 0) {
+        if (moe_init(e, err, errlen) != 0)
+            return -1;
+        /* expert buffers: slot layer j when some chunk's j-th layer is MoE and
+         * keeps its activations; the recompute set's when a full one is MoE */
+        int nb = e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1;
+        e->moeb = calloc(nb, sizeof *e->moeb);
+        if (!e->moeb)
+            FAIL("out of memory for the expert buffers");
+        for (int c = 0; c < lo->vp; c++)
+            for (int j = 0, f = first_local(e, c); j < e->sm.nchunk_layers[c]; j++) {
+                int moe = exec_layer_moe(e, f + j);
+                for (int k = 0; moe && k < e->nslots; k++) {
+                    MoeBuf **b = &e->moeb[e->rc[f + j] == 2 ? nb - 1 : k * e->maxchunk + j];
+                    if (!*b && !(*b = moe_buf_new(e)))
+                        FAIL("out of memory for the expert buffers");
+                }
+            }
+        e->ws.mb = e->moeb[nb - 1];
+    }
     carve(e, NULL, NULL);
     e->acts = calloc(e->acts_n ? e->acts_n : 1, sizeof(float));
     e->bufs = calloc(e->bufs_n ? e->bufs_n : 1, sizeof(float));
@@ -405,6 +494,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     if (!e->acts || !e->bufs || !e->tokens || !e->targets)
         FAIL("out of memory for activations (%zu floats) and buffers (%zu floats)", e->acts_n, e->bufs_n);
     carve(e, e->acts, e->bufs);
+    if (e->moeb)
+        e->ws.mb = e->moeb[e->nslots * (e->maxchunk ? e->maxchunk : 1)];
 
     e->dp_req = malloc((e->ps.nlayers + 1) * sizeof *e->dp_req);
     if (!e->dp_req)
@@ -414,9 +505,9 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->mem[XM_WEIGHTS] = (e->zero == 3 ? e->opt_n : e->ps.n_alloc) * 4.0;
     e->mem[XM_GRADS] = (e->zero >= 2 ? e->opt_n : e->ps.n_alloc) * 4.0;
     e->mem[XM_OPTIM] = 2.0 * e->opt_n * 4.0;
-    e->mem[XM_ACTS] = e->acts_n * 4.0;
+    e->mem[XM_ACTS] = e->acts_n * 4.0 + moe_acts_bytes(e);
     e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int)
-                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0);
+                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0) + moe_scratch_bytes(e);
 
     return 0;
 }
@@ -713,7 +804,9 @@ static void run_backward(Exec *e, int mb, int c)
         if (e->rc[f + j] == 2) {
             double r0 = dist_now(), tp0 = e->t[PH_TP];
             e->ws.x = la[j].x;
+            e->recomputing = 1;
             net_layer_fwd(e, f + j, &e->ws, e->rc_out);
+            e->recomputing = 0;
             e->t[PH_RECOMPUTE] += dist_now() - r0 - (e->t[PH_TP] - tp0);
             A = &e->ws;
         }
@@ -762,6 +855,9 @@ static void finish_grads(Exec *e)
                         &e->dp_req[e->ndp_req++]);
     dist_waitall(e->dp_req, e->ndp_req, grad_comm(e));
     e->ndp_req = 0;
+    /* the routed experts: summed over the edp ranks that hold them (ZeRO-1 reduce-scatters them in the step) */
+    if (ps->x_n > 0 && !e->xzero && e->d.edp > 1)
+        dist_allreduce(ps->g + ps->x_off, (int)ps->x_n, e->d.edp_comm, NULL);
     e->t[PH_DP] += dist_now() - t0;
 }
 
@@ -809,6 +905,28 @@ static void zero_step(Exec *e, int t)
     e->t[PH_DP] += dist_now() - t1;
 }
 
+/* The routed experts' region: AdamW on all of it, or (xzero) on this
+ * rank's edp shard between a reduce-scatter and an all-gather over edp. */
+static void expert_step(Exec *e, int t)
+{
+    TrainOpts *o = &e->opt;
+    ParamSet *ps = &e->ps;
+    float *g = ps->g + ps->x_off, *m = e->om + e->opt_nd, *v = e->ov + e->opt_nd;
+    if (ps->x_n == 0)
+        return;
+    if (e->xzero) {
+        dist_reduce_scatter(g, g, (int)e->xopt_n, e->d.edp_comm, &e->t[PH_DP]);   // in place
+        double t0 = dist_now();
+        k_adamw(ps->w + e->xopt_off, g, m, v, e->xopt_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
+        e->t[PH_OPTIM] += dist_now() - t0;
+        dist_allgather_inplace(ps->w + ps->x_off, (int)e->xopt_n, e->d.edp_comm, &e->t[PH_DP]);
+        return;
+    }
+    double t0 = dist_now();
+    k_adamw(ps->w + ps->x_off, g, m, v, ps->x_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
+    e->t[PH_OPTIM] += dist_now() - t0;
+}
+
 static void optimizer_step(Exec *e)
 {
     TrainOpts *o = &e->opt;
@@ -818,13 +936,14 @@ static void optimizer_step(Exec *e)
         zero_step(e, t);
         return;
     }
+    expert_step(e, t);
     if (e->zero == 1) {
-        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_n, grad_comm(e), &e->t[PH_DP]);   // in place
+        dist_reduce_scatter(ps->g, ps->g, (int)e->opt_nd, grad_comm(e), &e->t[PH_DP]);   // in place
         double t0 = dist_now();
-        k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
+        k_adamw(ps->w + e->opt_off, ps->g, e->om, e->ov, e->opt_nd, o->lr, o->beta1, o->beta2, o->eps,
                 o->weight_decay, t);
         e->t[PH_OPTIM] += dist_now() - t0;
-        dist_allgather_inplace(ps->w, (int)e->opt_n, grad_comm(e), &e->t[PH_DP]);
+        dist_allgather_inplace(ps->w, (int)e->opt_nd, grad_comm(e), &e->t[PH_DP]);
         return;
     }
     double t0 = dist_now();
@@ -852,6 +971,7 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
 {
     memset(e->t, 0, sizeof e->t);
     e->loss_sum = 0;
+    e->aux_sum = 0;
     /* A data error on one rank (a token outside the vocabulary, a file cut
      * short) must not leave it alone in a collective: every rank reaches
      * this agreement, which is also the step's barrier, and every rank
@@ -904,6 +1024,7 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     }
     st->step_s = dist_now() - t0;
     st->loss = sum / ((double)e->lo.gbs * e->T);
+    st->aux_loss = e->E > 0 ? dist_world_sum(e->aux_sum) : 0.0;
     memcpy(st->t, e->t, sizeof e->t);
     return 0;
 }
@@ -930,6 +1051,11 @@ void exec_free(Exec *e)
     free(e->targets);
     free(e->rowtok);
     cpattn_free(&e->cpa);
+    if (e->moeb)
+        for (int k = 0; k < e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1; k++)
+            moe_buf_free(e->moeb[k]);
+    free(e->moeb);
+    moe_free(e);
     free(e->send_req);
     free(e->lay_start);
     free(e->lay_n);

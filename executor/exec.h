@@ -50,6 +50,19 @@
  * scale counts the full B·T tokens, and gradients are reduced (ZeRO-0) or
  * reduce-scattered (ZeRO-1) over the dp·cp ranks of Dist.dpcp_comm.
  *
+ * Mixture of experts (spec_layer_is_moe; moe.h has the routed part): an
+ * MoE layer's MLP is the shared expert (net.c, a dense MLP of shared_ffn)
+ * plus the routed experts (moe.c). Expert ranks fold over the stage's
+ * tp·cp·dp ranks as etp x ep x edp (dist.h). Dense parameters (the router
+ * among them) reduce over dp·cp as today; the routed experts, in their own
+ * region of the slab (params.h), reduce over edp, and ZeRO-1 / the
+ * distributed optimizer shard their AdamW moments over edp (whenever edp >
+ * 1, whatever dp·cp is). The optimizer arrays are [dense shard | expert
+ * shard]. The router's load-balancing loss (moe.h) is added to the
+ * objective and reported apart (StepStats.aux_loss). MoE with tp > 1 needs
+ * sequence parallel, as in Megatron-LM; ZeRO-2/3, biases, MLA and MTP are
+ * refused for MoE models.
+ *
  * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
  * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the
  * next step's forward.
@@ -69,7 +82,13 @@
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     uint64_t seed;
+    double moe_aux_coeff;        // load-balancing loss coefficient (Megatron --moe-aux-loss-coeff); 1e-2
+    double moe_imbalance;        // expert buffers sized for this x the even share of routed tokens
 } TrainOpts;
+
+/* The default expert-buffer headroom: the plan's --moe-imbalance should
+ * replace it (the cost model's default). */
+#define EXEC_MOE_IMBALANCE 1.25
 
 void exec_default_opts(TrainOpts *o);
 
@@ -81,7 +100,12 @@ typedef struct {
     float *o, *lse;              // (N, ql) attention output, (B, NHl, Tl)
     float *x2;                   // (Nl, C) after the attention residual
     float *a2, *mean2, *rstd2;   // second norm
-    float *hpre, *hact;          // (N, F1l) FC1 output, (N, Fl) activation
+    float *hpre, *hact;          // (N, F1l) FC1 output, (N, Fl) activation (MoE: the shared expert's)
+    /* MoE layers (moe.h) */
+    float *probs;                // (Nl, E) router softmax over all experts
+    float *tki, *tkw;            // (Nl, k) top-k experts (as floats) and combine weights
+    float *ye;                   // (Nl·k, C) expert outputs as they come back, in send order
+    struct MoeBuf *mb;           // expert input, FC1 output, activation (grown on demand)
 } LayerActs;
 
 typedef struct {
@@ -90,7 +114,8 @@ typedef struct {
 } Slot;
 
 typedef struct {
-    double loss;                 // mean over the global batch, nats
+    double loss;                 // mean over the global batch, nats (the LM loss)
+    double aux_loss;             // MoE load-balancing loss added to the objective (all MoE layers)
     double t[PH_COUNT];          // seconds by phase (exposed comm for TP, PP, DP)
     double step_s;               // wall seconds of the step
 } StepStats;
@@ -108,14 +133,22 @@ typedef struct {
     /* shapes, local to this rank */
     int B, T, N, Nl, C, HS, NHl, NKVl, ql, kvl, F1l, Fl, Vl, vstart, nmb;
     int Tl;                      // tokens of a row on this rank: T/cp (N = B·Tl)
+    /* mixture of experts (moe.h); E 0 for a dense model */
+    int E, El, K, Fe, F1e, Fs, F1s;   // experts, local experts, top-k, expert widths /etp, shared /tp
+    int xzero;                   // expert moments sharded over edp (ZeRO-1 / dist-opt with edp > 1)
+    size_t opt_nd, xopt_n, xopt_off;  // dense shard floats; expert shard floats and offset in the slab
+    struct MoeBuf **moeb;        // (nslots · maxchunk + 1) per (slot, layer); the last: recompute's
+    struct MoeScratch *mx;       // moe.c's scratch
+    int recomputing;             // a full-recompute forward: no aux loss counted
+    double aux_sum;
     CpAttn cpa;                  // the cp ring (cp > 1)
     const int *cpos;             // (Tl) global positions of the local tokens; NULL when cp is 1
     int *rowtok;                 // (2·B·T) whole rows read before the chunks are kept (cp > 1)
     int maxchunk;                // layers of the largest chunk
     int *rc;                     // (nlayers) 0 none, 1 selective, 2 full
     /* optimizer */
-    float *om, *ov;              // (opt_n) AdamW moments
-    size_t opt_n, opt_off;       // shard size and its offset in the param slab
+    float *om, *ov;              // (opt_n) AdamW moments: [dense shard | expert shard]
+    size_t opt_n, opt_off;       // shard size (both parts) and the dense shard's offset in the param slab
     /* slabs */
     float *acts;
     size_t acts_n;               // floats
@@ -181,6 +214,9 @@ float *exec_lw(const Exec *e, int li, ParamId id);
 float *exec_lg(const Exec *e, int li, ParamId id);
 float *exec_sw(const Exec *e, ParamId id);
 float *exec_sg(const Exec *e, ParamId id);
+
+/* Whether local layer li is a mixture-of-experts layer. */
+int exec_layer_moe(const Exec *e, int li);
 
 /* ZeRO-3, for checkpoints: every rank's slices of the stage's weights into
  * w (n floats; collective over the gradient group), and this rank's slices

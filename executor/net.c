@@ -2,7 +2,9 @@
  * into e->t[PH_TP]. Under context parallel (e->cpos set) attention is the
  * ring of cpattn.c and RoPE and learned positions use the tokens' global
  * positions. Weights and gradients are reached through exec.h's
- * exec_lw/exec_lg/exec_sw/exec_sg, never the slabs, so ZeRO-2/3 can move them. */
+ * exec_lw/exec_lg/exec_sw/exec_sg, never the slabs, so ZeRO-2/3 can move them.
+ * An MoE layer (exec_layer_moe) runs its shared expert here as a dense MLP of
+ * shared_ffn (none with shared_ffn 0) and its routed experts in moe.c. */
 #include "net.h"
 
 #include <float.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "moe.h"
 
 #define NORM_EPS 1e-5f
 #define ROPE_THETA 10000.0f
@@ -113,13 +116,21 @@ void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
     k_residual_fwd(A->x2, A->x2, A->x, (size_t)e->Nl * C);
 
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, W(P_LN2W), W(P_LN2B));
-    in = col_input(e, A->a2);
-    k_matmul_fwd(A->hpre, in, W(P_FC1W), W(P_FC1B), N, C, e->F1l);
-    if (e->m.mlp == MLP_SWIGLU)
-        k_swiglu_fwd(A->hact, A->hpre, N, e->Fl);
-    else
-        k_gelu_fwd(A->hact, A->hpre, (size_t)N * e->Fl);
-    row_fwd(e, out, A->hact, W(P_FC2W), W(P_FC2B), e->Fl);
+    int moe = exec_layer_moe(e, li);
+    if (!moe || W(P_FC1W)) {   /* the dense MLP, or an MoE layer's shared expert */
+        int F1 = moe ? e->F1s : e->F1l, F = moe ? e->Fs : e->Fl;
+        in = col_input(e, A->a2);
+        k_matmul_fwd(A->hpre, in, W(P_FC1W), W(P_FC1B), N, C, F1);
+        if (e->m.mlp == MLP_SWIGLU)
+            k_swiglu_fwd(A->hact, A->hpre, N, F);
+        else
+            k_gelu_fwd(A->hact, A->hpre, (size_t)N * F);
+        row_fwd(e, out, A->hact, W(P_FC2W), W(P_FC2B), F);
+    } else {
+        k_zero(out, (size_t)e->Nl * C);
+    }
+    if (moe)
+        moe_fwd(e, li, A, out);
     k_residual_fwd(out, out, A->x2, (size_t)e->Nl * C);
 }
 
@@ -127,21 +138,31 @@ void net_layer_bwd(Exec *e, int li, LayerActs *A)
 {
     int N = e->N, C = e->C, ql = e->ql, kvl = e->kvl, Nl = e->Nl;
     size_t nc = (size_t)N * C;
-    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) */
-    const float *dy = row_dout(e, e->dres);
-    if (G(P_FC2B))
-        k_matmul_bwd(NULL, NULL, G(P_FC2B), e->dres, NULL, NULL, Nl, C, C);
-    k_zero(e->dhact, (size_t)N * e->Fl);
-    k_matmul_bwd(e->dhact, G(P_FC2W), NULL, dy, A->hact, W(P_FC2W), N, e->Fl, C);
-    k_zero(e->dhpre, (size_t)N * e->F1l);
-    if (e->m.mlp == MLP_SWIGLU)
-        k_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, e->Fl);
-    else
-        k_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * e->Fl);
-    const float *in = col_input(e, A->a2);
-    k_zero(e->dcol, nc);
-    k_matmul_bwd(e->dcol, G(P_FC1W), G(P_FC1B), e->dhpre, in, W(P_FC1W), N, C, e->F1l);
-    col_grad_reduce(e, e->dout);
+    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) (+ the routed experts of an MoE layer) */
+    const float *dy;
+    const float *in;
+    int moe = exec_layer_moe(e, li);
+    if (!moe || W(P_FC1W)) {
+        int F1 = moe ? e->F1s : e->F1l, F = moe ? e->Fs : e->Fl;
+        dy = row_dout(e, e->dres);
+        if (G(P_FC2B))
+            k_matmul_bwd(NULL, NULL, G(P_FC2B), e->dres, NULL, NULL, Nl, C, C);
+        k_zero(e->dhact, (size_t)N * F);
+        k_matmul_bwd(e->dhact, G(P_FC2W), NULL, dy, A->hact, W(P_FC2W), N, F, C);
+        k_zero(e->dhpre, (size_t)N * F1);
+        if (e->m.mlp == MLP_SWIGLU)
+            k_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F);
+        else
+            k_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F);
+        in = col_input(e, A->a2);
+        k_zero(e->dcol, nc);
+        k_matmul_bwd(e->dcol, G(P_FC1W), G(P_FC1B), e->dhpre, in, W(P_FC1W), N, C, F1);
+        col_grad_reduce(e, e->dout);
+    } else {
+        k_zero(e->dout, (size_t)Nl * C);
+    }
+    if (moe)
+        moe_bwd(e, li, A, e->dout);
     norm_bwd(e, e->dres, G(P_LN2W), G(P_LN2B), e->dout, A->x2, W(P_LN2W), A->mean2, A->rstd2);
 
     /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */

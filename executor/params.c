@@ -19,6 +19,9 @@ const ParamDesc param_desc[P_COUNT] = {
     [P_FC1B] = {"fc1.b", SPLIT_COL, INIT_ZERO},
     [P_FC2W] = {"fc2.w", SPLIT_ROW, INIT_NORMAL_SCALED},
     [P_FC2B] = {"fc2.b", SPLIT_REP, INIT_ZERO},
+    [P_ROUTW] = {"router.w", SPLIT_REP, INIT_NORMAL},
+    [P_EFC1W] = {"efc1.w", SPLIT_ECOL, INIT_NORMAL},
+    [P_EFC2W] = {"efc2.w", SPLIT_EROW, INIT_NORMAL_SCALED},
     [P_WTE] = {"wte", SPLIT_VOCAB, INIT_NORMAL},
     [P_WPE] = {"wpe", SPLIT_REP, INIT_NORMAL},
     [P_LNFW] = {"lnf.w", SPLIT_REP, INIT_ONE},
@@ -27,9 +30,10 @@ const ParamDesc param_desc[P_COUNT] = {
 };
 _Static_assert(sizeof param_desc / sizeof param_desc[0] == P_COUNT, "one descriptor per tensor");
 
-int param_shape(ParamId id, const ModelSpec *m, int tp, int64_t parts[3], int64_t *cols)
+int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t parts[3], int64_t *cols)
 {
-    int64_t h = m->h, q = spec_q_width(m), kv = spec_kv_width(m), f = m->f;
+    int64_t h = m->h, q = spec_q_width(m), kv = spec_kv_width(m);
+    int64_t f = moe ? m->shared_ffn : m->f, fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
     int64_t V = spec_padded_vocab(m, tp);
     int ln_bias = m->norm == NORM_LAYERNORM, swi = m->mlp == MLP_SWIGLU;
     parts[0] = parts[1] = parts[2] = 0;
@@ -40,26 +44,41 @@ int param_shape(ParamId id, const ModelSpec *m, int tp, int64_t parts[3], int64_
     case P_QKVW: parts[0] = q, parts[1] = kv, parts[2] = kv, *cols = h; return 1;
     case P_QKVB: parts[0] = q, parts[1] = kv, parts[2] = kv; return m->bias;
     case P_PROJW: parts[0] = h, *cols = q; return 1;
-    case P_PROJB: case P_FC2B: parts[0] = h; return m->bias;
-    case P_FC1W: parts[0] = f, parts[1] = swi ? f : 0, *cols = h; return 1;
-    case P_FC1B: parts[0] = f, parts[1] = swi ? f : 0; return m->bias;
-    case P_FC2W: parts[0] = h, *cols = f; return 1;
+    case P_PROJB: parts[0] = h; return m->bias;
+    case P_FC2B: parts[0] = h; return m->bias && f > 0;
+    case P_FC1W: parts[0] = f, parts[1] = swi ? f : 0, *cols = h; return f > 0;
+    case P_FC1B: parts[0] = f, parts[1] = swi ? f : 0; return m->bias && f > 0;
+    case P_FC2W: parts[0] = h, *cols = f; return f > 0;
+    case P_ROUTW: parts[0] = m->experts, *cols = h; return moe;
+    case P_EFC1W: parts[0] = fe, parts[1] = swi ? fe : 0, *cols = h; return moe;
+    case P_EFC2W: parts[0] = h, *cols = fe; return moe;
     case P_WTE: case P_HEAD: parts[0] = V, *cols = h; return 1;
     case P_WPE: parts[0] = m->s, *cols = h; return m->pos == POS_LEARNED;
     default: return 0;
     }
 }
 
-/* Floats of the local shard. */
-static size_t local_len(ParamId id, const ModelSpec *m, int tp)
+int param_shape(ParamId id, const ModelSpec *m, int tp, int64_t parts[3], int64_t *cols)
+{
+    return param_shape_at(id, m, tp, false, parts, cols);
+}
+
+static int local_experts(const ModelSpec *m, const StageMap *sm) { return m->experts / (sm->ep > 0 ? sm->ep : 1); }
+static int sm_etp(const StageMap *sm) { return sm->etp > 0 ? sm->etp : 1; }
+
+/* Floats of the local shard (a routed-expert tensor: all local experts). */
+static size_t local_len(ParamId id, const ModelSpec *m, const StageMap *sm, bool moe)
 {
     int64_t parts[3], cols;
-    if (!param_shape(id, m, tp, parts, &cols))
+    if (!param_shape_at(id, m, sm->tp, moe, parts, &cols))
         return PARAM_NONE;
     int64_t rows = parts[0] + parts[1] + parts[2];
-    if (param_desc[id].split == SPLIT_REP)
+    SplitRule sp = param_desc[id].split;
+    if (sp == SPLIT_REP)
         return (size_t)(rows * cols);
-    return (size_t)(rows * cols / tp);
+    if (sp == SPLIT_ECOL || sp == SPLIT_EROW)
+        return (size_t)(local_experts(m, sm) * (rows * cols / sm_etp(sm)));
+    return (size_t)(rows * cols / sm->tp);
 }
 
 int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage, int tp_rank,
@@ -68,6 +87,7 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
     memset(sm, 0, sizeof *sm);
     sm->stage = stage, sm->nstages = lo->pp, sm->vp = lo->vp;
     sm->tp = lo->tp, sm->tp_rank = tp_rank;
+    sm->ep = lo->ep > 0 ? lo->ep : 1, sm->etp = layout_etp(lo), sm->expert_pad = 1;
     if (lo->vp > 16) {
         snprintf(err, errlen, "interleaving vp %d: the executor supports at most 16 chunks", lo->vp);
         return -1;
@@ -100,29 +120,49 @@ void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad
     ps->nlayers = sm->nlayers;
     ps->layer_off = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_off);
     ps->layer_len = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_len);
+    ps->glayer = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->glayer);
+    for (int c = 0, i = 0; c < sm->vp; c++)
+        for (int j = 0; j < sm->nchunk_layers[c]; j++, i++)
+            ps->glayer[i] = sm->first_layer[c] + j;
     size_t n = 0;
-    for (int i = 0; i < sm->nlayers; i++)
+    for (int i = 0; i < sm->nlayers; i++) {
+        bool moe = spec_layer_is_moe(m, ps->glayer[i]);
         for (int id = 0; id < P_LAYER_COUNT; id++) {
-            size_t len = local_len(id, m, sm->tp);
+            size_t len = local_len(id, m, sm, moe);
             ps->layer_len[i][id] = len;
-            ps->layer_off[i][id] = len == PARAM_NONE ? PARAM_NONE : n;
-            if (len != PARAM_NONE)
+            ps->layer_off[i][id] = PARAM_NONE;
+            if (len != PARAM_NONE && !param_is_expert(id)) {
+                ps->layer_off[i][id] = n;
                 n += len;
+            }
         }
+    }
     ps->layers_end = n;
     int first = sm->stage == 0, last = sm->stage == sm->nstages - 1;
     for (int id = P_LAYER_COUNT; id < P_COUNT; id++) {
         int held = id == P_WTE || id == P_WPE ? first
                  : id == P_HEAD ? last && (!m->tied || sm->nstages > 1)
                  : last;
-        size_t len = held ? local_len(id, m, sm->tp) : PARAM_NONE;
+        size_t len = held ? local_len(id, m, sm, false) : PARAM_NONE;
         ps->len[id] = len;
         ps->off[id] = len == PARAM_NONE ? PARAM_NONE : n;
         if (len != PARAM_NONE)
             n += len;
     }
     ps->n = n;
-    ps->n_alloc = pad_to > 1 ? (n + pad_to - 1) / pad_to * pad_to : n;
+    ps->dense_alloc = pad_to > 1 ? (n + pad_to - 1) / pad_to * pad_to : n;
+    /* the routed experts after the (padded) dense region */
+    size_t x = ps->x_off = ps->dense_alloc;
+    for (int i = 0; i < sm->nlayers; i++)
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (param_is_expert(id) && ps->layer_len[i][id] != PARAM_NONE) {
+                ps->layer_off[i][id] = x;
+                x += ps->layer_len[i][id];
+            }
+    ps->x_n = x - ps->x_off;
+    int xp = sm->expert_pad > 1 ? sm->expert_pad : 1;
+    ps->x_alloc = (ps->x_n + xp - 1) / xp * xp;
+    ps->n_alloc = ps->dense_alloc + ps->x_alloc;
 }
 
 /* A normal deviate from a counter: splitmix64 twice, then Box-Muller. */
@@ -145,7 +185,7 @@ static float normal_at(uint64_t seed, int id, int layer, uint64_t idx)
 /* Global row of local row r under the split rule. */
 static int64_t global_row(SplitRule split, const int64_t parts[3], int tp, int tp_rank, int64_t r)
 {
-    if (split != SPLIT_COL && split != SPLIT_VOCAB)
+    if (split != SPLIT_COL && split != SPLIT_VOCAB && split != SPLIT_ECOL)
         return r;
     int64_t base = 0;
     for (int p = 0; p < 3; p++) {
@@ -162,24 +202,34 @@ static void init_tensor(float *w, ParamId id, int layer, const ModelSpec *m, con
                         uint64_t seed)
 {
     int64_t parts[3], cols;
-    param_shape(id, m, sm->tp, parts, &cols);
+    bool moe = layer >= 0 && spec_layer_is_moe(m, layer);
+    param_shape_at(id, m, sm->tp, moe, parts, &cols);
     const ParamDesc *d = &param_desc[id];
     int64_t rows = parts[0] + parts[1] + parts[2];
-    int64_t lrows = d->split == SPLIT_COL || d->split == SPLIT_VOCAB ? rows / sm->tp : rows;
-    int64_t lcols = d->split == SPLIT_ROW ? cols / sm->tp : cols;
+    bool ex = d->split == SPLIT_ECOL || d->split == SPLIT_EROW;
+    int sp = ex ? sm_etp(sm) : sm->tp, sr = ex ? sm->etp_rank : sm->tp_rank;
+    SplitRule split = d->split == SPLIT_ECOL ? SPLIT_COL : d->split == SPLIT_EROW ? SPLIT_ROW : d->split;
+    int64_t lrows = split == SPLIT_COL || split == SPLIT_VOCAB ? rows / sp : rows;
+    int64_t lcols = split == SPLIT_ROW ? cols / sp : cols;
+    int nx = ex ? local_experts(m, sm) : 1;
     float std = d->init == INIT_NORMAL_SCALED ? 0.02f / sqrtf(2.0f * m->L) : 0.02f;
     /* a tied head starts as a copy of the embedding */
     int hid = id == P_HEAD && m->tied ? P_WTE : id;
-    /* every value is a function of its coordinates: rows in parallel give the
-     * same bits (a 1.3B model is ~1 minute on one core) */
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < lrows; r++) {
-        int64_t gr = global_row(d->split, parts, sm->tp, sm->tp_rank, r);
-        for (int64_t c = 0; c < lcols; c++) {
-            int64_t gc = d->split == SPLIT_ROW ? sm->tp_rank * lcols + c : c;
-            float v = d->init == INIT_ONE ? 1.0f : d->init == INIT_ZERO ? 0.0f
-                    : std * normal_at(seed, hid, layer, (uint64_t)(gr * cols + gc));
-            w[r * lcols + c] = v;
+    for (int x = 0; x < nx; x++) {
+        /* a routed expert's values: its global index in the high bits */
+        uint64_t gx = ex ? (uint64_t)(sm->ep_rank * nx + x) << 44 : 0;
+        float *wx = w + (size_t)x * lrows * lcols;
+        /* every value is a function of its coordinates: rows in parallel give the
+         * same bits (a 1.3B model is ~1 minute on one core) */
+        #pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < lrows; r++) {
+            int64_t gr = global_row(split, parts, sp, sr, r);
+            for (int64_t c = 0; c < lcols; c++) {
+                int64_t gc = split == SPLIT_ROW ? sr * lcols + c : c;
+                float v = d->init == INIT_ONE ? 1.0f : d->init == INIT_ZERO ? 0.0f
+                        : std * normal_at(seed, hid, layer, gx ^ (uint64_t)(gr * cols + gc));
+                wx[r * lcols + c] = v;
+            }
         }
     }
 }
@@ -204,8 +254,10 @@ void params_free(ParamSet *ps)
         return;
     free(ps->layer_off);
     free(ps->layer_len);
+    free(ps->glayer);
     ps->layer_off = NULL;
     ps->layer_len = NULL;
+    ps->glayer = NULL;
 }
 
 float *params_layer(const ParamSet *ps, float *slab, int i, ParamId id)

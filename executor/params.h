@@ -10,6 +10,19 @@
  * Initial values are a function of (seed, tensor, layer, index in the FULL
  * tensor), so every layout starts from the same model: a rank computes the
  * values of the global elements its shard holds.
+ *
+ * Mixture of experts (spec_layer_is_moe): an MoE layer keeps the dense
+ * layer's attention and norms; its fc1/fc2 are the shared expert (a dense
+ * MLP of shared_ffn split over tp, absent with shared_ffn 0), router.w
+ * (experts x h) is replicated, and efc1.w / efc2.w hold this rank's E/ep
+ * routed experts, expert after expert, each column- (fc1, gate|up part by
+ * part) or row-split (fc2) over etp. The routed experts live in their own
+ * region after the dense tensors ([0, dense_alloc) dense, padded for ZeRO-1
+ * over dp·cp; [x_off, x_off + x_alloc) experts, padded to sm->expert_pad
+ * for ZeRO-1 over edp), since their gradients reduce over edp, not dp·cp.
+ * An expert value is a function of (seed, tensor, layer, global expert,
+ * index in that expert's full tensor). No biases in MoE layers (the
+ * executor refuses them).
  */
 #ifndef ULTRAPLAN_EXECUTOR_PARAMS_H
 #define ULTRAPLAN_EXECUTOR_PARAMS_H
@@ -23,6 +36,7 @@
 typedef enum {
     P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
     P_LN2W, P_LN2B, P_FC1W, P_FC1B, P_FC2W, P_FC2B,
+    P_ROUTW, P_EFC1W, P_EFC2W,           // MoE layers: router, routed experts (expert region)
     P_LAYER_COUNT,                       // tensors of one transformer layer
     P_WTE = P_LAYER_COUNT, P_WPE, P_LNFW, P_LNFB, P_HEAD,
     P_COUNT
@@ -33,6 +47,8 @@ typedef enum {
     SPLIT_COL,     // output rows split over tp, part by part (Q|K|V, gate|up)
     SPLIT_ROW,     // input columns split over tp
     SPLIT_VOCAB,   // vocabulary rows split over tp
+    SPLIT_ECOL,    // routed experts: E/ep local experts, each's rows split over etp (part by part)
+    SPLIT_EROW,    // routed experts: E/ep local experts, each's columns split over etp
 } SplitRule;
 
 typedef enum { INIT_NORMAL, INIT_NORMAL_SCALED, INIT_ONE, INIT_ZERO } InitRule;
@@ -46,8 +62,12 @@ typedef struct {
 extern const ParamDesc param_desc[P_COUNT];
 
 /* Global shape of one tensor: rows as up to 3 parts (split one by one under
- * SPLIT_COL), and cols. Returns 0 when the model has no such tensor. */
+ * SPLIT_COL), and cols. Returns 0 when the model has no such tensor. For a
+ * dense layer; param_shape_at says it for an MoE layer too (moe true: fc1,
+ * fc2 are the shared expert, efc1/efc2 ONE routed expert). */
 int param_shape(ParamId id, const ModelSpec *m, int tp, int64_t parts[3], int64_t *cols);
+int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t parts[3], int64_t *cols);
+static inline int param_is_expert(ParamId id) { return id == P_EFC1W || id == P_EFC2W; }
 
 /* Where this rank's stage sits in the model. */
 typedef struct {
@@ -56,6 +76,8 @@ typedef struct {
     int nchunk_layers[16];        // layers per chunk on this stage
     int first_layer[16];          // global index of each chunk's first layer
     int nlayers;                  // on this stage, all chunks
+    int ep, ep_rank, etp, etp_rank;   // expert layout (stagemap_init: ep, etp of the layout, ranks 0)
+    int expert_pad;               // pad the expert region to a multiple of it (ZeRO-1 over edp); 1 none
 } StageMap;
 
 int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage, int tp_rank,
@@ -64,13 +86,16 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
 #define PARAM_NONE ((size_t)-1)
 
 typedef struct {
-    size_t n;                     // floats of all local tensors
-    size_t n_alloc;               // floats allocated (n padded for an even ZeRO-1 split)
+    size_t n;                     // floats of the dense tensors (all but the routed experts)
+    size_t n_alloc;               // floats allocated: dense_alloc + x_alloc
     size_t (*layer_off)[P_LAYER_COUNT];   // (nlayers, P_LAYER_COUNT) offsets, PARAM_NONE if absent
     size_t (*layer_len)[P_LAYER_COUNT];
     size_t off[P_COUNT], len[P_COUNT];    // the stage-level tensors (P_WTE..P_HEAD)
     int nlayers;                  // local layers, chunk by chunk
+    int *glayer;                  // (nlayers) global index of each local layer
     size_t layers_end;            // floats of the layer tensors (they come first)
+    size_t dense_alloc;           // n padded for an even ZeRO-1 split over dp·cp
+    size_t x_off, x_n, x_alloc;   // routed experts: region start (= dense_alloc), floats, padded
     float *w;                     // (n_alloc) weights
     float *g;                     // (n_alloc) gradients
 } ParamSet;

@@ -63,5 +63,42 @@ run 4 llama --cp 4 --full 2 --sel 1
 run 4 gpt --cp 2 --dp 2 --zero3
 run 4 llama --cp 2 --dp 2 --zero2
 run 4 gpt --cp 2 --tp 2 --sp --zero3
+# mixture of experts (llama-shaped, no biases): 4 experts, top 2; every EP
+# layout against the single-rank run of the same variant (all experts on one
+# rank), losses and the load-balancing loss; expert states by the agreed
+# formula (test_executor_mpi.c moe_expect)
+moe_ref() {   # moe_ref NAME MODEL ARGS...: the single-rank reference of a variant
+    local name=$1 model=$2; shift 2
+    "$BIN" --model "$model" --moe --dir "$DIR" --write "$DIR/ref_$name.txt" --acts-tol 0.15 "$@" \
+        || { echo "single-rank $name failed"; fails=$((fails + 1)); }
+}
+run_moe() {   # run_moe NAME NP MODEL ARGS...
+    local name=$1 np=$2 model=$3; shift 3
+    if ! mpirun --oversubscribe -np "$np" "$BIN" --model "$model" --moe --dir "$DIR" --acts-tol 0.15 \
+            --ref "$DIR/ref_$name.txt" "$@" > "$DIR/out" 2>&1; then
+        echo "FAIL: np $np $name $*"; cat "$DIR/out"; fails=$((fails + 1))
+    else
+        tail -n 1 "$DIR/out"
+    fi
+}
+moe_ref moe llama
+moe_ref moe_sh llama --shared 64 --first-dense 1
+moe_ref moe_cap llama --capacity 1.0
+moe_ref moe_gpt gpt
+run_moe moe 2 llama --dp 2 --ep 2
+run_moe moe 4 llama --dp 4 --ep 4
+run_moe moe 4 llama --dp 4 --ep 2 --etp 2
+run_moe moe 2 llama --tp 2 --sp --ep 2 --etp 1
+run_moe moe 4 llama --tp 2 --sp --dp 2 --ep 2
+run_moe moe 4 llama --tp 2 --sp --dp 2 --ep 2 --etp 1
+run_moe moe 4 llama --dp 2 --pp 2 --ep 2
+run_moe moe 2 llama --dp 2 --ep 2 --zero1
+run_moe moe 4 llama --dp 4 --ep 2 --zero1
+run_moe moe 4 llama --dp 4 --ep 2 --distopt
+run_moe moe 4 llama --cp 2 --dp 2 --ep 2 --full 2
+run_moe moe_sh 2 llama --dp 2 --ep 2 --shared 64 --first-dense 1
+run_moe moe_sh 4 llama --tp 2 --sp --dp 2 --ep 2 --shared 64 --first-dense 1
+run_moe moe_cap 2 llama --dp 2 --ep 2 --capacity 1.0
+run_moe moe_gpt 2 gpt --dp 2 --ep 2
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

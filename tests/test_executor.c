@@ -1,12 +1,16 @@
 /* test_executor.c — the whole model's gradients against central finite
- * differences of its loss (single rank, MPI singleton), for GPT and Llama;
- * and the schedules' shape. Returns non-zero on any failed check. */
+ * differences of its loss (single rank, MPI singleton), for GPT and Llama
+ * and a mixture of experts (loss + load-balancing loss; router, shared and
+ * routed experts); the MoE router (top-k, its softmax and their backward,
+ * capacity) against naive references and finite differences; and the
+ * schedules' shape. Returns non-zero on any failed check. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exec.h"
+#include "moe.h"
 
 static int fails;
 #define CHECK(cond, ...) do { if (!(cond)) { fails++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
@@ -19,7 +23,7 @@ static double loss_at(Exec *e, DataPos p0)
     e->step = 0;
     if (exec_step(e, &st, err, sizeof err) != 0)
         printf("step: %s\n", err);
-    return st.loss;
+    return st.loss + st.aux_loss;   // the objective (aux 0 for a dense model)
 }
 
 static void grad_check(const char *kind, const char *data)
@@ -29,6 +33,9 @@ static void grad_check(const char *kind, const char *data)
     m.L = 2, m.h = 16, m.a = 2, m.s = 8, m.vocab = 256, m.vocab_div = 1;
     if (!strcmp(kind, "llama"))
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+    else if (!strcmp(kind, "moe"))   /* llama-shaped, 4 experts top 2, a shared expert, layer 0 dense */
+        m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 4,
+        m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1;
     else
         m.g = 2, m.f = 64, m.bias = true, m.tied = true;
     char err[256];
@@ -40,6 +47,7 @@ static void grad_check(const char *kind, const char *data)
     TrainOpts o;
     exec_default_opts(&o);
     o.lr = 0;   // AdamW with lr 0 leaves the weights alone; the step leaves the gradients in g
+    o.moe_aux_coeff = 0.1;   // large enough that the load-balancing gradient shows
     Exec e;
     if (exec_init(&e, &m, &lo, &o, data, err, sizeof err) != 0) {
         CHECK(0, "exec_init: %s", err);
@@ -47,7 +55,7 @@ static void grad_check(const char *kind, const char *data)
     }
     DataPos p0 = data_get_pos(&e.dl);
     loss_at(&e, p0);
-    size_t n = e.ps.n;
+    size_t n = e.ps.n_alloc;   // the routed experts too
     float g[n];
     memcpy(g, e.ps.g, sizeof g);
     /* the 12 largest gradients, and a spread of others */
@@ -59,7 +67,8 @@ static void grad_check(const char *kind, const char *data)
                 best = j;
         if (fabsf(g[best]) < 1e-3f)
             continue;
-        float w0 = e.ps.w[best], h = 1e-2f * fmaxf(1.0f, fabsf(w0));
+        /* MoE: a smaller step, so the top-k choice does not flip inside it */
+        float w0 = e.ps.w[best], h = (e.E > 0 ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
         e.ps.w[best] = w0 + h;
         double lp = loss_at(&e, p0);
         e.ps.w[best] = w0 - h;
@@ -68,14 +77,92 @@ static void grad_check(const char *kind, const char *data)
         double fd = (lp - lm) / (2.0 * h);
         double rel = fabs(fd - g[best]) / fmax(fabs(fd), fabs(g[best]));
         checked++;
-        if (rel > 0.05) {
+        /* the MoE step is 10x smaller: allow fp32 rounding of 1e-4 in its difference */
+        if (rel > 0.05 && !(e.E > 0 && fabs(fd - g[best]) < 1e-4)) {
             bad++;
-            printf("  %s param %zu: analytic %.6g, finite difference %.6g (rel %.3f)\n", kind, best, g[best], fd, rel);
+            printf("  %s param %zu (%s): analytic %.6g, finite difference %.6g (rel %.3f)\n", kind, best, best >= e.ps.x_off && e.ps.x_n ? "routed expert" : "dense", g[best], fd, rel);
         }
     }
     CHECK(checked >= 10 && bad == 0, "%s: %d of %d gradients off by more than 5 %%", kind, bad, checked);
     printf("%s: %d gradients match finite differences\n", kind, checked - bad);
     exec_free(&e);
+}
+
+/* The router against a naive top-k, its backward against finite
+ * differences of L = Σ dw·w + Σ dp·p, and the capacity rule. */
+static void router_checks(void)
+{
+    enum { N = 6, E = 5, K = 2 };
+    float z[N * E], p[N * E], ix[N * K], w[N * K];
+    unsigned x = 7;
+    for (int i = 0; i < N * E; i++) {
+        x = x * 1103515245u + 12345u;
+        z[i] = ((x >> 8) % 1000) / 250.0f - 2.0f;
+    }
+    z[0] = z[1] = 1.5f, z[2] = z[3] = z[4] = -1.0f;   /* row 0: a tie at the top */
+    moe_route(z, N, E, K, p, ix, w);
+    CHECK((int)ix[0] == 0 && (int)ix[1] == 1 && fabsf(w[0] - 0.5f) < 1e-6f, "ties go to the lower expert");
+    for (int t = 0; t < N; t++) {
+        double s = 0;
+        for (int e = 0; e < E; e++)
+            s += p[t * E + e];
+        int a = (int)ix[t * K], b = (int)ix[t * K + 1];
+        int ok = a != b && fabs(s - 1) < 1e-5;
+        for (int e = 0; e < E; e++)   /* nobody outside the top 2 beats them */
+            if (e != a && e != b)
+                ok &= z[t * E + e] <= z[t * E + b] && z[t * E + b] <= z[t * E + a];
+        double ea = exp(z[t * E + a]), eb = exp(z[t * E + b]);
+        ok &= fabs(w[t * K] - ea / (ea + eb)) < 1e-5 && fabs(w[t * K + 1] - eb / (ea + eb)) < 1e-5;
+        CHECK(ok, "router row %d: top-2 and its softmax", t);
+    }
+    float dw[N * K], dp[N * E], dz[N * E];
+    for (int i = 0; i < N * K; i++)
+        dw[i] = 0.3f * (float)((i * 7) % 5) - 0.6f;
+    for (int i = 0; i < N * E; i++)
+        dp[i] = 0.2f * (float)((i * 3) % 7) - 0.5f;
+    moe_route_bwd(dz, p, ix, w, dw, dp, N, E, K);
+    int bad = 0;
+    for (int i = 0; i < N * E; i++) {
+        if (i / E == 0)
+            continue;   /* the tied row: a perturbation flips the top-k */
+        double l[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float zz[N * E], pp[N * E], ii[N * K], ww[N * K];
+            memcpy(zz, z, sizeof zz);
+            zz[i] += sgn ? -1e-3f : 1e-3f;
+            moe_route(zz, N, E, K, pp, ii, ww);
+            double v = 0;
+            for (int j = 0; j < N * K; j++)
+                v += (double)dw[j] * ww[j] * ((int)ii[j] == (int)ix[j]);
+            for (int j = 0; j < N * E; j++)
+                v += (double)dp[j] * pp[j];
+            l[sgn] = v;
+        }
+        double fd = (l[0] - l[1]) / 2e-3;
+        if (fabs(fd - dz[i]) > 2e-3 + 1e-2 * fabs(fd))
+            bad++, printf("  router dlogit %d: analytic %.6g, finite difference %.6g\n", i, dz[i], fd);
+    }
+    CHECK(bad == 0, "router backward: %d logits off", bad);
+    /* capacity 0.5: ceil(0.5·6·2/5) = 2 slots per expert, the highest weights kept */
+    int keep[N * K], per[E] = {0};
+    moe_capacity(keep, ix, w, N, E, K, 0.5);
+    int ok = 1;
+    for (int j = 0; j < N * K; j++)
+        if (keep[j])
+            per[(int)ix[j]]++;
+    for (int e = 0; e < E; e++) {
+        ok &= per[e] <= 2;
+        for (int a = 0; a < N * K; a++)   /* a dropped pair never outweighs a kept one of its expert */
+            for (int b = 0; b < N * K; b++)
+                if ((int)ix[a] == e && (int)ix[b] == e && !keep[a] && keep[b])
+                    ok &= w[a] <= w[b];
+    }
+    CHECK(ok, "capacity keeps at most 2 per expert, by weight");
+    moe_capacity(keep, ix, w, N, E, K, 0);
+    for (int j = 0; j < N * K; j++)
+        ok &= keep[j] == 1;
+    CHECK(ok, "dropless keeps every pair");
+    printf("router: top-k, backward and capacity checked\n");
 }
 
 static void sched_checks(void)
@@ -105,6 +192,8 @@ int main(int argc, char **argv)
     sched_checks();
     grad_check("gpt", path);
     grad_check("llama", path);
+    router_checks();
+    grad_check("moe", path);
     remove(path);
     MPI_Finalize();
     printf("%s\n", fails ? "FAILED" : "ok");
