@@ -49,7 +49,7 @@ hit=$(includes "$SRC/kernels" | grep -Ex 'nccl\.h|mpi\.h|cost\.h|spec\.h|hw\.h|l
 
 # 4. model/: libc, libm and its own headers only
 own=$(cd "$SRC/model" && ls ./*.h | sed 's|^\./||' | tr '\n' '|' | sed 's/|$//; s/\./\\./g')
-hit=$(includes "$SRC/model" | grep -Evx "$own|math\.h|stdbool\.h|stddef\.h|stdint\.h|stdio\.h|stdlib\.h|string\.h|strings\.h|float\.h|limits\.h" |
+hit=$(includes "$SRC/model" | grep -Evx "$own|math\.h|stdbool\.h|stddef\.h|stdint\.h|stdio\.h|stdlib\.h|string\.h|strings\.h|float\.h|limits\.h|ctype\.h" |
       tr '\n' ' ')
 [ -z "$hit" ] && ok "model/ is pure (libc, libm, its own headers)" || fail "model/ includes $hit"
 
