@@ -179,11 +179,13 @@ static const Knob table[KNOB_COUNT] = {
               .tui_step = TUI_SEARCH},
     [K_CP] = {K_CP, "cp", L(cp), INT(1, BIG), .flag = "cp", .json = "cp", .csv = "cp", .fix = FIX_CP,
               .help = "context parallel size", .dflt = "1", .searched = true, .tui_help = "context parallel", .tui_label = "cp", .tui_row = 120, .tui_step = TUI_DOUBLE},
-    /* expert parallelism (Megatron-core parallel folding); the planner does not search them yet */
+    /* expert parallelism (Megatron-core parallel folding); searched for MoE models */
     [K_EP] = {K_EP, "ep", L(ep), INT(1, BIG), .flag = "ep", .json = "ep", .json_optional = true, .csv = "ep",
+              .fix = FIX_EP, .searched = true,
               .help = "expert parallel size (expert layers: etp x ep x edp over the attention's tp x cp x dp)",
               .dflt = "1"},
     [K_ETP] = {K_ETP, "etp", L(etp), INT(0, BIG), .flag = "etp", .json = "etp", .json_optional = true, .csv = "etp",
+               .fix = FIX_ETP, .searched = true,
                .help = "expert tensor parallel size, 0 = tp", .dflt = "= tp (Megatron's)"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,

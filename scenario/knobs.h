@@ -21,7 +21,7 @@
 typedef enum {
     FIX_TP = 1 << 0, FIX_PP = 1 << 1, FIX_VP = 1 << 2, FIX_CP = 1 << 3, FIX_DP = 1 << 4,
     FIX_SP = 1 << 5, FIX_MBS = 1 << 6, FIX_GBS = 1 << 7, FIX_OPT = 1 << 8, FIX_RC = 1 << 9,
-    FIX_PREC = 1 << 10, FIX_FLASH = 1 << 11, FIX_STAGES = 1 << 12,
+    FIX_PREC = 1 << 10, FIX_FLASH = 1 << 11, FIX_STAGES = 1 << 12, FIX_EP = 1 << 13, FIX_ETP = 1 << 14,
 } KnobFix;
 
 /* The knobs, in table order: within a group, the order of plan.json's keys
