@@ -80,7 +80,7 @@ int layout_edp(const Layout *lo);
 /* Expert-load imbalance the cost model and the executor size expert work
  * and buffers for: tokens the busiest EP rank's experts receive over the
  * mean (dropless routing). The default is an assumption inside the range
- * reported for aux-loss-balanced dropless training (COSTMODEL.md §3.3). */
+ * reported for aux-loss-balanced dropless training (COSTMODEL.md §3.4). */
 #define LAYOUT_MOE_IMBALANCE_DEFAULT 1.2
 double layout_moe_imbalance(const Layout *lo);
 /* Routed token-expert rows one GPU's local experts compute per micro-batch

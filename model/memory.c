@@ -7,7 +7,7 @@
  * we count: the recompute working set, PP send/recv buffers, NCCL buffers,
  * the CUDA context and allocator fragmentation (constants in the profile).
  *
- * Mixture of experts (§3.3): every layer's kind (dense or MoE) comes from
+ * Mixture of experts (§3.4): every layer's kind (dense or MoE) comes from
  * where the stage's layers lie in the model (memory_stage_layer_mix), the
  * routed experts' states shard over edp, not dp·cp, and MoE activations are
  * sized for the routed rows at the layout's moe_imbalance (or the padded

@@ -71,7 +71,7 @@ void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, 
  * experts each split over etp, in *expert (0 for a dense layer). */
 double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, double *expert);
 /* One MoE layer's activations per micro-batch on one GPU (COSTMODEL.md
- * §3.3): the attention part of a dense layer, the router's fp32
+ * §3.4): the attention part of a dense layer, the router's fp32
  * probabilities, the dispatched rows (layout_moe_rows) in, through FC1 and
  * the activation, and out, and the shared expert as a dense MLP. */
 double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);

@@ -13,6 +13,11 @@
  * the link bandwidth (nccl-tests on A100s); every kernel costs the host
  * kernel_lat to launch, so a layer pass lasts at least its kernel count times
  * kernel_lat however small its GEMMs (eager PyTorch is host-bound there).
+ *
+ * Mixture of experts (§4.6): an MoE layer's times sit beside the dense
+ * layer's in LayerTime (router, permutation, grouped experts read at one
+ * expert's size, shared expert, ETP and exposed EP all-to-all), and
+ * time_stage_mb counts each kind of layer where the stage holds it.
  */
 #include "timing.h"
 

@@ -152,7 +152,7 @@ static void test_zero_figure1(void **st)
     assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
 }
 
-/* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.3), counted
+/* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.4), counted
  * by hand for GPT-3 175B at tp 8, pp 1, bf16 with fp32 gradients: a layer
  * unit holds 12h²/8 matrices, 7h/8 column biases, 2h row biases and 4h norm
  * weights; the stage unit the 51200-row embedding /8, 2048 learned
@@ -855,7 +855,7 @@ static void test_layout_ep(void **state)
 }
 
 
-/* ---- MoE cost terms (COSTMODEL.md §3.3, §4.6), numbers worked by hand ---- */
+/* ---- MoE cost terms (COSTMODEL.md §3.4, §4.6), numbers worked by hand ---- */
 
 static ModelSpec tiny_moe(void)
 {
