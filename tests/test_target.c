@@ -344,6 +344,10 @@ static void test_only_expressible_plans(void **state)
         {"mtnlg-530b", 0, "a100-80g", 2240, PREC_COUNT, 0, 0},
         {"llama3.1-405b", 0, "h100-sxm", 1280, PREC_COUNT, 5, 0},
         {"gpt3-175b", 0, "h100-sxm", 448, PREC_COUNT, 7, 0},
+        /* mixture of experts: ep and etp searched, MLA + MTP + first dense layers (DeepSeek-V3) */
+        {"deepseek-v3", 0, "h100-sxm", 2048, PREC_COUNT, 0, 0},
+        {"mixtral-8x7b", 0, "h100-sxm", 64, PREC_COUNT, 0, 0},
+        {"qwen3-30b-a3b", 0, "h100-sxm", 32, PREC_COUNT, 0, 0},
     };
     for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
         Scenario *sc = malloc(sizeof *sc);
@@ -353,6 +357,11 @@ static void test_only_expressible_plans(void **state)
         plan(sc, 20, &res);
         if (res.n == 0)
             fail_msg("request %zu: no plan: %s", i, res.infeasible);
+        int max_ep = 1;
+        for (int k = 0; k < res.n; k++)
+            max_ep = res.plans[k].layout.ep > max_ep ? res.plans[k].layout.ep : max_ep;
+        if (spec_is_moe(&sc->model) && max_ep < 2)   /* the search reaches expert parallelism */
+            fail_msg("request %zu: no plan among %d uses ep > 1", i, res.n);
         for (int k = 0; k < res.n; k++) {
             const Plan *p = &res.plans[k];
             char why[400];
