@@ -280,6 +280,10 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     if (m && spec_is_moe(m) && lo->tp > 1 && !lo->sp)
         WHY("tp %d without sequence parallelism: Megatron-LM's MoE layer refuses to train with tensor "
             "parallelism unless --sequence-parallel is on", lo->tp);
+    /* transformer_config.py: "Bias in Moe is only supported when ETP==1" (GPT-OSS style biased experts) */
+    if (m && spec_is_moe(m) && m->bias && layout_etp(lo) > 1)
+        WHY("etp %d with linear biases: Megatron-LM supports biased MoE experts only with "
+            "--expert-tensor-parallel-size 1", layout_etp(lo));
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];

@@ -133,6 +133,29 @@ static void test_megatron_check(void **state)
     assert_non_null(strstr(why, "full or selective"));
 }
 
+/* Megatron's MoE limits: sequence parallelism with tp > 1, biased experts only at etp 1. */
+static void test_megatron_moe_check(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    char err[400], why[400];
+    assert_int_equal(presets_find("mixtral-8x7b", &m, err, sizeof err), 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.dp = 16, lo.pp = 2, lo.gbs = 256, lo.ep = 8, lo.etp = 2, lo.sp = true;
+    assert_int_equal(layout_check(&lo, &m, NULL, err, sizeof err), 0);
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), 0);
+    lo.sp = false;
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "sequence parallel"));
+    lo.sp = true;
+    m.bias = true;   /* GPT-OSS-style biased experts */
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "etp 2 with linear biases"));
+    lo.etp = 1;
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), 0);
+}
+
 /* The default split of an uneven pp under megatron keeps the middle equal. */
 static void test_default_split(void **state)
 {
@@ -503,6 +526,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_check),
+        cmocka_unit_test(test_megatron_moe_check),
         cmocka_unit_test(test_default_split),
         cmocka_unit_test(test_inner_megatron_equals_brute_force),
         cmocka_unit_test(test_only_expressible_plans),
