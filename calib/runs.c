@@ -221,6 +221,15 @@ static bool plain_int(const char *s, int *v)
 static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const char *s)
 {
     int v;
+    if (k->type == KNOB_DOUBLE) {   /* capacity_factor, moe_imbalance */
+        char who[160];
+        double d;
+        snprintf(who, sizeof who, "%s:%d: column %d (\"%s\")", w->origin, w->line, col + 1, k->csv);
+        if (knob_parse_double(k, s, &d, who, w->err, w->errlen) != 0)
+            return -1;
+        knob_set_double(k, k->group == KNOB_MODEL ? (void *)&r->model : (void *)&r->layout, d);
+        return 0;
+    }
     if (k->type == KNOB_BOOL && (!strcasecmp(s, "yes") || !strcasecmp(s, "no"))) {
         v = !strcasecmp(s, "yes");
     } else if (k->type == KNOB_INT && (plain_int(s, &v) || util_parse_int(s, &v) == 0) && v >= k->min &&

@@ -88,14 +88,19 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     char b1[96], b2[96];
     const Cost *c0 = &res->plans[0].cost;
     char np[32], nt[32], nb[32];
-    printf("%s (%s params) on %d x %s, %d per node; global batch %d x %d = %s tokens; %s training tokens\n",
-           m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, np, sizeof np), req->gpus, in->sc.hw.name,
+    bool moe = spec_is_moe(m);
+    char na[32], act[48] = "";
+    if (moe)   /* MoE: the parameters one token passes through too */
+        snprintf(act, sizeof act, ", %s active", util_si((double)spec_params_active(m, 1, PARAMS_EXACT), 4, na, sizeof na));
+    printf("%s (%s params%s) on %d x %s, %d per node; global batch %d x %d = %s tokens; %s training tokens\n",
+           m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, np, sizeof np), act, req->gpus, in->sc.hw.name,
            in->sc.hw.gpus_per_node, req->base.gbs, m->s, util_si(req->base.gbs * (double)m->s, 3, nb, sizeof nb),
            util_si(c0->train.tokens, 3, nt, sizeof nt));
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
-    printf("%3s %3s %3s %5s %3s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
-           "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB", "step s", "MFU", "tokens/s",
+    /* MoE models: expert parallel and expert tensor parallel columns after cp */
+    printf("%3s %3s %3s %5s %3s%s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
+           moe ? "  ep etp" : "", "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB", "step s", "MFU", "tokens/s",
            "days", "w/fail", "bottleneck");
     for (int i = 0; i < res->n; i++) {
         const Layout *lo = &res->plans[i].layout;
@@ -107,8 +112,11 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
             snprintf(fail, sizeof fail, "%.1f", c->train.days_with_failures);
         else
             snprintf(fail, sizeof fail, "never");   /* failures outpace checkpoints */
-        printf("%3d %3d %3d %5d %3d %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f %8s  %s\n", i + 1, lo->tp,
-               lo->pp, lo->dp, lo->cp, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
+        char ep[24] = "";
+        if (moe)
+            snprintf(ep, sizeof ep, " %3d %3d", lo->ep, layout_etp(lo));
+        printf("%3d %3d %3d %5d %3d%s %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f %8s  %s\n", i + 1, lo->tp,
+               lo->pp, lo->dp, lo->cp, ep, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
                runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
                c->train.days, fail, res->plans[i].bottleneck);
     }

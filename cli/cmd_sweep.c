@@ -93,12 +93,15 @@ static double now_s(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* "tp8 pp4 dp32 mbs1 dist-opt sp full-rc" */
+/* "tp8 pp4 dp32 mbs1 dist-opt sp full-rc" (MoE: "... ep8 etp1 ...") */
 static const char *layout_short(const Layout *lo, char *buf, int len)
 {
     int k = snprintf(buf, len, "tp%d pp%d dp%d", lo->tp, lo->pp, lo->dp);
     if (lo->cp > 1) k += snprintf(buf + k, len - k, " cp%d", lo->cp);
     if (lo->vp > 1) k += snprintf(buf + k, len - k, " vp%d", lo->vp);
+    /* MoE layouts: expert parallel, and expert tensor parallel where it differs from tp */
+    if (lo->ep > 1) k += snprintf(buf + k, len - k, " ep%d", lo->ep);
+    if (layout_etp(lo) != lo->tp) k += snprintf(buf + k, len - k, " etp%d", layout_etp(lo));
     k += snprintf(buf + k, len - k, " mbs%d %s", lo->mbs, layout_opt_name(lo->opt));
     if (lo->tp > 1 && lo->sp) k += snprintf(buf + k, len - k, " sp");
     int full = 0, sel = 0, layers = 0;

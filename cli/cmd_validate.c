@@ -22,6 +22,7 @@
 #include "command.h"
 #include "plot.h"
 #include "profile.h"
+#include "knobs.h"
 #include "runs.h"
 #include "stats.h"
 
@@ -43,7 +44,9 @@ static void help(FILE *f)
         "  --summary         text: leave out the per-row table\n"
         "  --plot FILE.png   predicted vs measured on log axes with y = x and +-10%% bands (gnuplot)\n"
         "  --max-mape PCT    exit 1 when the overall MAPE is above PCT (for regression tests)\n"
-        "  --max-regret PCT  exit 1 when any model+gpus group's regret is above PCT\n\n"
+        "  --max-regret PCT  exit 1 when any model+gpus group's regret is above PCT\n"
+        "  --moe-imbalance F MoE rows without a moe_imbalance column: the busiest EP rank's routed\n"
+        "                    tokens over the mean (1 for force-balanced benchmarks; default 1.2)\n\n"
         "Ranking groups: model+gpus holds the runs of one model on one GPU count (every global\n"
         "batch, ranked by time per sequence); model+gpus+gbs also fixes the global batch.\n\n"
         "CSV formats (told apart by the header):\n"
@@ -55,7 +58,10 @@ static void help(FILE *f)
         "             and time_ms (ms per step) or tokens_per_s_gpu (the step is gbs*seq/(that*GPUs));\n"
         "             optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
         "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
-        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label (defaults as\n"
+        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label; MoE: experts,topk,\n"
+        "             moe_ffn,shared_ffn,moe_layer_freq,moe_first_dense,capacity_factor,mtp_layers,\n"
+        "             attn,q_lora_rank,kv_lora_rank,qk_nope_dim,qk_rope_dim,v_head_dim,ep,etp,\n"
+        "             moe_imbalance (defaults as\n"
         "             `ultraplan predict`; vocab 50257)\n\n"
         "example: ultraplan validate validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
 }
@@ -66,6 +72,7 @@ typedef struct {
     const char *plot;
     bool json, summary;
     double max_mape, max_regret;   // < 0 = no limit
+    double moe_imbalance;          // --moe-imbalance: for rows without the column; 0 = the layout's default
 } Opts;
 
 /* What validate keeps of a row beside its StatsRow, predicted time and
@@ -85,6 +92,7 @@ typedef struct {
     int n, cap;
     const HwProfile *hw;
     const char *origin;            // names the file in prediction errors (as before: the last one given)
+    double moe_imbalance;          // Opts.moe_imbalance
     char perr[512];                // the first prediction error (reported after every file is read)
 } VSet;
 
@@ -122,6 +130,12 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     int i = v->n++;
     Cost c;
     char e[512];
+    RunRow adj;
+    if (v->moe_imbalance > 0 && r->layout.moe_imbalance == 0) {   /* --moe-imbalance for rows that do not say */
+        adj = *r;
+        adj.layout.moe_imbalance = v->moe_imbalance;
+        r = &adj;
+    }
     if (runs_predict(r, v->hw, v->origin, &v->pred[i], &c, e, sizeof e)) {
         if (!v->perr[0])
             snprintf(v->perr, sizeof v->perr, "%s", e);
@@ -536,7 +550,7 @@ static int run(const Opts *o, char **files, int nfiles)
     /* prediction errors name the last file given, as when every file was read first */
     char origin[256];
     snprintf(origin, sizeof origin, "%s", files[nfiles - 1]);
-    VSet set = {.hw = &hw, .origin = origin};
+    VSet set = {.hw = &hw, .origin = origin, .moe_imbalance = o->moe_imbalance};
     StatsGroupStats *groups[STATS_GROUP_COUNT] = {0};
     for (int i = 0; i < nfiles; i++)
         if (runs_each_csv(files[i], keep_row, &set, err, sizeof err)) {
@@ -626,13 +640,13 @@ static int parse_pct(const char *flag, const char *s, double *out)
 
 static int validate_main(int argc, char **argv)
 {
-    enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET };
+    enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET, O_MOE_IMBALANCE };
     static const struct option opts[] = {
         {"help", no_argument, 0, 'h'},          {"gpu", required_argument, 0, O_GPU},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"summary", no_argument, 0, O_SUMMARY}, {"plot", required_argument, 0, O_PLOT},
         {"max-mape", required_argument, 0, O_MAX_MAPE}, {"max-regret", required_argument, 0, O_MAX_REGRET},
-        {0, 0, 0, 0},
+        {"moe-imbalance", required_argument, 0, O_MOE_IMBALANCE}, {0, 0, 0, 0},
     };
     Opts o = {.max_mape = -1, .max_regret = -1};
     int c;
@@ -648,6 +662,14 @@ static int validate_main(int argc, char **argv)
         case O_PLOT: o.plot = optarg; break;
         case O_MAX_MAPE: if (parse_pct("--max-mape", optarg, &o.max_mape)) return 2; break;
         case O_MAX_REGRET: if (parse_pct("--max-regret", optarg, &o.max_regret)) return 2; break;
+        case O_MOE_IMBALANCE: {
+            char e[200];
+            if (knob_parse_double(knob_get(K_MOE_IMBALANCE), optarg, &o.moe_imbalance, NULL, e, sizeof e)) {
+                fprintf(stderr, "ultraplan validate: %s\n", e);
+                return 2;
+            }
+            break;
+        }
         default:
             command_bad_option("validate", argv);
             return 2;

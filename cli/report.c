@@ -84,6 +84,10 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
             lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
+    if (spec_is_moe(m))   /* parallel folding: the expert layers' split of the same ranks */
+        fprintf(f, "        expert layers: etp %d x ep %d x edp %d; all-to-all dispatch in %s; routing imbalance %g%s\n",
+                layout_etp(lo), lo->ep, layout_edp(lo), lo->prec == PREC_FP32 ? "fp32" : "bf16 (Megatron's alltoall dispatcher)",
+                layout_moe_imbalance(lo), lo->moe_imbalance > 0 ? "" : " (default)");
 
     fprintf(f, "\nmemory per GPU (GiB)  layers  inflight  weights   grads   optim    acts  buffers  overhead    total  recompute f/s\n");
     for (int s = 0; s < c->pp; s++) {

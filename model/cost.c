@@ -74,8 +74,13 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     if (D <= 1)
         return 0;
     double wb = memory_weight_bytes(lo), gb = memory_grad_bytes(lo);
-    double P = memory_stage_params(m, lo, s, lo->layers[s]);
+    double Pe = 0;
+    double P = memory_stage_params_split(m, lo, s, lo->layers[s], &Pe) - Pe;
     int k = time_members_per_node(hw, lo->tp, D);
+    /* routed experts reduce over edp (their own group, after the dense
+     * buckets on the same stream): their calls are added to the dense ones */
+    int E = layout_edp(lo), ke = time_members_per_node(hw, layout_etp(lo) * lo->ep, E > 0 ? E : 1);
+#define XC(bytes_per, allreduce) (Pe > 0 && E > 1 ? dp_coll(hw, Pe * (bytes_per), E, ke, allreduce) : 0.0)
     int mb = layout_microbatches(lo);
     double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
     double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
@@ -91,15 +96,15 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     switch (lo->opt) {
     case OPT_ZERO0: {
         /* buckets of max(4e7, 1e6 dp) parameters reduce during the last backward; the last one is exposed */
-        double total = dp_coll(hw, P * gb, D, k, true);
+        double total = dp_coll(hw, P * gb, D, k, true) + XC(gb, true);
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, true);
         t = fmax(last, dp_hidden_tail(total, v, lo->pp, s, bwd_hide, true));
         break;
     }
     case OPT_ZERO1:
     case OPT_DISTOPT: {
-        double rs = dp_coll(hw, P * gb, D, k, false);
-        double ag = dp_coll(hw, P * wb, D, k, false);
+        double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
+        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
         t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, bwd_hide, true)) +
@@ -108,16 +113,16 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     }
     case OPT_ZERO2: {
         /* gradients are reduce-scattered every micro-batch */
-        double rs = dp_coll(hw, P * gb, D, k, false);
-        double ag = dp_coll(hw, P * wb, D, k, false);
+        double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
+        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
         t = mb * fmax(0.0, rs - bwd_hide) + ag;
         break;
     }
     case OPT_ZERO3:
     default: {
         /* parameters gathered for forward and backward of every micro-batch */
-        double rs = dp_coll(hw, P * gb, D, k, false);
-        double ag = dp_coll(hw, P * wb, D, k, false);
+        double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
+        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
         t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - bwd_hide));
         break;
     }
@@ -127,6 +132,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         double V = (double)spec_padded_vocab(m, lo->tp);
         t += dp_coll(hw, V * m->h / lo->tp * gb, 2, 1, true);
     }
+#undef XC
     return t;
 }
 
@@ -147,6 +153,23 @@ double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo
 }
 
 double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params) { return optim_s(hw, lo, params); }
+
+/* The stage's dense parameters step on 1/(dp·cp), its routed experts' on
+ * 1/edp (ZeRO-1 and up); ZeRO-0 steps all. */
+static double optim_split_s(const HwProfile *hw, const Layout *lo, double P, double Pe)
+{
+    if (Pe <= 0 || lo->opt == OPT_ZERO0)
+        return optim_s(hw, lo, P);
+    double K = memory_optim_bytes(lo), gb = memory_grad_bytes(lo), wb = memory_weight_bytes(lo);
+    double E = layout_edp(lo) > 0 ? layout_edp(lo) : 1;
+    return time_mem_s(hw, ((P - Pe) / layout_dp_group(lo) + Pe / E) * (2.0 * K + 2.0 * gb + wb));
+}
+
+double cost_stage_optim_n(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, int layers)
+{
+    double Pe = 0, P = memory_stage_params_split(m, lo, s, layers, &Pe);
+    return optim_split_s(hw, lo, P, Pe);
+}
 
 double cost_mfu_bf16_peak(const HwProfile *hw, const Layout *lo, const Cost *c)
 {
@@ -186,13 +209,26 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     int n = lo->layers[bott], f = lo->full_rc[bott], e = lo->sel_rc[bott];
     double rc = f * lt.rc_full + e * lt.rc_sel;
     double tp = n * (lt.tp_fwd + lt.tp_bwd) + f * lt.tp_rc;
-    double cpt = n * lt.cp;
+    double cpt = n * lt.cp, ep = 0;
+    if (spec_is_moe(m)) {
+        int k[2][RECOMPUTE_COUNT];
+        memory_stage_layer_mix(m, lo, bott, n, f, e, k);
+        int nd = k[0][0] + k[0][1] + k[0][2], nm = k[1][0] + k[1][1] + k[1][2];
+        rc = k[0][RECOMPUTE_FULL] * lt.rc_full + k[0][RECOMPUTE_SELECTIVE] * lt.rc_sel +
+             k[1][RECOMPUTE_FULL] * lt.moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt.moe_rc_sel;
+        tp = nd * (lt.tp_fwd + lt.tp_bwd) + k[0][RECOMPUTE_FULL] * lt.tp_rc + nm * (lt.moe_tp_fwd + lt.moe_tp_bwd) +
+             k[1][RECOMPUTE_FULL] * lt.moe_tp_rc;
+        ep = nm * (lt.ep_fwd + lt.ep_bwd) + k[1][RECOMPUTE_FULL] * lt.ep_rc;
+        if (bott == lo->pp - 1 && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))
+            ep += m->mtp_layers * (lt.ep_fwd + lt.ep_bwd);
+    }
     double pp = time_pp_mb(m, hw, lo);
     c->time[T_RECOMPUTE] = mb * rc;
     c->time[T_TP] = mb * tp;
     c->time[T_CP] = mb * cpt;
     c->time[T_PP] = mb * pp;
-    c->time[T_COMPUTE] = mb * (z - rc - tp - cpt - pp);
+    c->time[T_EP] = mb * ep;
+    c->time[T_COMPUTE] = mb * (z - rc - tp - cpt - pp - ep);
     /* 1F1B: the pipeline takes (m - 1) z + sum of stage times, so the bubble
      * is sum - z; interleaved, the fill shrinks by v. Written without the
      * m z that cancelled to -1e-9 s at m = 2^28. */
@@ -201,7 +237,7 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     double dp = 0, opt = 0;
     for (int s = 0; s < lo->pp; s++) {
         dp = fmax(dp, dp_exposed(m, hw, lo, &lt, s));
-        opt = fmax(opt, optim_s(hw, lo, c->stage[s].params));
+        opt = fmax(opt, optim_split_s(hw, lo, c->stage[s].params, c->stage[s].expert_params));
     }
     c->time[T_DP] = dp;
     c->time[T_OPTIM] = opt;
@@ -221,7 +257,7 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
 }
 
 static const char *const mem_names[] = {"weights", "grads", "optimizer", "activations", "buffers", "overhead"};
-static const char *const time_names[] = {"compute", "recompute", "tp", "cp", "pp", "bubble", "dp", "optimizer"};
+static const char *const time_names[] = {"compute", "recompute", "tp", "cp", "pp", "bubble", "dp", "optimizer", "ep"};
 _Static_assert(sizeof mem_names / sizeof *mem_names == MEM_COUNT, "mem names");
 _Static_assert(sizeof time_names / sizeof *time_names == T_COUNT, "time names");
 

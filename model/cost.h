@@ -30,6 +30,7 @@ typedef enum {
     T_BUBBLE,        // pipeline fill and drain
     T_DP,            // exposed DP gradient reduction / ZeRO gathers
     T_OPTIM,         // optimizer step
+    T_EP,            // exposed EP all-to-all (MoE dispatch and combine)
     T_COUNT
 } TimeKind;
 
@@ -67,6 +68,10 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
  * lo->layers[s]) and optimizer seconds of a stage holding `params`. */
 double cost_stage_dp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int s);
 double cost_stage_optim_s(const HwProfile *hw, const Layout *lo, double params);
+/* The optimizer seconds of stage s holding `layers` layers, routed experts
+ * stepping on their 1/edp shard (equal to cost_stage_optim_s of the
+ * stage's parameters for a dense model). */
+double cost_stage_optim_n(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, int layers);
 
 /* An fp8 layout's MFU is against the fp8 peak; teams usually quote it against
  * the bf16 one. That figure, or -1 when the layout is not fp8 or the profile

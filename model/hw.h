@@ -57,6 +57,9 @@ typedef struct {
     double kernel_lat;             // seconds of host time per launched kernel (framework dispatch + launch); a layer pass lasts at least its kernels times this
     double coll_lat;               // seconds fixed per collective or p2p call (NCCL launch, protocol set-up), on top of alpha-beta
     double coll_eff;               // fraction of link bw that NCCL collectives reach at large sizes (nccl-tests busbw / bw), (0, 1]
+    double a2a_lat;                // seconds fixed per all-to-all call (dispatch/combine; NCCL grouped send/recv); 0 = coll_lat
+    double a2a_eff;                // fraction of link bw an all-to-all reaches at large sizes, (0, 1]; 0 = coll_eff.
+                                   // With a2a_lat: the all-to-all curve by size, t(B) = a2a_lat + alpha-beta at a2a_eff (calibrate fits both)
     double sm_count;               // streaming multiprocessors; > 0 times each GEMM by its shape (wave quantization of its output tiles, HBM roofline); 0 = by FLOPs only
     double gemm_tile_m;            // rows of the output tile one SM computes in a large 16-bit GEMM (cuBLAS), with gemm_tile_n; used when sm_count > 0
     double gemm_tile_n;            // columns of that tile; the tile may lie either way round (cuBLAS picks the better)

@@ -39,6 +39,19 @@ int layout_edp(const Layout *lo)
     return d > 0 && n % d == 0 ? (int)(n / d) : 0;
 }
 
+double layout_moe_imbalance(const Layout *lo)
+{
+    return lo->moe_imbalance > 0 ? lo->moe_imbalance : LAYOUT_MOE_IMBALANCE_DEFAULT;
+}
+
+double layout_moe_rows(const ModelSpec *m, const Layout *lo)
+{
+    if (!spec_is_moe(m))
+        return 0;
+    double load = m->capacity_factor > 0 ? m->capacity_factor : layout_moe_imbalance(lo);
+    return load * layout_mb_tokens(m, lo) * m->topk * layout_etp(lo) / lo->tp;
+}
+
 int layout_microbatches(const Layout *lo)
 {
     int d = lo->dp * lo->mbs;
@@ -147,6 +160,9 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
         int ef = m->moe_ffn > 0 ? m->moe_ffn : m->f;
         if (ef % etp != 0)
             FAIL("layout: etp %d does not divide moe-ffn %d", etp, ef);
+        if (lo->moe_imbalance != 0 && !(lo->moe_imbalance >= 1.0 && lo->moe_imbalance <= 64.0))
+            FAIL("layout: moe-imbalance %g is outside 1..64 (the busiest EP rank's routed tokens over the mean)",
+                 lo->moe_imbalance);
         if (m->shared_ffn > 0 && m->shared_ffn % lo->tp != 0)
             FAIL("layout: tp %d does not divide shared-ffn %d", lo->tp, m->shared_ffn);
     }
@@ -357,6 +373,17 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
                     list);
             }
     }
+    /* mixture of experts (megatron/core/transformer/moe/moe_layer.py refuses
+     * training with tensor parallelism and no sequence parallelism;
+     * parallel_state.py's expert RankGenerator needs etp*ep*pp to divide the
+     * world, which layout_check's etp*ep | tp*cp*dp gives) */
+    if (m && spec_is_moe(m) && lo->tp > 1 && !lo->sp)
+        WHY("tp %d without sequence parallelism: Megatron-LM's MoE layer refuses to train with tensor "
+            "parallelism unless --sequence-parallel is on", lo->tp);
+    /* transformer_config.py: "Bias in Moe is only supported when ETP==1" (GPT-OSS style biased experts) */
+    if (m && spec_is_moe(m) && m->bias && layout_etp(lo) > 1)
+        WHY("etp %d with linear biases: Megatron-LM supports biased MoE experts only with "
+            "--expert-tensor-parallel-size 1", layout_etp(lo));
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];

@@ -39,6 +39,7 @@ typedef struct {
     int dp, tp, pp, vp, cp;        // data, tensor, pipeline, virtual (interleave), context parallel sizes
     int ep;                        // expert parallel (default 1)
     int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
+    double moe_imbalance;          // busiest EP rank's routed tokens / the mean (dropless); 0 = LAYOUT_MOE_IMBALANCE_DEFAULT
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
     int mbs;                       // micro-batch, sequences
     int gbs;                       // global batch, sequences
@@ -104,6 +105,17 @@ int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
  * (etp·ep) (layout_check makes it whole). etp 0 reads as tp. */
 int layout_etp(const Layout *lo);
 int layout_edp(const Layout *lo);
+/* Expert-load imbalance the cost model and the executor size expert work
+ * and buffers for: tokens the busiest EP rank's experts receive over the
+ * mean (dropless routing). The default is an assumption inside the range
+ * reported for aux-loss-balanced dropless training (COSTMODEL.md §3.4). */
+#define LAYOUT_MOE_IMBALANCE_DEFAULT 1.2
+double layout_moe_imbalance(const Layout *lo);
+/* Routed token-expert rows one GPU's local experts compute per micro-batch
+ * (each of an expert's etp ranks sees all its rows): with capacity factor
+ * C > 0 (padded to capacity) C, else moe_imbalance, times
+ * tok * topk * etp / tp. 0 for a dense model. */
+double layout_moe_rows(const ModelSpec *m, const Layout *lo);
 int layout_microbatches(const Layout *lo);        // m = gbs / (dp·mbs)
 /* Ranks that reduce gradients together and over which ZeRO shards model
  * states: dp·cp (Megatron forms its data-parallel group over dp × cp). */

@@ -6,6 +6,15 @@
  * Megatron's distributed-optimizer table. What the sources leave out and
  * we count: the recompute working set, PP send/recv buffers, NCCL buffers,
  * the CUDA context and allocator fragmentation (constants in the profile).
+ *
+ * Mixture of experts (§3.4): every layer's kind (dense or MoE) comes from
+ * where the stage's layers lie in the model (memory_stage_layer_mix), the
+ * routed experts' states shard over edp, not dp·cp, and MoE activations are
+ * sized for the routed rows at the layout's moe_imbalance (or the padded
+ * capacity). Recomputation modes are the three of a dense layer (full keeps
+ * the input, selective drops the attention core); Megatron's finer
+ * --recompute-modules (moe_act, layernorm, mla_up_proj, ...) are not
+ * modelled. MTP modules live on the last stage.
  */
 #include "memory.h"
 
@@ -21,15 +30,35 @@ double memory_grad_bytes(const Layout *lo) { return lo->grad_fp32 ? 4.0 : memory
 
 double memory_optim_bytes(const Layout *lo) { return lo->prec == PREC_FP32 ? 8.0 : 12.0; }
 
-void memory_state_bytes(const Layout *lo, double *w, double *g, double *o)
+static void state_bytes(const Layout *lo, double D, double *w, double *g, double *o)
 {
-    double D = layout_dp_group(lo);
     bool shard_o = lo->opt != OPT_ZERO0;                              // ZeRO-1, 2, 3, dist-opt
     bool shard_g = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     bool shard_w = lo->opt == OPT_ZERO3;
     *w = memory_weight_bytes(lo) / (shard_w ? D : 1.0);
     *g = memory_grad_bytes(lo) / (shard_g ? D : 1.0);
     *o = memory_optim_bytes(lo) / (shard_o ? D : 1.0);
+}
+
+void memory_state_bytes(const Layout *lo, double *w, double *g, double *o) { state_bytes(lo, layout_dp_group(lo), w, g, o); }
+
+void memory_expert_state_bytes(const Layout *lo, double *w, double *g, double *o)
+{
+    int edp = layout_edp(lo);
+    state_bytes(lo, edp > 0 ? edp : 1, w, g, o);
+}
+
+/* MLA (Megatron's MLASelfAttention): the down projections are replicated
+ * over tp and their outputs, the compressed q (q_lora_rank) and kv
+ * (kv_lora_rank) with the shared RoPE key (qk_rope_dim), are saved with
+ * their normed copies (the up projections' inputs); the decompressed Q, K,
+ * V are the q/kv widths memory_layer_acts counts already. 0 for MHA. */
+static double mla_acts(const ModelSpec *m, const Layout *lo)
+{
+    if (m->attn != ATTN_MLA)
+        return 0;
+    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo);
+    return 2.0 * ab * tok * ((double)m->q_lora_rank + m->kv_lora_rank + m->qk_rope_dim);
 }
 
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
@@ -53,6 +82,7 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     double mlp = m->mlp == MLP_SWIGLU ? 3.0 * ab * f : 2.0 * ab * f;
     double tpart = ab * (2.0 * q + 2.0 * kv) + mlp;
     double bytes = sbh * (nontp * rep + tpart / t);
+    bytes += mla_acts(m, lo);
 
     double a = m->a;
     if (lo->flash) {
@@ -67,6 +97,28 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     return bytes;
 }
 
+double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
+{
+    if (!spec_is_moe(m))
+        return memory_layer_acts(m, lo, r);
+    if (r == RECOMPUTE_FULL)
+        return memory_layer_acts(m, lo, r);   /* only the layer input is kept */
+    double ab = hw_precision_bytes(lo->prec), t = lo->tp;
+    double tok = layout_mb_tokens(m, lo), rep = layout_sp_share(lo);
+    double act = m->mlp == MLP_SWIGLU ? 3.0 : 2.0;
+    /* the dense layer less its MLP intermediates (the second norm's output,
+     * the router's and the experts' input, stays: memory_layer_acts' FC1 input) */
+    double bytes = memory_layer_acts(m, lo, r) - act * ab * tok * m->f / t;
+    double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
+    bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
+    bytes += ab * rows * m->h                                 /* dispatched expert input */
+           + act * ab * rows * ef / layout_etp(lo)            /* FC1 output and activation */
+           + ab * rows * m->h;                                /* expert output before combine */
+    if (m->shared_ffn > 0)
+        bytes += act * ab * tok * m->shared_ffn / t;          /* the shared expert, as a dense MLP */
+    return bytes;
+}
+
 double memory_inflight(const Layout *lo, int stage)
 {
     int mb = layout_microbatches(lo), p = lo->pp, v = lo->vp;
@@ -77,17 +129,81 @@ double memory_inflight(const Layout *lo, int stage)
     return chunks / v;
 }
 
-double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int layers)
+static double mlp_matrix(const ModelSpec *m, double f) { return (m->mlp == MLP_SWIGLU ? 3.0 : 2.0) * m->h * f; }
+
+/* biases of an MLP of hidden f on one of `t` ranks: FC1's (column-parallel) shard, FC2's replicated */
+static double mlp_bias(const ModelSpec *m, double f, double t)
+{
+    return m->bias ? (m->mlp == MLP_SWIGLU ? 2.0 : 1.0) * f / t + m->h : 0.0;
+}
+
+double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, double *expert)
+{
+    double t = lo->tp, h = m->h;
+    double attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
+    double n = attn / t + (double)spec_layer_norm_params(m);
+    if (m->bias)   /* column-parallel QKV biases shard; the projection's replicates */
+        n += (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t + h;
+    double ex = 0;
+    if (moe && spec_is_moe(m)) {
+        double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, etp = layout_etp(lo);
+        n += (double)spec_router_params(m);   /* replicated over tp */
+        if (m->shared_ffn > 0)
+            n += mlp_matrix(m, m->shared_ffn) / t + mlp_bias(m, m->shared_ffn, t);
+        ex = (double)(m->experts / (lo->ep > 0 ? lo->ep : 1)) * (mlp_matrix(m, ef) / etp + mlp_bias(m, ef, etp));
+    } else {
+        n += mlp_matrix(m, m->f) / t + mlp_bias(m, m->f, t);
+    }
+    if (expert)
+        *expert = ex;
+    return n + ex;
+}
+
+void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, int f, int e,
+                            int cnt[2][RECOMPUTE_COUNT])
+{
+    memset(cnt, 0, sizeof(int) * 2 * RECOMPUTE_COUNT);
+    int v = lo->vp > 1 ? lo->vp : 1;
+    int first = 0;
+    if (v == 1)
+        for (int k = 0; k < s && k < LAYOUT_MAX_PP; k++)
+            first += lo->layers[k];
+    for (int c = 0; c < v; c++) {
+        int cl = n / v + (c < n % v);
+        int full = f / v + (c < f % v), sel = e / v + (c < e % v);
+        int start = v == 1 ? first : (c * lo->pp + s) * (m->L / (lo->pp * v));
+        for (int j = 0; j < cl; j++) {
+            int kind = spec_layer_is_moe(m, start + j) ? 1 : 0;
+            Recompute r = j < full ? RECOMPUTE_FULL : j < full + sel ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
+            cnt[kind][r]++;
+        }
+    }
+}
+
+/* MTP modules' parameters on one GPU of the last stage: per module its
+ * transformer layer, the projection of [norm(h); norm(emb)] (2h x h,
+ * column-parallel) and its three norms; embedding and head are shared. */
+static double mtp_params(const ModelSpec *m, const Layout *lo, double *expert)
+{
+    double ex = 0, layer = 0;
+    if (m->mtp_layers > 0)
+        layer = memory_layer_params(m, lo, spec_layer_is_moe(m, m->L), &ex);
+    if (expert)
+        *expert = m->mtp_layers * ex;
+    return m->mtp_layers * (layer + 2.0 * m->h * m->h / lo->tp + 3.0 * (double)spec_norm_params(m));
+}
+
+double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage, int layers, double *expert)
 {
     double t = lo->tp, h = m->h;
     double V = (double)spec_padded_vocab(m, lo->tp);
-    double per_layer = (double)spec_layer_matrix_params(m) / t + (double)spec_layer_norm_params(m);
-    if (m->bias) {
-        /* column-parallel biases (QKV, FC1) shard; row-parallel ones (proj, FC2) replicate */
-        double col = spec_q_width(m) + 2.0 * spec_kv_width(m) + (m->mlp == MLP_SWIGLU ? 2.0 : 1.0) * m->f;
-        per_layer += col / t + 2.0 * h;
-    }
-    double n = layers * per_layer;
+    int cnt[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, stage, layers, 0, 0, cnt);
+    double ex_moe = 0;
+    double n = cnt[0][RECOMPUTE_NONE] * memory_layer_params(m, lo, false, NULL);
+    if (cnt[1][RECOMPUTE_NONE])
+        n += cnt[1][RECOMPUTE_NONE] * memory_layer_params(m, lo, true, &ex_moe);
+    double ex = cnt[1][RECOMPUTE_NONE] * ex_moe;
     if (stage == 0) {
         n += V * h / t;
         if (m->pos == POS_LEARNED)
@@ -98,8 +214,18 @@ double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int 
         /* untied head, or Megatron's copy of a tied embedding on the last stage */
         if (!m->tied || lo->pp > 1)
             n += V * h / t;
+        double mex = 0;
+        n += mtp_params(m, lo, &mex);
+        ex += mex;
     }
+    if (expert)
+        *expert = ex;
     return n;
+}
+
+double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int layers)
+{
+    return memory_stage_params_split(m, lo, stage, layers, NULL);
 }
 
 double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
@@ -110,10 +236,20 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
 static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight)
 {
     int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
+    int cnt[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, s, n, f, e, cnt);
     double none = memory_layer_acts(m, lo, RECOMPUTE_NONE);
-    double per_mb = (n - f - e) * none
-                  + e * memory_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
-                  + f * memory_layer_acts(m, lo, RECOMPUTE_FULL);
+    double per_mb = cnt[0][RECOMPUTE_NONE] * none
+                  + cnt[0][RECOMPUTE_SELECTIVE] * memory_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
+                  + cnt[0][RECOMPUTE_FULL] * memory_layer_acts(m, lo, RECOMPUTE_FULL);
+    double moe_none = 0;
+    if (cnt[1][RECOMPUTE_NONE] + cnt[1][RECOMPUTE_SELECTIVE] + cnt[1][RECOMPUTE_FULL] > 0 ||
+        (s == lo->pp - 1 && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))) {
+        moe_none = memory_moe_layer_acts(m, lo, RECOMPUTE_NONE);
+        per_mb += cnt[1][RECOMPUTE_NONE] * moe_none
+                + cnt[1][RECOMPUTE_SELECTIVE] * memory_moe_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
+                + cnt[1][RECOMPUTE_FULL] * memory_moe_layer_acts(m, lo, RECOMPUTE_FULL);
+    }
     double ab = hw_precision_bytes(lo->prec);
     double tok = layout_mb_tokens(m, lo), h = m->h, rep = layout_sp_share(lo);
     double bytes = inflight * per_mb;
@@ -125,10 +261,19 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
         /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
         double V = (double)spec_padded_vocab(m, lo->tp);
         bytes += 2.0 * ab * tok * h * rep + 4.0 * tok * V / lo->tp;
+        if (m->mtp_layers > 0) {
+            /* per module and micro-batch held: its layer (never recomputed
+             * here), its two norms' and projection's inputs; its logits are
+             * live one micro-batch at a time like the main head's */
+            double layer = spec_layer_is_moe(m, m->L) ? moe_none : none;
+            bytes += inflight * m->mtp_layers * (layer + 3.0 * ab * tok * h * rep) + 4.0 * tok * V / lo->tp;
+        }
     }
     /* the recompute working set: while one fully recomputed layer runs its
      * backward, its activations are all live */
-    if (f > 0)
+    if (cnt[1][RECOMPUTE_FULL] > 0)
+        bytes += moe_none > none ? moe_none : none;
+    else if (f > 0)
         bytes += none;
     return bytes;
 }
@@ -172,20 +317,28 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     }
     bytes += memory_cp_ring_bytes(m, lo);
     int comms = (lo->tp > 1) + (lo->pp > 1) + (layout_dp_group(lo) > 1) + (lo->cp > 1);
+    if (spec_is_moe(m))   /* the expert groups: ep, etp (when not tp's), edp (when not dp·cp's) */
+        comms += (lo->ep > 1) + (layout_etp(lo) > 1 && layout_etp(lo) != lo->tp) +
+                 (layout_edp(lo) > 1 && layout_edp(lo) != layout_dp_group(lo));
     return bytes + comms * hw->nccl_buf_bytes;
 }
 
 void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)
 {
     memset(out, 0, sizeof *out);
-    double w, g, o;
+    double w, g, o, we, ge, oe;
     memory_state_bytes(lo, &w, &g, &o);
+    memory_expert_state_bytes(lo, &we, &ge, &oe);
     out->layers = lo->layers[s];
-    out->params = memory_stage_params(m, lo, s, lo->layers[s]);
+    out->params = memory_stage_params_split(m, lo, s, lo->layers[s], &out->expert_params);
+    int cnt[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, cnt);
+    out->moe_layers = cnt[1][RECOMPUTE_NONE];
     out->inflight = memory_inflight(lo, s);
-    out->bytes[MEM_WEIGHTS] = out->params * w;
-    out->bytes[MEM_GRADS] = out->params * g;
-    out->bytes[MEM_OPTIM] = out->params * o;
+    double dense = out->params - out->expert_params, ex = out->expert_params;
+    out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
+    out->bytes[MEM_GRADS] = dense * g + ex * ge;
+    out->bytes[MEM_OPTIM] = dense * o + ex * oe;
     out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes

@@ -31,7 +31,9 @@ typedef struct {
     double total;              // bytes, sum of the above
     double inflight;           // micro-batches (of full stage size) whose activations are held
     int layers;                // transformer layers on this stage (all chunks)
-    double params;             // parameters held by one GPU of this stage (before ZeRO sharding)
+    double params;             // parameters held by one GPU of this stage (before ZeRO sharding), experts included
+    double expert_params;      // of which routed experts' (sharded over edp by ZeRO, not dp·cp)
+    int moe_layers;            // of the stage's layers, MoE ones
 } StageMem;
 
 /* Bytes per parameter of one unsharded copy of each model state: the
@@ -51,6 +53,28 @@ double memory_optim_bytes(const Layout *lo);
  * gradients, ZeRO-3 also the weights. */
 void memory_state_bytes(const Layout *lo, double *w, double *g, double *o);
 
+/* The routed experts' states per parameter: as memory_state_bytes but
+ * sharded over the expert data-parallel group edp = tp·cp·dp/(etp·ep). */
+void memory_expert_state_bytes(const Layout *lo, double *w, double *g, double *o);
+
+/* Where a stage's layers lie in the model: stage s holding n layers (all
+ * chunks; vp chunks of n/vp) with f fully and e selectively recomputed,
+ * per chunk first layers first (the executor's and Megatron's block order).
+ * cnt[k][r]: layers of kind k (0 dense, 1 MoE) under recomputation r. The
+ * first layer of stage s (vp 1) is the sum of lo->layers of the stages
+ * before it; chunk c of stage s is model chunk c·pp + s. */
+void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, int f, int e,
+                            int cnt[2][RECOMPUTE_COUNT]);
+/* Parameters one GPU holds of one layer (TP-sharded, before ZeRO): the
+ * dense part returned (attention / tp, norms, router replicated, shared
+ * expert / tp, or the dense MLP / tp); the routed experts' part, (E/ep)
+ * experts each split over etp, in *expert (0 for a dense layer). */
+double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, double *expert);
+/* One MoE layer's activations per micro-batch on one GPU (COSTMODEL.md
+ * §3.4): the attention part of a dense layer, the router's fp32
+ * probabilities, the dispatched rows (layout_moe_rows) in, through FC1 and
+ * the activation, and out, and the shared expert as a dense MLP. */
+double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
 /* Activation bytes of one transformer layer for one micro-batch, per GPU,
  * under tp, sp, cp, flash and a recomputation mode (Korthikanti terms). */
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
@@ -58,8 +82,10 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
  * counting interleaving (in units of the whole stage's layers). */
 double memory_inflight(const Layout *lo, int stage);
 /* Parameters held by one GPU of stage s with `layers` layers (TP-sharded,
- * before ZeRO). */
+ * before ZeRO), routed experts included (their share alone in *expert,
+ * nullable); the last stage holds the MTP modules. */
 double memory_stage_params(const ModelSpec *m, const Layout *lo, int stage, int layers);
+double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage, int layers, double *expert);
 /* Bytes of the activation one GPU sends across a stage boundary per
  * micro-batch (1/tp of it with Megatron's scatter-gather or SP); the PP
  * buffers hold it and time_pp_mb() sends it. */

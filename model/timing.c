@@ -19,6 +19,11 @@
  * (Megatron --tp-comm-overlap, which needs SP), at most hw->tp_overlap of
  * them and no longer than those GEMMs; without it nothing hides. The DP
  * switches are priced in cost.c.
+ *
+ * Mixture of experts (§4.6): an MoE layer's times sit beside the dense
+ * layer's in LayerTime (router, permutation, grouped experts read at one
+ * expert's size, shared expert, ETP and exposed EP all-to-all), and
+ * time_stage_mb counts each kind of layer where the stage holds it.
  */
 #include "timing.h"
 
@@ -231,6 +236,101 @@ double time_p2p(const HwProfile *hw, double bytes, bool cross_node)
     return hw->coll_lat + l->lat + bytes / (l->bw * coll_eff(hw));
 }
 
+double time_alltoall(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    if (k > n)
+        k = n;
+    if (k < 1)
+        k = 1;
+    /* each rank sends bytes/n to every other: (k-1)/n of its buffer over
+     * NVLink, (n-k)/n over its NIC, both at once (the slower sets the pace) */
+    double in = (double)(k - 1) / n * bytes / hw->intra.bw;
+    double out = k < n ? (double)(n - k) / n * bytes / hw->inter.bw : 0.0;
+    return (k < n ? hw->inter.lat : hw->intra.lat) + fmax(in, out);
+}
+
+double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    double eff = hw->a2a_eff > 0 ? hw->a2a_eff : coll_eff(hw);
+    HwProfile v = *hw;
+    v.intra.bw *= eff;
+    v.inter.bw *= eff;
+    return (hw->a2a_lat > 0 ? hw->a2a_lat : hw->coll_lat) + time_alltoall(&v, bytes, n, k);
+}
+
+double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
+{
+    if (!spec_is_moe(m) || lo->ep <= 1)
+        return 0;
+    /* the rows this rank's experts receive (layout_moe_rows, the busiest
+     * rank's) came from ep ranks of which ep-1 are remote; dispatched in
+     * bf16 (Megatron's alltoall dispatcher keeps the activation dtype; fp8
+     * dispatch is DeepEP's, not modelled), fp32 training in fp32 */
+    double ab = lo->prec == PREC_FP32 ? 4.0 : 2.0;
+    double rows = layout_moe_rows(m, lo) / layout_etp(lo) * lo->tp * layout_sp_share(lo);
+    return ab * rows * m->h;
+}
+
+int time_ep_members_per_node(const HwProfile *hw, const Layout *lo)
+{
+    /* Megatron-core's expert RankGenerator, order tp-ep-dp-pp with etp as
+     * tp: etp fastest, then ep */
+    return time_members_per_node(hw, layout_etp(lo), lo->ep);
+}
+
+/* An MoE layer's MLP part on one GPU, per micro-batch (COSTMODEL.md §4.6):
+ * router GEMM tok_r x E x h (tok_r the SP shard), softmax/top-k and the aux
+ * loss as memory-bound passes over tok_r x E fp32 scores; permutation
+ * before and after dispatch and unpermutation before and after combine,
+ * memory-bound over the rows; the routed experts as one grouped GEMM whose
+ * efficiency is read at ONE expert's size (rows / local experts tokens);
+ * the shared expert as a dense MLP of shared_ffn split over tp. Forward in
+ * *fwd, backward (dgrad + wgrad at their own shapes) in *bwd. */
+static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
+{
+    Precision p = lo->prec;
+    double ab = hw_precision_bytes(p), t = lo->tp, h = m->h, E = m->experts;
+    double gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+    double tok = layout_mb_tokens(m, lo), tok_r = tok * layout_sp_share(lo);
+    double etp = layout_etp(lo), ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / etp;
+    double rows = layout_moe_rows(m, lo), local = E / lo->ep, per = rows / local;
+    /* router: a small GEMM (kept in bf16 under fp8, as TE leaves it) and its fp32 passes */
+    Precision pr = prec_bf16_if_fp8(hw, p);
+    double f_s = linear_fwd_s(hw, pr, tok_r, E, h), b_s = linear_bwd_s(hw, pr, tok_r, E, h);
+    double scores = 4.0 * tok_r * E;
+    f_s += time_mem_s(hw, 4.0 * scores);   /* cast, softmax, top-k, aux-loss statistics */
+    b_s += time_mem_s(hw, 4.0 * scores);
+    /* permute / unpermute: rows out of (tok_r topk) and into (rows) the
+     * expert order, read and written, both ways; the backward mirrors it */
+    double perm = 2.0 * ab * h * (tok_r * m->topk + rows) * 2.0;
+    f_s += time_mem_s(hw, perm);
+    b_s += time_mem_s(hw, perm);
+    /* grouped expert GEMMs: local experts of `per` rows each */
+    f_s += local * (linear_fwd_s(hw, p, per, gated * ef, h) + linear_fwd_s(hw, p, per, h, ef));
+    b_s += local * (linear_bwd_s(hw, p, per, gated * ef, h) + linear_bwd_s(hw, p, per, h, ef));
+    double ew = ab * rows * (gated + 1.0) * ef;   /* the activation over the rows */
+    if (m->shared_ffn > 0) {
+        double sf = m->shared_ffn / t;
+        f_s += linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf);
+        b_s += linear_bwd_s(hw, p, tok, gated * sf, h) + linear_bwd_s(hw, p, tok, h, sf);
+        ew += ab * tok * (gated + 1.0) * sf;
+    }
+    if (p == PREC_FP8) {   /* expert inputs and output gradients quantized, as for dense GEMMs */
+        ew += (ab + 2.0) * rows * (h + ef);
+        b_s += time_mem_s(hw, (ab + 2.0) * rows * (gated * ef + h));
+    }
+    *fwd = f_s + time_mem_s(hw, ew);
+    *bwd = b_s + 2.0 * time_mem_s(hw, ew);
+}
+
+/* router, its softmax/top-k, aux loss, 2 permutes, 2 unpermutes, the two
+ * grouped GEMMs' set-up, the dispatcher's bookkeeping; shared expert 3 */
+enum { K_MOE_EXTRA = 12, K_SHARED_EXTRA = 3 };
+
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
 {
     Precision p = lo->prec;
@@ -244,10 +344,32 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * GPU): QKV T x (q+2kv)/t x h, projection T x h x q/t, FC1 T x gated f/t
      * x h, FC2 T x h x f/t; the backward's dgrad and wgrad have other shapes */
     double n_qkv = (q + 2 * kv) / t, k_proj = q / t, n_fc1 = f * gated / t, k_fc2 = f / t;
-    double gemm = linear_fwd_s(hw, p, tok, n_qkv, h) + linear_fwd_s(hw, p, tok, h, k_proj) +
-                  linear_fwd_s(hw, p, tok, n_fc1, h) + linear_fwd_s(hw, p, tok, h, k_fc2);
-    double gemm_bwd = linear_bwd_s(hw, p, tok, n_qkv, h) + linear_bwd_s(hw, p, tok, h, k_proj) +
-                      linear_bwd_s(hw, p, tok, n_fc1, h) + linear_bwd_s(hw, p, tok, h, k_fc2);
+    double g_attn, g_attn_bwd;
+    if (m->attn == ATTN_MLA) {
+        /* MLA: q down (replicated over tp) and up, kv down (with the shared
+         * RoPE key, replicated) and up, the output projection */
+        double qn = m->qk_nope_dim + m->qk_rope_dim, ql = m->q_lora_rank, kl = m->kv_lora_rank;
+        double nq = m->a * qn / t, nkv = m->a * ((double)m->qk_nope_dim + m->v_head_dim) / t;
+        k_proj = m->a * (double)m->v_head_dim / t;
+        g_attn = linear_fwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_fwd_s(hw, p, tok, nkv, kl) +
+                 linear_fwd_s(hw, p, tok, h, k_proj);
+        g_attn_bwd = linear_bwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_bwd_s(hw, p, tok, nkv, kl) +
+                     linear_bwd_s(hw, p, tok, h, k_proj);
+        if (ql > 0) {
+            g_attn += linear_fwd_s(hw, p, tok, ql, h) + linear_fwd_s(hw, p, tok, nq, ql);
+            g_attn_bwd += linear_bwd_s(hw, p, tok, ql, h) + linear_bwd_s(hw, p, tok, nq, ql);
+        } else {
+            g_attn += linear_fwd_s(hw, p, tok, nq, h);
+            g_attn_bwd += linear_bwd_s(hw, p, tok, nq, h);
+        }
+        n_qkv = nq + nkv;
+    } else {
+        g_attn = linear_fwd_s(hw, p, tok, n_qkv, h) + linear_fwd_s(hw, p, tok, h, k_proj);
+        g_attn_bwd = linear_bwd_s(hw, p, tok, n_qkv, h) + linear_bwd_s(hw, p, tok, h, k_proj);
+    }
+    double g_mlp = linear_fwd_s(hw, p, tok, n_fc1, h) + linear_fwd_s(hw, p, tok, h, k_fc2);
+    double g_mlp_bwd = linear_bwd_s(hw, p, tok, n_fc1, h) + linear_bwd_s(hw, p, tok, h, k_fc2);
+    double gemm = g_attn + g_mlp, gemm_bwd = g_attn_bwd + g_mlp_bwd;
 
     /* attention core: flash skips the masked half; an unfused kernel computes it all */
     double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
@@ -273,6 +395,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* memory-bound ops: norms, residuals, dropout outside TP; activation inside */
     double rep = layout_sp_share(lo);
     double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
+    double ew_attn = ab * tok * hw->act_bytes_per_layer * h * rep, gout_attn = 0;   /* an MoE layer's non-MLP part */
     /* fp8: each GEMM's bf16 input is quantized into an fp8 copy and an fp8
      * transpose (kept for the weight gradient), read ab + write 2 bytes per
      * element; for QKV and FC1 the norm writes them (TE's LayerNormLinear),
@@ -283,6 +406,8 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
         gemm_bwd += time_mem_s(hw, gout);
+        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj);
+        gout_attn = (ab + 2.0) * tok * (n_qkv + h);
     }
     double ew_s = time_mem_s(hw, ew);
 
@@ -323,6 +448,42 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         double ag = time_coll_allgather(hw, kv_bytes, lo->cp, k_cp);
         out->cp = fmax(0.0, ag - core) + fmax(0.0, 2.0 * ag - core_bwd);
     }
+
+    /* an MoE layer: the attention part as above, the MLP replaced by router,
+     * permutation, grouped experts and the shared expert (moe_mlp_s) */
+    out->moe_fwd = out->moe_bwd = out->moe_rc_full = out->moe_rc_sel = 0;
+    out->moe_tp_fwd = out->moe_tp_bwd = out->moe_tp_rc = out->ep_fwd = out->ep_bwd = out->ep_rc = 0;
+    if (!spec_is_moe(m))
+        return;
+    double mf, mb;
+    moe_mlp_s(m, hw, lo, &mf, &mb);
+    double ea = time_mem_s(hw, ew_attn);
+    double mgpu_fwd = g_attn + core + softmax + ea + mf;
+    double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + mb;
+    /* TP: the attention's pair of collectives, the shared expert's (a dense
+     * MLP over tp), and with etp > 1 the expert rows all-gathered over etp
+     * before the experts and reduce-scattered after (Megatron's alltoall
+     * dispatcher); each way */
+    int etp = layout_etp(lo);
+    double ag_etp = time_coll_allgather(hw, ab * layout_moe_rows(m, lo) * h, etp, time_members_per_node(hw, 1, etp));
+    /* hidden as a dense layer's are: only with --tp-comm-overlap, the
+     * profile's achievable fraction, no longer than the attention GEMMs */
+    double mtpc = ar * (m->shared_ffn > 0 ? 2.0 : 1.0) + 2.0 * ag_etp;
+    double mhide = time_tp_overlap(lo) ? hw->tp_overlap * mtpc : 0.0;
+    out->moe_tp_fwd = mtpc - fmin(mhide, g_attn);
+    out->moe_tp_bwd = mtpc - fmin(mhide, g_attn_bwd);
+    out->moe_tp_rc = out->moe_tp_fwd;
+    double mk = kf + K_MOE_EXTRA + (m->shared_ffn > 0 ? K_SHARED_EXTRA : 0);
+    out->moe_fwd = fmax(mgpu_fwd, mk * lat - out->moe_tp_fwd);
+    out->moe_bwd = fmax(mgpu_bwd, 2.0 * mk * lat - out->moe_tp_bwd);
+    out->moe_rc_full = out->moe_fwd;
+    out->moe_rc_sel = out->rc_sel;
+    /* EP: dispatch and combine all-to-alls, forward and backward (and again
+     * in a full recompute's forward), exposed: Megatron's default overlaps
+     * none of them (--overlap-moe-expert-parallel-comm and
+     * --moe-shared-expert-overlap are opt-in, not modelled) */
+    double a2a = time_coll_alltoall(hw, time_moe_dispatch_bytes(m, lo), lo->ep, time_ep_members_per_node(hw, lo));
+    out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
 }
 
 /* Kernels launched once per micro-batch outside the layers (Megatron GPT,
@@ -388,13 +549,34 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,
                      int stage, int n, int f, int e)
 {
-    double t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp)
-             + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel;
+    double t;
+    if (!spec_is_moe(m)) {
+        t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel;
+    } else {
+        int c[2][RECOMPUTE_COUNT];
+        memory_stage_layer_mix(m, lo, stage, n, f, e, c);
+        int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+        t = nd * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + c[0][RECOMPUTE_FULL] * (lt->rc_full + lt->tp_rc) +
+            c[0][RECOMPUTE_SELECTIVE] * lt->rc_sel;
+        t += nm * time_moe_layer_s(lt) + c[1][RECOMPUTE_FULL] * (lt->moe_rc_full + lt->moe_tp_rc + lt->ep_rc) +
+             c[1][RECOMPUTE_SELECTIVE] * lt->moe_rc_sel;
+    }
     if (stage == 0)
         t += time_embed(m, hw, lo);
-    if (stage == lo->pp - 1)
+    if (stage == lo->pp - 1) {
         t += time_head(m, hw, lo);
+        if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
+            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt)
+                                                               : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) +
+                                  3.0 * gemm_s(hw, lo->prec, 2.0 * 2.0 * m->h * m->h / lo->tp * layout_mb_tokens(m, lo)) +
+                                  time_head(m, hw, lo));
+    }
     return t + time_pp_mb(m, hw, lo);
+}
+
+double time_moe_layer_s(const LayerTime *lt)
+{
+    return lt->moe_fwd + lt->moe_bwd + lt->moe_tp_fwd + lt->moe_tp_bwd + lt->cp + lt->ep_fwd + lt->ep_bwd;
 }
 
 static const char *const coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};

@@ -35,6 +35,18 @@ double time_allgather(const HwProfile *hw, double bytes, int n, int k);  // also
  * time at coll_eff of the link bandwidth; 0 when n <= 1 or bytes <= 0. */
 double time_coll_allreduce(const HwProfile *hw, double bytes, int n, int k);
 double time_coll_allgather(const HwProfile *hw, double bytes, int n, int k);  // also reduce-scatter
+/* All-to-all of a `bytes` buffer per rank over n ranks, k per node: each
+ * rank keeps 1/n, sends (k-1)/n over NVLink and (n-k)/n over its NIC at
+ * once; alpha-beta at the links as given. time_coll_alltoall is one call as
+ * priced: a2a_lat (or coll_lat) plus that at a2a_eff (or coll_eff). */
+double time_alltoall(const HwProfile *hw, double bytes, int n, int k);
+double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k);
+/* Bytes of one dispatch (= one combine) buffer per GPU of an MoE layer per
+ * micro-batch: the routed rows at the busiest rank's load times h, in bf16
+ * (fp32 when training in fp32); 0 with ep 1. */
+double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
+/* Members of an EP group sharing a node (expert rank order etp-ep-edp-pp). */
+int time_ep_members_per_node(const HwProfile *hw, const Layout *lo);
 /* One point-to-point send of `bytes`, within the node or across. */
 double time_p2p(const HwProfile *hw, double bytes, bool cross_node);
 /* Members of an n-rank group with rank stride `stride` that share one node
@@ -62,7 +74,15 @@ typedef struct {
     double tp_bwd;     // exposed TP comm in backward
     double tp_rc;      // exposed TP comm of a full recompute
     double cp;         // exposed CP comm (fwd + bwd)
+    /* an MoE layer (all 0 for a dense model): the same attention, the MLP
+     * replaced by router, permutation, grouped experts and shared expert */
+    double moe_fwd, moe_bwd, moe_rc_full, moe_rc_sel;
+    double moe_tp_fwd, moe_tp_bwd, moe_tp_rc;   // exposed TP/ETP comm of an MoE layer
+    double ep_fwd, ep_bwd, ep_rc;               // exposed EP all-to-all (dispatch + combine) fwd, bwd, full recompute
 } LayerTime;
+
+/* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */
+double time_moe_layer_s(const LayerTime *lt);
 
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out);
 /* Time of the first stage's extra work (embedding) and the last stage's

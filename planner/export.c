@@ -7,6 +7,8 @@
  * pytorch/torchtitan b5bcd76c66d0 (2026-08-21); docs/EXPORT.md. */
 #include "export.h"
 
+#include "knobs.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -286,8 +288,8 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         return NULL;
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
-    const char *args[80];
-    char vals[80][48];
+    const char *args[128];
+    char vals[128][48];
     int n = 0;
 #define ARG(flag) (args[n] = (flag), vals[n][0] = 0, n++)
 #define ARGV(flag, ...) (args[n] = (flag), snprintf(vals[n], sizeof vals[n], __VA_ARGS__), n++)
@@ -296,6 +298,12 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     put(&b, "# checked against NVIDIA/Megatron-LM d98e8a64ddf3 (2026-08-22); data-parallel size %d follows from "
             "the world size\n", lo->dp);
     put(&b, "# vocabulary: %d (your tokenizer sets it; add tokenizer, data and schedule flags)\n", m->vocab);
+    if (spec_is_moe(m)) {
+        char imb[32];
+        knob_format_double(layout_moe_imbalance(lo), imb, sizeof imb);
+        put(&b, "# moe-imbalance: %s (the plan's routing-load assumption, no Megatron flag); expert layers: etp %d x "
+                "ep %d x edp %d\n", imb, layout_etp(lo), lo->ep, layout_edp(lo));
+    }
     if (lo->tp > 1 || lo->cp > 1)
         put(&b, "# environment: %s\n", fsdp ? "leave CUDA_DEVICE_MAX_CONNECTIONS unset (Megatron-FSDP asserts it is "
                                               "not 1)" : "CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron asserts it for "
@@ -345,7 +353,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     ARGV("--num-layers", "%d", m->L);
     ARGV("--hidden-size", "%d", m->h);
     ARGV("--num-attention-heads", "%d", m->a);
-    if (spec_head_dim(m) * m->a != m->h)
+    if (m->attn != ATTN_MLA && spec_head_dim(m) * m->a != m->h)
         ARGV("--kv-channels", "%d", spec_head_dim(m));
     if (m->g != m->a) {
         ARG("--group-query-attention");
@@ -388,6 +396,45 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARG("--grad-reduce-in-bf16");
     }
     ARGV("--attention-backend", "%s", lo->flash ? "flash" : "unfused");
+    if (m->attn == ATTN_MLA) {
+        /* MLA (megatron/training/arguments.py _add_mla_args; --multi-latent-attention from TransformerConfig) */
+        ARG("--multi-latent-attention");
+        if (m->q_lora_rank > 0)   /* absent = None: no query compression */
+            ARGV("--q-lora-rank", "%d", m->q_lora_rank);
+        ARGV("--kv-lora-rank", "%d", m->kv_lora_rank);
+        ARGV("--qk-head-dim", "%d", m->qk_nope_dim);
+        ARGV("--qk-pos-emb-head-dim", "%d", m->qk_rope_dim);
+        ARGV("--v-head-dim", "%d", m->v_head_dim);
+    }
+    if (m->mtp_layers > 0)
+        ARGV("--mtp-num-layers", "%d", m->mtp_layers);
+    if (spec_is_moe(m)) {
+        /* _add_moe_args (--num-experts, --moe-layer-freq, router load balancing) and the TransformerConfig /
+         * ModelParallelConfig fields ArgumentGroupFactory turns into --field-name flags */
+        char freq[40];
+        spec_format_moe_freq(m, freq, sizeof freq);
+        ARGV("--num-experts", "%d", m->experts);
+        ARGV("--moe-router-topk", "%d", m->topk);
+        ARGV("--moe-ffn-hidden-size", "%d", m->moe_ffn > 0 ? m->moe_ffn : m->f);
+        if (m->shared_ffn > 0)
+            ARGV("--moe-shared-expert-intermediate-size", "%d", m->shared_ffn);
+        if (m->moe_first_dense > 0)   /* the list form is a Python expression: one shell word */
+            ARGV("--moe-layer-freq", "'%s'", freq);
+        else
+            ARGV("--moe-layer-freq", "%s", freq);
+        ARGV("--expert-model-parallel-size", "%d", lo->ep);
+        ARGV("--expert-tensor-parallel-size", "%d", layout_etp(lo));
+        ARGV("--moe-token-dispatcher-type", "alltoall");   /* Megatron's default is allgather; priced: all-to-all */
+        ARG("--moe-grouped-gemm");
+        ARGV("--moe-router-load-balancing-type", "aux_loss");
+        ARGV("--moe-aux-loss-coeff", "1e-2");
+        if (m->capacity_factor > 0) {   /* absent = dropless */
+            char cf[32];
+            knob_format_double(m->capacity_factor, cf, sizeof cf);
+            ARGV("--moe-expert-capacity-factor", "%s", cf);
+            ARG("--moe-pad-expert-input-to-capacity");   /* the cost model prices padded capacity */
+        }
+    }
 #undef ARG
 #undef ARGV
     for (int i = 0; i < n; i++)
@@ -425,6 +472,11 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     const char *vc = strstr(text, "# vocabulary: ");
     if (vc)
         m->vocab = atoi(vc + 14);
+    const char *mi = strstr(text, "# moe-imbalance: ");
+    if (mi) {   /* the export's routing-load assumption; the default stays 0 */
+        double x = strtod(mi + 17, NULL);
+        lo->moe_imbalance = x == LAYOUT_MOE_IMBALANCE_DEFAULT ? 0 : x;
+    }
     size_t len = strlen(text);
     char *buf = malloc(len + 1);
     char **tok = malloc((len / 2 + 2) * sizeof *tok);
@@ -462,6 +514,9 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     }
     int rc = -1, gran = 0, uniform = 0, nrc = 0, first = 0, last = 0, fsdp = 0, distopt = 0, strategy = 3;
     int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
+    /* MoE and MLA as Megatron defaults them: topk 2, etp = tp (None), MLA kv-lora 32, qk 128 + 64, v 128 */
+    int mla = 0, topk = -1, etp = -1, kv_lora = 32, qk_head = 128, qk_pos = 64, v_head = 128, pad_cap = 0;
+    const char *freq_text = NULL;
     for (int i = 0; i < nt; i++) {
         char *f = tok[i], *v = NULL;
         char *eq = strchr(f, '=');
@@ -498,6 +553,20 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         INT("--decoder-first-pipeline-num-layers", 1, &first)
         INT("--decoder-last-pipeline-num-layers", 1, &last)
         INT("--recompute-num-layers", 1, &nrc)
+        INT("--num-experts", 0, &m->experts)
+        INT("--moe-router-topk", 1, &topk)
+        INT("--moe-ffn-hidden-size", 1, &m->moe_ffn)
+        INT("--moe-shared-expert-intermediate-size", 0, &m->shared_ffn)
+        INT("--expert-model-parallel-size", 1, &lo->ep)
+        INT("--expert-tensor-parallel-size", 1, &etp)
+        INT("--mtp-num-layers", 0, &m->mtp_layers)
+        INT("--q-lora-rank", 1, &m->q_lora_rank)
+        INT("--kv-lora-rank", 1, &kv_lora)
+        INT("--qk-head-dim", 1, &qk_head)
+        INT("--qk-pos-emb-head-dim", 1, &qk_pos)
+        INT("--v-head-dim", 1, &v_head)
+        FLAG("--multi-latent-attention", mla = 1)
+        FLAG("--moe-pad-expert-input-to-capacity", pad_cap = 1)
         FLAG("--sequence-parallel", lo->sp = true)
         FLAG("--use-distributed-optimizer", distopt = 1)
         FLAG("--use-megatron-fsdp", fsdp = 1)
@@ -537,6 +606,26 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             uniform = v && !strcmp(v, "uniform");
             if (!v || (!uniform && strcmp(v, "block"))) {
                 snprintf(err, errlen, "--recompute-method: expected uniform or block, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--moe-layer-freq")) {
+            took = 1;
+            freq_text = v;
+        } else if (!strcmp(f, "--moe-expert-capacity-factor")) {
+            took = 1;
+            char *end;
+            double x = v ? strtod(v, &end) : 0;
+            if (!v || end == v || *end || !(x >= 0 && x <= 1000)) {
+                snprintf(err, errlen, "--moe-expert-capacity-factor: expected a number from 0 to 1000, got \"%s\"",
+                         v ? v : "");
+                goto out;
+            }
+            m->capacity_factor = x;
+        } else if (!strcmp(f, "--moe-token-dispatcher-type")) {
+            took = 1;
+            if (!v || strcmp(v, "alltoall")) {
+                snprintf(err, errlen, "--moe-token-dispatcher-type: \"%s\" is not the all-to-all dispatch this tool "
+                                      "prices (alltoall)", v ? v : "");
                 goto out;
             }
         } else if (!strcmp(f, "--normalization")) {
@@ -582,6 +671,38 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     if (!m->g)
         m->g = m->a;
     m->dropout = adrop || hdrop;
+    if (m->experts > 0) {
+        m->topk = topk > 0 ? topk : 2;
+        lo->etp = etp > 0 && etp != lo->tp ? etp : 0;
+        if (freq_text) {
+            char fq[256];
+            size_t fl = strlen(freq_text);
+            /* the export quotes the list form as one shell word */
+            if (fl >= 2 && (freq_text[0] == '\'' || freq_text[0] == '"') && freq_text[fl - 1] == freq_text[0])
+                freq_text++, fl -= 2;
+            snprintf(fq, sizeof fq, "%.*s", (int)fl, freq_text);
+            int flen = 0;
+            if (spec_parse_moe_freq(fq, &m->moe_freq, &m->moe_first_dense, &flen, err, errlen) != 0)
+                goto out;
+            if (flen > 0 && flen != m->L) {
+                snprintf(err, errlen, "--moe-layer-freq: the list has %d entries, --num-layers is %d", flen, m->L);
+                goto out;
+            }
+        }
+        if (m->capacity_factor > 0 && !pad_cap) {
+            snprintf(err, errlen, "--moe-expert-capacity-factor without --moe-pad-expert-input-to-capacity drops "
+                                  "tokens without padding: this tool prices padded capacity");
+            goto out;
+        }
+    } else if (lo->ep > 1 || etp > 1) {
+        snprintf(err, errlen, "--expert-model-parallel-size / --expert-tensor-parallel-size need --num-experts");
+        goto out;
+    }
+    if (mla) {
+        m->attn = ATTN_MLA;
+        m->kv_lora_rank = kv_lora, m->qk_nope_dim = qk_head, m->qk_rope_dim = qk_pos, m->v_head_dim = v_head;
+        m->d_head = 0;   /* MLA's head is qk_nope + qk_rope (spec_validate) */
+    }
     lo->prec = fp8 ? PREC_FP8 : bf16 ? PREC_BF16 : fp16 ? PREC_FP16 : PREC_FP32;
     /* Megatron turns fp32 accumulation on for bf16 unless --grad-reduce-in-bf16; fp16 only when asked */
     lo->grad_fp32 = lo->prec == PREC_FP32 || acc32 || (lo->prec != PREC_FP16 && !red_bf16);
@@ -656,7 +777,10 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         alls &= lo->sel_rc[s] == lo->layers[s];
         uneven |= lo->layers[s] != lo->layers[0];
     }
-    if (fl < 0)
+    if (spec_is_moe(m) || m->attn == ATTN_MLA || m->mtp_layers > 0)
+        why = "mixture-of-experts, MLA and MTP models are not exported to torchtitan (b5bcd76 has DeepSeek-V3 "
+              "and Qwen3 MoE models, but this export writes only the Llama 3 registry): use --format megatron";
+    else if (fl < 0)
         why = "the model is not the shape of a torchtitan Llama 3 flavor (8B, 70B, 405B)";
     else if ((anyf && !allf) || (anys && !alls) || (anyf && anys))
         why = "torchtitan's activation checkpointing is full or selective for every layer, or none";

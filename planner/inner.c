@@ -73,7 +73,7 @@ static void fit_stage_terms(const ModelSpec *m, const HwProfile *hw, Layout *lo,
         lo->layers[s] = n;
         x[cnt] = n;
         yd[cnt] = cost_stage_dp_s(m, hw, lo, lt, s);
-        yo[cnt] = cost_stage_optim_s(hw, lo, memory_stage_params(m, lo, s, n));
+        yo[cnt] = cost_stage_optim_n(m, hw, lo, s, n);
         cnt++;
         if (n != nhi && n + step > nhi)
             n = nhi - step;   /* always include the last point */
@@ -82,10 +82,19 @@ static void fit_stage_terms(const ModelSpec *m, const HwProfile *hw, Layout *lo,
     hull_fit(x, yo, cnt, &p->opt[s]);
 }
 
-void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo_in, bool fix_stages, bool rc_forced,
+void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in, bool fix_stages, bool rc_forced,
                  Recompute rc, InnerProblem *p)
 {
     Layout lo = *lo_in;
+    /* the linear form prices every layer alike: for a mixture of experts
+     * every layer as an MoE layer (leading dense or every-other layers are
+     * cheaper: the form bounds them from above; cost() re-prices exactly) */
+    ModelSpec mc = *m_in;
+    if (spec_is_moe(&mc)) {
+        mc.moe_first_dense = 0;
+        mc.moe_freq = 1;
+    }
+    const ModelSpec *m = &mc;
     memset(p, 0, sizeof *p);
     int pp = lo.pp;
     p->pp = pp;

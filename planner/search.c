@@ -21,6 +21,7 @@
 /* One outer choice: the discrete knobs, its bounds and its place in the enumeration. */
 typedef struct {
     short tp, cp, pp, vp;
+    short ep, etp;         // expert parallel, expert tensor parallel (1, 0 for a dense model)
     int dp, mbs;
     unsigned char opt, prec;
     bool sp;
@@ -96,6 +97,8 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
     lo->pp = o->pp;
     lo->vp = o->vp;
     lo->dp = o->dp;
+    lo->ep = o->ep > 0 ? o->ep : 1;
+    lo->etp = o->etp;
     lo->mbs = o->mbs;
     lo->opt = (OptimShard)o->opt;
     lo->prec = (Precision)o->prec;
@@ -181,10 +184,31 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                                 opts[nopt++] = OPT_ZERO3;
                             }
                         }
+                        /* expert layouts: ep dividing the experts and, with etp, tp·cp·dp
+                         * (parallel folding); etp tp (Megatron's default) or 1 */
+                        int eps[32], neps = 0, etps[2], netp = 0;
+                        int ranks = tps[it] * cps[ic] * dp;
+                        if (!spec_is_moe(m)) {
+                            eps[neps++] = 1;
+                        } else {
+                            for (int e = 1; e <= m->experts && e <= ranks && neps < 32; e++)
+                                if (m->experts % e == 0 && ranks % e == 0 && (!(fx & FIX_EP) || e == b->ep))
+                                    eps[neps++] = e;
+                        }
+                        if (fx & FIX_ETP) {
+                            etps[netp++] = b->etp;
+                        } else {
+                            etps[netp++] = 0;
+                            if (spec_is_moe(m) && tps[it] > 1)
+                                etps[netp++] = 1;
+                        }
+                        for (int ie = 0; ie < neps; ie++)
+                        for (int ix = 0; ix < netp; ix++)
                         for (int io = 0; io < nopt; io++)
                             for (int ip = 0; ip < nprec; ip++) {
                                 Outer o = {.tp = (short)tps[it], .cp = (short)cps[ic], .pp = (short)pp,
                                            .vp = (short)vp, .dp = dp, .mbs = mbs_v,
+                                           .ep = (short)eps[ie], .etp = (short)etps[ix],
                                            .opt = (unsigned char)opts[io], .prec = (unsigned char)precs[ip],
                                            /* SP only adds the LM-head gather and saves activations and
                                             * norm time tp-fold: Megatron turns it on with TP */

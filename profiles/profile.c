@@ -278,6 +278,8 @@ static const OptField opt_fields[] = {
     {{"kernel_lat", offsetof(HwProfile, kernel_lat), R_NONNEG}, 0.0},
     {{"coll_lat", offsetof(HwProfile, coll_lat), R_NONNEG}, 0.0},
     {{"coll_eff", offsetof(HwProfile, coll_eff), R_FRAC_POS}, 1.0},
+    {{"a2a_lat", offsetof(HwProfile, a2a_lat), R_NONNEG}, 0.0},
+    {{"a2a_eff", offsetof(HwProfile, a2a_eff), R_FRAC}, 0.0},
     {{"sm_count", offsetof(HwProfile, sm_count), R_NONNEG}, 0.0},
     {{"gemm_tile_m", offsetof(HwProfile, gemm_tile_m), R_NONNEG}, 0.0},
     {{"gemm_tile_n", offsetof(HwProfile, gemm_tile_n), R_NONNEG}, 0.0},

@@ -2,7 +2,10 @@
 #include "knobs.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -79,6 +82,7 @@ static int microbatches_value(const void *lo) { return layout_microbatches(lo); 
 #define L(field) KNOB_LAYOUT, .off = offsetof(Layout, field)
 #define S(field) KNOB_SCENARIO, .off = offsetof(Scenario, field)
 #define INT(lo_, hi_) .type = KNOB_INT, .min = (lo_), .max = (hi_), .arg = "N"
+#define DOUBLE(lo_, hi_) .type = KNOB_DOUBLE, .dmin = (lo_), .dmax = (hi_), .arg = "F"
 #define ENUM(tag, n) .type = KNOB_ENUM, .count = (n), .value_name = tag##_name, .value_parse = tag##_parse
 #define BIG 2147483647
 
@@ -155,15 +159,22 @@ static const Knob table[KNOB_COUNT] = {
                 .json_optional = true, .csv = "attn",
                 .help = "attention: mha (with GQA/MQA via --kv-heads) or mla (multi-head latent)", .dflt = "mha"},
     [K_Q_LORA_RANK] = {K_Q_LORA_RANK, "q-lora-rank", M(q_lora_rank), INT(0, 10000000), .flag = "q-lora-rank",
-                       .json = "q_lora_rank", .json_optional = true, .help = "MLA query compression rank (0 = none)"},
+                       .json = "q_lora_rank", .json_optional = true, .csv = "q_lora_rank", .help = "MLA query compression rank (0 = none)"},
     [K_KV_LORA_RANK] = {K_KV_LORA_RANK, "kv-lora-rank", M(kv_lora_rank), INT(0, 10000000), .flag = "kv-lora-rank",
-                        .json = "kv_lora_rank", .json_optional = true, .help = "MLA key/value compression rank"},
+                        .json = "kv_lora_rank", .json_optional = true, .csv = "kv_lora_rank", .help = "MLA key/value compression rank"},
     [K_QK_NOPE_DIM] = {K_QK_NOPE_DIM, "qk-nope-dim", M(qk_nope_dim), INT(0, 1000000), .flag = "qk-nope-dim",
-                       .json = "qk_nope_dim", .json_optional = true, .help = "MLA q/k head dimension without RoPE"},
+                       .json = "qk_nope_dim", .json_optional = true, .csv = "qk_nope_dim", .help = "MLA q/k head dimension without RoPE"},
     [K_QK_ROPE_DIM] = {K_QK_ROPE_DIM, "qk-rope-dim", M(qk_rope_dim), INT(0, 1000000), .flag = "qk-rope-dim",
-                       .json = "qk_rope_dim", .json_optional = true, .help = "MLA q/k RoPE head dimension"},
+                       .json = "qk_rope_dim", .json_optional = true, .csv = "qk_rope_dim", .help = "MLA q/k RoPE head dimension"},
     [K_V_HEAD_DIM] = {K_V_HEAD_DIM, "v-head-dim", M(v_head_dim), INT(0, 1000000), .flag = "v-head-dim",
-                      .json = "v_head_dim", .json_optional = true, .help = "MLA value head dimension"},
+                      .json = "v_head_dim", .json_optional = true, .csv = "v_head_dim", .help = "MLA value head dimension"},
+    /* Megatron's --moe-expert-capacity-factor: absent (0) = dropless */
+    [K_CAPACITY_FACTOR] = {K_CAPACITY_FACTOR, "capacity-factor", M(capacity_factor), DOUBLE(0, 1000),
+                           .flag = "capacity-factor", .expect = "a number from 0 (dropless) to 1000",
+                           .json = "capacity_factor", .json_optional = true, .csv = "capacity_factor",
+                           .help = "expert capacity factor: each expert takes at most F*tokens*topk/experts rows, "
+                                   "padded to that (0 = dropless)",
+                           .dflt = "dropless"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,
@@ -179,12 +190,21 @@ static const Knob table[KNOB_COUNT] = {
               .tui_step = TUI_SEARCH},
     [K_CP] = {K_CP, "cp", L(cp), INT(1, BIG), .flag = "cp", .json = "cp", .csv = "cp", .fix = FIX_CP,
               .help = "context parallel size", .dflt = "1", .searched = true, .tui_help = "context parallel", .tui_label = "cp", .tui_row = 120, .tui_step = TUI_DOUBLE},
-    /* expert parallelism (Megatron-core parallel folding); the planner does not search them yet */
+    /* expert parallelism (Megatron-core parallel folding); searched for MoE models */
     [K_EP] = {K_EP, "ep", L(ep), INT(1, BIG), .flag = "ep", .json = "ep", .json_optional = true, .csv = "ep",
+              .fix = FIX_EP, .searched = true,
               .help = "expert parallel size (expert layers: etp x ep x edp over the attention's tp x cp x dp)",
               .dflt = "1"},
     [K_ETP] = {K_ETP, "etp", L(etp), INT(0, BIG), .flag = "etp", .json = "etp", .json_optional = true, .csv = "etp",
+               .fix = FIX_ETP, .searched = true,
                .help = "expert tensor parallel size, 0 = tp", .dflt = "= tp (Megatron's)"},
+    /* a cost knob of the layout: how much busier than the mean the busiest EP rank is under dropless routing */
+    [K_MOE_IMBALANCE] = {K_MOE_IMBALANCE, "moe-imbalance", L(moe_imbalance), DOUBLE(0, 64), .flag = "moe-imbalance",
+                         .expect = "a number from 1 to 64 (0 = the default)", .json = "moe_imbalance",
+                         .json_optional = true, .csv = "moe_imbalance",
+                         .help = "dropless routing: the busiest EP rank's routed tokens over the mean (1 = "
+                                 "balanced; it scales expert GEMMs, dispatch and expert activations)",
+                         .dflt = "1.2, COSTMODEL.md 3.4"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,
@@ -310,6 +330,7 @@ int knob_get_int(const Knob *k, const void *obj)
 {
     const void *p = knob_cfield(k, obj);
     switch (k->type) {
+    case KNOB_DOUBLE: return (int)*(const double *)p;
     case KNOB_BOOL: return *(const bool *)p;
     case KNOB_INT:
     case KNOB_ENUM: return *(const int *)p;
@@ -323,12 +344,68 @@ void knob_set_int(const Knob *k, void *obj, int v)
 {
     void *p = knob_field(k, obj);
     switch (k->type) {
+    case KNOB_DOUBLE: *(double *)p = v; break;
     case KNOB_BOOL: *(bool *)p = v != 0; break;
     case KNOB_INT:
     case KNOB_ENUM: *(int *)p = v; break;
     case KNOB_DERIVED:
     case KNOB_LIST: break;
     }
+}
+
+double knob_get_double(const Knob *k, const void *obj)
+{
+    return k->type == KNOB_DOUBLE ? *(const double *)knob_cfield(k, obj) : knob_get_int(k, obj);
+}
+
+void knob_set_double(const Knob *k, void *obj, double v)
+{
+    if (k->type == KNOB_DOUBLE)
+        *(double *)knob_field(k, obj) = v;
+    else
+        knob_set_int(k, obj, (int)v);
+}
+
+void knob_copy(const Knob *k, void *dst, const void *src)
+{
+    if (k->type == KNOB_DOUBLE)
+        knob_set_double(k, dst, knob_get_double(k, src));
+    else
+        knob_set_int(k, dst, knob_get_int(k, src));
+}
+
+void knob_format_double(double v, char *buf, int len)
+{
+    /* the fewest digits that read back as the same double */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+int knob_parse_double(const Knob *k, const char *text, double *v, const char *who, char *err, int errlen)
+{
+    char flag[80];
+    if (!who)
+        snprintf(flag, sizeof flag, "--%s: ", k->flag ? k->flag : k->name);
+    else
+        snprintf(flag, sizeof flag, "%s%s", who, *who ? ": " : "");
+    char *end;
+    errno = 0;
+    double x = text ? strtod(text, &end) : 0;
+    if (!text || end == text || *end || errno || !isfinite(x) || x < k->dmin || x > k->dmax) {
+        char lo[32], hi[32];
+        knob_format_double(k->dmin, lo, sizeof lo);
+        knob_format_double(k->dmax, hi, sizeof hi);
+        if (k->expect)
+            snprintf(err, errlen, "%sexpected %s, got \"%s\"", flag, k->expect, text ? text : "");
+        else
+            snprintf(err, errlen, "%sexpected a number from %s to %s, got \"%s\"", flag, lo, hi, text ? text : "");
+        return -1;
+    }
+    *v = x;
+    return 0;
 }
 
 void knob_enum_list(const Knob *k, bool quoted, char *buf, int len)
@@ -389,9 +466,10 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
             return -1;
         }
         return 0;
+    case KNOB_DOUBLE:
     case KNOB_LIST:
     case KNOB_DERIVED: break;
     }
-    snprintf(err, errlen, "%snot a single value", who);
+    snprintf(err, errlen, "%s%s", who, k->type == KNOB_DOUBLE ? "a number (knob_parse_double reads it)" : "not a single value");
     return -1;
 }

@@ -21,7 +21,7 @@
 typedef enum {
     FIX_TP = 1 << 0, FIX_PP = 1 << 1, FIX_VP = 1 << 2, FIX_CP = 1 << 3, FIX_DP = 1 << 4,
     FIX_SP = 1 << 5, FIX_MBS = 1 << 6, FIX_GBS = 1 << 7, FIX_OPT = 1 << 8, FIX_RC = 1 << 9,
-    FIX_PREC = 1 << 10, FIX_FLASH = 1 << 11, FIX_STAGES = 1 << 12,
+    FIX_PREC = 1 << 10, FIX_FLASH = 1 << 11, FIX_STAGES = 1 << 12, FIX_EP = 1 << 13, FIX_ETP = 1 << 14,
 } KnobFix;
 
 /* The knobs, in table order: within a group, the order of plan.json's keys
@@ -32,9 +32,9 @@ typedef enum {
     K_MLP, K_NORM, K_POS, K_BIAS, K_TIED, K_DROPOUT, K_ROPE_THETA, K_ROPE_SCALING,
     /* mixture of experts, multi-token prediction, multi-head latent attention (ModelSpec) */
     K_EXPERTS, K_TOPK, K_MOE_FFN, K_SHARED_FFN, K_MOE_FREQ, K_MOE_FIRST_DENSE, K_MTP_LAYERS, K_ATTN,
-    K_Q_LORA_RANK, K_KV_LORA_RANK, K_QK_NOPE_DIM, K_QK_ROPE_DIM, K_V_HEAD_DIM,
+    K_Q_LORA_RANK, K_KV_LORA_RANK, K_QK_NOPE_DIM, K_QK_ROPE_DIM, K_V_HEAD_DIM, K_CAPACITY_FACTOR,
     /* layout (Layout) */
-    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
+    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
     K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS,
     K_FULL_RC, K_SEL_RC, K_TARGET,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
@@ -48,6 +48,7 @@ typedef unsigned long long KnobSet;   // bit (1ull << KnobId)
 
 typedef enum {
     KNOB_INT,      // int field, min..max
+    KNOB_DOUBLE,   // double field, dmin..dmax (knob_get_double / knob_set_double / knob_parse_double)
     KNOB_BOOL,     // bool field; `flag` turns it on, `neg_flag` off
     KNOB_ENUM,     // enum field (int-sized), values 0..count-1 named by value_name
     KNOB_LIST,     // int array of LAYOUT_MAX_PP, one per pipeline stage (pp entries in plan.json)
@@ -83,6 +84,7 @@ typedef struct {
     bool searched;             // plan, sweep and the TUI's plans search it unless it is given
     /* value */
     int min, max;              // KNOB_INT and KNOB_LIST elements
+    double dmin, dmax;         // KNOB_DOUBLE
     int count;                 // KNOB_ENUM: values 0..count-1
     const char *(*value_name)(int v);             // KNOB_ENUM
     int (*value_parse)(const char *s, int *v);    // KNOB_ENUM: flag and JSON text -> value, 0 ok
@@ -123,9 +125,16 @@ const Knob *knob_by_csv(const char *column);
 void *knob_field(const Knob *k, void *obj);
 const void *knob_cfield(const Knob *k, const void *obj);
 
-/* Int, bool and enum knobs as an int, and back. */
+/* Int, bool and enum knobs as an int, and back. A KNOB_DOUBLE reads as its
+ * value truncated and is set to (double)v: use the double accessors. */
 int knob_get_int(const Knob *k, const void *obj);
 void knob_set_int(const Knob *k, void *obj, int v);
+/* Double knobs (any other kind: through the int accessors). */
+double knob_get_double(const Knob *k, const void *obj);
+void knob_set_double(const Knob *k, void *obj, double v);
+/* Copy a single-valued knob's field (any kind but KNOB_LIST / KNOB_DERIVED)
+ * from one object of its group to another. */
+void knob_copy(const Knob *k, void *dst, const void *src);
 
 /* Parse the text of a flag (or a TUI edit, or a CSV cell) into a value
  * (KNOB_INT, KNOB_ENUM; bools take on/off/true/false/1/0). 0 ok, -1 with
@@ -133,8 +142,14 @@ void knob_set_int(const Knob *k, void *obj, int v);
  * not NULL; "" leaves the prefix out). */
 int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *err, int errlen);
 
+/* A KNOB_DOUBLE's text ("1.25"; strtod's forms, finite, dmin..dmax) into *v;
+ * 0 ok, -1 with err as knob_parse words it. */
+int knob_parse_double(const Knob *k, const char *text, double *v, const char *who, char *err, int errlen);
+
 /* A value as text ("8", "zero1", "on"). */
 void knob_format(const Knob *k, int v, char *buf, int len);
+/* A double knob's value as text ("1.2", shortest %g that reads back the same). */
+void knob_format_double(double v, char *buf, int len);
 
 /* "gelu or swiglu" / "\"gelu\" or \"swiglu\"" (quoted) for an enum's values. */
 void knob_enum_list(const Knob *k, bool quoted, char *buf, int len);

@@ -25,6 +25,7 @@ static void add_knobs(cJSON *j, KnobGroup g, const void *obj, int pp)
         switch (k->type) {
         case KNOB_INT:
         case KNOB_DERIVED: cJSON_AddNumberToObject(j, k->json, v); break;
+        case KNOB_DOUBLE: cJSON_AddNumberToObject(j, k->json, knob_get_double(k, obj)); break;
         case KNOB_BOOL: cJSON_AddBoolToObject(j, k->json, v); break;
         case KNOB_ENUM: cJSON_AddStringToObject(j, k->json, k->value_name(v)); break;
         case KNOB_LIST: cJSON_AddItemToObject(j, k->json, cJSON_CreateIntArray(knob_cfield(k, obj), pp)); break;
@@ -200,6 +201,12 @@ static int get_knobs(const cJSON *j, const char *what, KnobGroup g, void *obj, c
             if (x > k->max)
                 BAD("%s: field \"%s.%s\": at most %d, got %d", what, sect, k->json, k->max, x);
             knob_set_int(k, obj, x);
+            break;
+        case KNOB_DOUBLE:
+            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < k->dmin ||
+                v->valuedouble > k->dmax)
+                BAD("%s: field \"%s.%s\": expected a number from %g to %g", what, sect, k->json, k->dmin, k->dmax);
+            knob_set_double(k, obj, v->valuedouble);
             break;
         case KNOB_BOOL: {
             bool b;

@@ -118,7 +118,13 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
 {
     void *obj = scenario_knob_obj(sc, k);
     int v = 0;
+    double d = 0;
     switch (k->type) {
+    case KNOB_DOUBLE:
+        if (knob_parse_double(k, text, &d, NULL, err, errlen) != 0)
+            return -1;
+        knob_set_double(k, obj, d);
+        break;
     case KNOB_BOOL:
         v = !neg;
         if ((sc->given & KNOB_BIT(k->id)) && knob_get_int(k, obj) != v)
@@ -159,7 +165,7 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
         break;
     case KNOB_DERIVED: BAD("%s is derived from the other knobs", k->name);
     }
-    if (k->type != KNOB_LIST)
+    if (k->type != KNOB_LIST && k->type != KNOB_DOUBLE)
         knob_set_int(k, obj, v);
     sc->given |= KNOB_BIT(k->id);
     sc->fixed |= k->fix;
@@ -219,7 +225,7 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
     }
     for (int i = 0; i < KNOB_COUNT; i++)
         if (shape & KNOB_BIT(i))
-            knob_set_int(knob_get((KnobId)i), m, knob_get_int(knob_get((KnobId)i), &given));
+            knob_copy(knob_get((KnobId)i), m, &given);
     if (shape && strlen(m->name) + 2 < sizeof m->name)
         strcat(m->name, "*");   /* a preset with overridden fields */
     if (sc->moe_freq_len > 0 && sc->moe_freq_len != m->L)

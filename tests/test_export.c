@@ -1,7 +1,8 @@
 /* test_export.c — what export writes is exactly the plan: Megatron arguments
  * parsed back (export_parse_megatron) re-predict to the same step time and
  * peak memory for the 175B plan, a ZeRO-3 plan and interleaved / uneven
- * plans; layouts Megatron cannot express are refused with one line; the
+ * plans, and MoE plans (DeepSeek-V3 with MLA, MTP and first dense layers;
+ * Mixtral with a capacity factor); layouts Megatron cannot express are refused with one line; the
  * torchtitan module and the Slurm scripts carry their keys; --time and
  * --job-name are checked. */
 #include <setjmp.h>
@@ -148,6 +149,74 @@ static void test_round_trip_interleaved_uneven(void **state)
     memcpy(lo.full_rc, f3, sizeof f3);
     lo.prec = PREC_FP16;
     round_trip(&m, &hw, &lo, "--decoder-first-pipeline-num-layers 16 \\");
+}
+
+/* Mixture of experts: DeepSeek-V3 (MLA, MTP, first 3 dense, a shared
+ * expert) and Mixtral (every layer MoE) round-trip with ep, etp, capacity
+ * factor and the imbalance assumption; the MoE flags are Megatron's. */
+static void test_round_trip_moe(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("deepseek-v3", "h100-sxm", &m, &hw);
+    assert_true(m.attn == ATTN_MLA && m.mtp_layers == 1 && m.moe_first_dense == 3 && m.shared_ffn > 0);
+    Layout lo;
+    base(&lo, 16, 8, 16, 1, 1, 1024, OPT_DISTOPT);
+    lo.ep = 8, lo.etp = 1;
+    round_trip(&m, &hw, &lo, "--moe-layer-freq '[0]*3+[1]*58' \\");
+    const char *flags[] = {"--num-experts 256 \\", "--moe-router-topk 8 \\", "--moe-ffn-hidden-size 2048 \\",
+                           "--moe-shared-expert-intermediate-size 2048 \\", "--expert-model-parallel-size 8 \\",
+                           "--expert-tensor-parallel-size 1 \\", "--moe-token-dispatcher-type alltoall \\",
+                           "--moe-grouped-gemm \\", "--multi-latent-attention \\", "--q-lora-rank 1536 \\",
+                           "--kv-lora-rank 512 \\", "--qk-head-dim 128 \\", "--qk-pos-emb-head-dim 64 \\",
+                           "--v-head-dim 128 \\", "--mtp-num-layers 1 \\"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        round_trip(&m, &hw, &lo, flags[i]);
+    /* ep 64 across nodes, etp = tp, fp8, a measured imbalance */
+    base(&lo, 128, 2, 8, 1, 1, 2048, OPT_DISTOPT);
+    lo.ep = 64, lo.etp = 0, lo.prec = PREC_FP8, lo.moe_imbalance = 1.35;
+    round_trip(&m, &hw, &lo, "--expert-tensor-parallel-size 2 \\");
+    round_trip(&m, &hw, &lo, "# moe-imbalance: 1.35");
+
+    load("mixtral-8x7b", "h100-sxm", &m, &hw);
+    assert_true(spec_is_moe(&m) && m.moe_first_dense == 0 && m.attn == ATTN_MHA);
+    base(&lo, 16, 2, 2, 1, 1, 256, OPT_DISTOPT);
+    lo.ep = 8, lo.etp = 2;
+    round_trip(&m, &hw, &lo, "--moe-layer-freq 1 \\");
+    m.capacity_factor = 1.25;   /* padded to capacity */
+    round_trip(&m, &hw, &lo, "--moe-expert-capacity-factor 1.25 \\");
+    round_trip(&m, &hw, &lo, "--moe-pad-expert-input-to-capacity");
+
+    /* reading back what is not priced is refused, naming the flag */
+    char err[512];
+    ModelSpec m2;
+    Layout lo2;
+    const char *base_args = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+                            "--global-batch-size 256 --vocab-size 32000 --num-experts 8 --swiglu ";
+    char args[1024];
+    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type allgather", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-token-dispatcher-type"));
+    snprintf(args, sizeof args, "%s--moe-layer-freq \"[0]*2+[1]*31\"", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "33 entries"));
+    snprintf(args, sizeof args, "%s--moe-layer-freq \"[0]*2+[1]*30\" --expert-model-parallel-size 4", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(m2.moe_first_dense, 2);
+    assert_int_equal(m2.topk, 2);   /* Megatron's default */
+    assert_int_equal(lo2.ep, 4);
+    assert_int_equal(layout_etp(&lo2), 1);   /* = tp when not given */
+    snprintf(args, sizeof args, "%s--moe-expert-capacity-factor 1.0", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-pad-expert-input-to-capacity"));
+    /* torchtitan: no MoE export */
+    base(&lo, 16, 2, 2, 1, 1, 256, OPT_ZERO3);
+    lo.pp = 1, lo.dp = 32, lo.ep = 8, lo.etp = 2;
+    m.capacity_factor = 0;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "mixture-of-experts"));
 }
 
 /* Llama 3.1 405B at pp 8 vp 8 (NVIDIA's layout): the embedding and the loss
@@ -337,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_round_trip_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,73 @@ static void test_flag_to_json(void **st)
     cJSON_Delete(mj);
 }
 
+/* KNOB_DOUBLE: --moe-imbalance and --capacity-factor parse as numbers with
+ * their range, go into plan.json as JSON numbers and back, and are CSV
+ * columns of measured runs. */
+static void test_double_knobs(void **st)
+{
+    (void)st;
+    const Knob *imb = knob_get(K_MOE_IMBALANCE), *cap = knob_get(K_CAPACITY_FACTOR);
+    assert_int_equal(imb->type, KNOB_DOUBLE);
+    assert_int_equal(cap->type, KNOB_DOUBLE);
+    assert_ptr_equal(knob_by_csv("moe_imbalance"), imb);
+    assert_ptr_equal(knob_by_csv("capacity_factor"), cap);
+    static const char *const csv_names[] = {"experts", "topk", "moe_ffn", "shared_ffn", "moe_layer_freq",
+                                            "moe_first_dense", "capacity_factor", "mtp_layers", "attn",
+                                            "q_lora_rank", "kv_lora_rank", "qk_nope_dim", "qk_rope_dim",
+                                            "v_head_dim", "ep", "etp", "head_dim"};
+    for (size_t i = 0; i < sizeof csv_names / sizeof *csv_names; i++)   /* the MoE corpus' columns */
+        if (!knob_by_csv(csv_names[i]))
+            fail_msg("no knob has the CSV column %s", csv_names[i]);
+    double v = 0;
+    char err[256];
+    assert_int_equal(knob_parse_double(imb, "1.25", &v, NULL, err, sizeof err), 0);
+    assert_true(v == 1.25);
+    assert_int_equal(knob_parse_double(imb, "65", &v, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-imbalance: expected a number from 1 to 64"));
+    assert_int_equal(knob_parse_double(cap, "nan", &v, NULL, err, sizeof err), -1);
+    assert_int_equal(knob_parse_double(cap, "1.5x", &v, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--capacity-factor"));
+    char buf[32];
+    knob_format_double(1.2, buf, sizeof buf);
+    assert_string_equal(buf, "1.2");
+
+    CliInputs in;
+    args_init(&in);
+    const char *flags[][2] = {{"model", "mixtral-8x7b"}, {"gpus", "64"}, {"ep", "8"},
+                              {"moe-imbalance", "1.35"},   {"capacity-factor", "1.25"}};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (handle(&in, flags[i][0], flags[i][1], err) != 0)
+            fail_msg("--%s %s: %s", flags[i][0], flags[i][1], err);
+    assert_int_equal(args_finish(&in, true, err, sizeof err), 0);
+    assert_true(in.sc.layout.moe_imbalance == 1.35);
+    assert_true(in.sc.model.capacity_factor == 1.25);   /* given over the preset: kept */
+    cJSON *lj = plan_layout_json(&in.sc.layout), *mj = plan_model_json(&in.sc.model);
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(lj, "moe_imbalance")));
+    assert_true(cJSON_GetObjectItem(mj, "capacity_factor")->valuedouble == 1.25);
+    Layout back;
+    ModelSpec mback;
+    assert_int_equal(plan_parse_layout(lj, "t", &back, err, sizeof err), 0);
+    assert_int_equal(plan_parse_model(mj, "t", &mback, err, sizeof err), 0);
+    assert_true(back.moe_imbalance == 1.35);
+    assert_true(mback.capacity_factor == 1.25);
+    /* absent from an older plan file: dropless and the default imbalance */
+    cJSON_DeleteItemFromObject(lj, "moe_imbalance");
+    cJSON_DeleteItemFromObject(mj, "capacity_factor");
+    assert_int_equal(plan_parse_layout(lj, "t", &back, err, sizeof err), 0);
+    assert_int_equal(plan_parse_model(mj, "t", &mback, err, sizeof err), 0);
+    assert_true(back.moe_imbalance == 0 && mback.capacity_factor == 0);
+    /* a string where a number belongs is named */
+    cJSON_AddStringToObject(lj, "moe_imbalance", "high");
+    assert_int_equal(plan_parse_layout(lj, "t.json", &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, "layout.moe_imbalance"));
+    cJSON_Delete(lj);
+    cJSON_Delete(mj);
+    /* out of range on the command line */
+    args_init(&in);
+    assert_int_equal(handle(&in, "moe-imbalance", "0.5x", err), -1);
+}
+
 /* Every knob with a TUI row is a row of the Inputs pane, labelled by the
  * table, in the table's row order, between the TUI's own rows. */
 static void test_tui_rows(void **st)
@@ -161,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_parser_and_help),
         cmocka_unit_test(test_flag_to_json),
+        cmocka_unit_test(test_double_knobs),
         cmocka_unit_test(test_tui_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

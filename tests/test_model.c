@@ -152,7 +152,7 @@ static void test_zero_figure1(void **st)
     assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
 }
 
-/* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.3), counted
+/* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.4), counted
  * by hand for GPT-3 175B at tp 8, pp 1, bf16 with fp32 gradients: a layer
  * unit holds 12h²/8 matrices, 7h/8 column biases, 2h row biases and 4h norm
  * weights; the stage unit the 51200-row embedding /8, 2048 learned
@@ -1022,6 +1022,209 @@ static void test_megatron_pipeline_splits(void **st)
     assert_non_null(strstr(err, "not a multiple of pp*vp = 16*3"));
 }
 
+/* ---- MoE cost terms (COSTMODEL.md §3.4, §4.6), numbers worked by hand ---- */
+
+static ModelSpec tiny_moe(void)
+{
+    /* 4 layers, h 64, 4 heads, ffn 128, 8 experts top 2 of ffn 32, a shared
+     * expert of 64, vocab 256, seq 64, SwiGLU, RMSNorm, RoPE, no bias, untied */
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "tiny-moe");
+    m.L = 4, m.h = 64, m.a = 4, m.g = 4, m.f = 128, m.vocab = 256, m.vocab_div = 1, m.s = 64;
+    m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+    m.experts = 8, m.topk = 2, m.moe_ffn = 32, m.shared_ffn = 64, m.moe_freq = 1, m.moe_first_dense = 1;
+    char err[256];
+    if (spec_validate(&m, err, sizeof err) != 0)
+        fail_msg("spec_validate: %s", err);
+    return m;
+}
+
+static void test_moe_alltoall(void **st)
+{
+    (void)st;
+    HwProfile hw = a100();
+    hw.intra.bw = 100e9, hw.intra.lat = 1e-6, hw.inter.bw = 10e9, hw.inter.lat = 5e-6;
+    /* 16 ranks, 8 per node, 8 MB each: 7/16 over NVLink (35 us), 8/16 over
+     * the NIC (400 us) at once, plus the inter-node alpha */
+    assert_rel(time_alltoall(&hw, 8e6, 16, 8), 5e-6 + 4e-4, 1e-12);
+    /* within a node: 7/8 of it over NVLink */
+    assert_rel(time_alltoall(&hw, 8e6, 8, 8), 1e-6 + 7.0 / 8 * 8e6 / 100e9, 1e-12);
+    assert_true(time_alltoall(&hw, 8e6, 1, 1) == 0);
+    /* one call as priced: a2a_lat and a2a_eff, else coll_lat and coll_eff */
+    hw.coll_lat = 2e-5, hw.coll_eff = 0.8, hw.a2a_lat = 0, hw.a2a_eff = 0;
+    assert_rel(time_coll_alltoall(&hw, 8e6, 16, 8), 2e-5 + 5e-6 + 4e-4 / 0.8, 1e-12);
+    hw.a2a_lat = 3e-5, hw.a2a_eff = 0.5;
+    assert_rel(time_coll_alltoall(&hw, 8e6, 16, 8), 3e-5 + 5e-6 + 4e-4 / 0.5, 1e-12);
+}
+
+static void test_moe_rows_and_states(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.tp = 1, lo.ep = 4, lo.mbs = 2, lo.gbs = 16, lo.opt = OPT_ZERO1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_int_equal(layout_edp(&lo), 2);
+    /* rows: 1.2 (default imbalance) x 128 tokens x top 2 */
+    assert_rel(layout_moe_rows(&m, &lo), 1.2 * 128 * 2, 1e-15);
+    lo.moe_imbalance = 1.5;
+    assert_rel(layout_moe_rows(&m, &lo), 1.5 * 128 * 2, 1e-15);
+    m.capacity_factor = 1.25;   /* padded to capacity: the factor, not the imbalance */
+    assert_rel(layout_moe_rows(&m, &lo), 1.25 * 128 * 2, 1e-15);
+    m.capacity_factor = 0;
+    /* expert states shard over edp = 2, the dense ones over dp = 8 */
+    double w, g, o;
+    memory_expert_state_bytes(&lo, &w, &g, &o);
+    assert_rel(o, 12.0 / 2, 1e-15);
+    memory_state_bytes(&lo, &w, &g, &o);
+    assert_rel(o, 12.0 / 8, 1e-15);
+    /* per-GPU parameters of an MoE layer: attention 4 h^2 = 16384, norms
+     * 128, router 64 x 8 = 512, shared 3 x 64 x 64 = 12288; experts 8/4 = 2
+     * of 3 x 64 x 32 = 6144 each */
+    double ex = 0;
+    assert_rel(memory_layer_params(&m, &lo, true, &ex), 16384 + 128 + 512 + 12288 + 2 * 6144, 1e-15);
+    assert_rel(ex, 2 * 6144, 1e-15);
+    /* a dense layer: attention + 3 x 64 x 128 + norms */
+    assert_rel(memory_layer_params(&m, &lo, false, &ex), 16384 + 24576 + 128, 1e-15);
+    assert_true(ex == 0);
+    /* the one stage: layer 0 dense, 1..3 MoE; embedding, head and final norm 256 x 64 x 2 + 64 */
+    StageMem sm;
+    memory_stage(&m, &hw, &lo, 0, &sm);
+    assert_int_equal(sm.moe_layers, 3);
+    double dense = (16384 + 24576 + 128) + 3 * (16384 + 128 + 512 + 12288) + 2 * 256 * 64 + 64;
+    assert_rel(sm.expert_params, 3 * 2 * 6144, 1e-15);
+    assert_rel(sm.params, dense + 3 * 2 * 6144, 1e-15);
+    assert_rel(sm.bytes[MEM_OPTIM], dense * 12.0 / 8 + 3 * 2 * 6144 * 12.0 / 2, 1e-12);
+    /* etp 1 under tp 2: each GPU computes half the rows with whole experts */
+    lo.tp = 2, lo.dp = 4, lo.etp = 1, lo.moe_imbalance = 0;
+    lo.sp = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_rel(layout_moe_rows(&m, &lo), 1.2 * 128 * 2 / 2, 1e-15);
+}
+
+static void test_moe_acts(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 4, lo.ep = 4, lo.mbs = 2, lo.gbs = 8;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    /* tok 128, ab 2, rows 307.2: the dense layer less its SwiGLU
+     * intermediates (3 x 2 x 128 x 128), plus router probabilities 4 x 128
+     * x 8, dispatched input and expert output 2 x 2 x 307.2 x 64, FC1 and
+     * activation 3 x 2 x 307.2 x 32, the shared expert 3 x 2 x 128 x 64 */
+    double dense = memory_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    double want = dense - 3.0 * 2 * 128 * 128 + 4.0 * 128 * 8 + 2.0 * 2 * 307.2 * 64 + 3.0 * 2 * 307.2 * 32 +
+                  3.0 * 2 * 128 * 64;
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), want, 1e-12);
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_FULL), memory_layer_acts(&m, &lo, RECOMPUTE_FULL), 1e-15);
+    /* selective drops what it drops for a dense layer */
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE) - memory_moe_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE),
+               dense - memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE), 1e-9);
+}
+
+static void test_moe_layer_mix(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();   /* layer 0 dense */
+    Layout lo;
+    layout_default(&lo);
+    lo.pp = 2, lo.layers[0] = 2, lo.layers[1] = 2;
+    int c[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(&m, &lo, 0, 2, 1, 0, c);   /* layer 0 (dense) recomputed fully, layer 1 MoE kept */
+    assert_int_equal(c[0][RECOMPUTE_FULL], 1);
+    assert_int_equal(c[1][RECOMPUTE_NONE], 1);
+    memory_stage_layer_mix(&m, &lo, 1, 2, 0, 2, c);   /* layers 2, 3: both MoE */
+    assert_int_equal(c[1][RECOMPUTE_SELECTIVE], 2);
+    assert_int_equal(c[0][RECOMPUTE_NONE] + c[0][RECOMPUTE_SELECTIVE], 0);
+    /* every other layer (--moe-layer-freq 2): 0 and 2 MoE */
+    m.moe_first_dense = 0, m.moe_freq = 2;
+    memory_stage_layer_mix(&m, &lo, 1, 2, 0, 0, c);
+    assert_int_equal(c[1][RECOMPUTE_NONE], 1);
+    assert_int_equal(c[0][RECOMPUTE_NONE], 1);
+    /* interleaved: stage 0 of pp 2, vp 2 holds model chunks 0 and 2 (layers 0 and 2) */
+    lo.vp = 2, lo.layers[0] = lo.layers[1] = 2;
+    memory_stage_layer_mix(&m, &lo, 0, 2, 0, 0, c);
+    assert_int_equal(c[1][RECOMPUTE_NONE], 2);
+}
+
+static void test_moe_time_terms(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    hw.gpus_per_node = 4;
+    lo.dp = 16, lo.ep = 8, lo.mbs = 2, lo.gbs = 64;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    /* one dispatch buffer: 307.2 rows x 64 x 2 bytes, bf16 */
+    assert_rel(time_moe_dispatch_bytes(&m, &lo), 307.2 * 64 * 2, 1e-12);
+    /* 8 ranks of stride 1 (etp 1) over 4-GPU nodes: 4 per node */
+    assert_int_equal(time_ep_members_per_node(&hw, &lo), 4);
+    LayerTime lt;
+    time_layer(&m, &hw, &lo, &lt);
+    double a2a = time_coll_alltoall(&hw, 307.2 * 64 * 2, 8, 4);
+    assert_rel(a2a, (hw.a2a_lat > 0 ? hw.a2a_lat : hw.coll_lat) + hw.inter.lat +
+                        fmax(3.0 / 8 * 307.2 * 64 * 2 / (hw.intra.bw * (hw.a2a_eff > 0 ? hw.a2a_eff : hw.coll_eff)),
+                             4.0 / 8 * 307.2 * 64 * 2 / (hw.inter.bw * (hw.a2a_eff > 0 ? hw.a2a_eff : hw.coll_eff))),
+               1e-12);
+    assert_rel(lt.ep_fwd, 2 * a2a, 1e-12);
+    assert_rel(lt.ep_bwd, 2 * a2a, 1e-12);
+    /* the step's EP phase: 2 micro-batches x 3 MoE layers x (2 fwd + 2 bwd) */
+    Cost c;
+    CostOpts o;
+    cost_opts_default(&o);
+    cost(&m, &hw, &lo, &o, &c);
+    assert_rel(c.time[T_EP], 2 * 3 * 4 * a2a, 1e-12);
+    /* no all-to-all with ep 1 */
+    lo.ep = 1;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &lt);
+    assert_true(lt.ep_fwd == 0 && lt.ep_bwd == 0);
+    /* the stage's time: one dense layer and three MoE ones, embedding, head */
+    double want = lt.fwd + lt.bwd + lt.tp_fwd + lt.tp_bwd + lt.cp + 3 * time_moe_layer_s(&lt) + time_embed(&m, &hw, &lo) +
+                  time_head(&m, &hw, &lo);
+    assert_rel(time_stage_mb(&m, &hw, &lo, &lt, 0, 4, 0, 0), want, 1e-12);
+}
+
+static void test_moe_grouped_gemm_size(void **st)
+{
+    (void)st;
+    /* the grouped GEMM reads the curve at one expert's size: with a curve
+     * that falls steeply below 1 GFLOP, spreading the same rows over 8
+     * local experts (ep 1) instead of 1 (ep 8) must cost more per row */
+    ModelSpec m = tiny_moe();
+    m.h = 1024, m.a = 8, m.g = 8, m.f = 4096, m.moe_ffn = 1024, m.shared_ffn = 0, m.s = 2048, m.moe_first_dense = 0;
+    HwProfile hw = a100();
+    hw.sm_count = 0, hw.kernel_lat = 0;
+    hw.gemm_eff.n = 2;
+    hw.gemm_eff.pt[0] = (EffPoint){1e6, 0.05};
+    hw.gemm_eff.pt[1] = (EffPoint){1e10, 0.8};
+    Layout a, b;
+    layout_default(&a);
+    a.dp = 8, a.ep = 1, a.mbs = 1, a.gbs = 8;
+    b = a;
+    b.ep = 8;
+    char err[256];
+    assert_int_equal(layout_check(&a, &m, &hw, err, sizeof err), 0);
+    assert_int_equal(layout_check(&b, &m, &hw, err, sizeof err), 0);
+    LayerTime la, lb;
+    time_layer(&m, &hw, &a, &la);
+    time_layer(&m, &hw, &b, &lb);
+    /* same rows per GPU, 8 experts of 1/8 the rows vs 1 expert of all */
+    assert_rel(layout_moe_rows(&m, &a), layout_moe_rows(&m, &b), 1e-15);
+    assert_true(la.moe_fwd > lb.moe_fwd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1058,6 +1261,12 @@ int main(void)
         cmocka_unit_test(test_overlap_switches),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
+        cmocka_unit_test(test_moe_alltoall),
+        cmocka_unit_test(test_moe_rows_and_states),
+        cmocka_unit_test(test_moe_acts),
+        cmocka_unit_test(test_moe_layer_mix),
+        cmocka_unit_test(test_moe_time_terms),
+        cmocka_unit_test(test_moe_grouped_gemm_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,9 @@ static void test_pruned_equals_exhaustive(void **state)
     pruned_vs_exhaustive("gpt3-1.3b", 16);
     pruned_vs_exhaustive("gpt3-13b", 64);
     pruned_vs_exhaustive("gpt3-175b", 128);
+    /* mixture of experts: ep and etp join the search */
+    pruned_vs_exhaustive("mixtral-8x7b", 64);
+    pruned_vs_exhaustive("qwen3-30b-a3b", 32);
 }
 
 /* what plan ranks is exactly what predict prints for that layout */

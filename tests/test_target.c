@@ -133,6 +133,29 @@ static void test_megatron_check(void **state)
     assert_non_null(strstr(why, "full or selective"));
 }
 
+/* Megatron's MoE limits: sequence parallelism with tp > 1, biased experts only at etp 1. */
+static void test_megatron_moe_check(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    char err[400], why[400];
+    assert_int_equal(presets_find("mixtral-8x7b", &m, err, sizeof err), 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.dp = 16, lo.pp = 2, lo.gbs = 256, lo.ep = 8, lo.etp = 2, lo.sp = true;
+    assert_int_equal(layout_check(&lo, &m, NULL, err, sizeof err), 0);
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), 0);
+    lo.sp = false;
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "sequence parallel"));
+    lo.sp = true;
+    m.bias = true;   /* GPT-OSS-style biased experts */
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "etp 2 with linear biases"));
+    lo.etp = 1;
+    assert_int_equal(layout_megatron_check(&lo, &m, why, sizeof why), 0);
+}
+
 /* The default split of an uneven pp under megatron keeps the middle equal. */
 static void test_default_split(void **state)
 {
@@ -344,6 +367,10 @@ static void test_only_expressible_plans(void **state)
         {"mtnlg-530b", 0, "a100-80g", 2240, PREC_COUNT, 0, 0},
         {"llama3.1-405b", 0, "h100-sxm", 1280, PREC_COUNT, 5, 0},
         {"gpt3-175b", 0, "h100-sxm", 448, PREC_COUNT, 7, 0},
+        /* mixture of experts: ep and etp searched, MLA + MTP + first dense layers (DeepSeek-V3) */
+        {"deepseek-v3", 0, "h100-sxm", 2048, PREC_COUNT, 0, 0},
+        {"mixtral-8x7b", 0, "h100-sxm", 64, PREC_COUNT, 0, 0},
+        {"qwen3-30b-a3b", 0, "h100-sxm", 32, PREC_COUNT, 0, 0},
     };
     for (size_t i = 0; i < sizeof reqs / sizeof *reqs; i++) {
         Scenario *sc = malloc(sizeof *sc);
@@ -353,6 +380,11 @@ static void test_only_expressible_plans(void **state)
         plan(sc, 20, &res);
         if (res.n == 0)
             fail_msg("request %zu: no plan: %s", i, res.infeasible);
+        int max_ep = 1;
+        for (int k = 0; k < res.n; k++)
+            max_ep = res.plans[k].layout.ep > max_ep ? res.plans[k].layout.ep : max_ep;
+        if (spec_is_moe(&sc->model) && max_ep < 2)   /* the search reaches expert parallelism */
+            fail_msg("request %zu: no plan among %d uses ep > 1", i, res.n);
         for (int k = 0; k < res.n; k++) {
             const Plan *p = &res.plans[k];
             char why[400];
@@ -494,6 +526,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_check),
+        cmocka_unit_test(test_megatron_moe_check),
         cmocka_unit_test(test_default_split),
         cmocka_unit_test(test_inner_megatron_equals_brute_force),
         cmocka_unit_test(test_only_expressible_plans),

@@ -204,7 +204,7 @@ static void pane_memory(const TuiState *st, const TuiRect *r, Canvas *cv)
 static const char *time_label(TimeKind k)
 {
     static const char *const names[T_COUNT] = {"compute", "recompute", "TP comm", "CP comm",
-                                              "PP comm", "bubble", "DP comm", "optimizer"};
+                                              "PP comm", "bubble", "DP comm", "optimizer", "EP comm"};
     return names[k];
 }
 
