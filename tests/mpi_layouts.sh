@@ -65,8 +65,7 @@ run 4 llama --cp 2 --dp 2 --zero2
 run 4 gpt --cp 2 --tp 2 --sp --zero3
 # mixture of experts (llama-shaped, no biases): 4 experts, top 2; every EP
 # layout against the single-rank run of the same variant (all experts on one
-# rank), losses and the load-balancing loss; expert states by the agreed
-# formula (test_executor_mpi.c moe_expect)
+# rank), losses and the load-balancing loss; memory against model/memory.c
 moe_ref() {   # moe_ref NAME MODEL ARGS...: the single-rank reference of a variant
     local name=$1 model=$2; shift 2
     "$BIN" --model "$model" --moe --dir "$DIR" --write "$DIR/ref_$name.txt" --acts-tol 0.15 "$@" \
