@@ -13,7 +13,8 @@
  * --bands-out FILE writes the residual table of calib/band.h (one line per
  * predicted row: source file, profile, --bands-stack, parallel dimensions,
  * size, measured and predicted step); scripts/gen-bands.sh makes the shipped
- * profiles/bands.csv with it. */
+ * profiles/bands.csv with it; --bands-coverage TABLE reports how often a
+ * run's measured step lies inside the band made without its file (or itself). */
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
