@@ -1,4 +1,12 @@
-/* cmd_plan.c — `ultraplan plan`: search every layout and rank the best. */
+/* cmd_plan.c — `ultraplan plan`: search every layout and rank the best.
+ *
+ * Each plan carries its 80 % error band (calib/band.h): a column of the
+ * table, `band` in --json's ranked entries. A plan whose predicted step is
+ * inside the band of the plan ranked above it is marked `~` there (the
+ * model cannot tell the two apart). --rank-by robust ranks by the band's
+ * upper end (the best worst case): the planner searches by step time for
+ * 3·top (at least 30) plans, which are re-ranked here and cut to --top, so a
+ * plan the time search ranks below that is not considered. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,6 +15,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "band.h"
 #include "command.h"
 #include "planner.h"
 #include "report.h"
@@ -32,8 +41,9 @@ static void help(FILE *f)
                "  --exhaustive            solve every layout, no pruning by bounds (same best plan, slower)\n"
                "  --dump-lp FILE          write the best layout's stage ILP (CPLEX LP format)\n"
                "  --search-precision      also try fp8 where the GPU has it (default: bf16 or --precision)\n"
-               "  --rank-by time|cost     time: the shortest step (default); cost: the fewest GPU-hours with\n"
-               "                          failures, checkpoints and restarts priced in\n"
+               "  --rank-by time|cost|robust  time: the shortest step (default); cost: the fewest GPU-hours with\n"
+               "                          failures, checkpoints and restarts priced in; robust: the smallest\n"
+               "                          upper end of the 80%% error band (the best worst case)\n"
                "  --budget-days D         only plans that finish, failures included, within D days\n"
                "  --budget-dollars X      only plans that cost at most X dollars with failures (needs --price)\n\n%s\n"
                "example: ultraplan plan --gpus 512 --params 175B\n",
@@ -82,7 +92,66 @@ static const char *rc_text(const Layout *lo, char *buf, int len)
     return buf;
 }
 
-static void print_table(const CliInputs *in, const PlanRequest *req, const PlanResult *res)
+/* The band of every plan (b[i].runs = 0: none). */
+static void plan_bands(const CliInputs *in, const PlanResult *res, Band *b)
+{
+    for (int i = 0; i < res->n; i++) {
+        const Cost *c = &res->plans[i].cost;
+        if (!isfinite(c->step_s) ||
+            band_of_cost(&in->sc.model, &in->sc.hw, &res->plans[i].layout, c, &b[i]) != 0)
+            b[i].runs = 0;
+    }
+}
+
+/* `~` on plan i when the next plan's predicted step is inside i's band */
+static bool within_band(const PlanResult *res, const Band *b, int i)
+{
+    return i + 1 < res->n && b[i].runs > 0 && res->plans[i + 1].cost.step_s <= b[i].step_hi &&
+           res->plans[i + 1].cost.step_s >= b[i].step_lo;
+}
+
+typedef struct {
+    Plan p;
+    Band b;
+    int point_rank;
+} Ranked;
+
+static int cmp_robust(const void *x, const void *y)
+{
+    const Ranked *a = x, *b = y;
+    double ka = a->b.runs ? a->b.step_hi : a->p.cost.step_s, kb = b->b.runs ? b->b.step_hi : b->p.cost.step_s;
+    if (ka != kb)
+        return ka < kb ? -1 : 1;
+    return a->point_rank - b->point_rank;
+}
+
+/* --rank-by robust: re-rank by the band's upper end and keep the first top_k;
+ * pos[i] = the rank by step time of the plan now at i. 0 ok, -1 out of memory. */
+static int rank_robust(const CliInputs *in, PlanResult *res, int top_k, int *pos)
+{
+    Band *b = calloc((size_t)res->n + 1, sizeof *b);
+    Ranked *r = calloc((size_t)res->n + 1, sizeof *r);
+    if (!b || !r) {
+        free(b);
+        free(r);
+        return -1;
+    }
+    plan_bands(in, res, b);
+    for (int i = 0; i < res->n; i++)
+        r[i] = (Ranked){res->plans[i], b[i], i + 1};
+    qsort(r, (size_t)res->n, sizeof *r, cmp_robust);
+    for (int i = 0; i < res->n; i++) {
+        res->plans[i] = r[i].p;
+        pos[i] = r[i].point_rank;
+    }
+    if (res->n > top_k)
+        res->n = top_k;
+    free(b);
+    free(r);
+    return 0;
+}
+
+static void print_table(const CliInputs *in, const PlanRequest *req, const PlanResult *res, const int *pos)
 {
     const ModelSpec *m = &in->sc.model;
     char b1[96], b2[96];
@@ -98,10 +167,14 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
            util_si(c0->train.tokens, 3, nt, sizeof nt));
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);
+    Band *band = calloc((size_t)res->n + 1, sizeof *band);
+    if (band)
+        plan_bands(in, res, band);
     /* MoE models: expert parallel and expert tensor parallel columns after cp */
-    printf("%3s %3s %3s %5s %3s%s %3s %4s %-8s %-22s %-14s %13s %9s %6s %10s %8s %8s  %s\n", "#", "tp", "pp", "dp", "cp",
-           moe ? "  ep etp" : "", "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB", "step s", "MFU", "tokens/s",
-           "days", "w/fail", "bottleneck");
+    printf("%3s %3s %3s %5s %3s%s %3s %4s %-8s %-22s %-14s %13s %9s %-17s %6s %10s %8s %8s  %s\n", "#", "tp", "pp",
+           "dp", "cp", moe ? "  ep etp" : "", "vp", "mbs", "optim", "recompute/stage", "layers/stage", "peak/cap GiB",
+           "step s", "80% band s", "MFU", "tokens/s", "days", "w/fail", "bottleneck");
+    int marked = 0;
     for (int i = 0; i < res->n; i++) {
         const Layout *lo = &res->plans[i].layout;
         const Cost *c = &res->plans[i].cost;
@@ -115,11 +188,27 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
         char ep[24] = "";
         if (moe)
             snprintf(ep, sizeof ep, " %3d %3d", lo->ep, layout_etp(lo));
-        printf("%3d %3d %3d %5d %3d%s %3d %4d %-8s %-22s %-14s %13s %9.3f %5.1f%% %10.4g %8.1f %8s  %s\n", i + 1, lo->tp,
-               lo->pp, lo->dp, lo->cp, ep, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
-               runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, 100 * c->thr.mfu, c->thr.tokens_per_s,
+        char bs[32] = "-", rk[16];
+        bool mark = band && req->rank_by != PLAN_RANK_COST && within_band(res, band, i);
+        marked += mark;
+        if (band && band[i].runs)
+            snprintf(bs, sizeof bs, "%.3f-%.3f%s", band[i].step_lo, band[i].step_hi, mark ? " ~" : "");
+        snprintf(rk, sizeof rk, "%d", i + 1);
+        printf("%3s %3d %3d %5d %3d%s %3d %4d %-8s %-22s %-14s %13s %9.3f %-17s %5.1f%% %10.4g %8.1f %8s  %s", rk,
+               lo->tp, lo->pp, lo->dp, lo->cp, ep, lo->vp, lo->mbs, layout_opt_name(lo->opt), rc_text(lo, b1, sizeof b1),
+               runs(lo->layers, lo->pp, b2, sizeof b2), mem, c->step_s, bs, 100 * c->thr.mfu, c->thr.tokens_per_s,
                c->train.days, fail, res->plans[i].bottleneck);
+        if (pos)
+            printf("  (#%d by step)", pos[i]);
+        printf("\n");
     }
+    if (marked)
+        printf("\n~ the next plan's predicted step lies inside this plan's 80%% error band: the model cannot tell "
+               "the two apart (%d of %d plans)\n", marked, res->n);
+    if (band && res->n > 0 && band[0].runs)
+        printf("80%% band: from the %d measured runs nearest each plan (#1: %s); `plan --rank-by robust` ranks by "
+               "its upper end\n", band[0].runs, band[0].sources);
+    free(band);
     if (in->sc.opts.price > 0) {   /* what each costs at --price, failures included */
         printf("\ncost at $%.2f per GPU-hour, with failures:", in->sc.opts.price);
         for (int i = 0; i < res->n; i++) {
@@ -131,6 +220,9 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     }
     if (req->rank_by == PLAN_RANK_COST)
         printf("\nranked by cost: GPU-hours with failures, checkpoints and restarts (not by step time)\n");
+    if (pos)
+        printf("\nranked robust: by the upper end of the 80%% band (the best worst case), among the %s\n",
+               "best plans by step time; (#k by step) is each plan's rank by predicted step");
     if (res->over_budget > 0)
         printf("%ld layout(s) that fit were left out as over the budget\n", res->over_budget);
     /* fp8 rows: MFU is against the fp8 peak; say what it is against bf16's, as it is usually quoted */
@@ -148,8 +240,11 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
         printf("\n");
 }
 
-static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res, int pick)
+static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanResult *res, int pick, const int *pos)
 {
+    Band *band = calloc((size_t)res->n + 1, sizeof *band);
+    if (band)
+        plan_bands(in, res, band);
     const Plan *best = &res->plans[pick - 1];
     cJSON *j = planfile_json(&in->sc.model, &in->sc.hw, &best->layout, &in->sc.opts, &best->cost);
     cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
@@ -171,8 +266,21 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
                                                                     ? p->cost.train.dollars_with_failures : -1);
         cJSON_AddNumberToObject(o, "peak_bytes", p->cost.peak_bytes);
         cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
+        if (band && band[i].runs) {
+            cJSON *a = cJSON_AddArrayToObject(o, "step_s_range");
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(band[i].step_lo));
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(band[i].step_hi));
+            a = cJSON_AddArrayToObject(o, "mfu_range");
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(band[i].mfu_lo));
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(band[i].mfu_hi));
+            cJSON_AddNumberToObject(o, "band_runs", band[i].runs);
+            cJSON_AddBoolToObject(o, "next_within_band", within_band(res, band, i));
+        }
+        if (pos)
+            cJSON_AddNumberToObject(o, "rank_by_step", pos[i]);
         cJSON_AddItemToArray(rk, o);
     }
+    free(band);
     cJSON *s = cJSON_AddObjectToObject(j, "search");
     cJSON_AddNumberToObject(s, "layouts", res->outer_total);
     cJSON_AddNumberToObject(s, "evaluated", res->outer_evaluated);
@@ -180,7 +288,7 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
     cJSON_AddNumberToObject(s, "ilps", res->ilp_solved);
     cJSON_AddNumberToObject(s, "seconds", res->seconds);
     cJSON_AddBoolToObject(s, "exhaustive", req->exhaustive);
-    cJSON_AddStringToObject(s, "rank_by", req->rank_by == PLAN_RANK_COST ? "cost" : "time");
+    cJSON_AddStringToObject(s, "rank_by", pos ? "robust" : req->rank_by == PLAN_RANK_COST ? "cost" : "time");
     cJSON_AddNumberToObject(s, "over_budget", res->over_budget);
     return j;
 }
@@ -202,7 +310,8 @@ static int plan_main(int argc, char **argv)
     PlanResult res = {0};
     double budget_dollars = 0;
     char err[512];
-    int c, rc = 2, pick = 1;
+    int c, rc = 2, pick = 1, *pos = NULL, top_k = 0;
+    bool robust = false;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
@@ -230,10 +339,11 @@ static int plan_main(int argc, char **argv)
         } else if (c == P_SEARCH_PREC) {
             req.search_precision = true;
         } else if (c == P_RANK_BY) {
-            if (!strcmp(optarg, "time") || !strcmp(optarg, "cost")) {
+            if (!strcmp(optarg, "time") || !strcmp(optarg, "cost") || !strcmp(optarg, "robust")) {
                 req.rank_by = !strcmp(optarg, "cost") ? PLAN_RANK_COST : PLAN_RANK_TIME;
+                robust = !strcmp(optarg, "robust");
             } else {
-                fprintf(stderr, "ultraplan plan: --rank-by: expected time or cost, got \"%s\"\n", optarg);
+                fprintf(stderr, "ultraplan plan: --rank-by: expected time, cost or robust, got \"%s\"\n", optarg);
                 goto out;
             }
         } else if (c == P_BUDGET_DAYS || c == P_BUDGET_DOLLARS) {
@@ -284,6 +394,9 @@ static int plan_main(int argc, char **argv)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double t0 = t.tv_sec + t.tv_nsec * 1e-9;
+    top_k = req.top_k;
+    if (robust)   /* the robust ranking re-ranks more plans than it shows */
+        req.top_k = top_k * 3 > 30 ? top_k * 3 : 30;
     req.progress = progress;
     req.progress_ctx = &t0;
     rc = 1;
@@ -298,13 +411,21 @@ static int plan_main(int argc, char **argv)
         fprintf(stderr, "ultraplan plan: %s\n", res.infeasible[0] ? res.infeasible : "no layout fits");
         goto out;
     }
+    if (robust) {
+        pos = calloc((size_t)res.n + 1, sizeof *pos);
+        if (!pos || rank_robust(&in, &res, top_k, pos) != 0) {
+            fprintf(stderr, "ultraplan plan: out of memory\n");
+            goto out;
+        }
+        req.top_k = top_k;
+    }
     if (pick > res.n) {
         fprintf(stderr, "ultraplan plan: --pick %d: only %d layout%s fit%s\n", pick, res.n, res.n == 1 ? "" : "s",
                 res.n == 1 ? "s" : "");
         goto out;
     }
     if (in.json || in.out_path) {
-        cJSON *j = plan_json(&in, &req, &res, pick);
+        cJSON *j = plan_json(&in, &req, &res, pick, pos);
         char *text = cJSON_Print(j);
         cJSON_Delete(j);
         if (!text) {
@@ -321,7 +442,7 @@ static int plan_main(int argc, char **argv)
         free(text);
     }
     if (!in.json)
-        print_table(&in, &req, &res);
+        print_table(&in, &req, &res, pos);
     if (in.out_path && !in.json) {
         if (pick == 1)
             printf("\nwrote the best plan to %s\n", in.out_path);
@@ -331,6 +452,7 @@ static int plan_main(int argc, char **argv)
     rc = 0;
 out:
     planner_result_free(&res);
+    free(pos);
     free(opts);
     return rc;
 }

@@ -8,7 +8,13 @@
  * through stats_fmt_fixed / stats_json_number, the same bytes printf and
  * cJSON_Print gave (cJSON prints only the small skeleton of the document).
  * It does not cap the output: a distinct model a row prints three group
- * lines a row, as it always has. */
+ * lines a row, as it always has.
+ *
+ * --bands-out FILE writes the residual table of calib/band.h (one line per
+ * predicted row: source file, profile, --bands-stack, parallel dimensions,
+ * size, measured and predicted step); scripts/gen-bands.sh makes the shipped
+ * profiles/bands.csv with it; --bands-coverage TABLE reports how often a
+ * run's measured step lies inside the band made without its file (or itself). */
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,7 +25,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "band.h"
 #include "command.h"
+#include "fileio.h"
 #include "plot.h"
 #include "profile.h"
 #include "knobs.h"
@@ -30,7 +38,9 @@ static void help(FILE *f)
 {
     fprintf(f,
         "usage: ultraplan validate FILE.csv [FILE.csv ...] [--gpu NAME | --profile FILE] [--json]\n"
-        "                          [--summary] [--plot FILE.png] [--max-mape PCT] [--max-regret PCT]\n\n"
+        "                          [--summary] [--plot FILE.png] [--max-mape PCT] [--max-regret PCT]\n"
+        "                          [--bands-out FILE [--bands-stack NAME]]\n"
+        "       ultraplan validate --bands-coverage builtin|TABLE.csv [--json]\n\n"
         "Predicts the iteration time of every measured run in the files and reports predicted,\n"
         "measured and absolute percentage error (APE) per row, then mean (MAPE), median, 90th\n"
         "percentile and worst APE, overall and grouped by GPU count, model and parallel dimensions.\n"
@@ -46,7 +56,15 @@ static void help(FILE *f)
         "  --max-mape PCT    exit 1 when the overall MAPE is above PCT (for regression tests)\n"
         "  --max-regret PCT  exit 1 when any model+gpus group's regret is above PCT\n"
         "  --moe-imbalance F MoE rows without a moe_imbalance column: the busiest EP rank's routed\n"
-        "                    tokens over the mean (1 for force-balanced benchmarks; default 1.2)\n\n"
+        "                    tokens over the mean (1 for force-balanced benchmarks; default 1.2)\n"
+        "  --bands-out FILE  write the residual table predict's error band is made from (one line per\n"
+        "                    run: source, profile, stack, parallel dims, size, measured and predicted\n"
+        "                    step; scripts/gen-bands.sh makes profiles/bands.csv with it)\n"
+        "  --bands-stack S   the software stack the files' runs used, for --bands-out\n"
+        "  --bands-coverage TABLE  no CSV of runs: the calibration of the error band on a residual table\n"
+        "                    (builtin: the shipped profiles/bands.csv): for each run, whether its measured\n"
+        "                    step lies inside the 80%% band made without its own file (and without itself\n"
+        "                    only), per file and overall\n\n"
         "Ranking groups: model+gpus holds the runs of one model on one GPU count (every global\n"
         "batch, ranked by time per sequence); model+gpus+gbs also fixes the global batch.\n\n"
         "CSV formats (told apart by the header):\n"
@@ -70,6 +88,7 @@ typedef struct {
     const char *gpu;
     const char *profile;
     const char *plot;
+    const char *bands_out, *bands_stack, *bands_coverage;
     bool json, summary;
     double max_mape, max_regret;   // < 0 = no limit
     double moe_imbalance;          // --moe-imbalance: for rows without the column; 0 = the layout's default
@@ -94,6 +113,11 @@ typedef struct {
     const char *origin;            // names the file in prediction errors (as before: the last one given)
     double moe_imbalance;          // Opts.moe_imbalance
     char perr[512];                // the first prediction error (reported after every file is read)
+    const char *bands_stack;       // --bands-out: the stack column
+    char source[48];               // --bands-out: the base name of the file being read
+    char *bands;                   // --bands-out: the table so far (NULL: not asked)
+    size_t bands_len, bands_cap;
+    bool bands_oom;
 } VSet;
 
 static void vset_free(VSet *v)
@@ -102,6 +126,7 @@ static void vset_free(VSet *v)
     free(v->pred);
     free(v->ape);
     free(v->rows);
+    free(v->bands);
 }
 
 static int grow(void **p, int cap, size_t size)
@@ -151,6 +176,16 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     w->prec = r->layout.prec;
     memcpy(w->phase, c.time, sizeof w->phase);
     memcpy(w->label, r->label, sizeof w->label);
+    if (v->bands && v->pred[i] > 0) {   /* a row the profile cannot predict has no residual */
+        BandRun b = {.line = r->line, .gpus = r->gpus, .tp = r->layout.tp, .pp = r->layout.pp,
+                     .dp = r->layout.dp, .cp = r->layout.cp, .ep = 1, .zero = band_zero_class(r->layout.opt),
+                     .params_b = (double)spec_params(&r->model, 1, PARAMS_EXACT) / 1e9, .seq = r->model.s,
+                     .measured_s = r->measured_s, .predicted_s = v->pred[i]};
+        snprintf(b.source, sizeof b.source, "%s", v->source);
+        snprintf(b.gpu, sizeof b.gpu, "%s", v->hw->name);
+        snprintf(b.stack, sizeof b.stack, "%s", v->bands_stack ? v->bands_stack : "");
+        v->bands_oom |= band_append_row(&v->bands, &v->bands_len, &v->bands_cap, &b) != 0;
+    }
     return 0;
 }
 
@@ -550,14 +585,21 @@ static int run(const Opts *o, char **files, int nfiles)
     /* prediction errors name the last file given, as when every file was read first */
     char origin[256];
     snprintf(origin, sizeof origin, "%s", files[nfiles - 1]);
-    VSet set = {.hw = &hw, .origin = origin, .moe_imbalance = o->moe_imbalance};
+    VSet set = {.hw = &hw, .origin = origin, .moe_imbalance = o->moe_imbalance, .bands_stack = o->bands_stack};
     StatsGroupStats *groups[STATS_GROUP_COUNT] = {0};
-    for (int i = 0; i < nfiles; i++)
+    if (o->bands_out && band_append_header(&set.bands, &set.bands_len, &set.bands_cap)) {
+        fprintf(stderr, "ultraplan validate: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < nfiles; i++) {
+        const char *base = strrchr(files[i], '/');
+        snprintf(set.source, sizeof set.source, "%s", base ? base + 1 : files[i]);
         if (runs_each_csv(files[i], keep_row, &set, err, sizeof err)) {
             fprintf(stderr, "ultraplan validate: %s\n", err);
             vset_free(&set);
             return 1;
         }
+    }
     if (set.perr[0]) {
         fprintf(stderr, "ultraplan validate: %s\n", set.perr);
         rc = 1;
@@ -601,6 +643,11 @@ static int run(const Opts *o, char **files, int nfiles)
         out_flush(&out);
     }
     rc = 0;
+    if (o->bands_out &&
+        (set.bands_oom || util_write_atomic_bytes(o->bands_out, set.bands, set.bands_len, err, sizeof err) != 0)) {
+        fprintf(stderr, "ultraplan validate: --bands-out: %s\n", set.bands_oom ? "out of memory" : err);
+        rc = 1;
+    }
     if (o->plot) {
         char title[300];
         snprintf(title, sizeof title, "%s on %s: %d runs, MAPE %.1f%%", nfiles == 1 ? files[0] : "measured runs",
@@ -626,6 +673,103 @@ out:
     return rc;
 }
 
+/* --bands-coverage: leave-one-file-out and leave-one-run-out coverage of the 80 % band. */
+static int coverage(const Opts *o)
+{
+    char err[600];
+    BandTable own = {0};
+    const BandTable *t;
+    if (!strcmp(o->bands_coverage, "builtin")) {
+        t = band_table_builtin();
+        if (!t) {
+            fprintf(stderr, "ultraplan validate: the embedded residual table does not parse (rebuild)\n");
+            return 1;
+        }
+    } else {
+        size_t len;
+        char *text = util_slurp(o->bands_coverage, 256u << 20, &len, err, sizeof err);
+        if (!text || band_table_parse(text, o->bands_coverage, &own, err, sizeof err)) {
+            fprintf(stderr, "ultraplan validate: --bands-coverage: %s\n", err);
+            free(text);
+            band_table_free(&own);
+            return 1;
+        }
+        free(text);
+        t = &own;
+    }
+    enum { MAXS = 64 };
+    BandCoverage by_file[MAXS], by_run[MAXS], all_file, all_run;
+    int nf = band_coverage(t, BAND_K, true, by_file, MAXS, &all_file);
+    int nr = band_coverage(t, BAND_K, false, by_run, MAXS, &all_run);
+    if (nf < 0 || nr < 0) {
+        fprintf(stderr, "ultraplan validate: out of memory\n");
+        band_table_free(&own);
+        return 1;
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "format", "ultraplan.band-coverage/1");
+        cJSON_AddStringToObject(j, "table", o->bands_coverage);
+        cJSON_AddNumberToObject(j, "k", BAND_K);
+        cJSON_AddNumberToObject(j, "band_lo_pct", BAND_LO_PCT);
+        cJSON_AddNumberToObject(j, "band_hi_pct", BAND_HI_PCT);
+        const char *names[2] = {"leave_one_file_out", "leave_one_run_out"};
+        BandCoverage *per[2] = {by_file, by_run}, *alls[2] = {&all_file, &all_run};
+        int ns[2] = {nf < MAXS ? nf : MAXS, nr < MAXS ? nr : MAXS};
+        for (int w = 0; w < 2; w++) {
+            cJSON *a = cJSON_AddArrayToObject(j, names[w]);
+            for (int i = 0; i <= ns[w]; i++) {
+                const BandCoverage *c = i < ns[w] ? &per[w][i] : alls[w];
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "source", c->source);
+                cJSON_AddNumberToObject(e, "runs", c->n);
+                cJSON_AddNumberToObject(e, "inside", c->inside);
+                cJSON_AddNumberToObject(e, "below", c->below);
+                cJSON_AddNumberToObject(e, "above", c->above);
+                cJSON_AddNumberToObject(e, "coverage", c->n ? (double)c->inside / c->n : 0);
+                cJSON_AddItemToArray(a, e);
+            }
+        }
+        char *text = cJSON_Print(j);
+        cJSON_Delete(j);
+        if (text)
+            printf("%s\n", text);
+        free(text);
+    } else {
+        printf("coverage of the %.0f-%.0f %% band (k = %d nearest runs) on %d runs of %s\n", BAND_LO_PCT,
+               BAND_HI_PCT, BAND_K, t->n, o->bands_coverage);
+        printf("  %-28s %6s   %-30s   %-30s\n", "file", "runs", "leave its file out: in% (<lo >hi)",
+               "leave the run out: in% (<lo >hi)");
+        for (int i = 0; i <= nf && i <= MAXS; i++) {
+            const BandCoverage *a = i < nf && i < MAXS ? &by_file[i] : &all_file;
+            const BandCoverage *b = a;
+            for (int k = 0; k < nr && k < MAXS; k++)
+                if (!strcmp(by_run[k].source, a->source))
+                    b = &by_run[k];
+            if (a == &all_file)
+                b = &all_run;
+            char c1[64], c2[64];
+            snprintf(c1, sizeof c1, "%5.1f (%d %d)", a->n ? 100.0 * a->inside / a->n : 0, a->below, a->above);
+            snprintf(c2, sizeof c2, "%5.1f (%d %d)", b->n ? 100.0 * b->inside / b->n : 0, b->below, b->above);
+            printf("  %-28s %6d   %-30s   %-30s\n", a->source, a->n, c1, c2);
+            if (i == nf || i == MAXS)
+                break;
+        }
+        double mf = 0, mr = 0;
+        int ns = nf < MAXS ? nf : MAXS;
+        for (int i = 0; i < ns; i++) {
+            mf += by_file[i].n ? 100.0 * by_file[i].inside / by_file[i].n : 0;
+            for (int k = 0; k < nr && k < MAXS; k++)
+                if (!strcmp(by_run[k].source, by_file[i].source))
+                    mr += by_run[k].n ? 100.0 * by_run[k].inside / by_run[k].n : 0;
+        }
+        printf("  %-28s %6d   %5.1f                            %5.1f\n", "mean over files", ns, ns ? mf / ns : 0,
+               ns ? mr / ns : 0);
+    }
+    band_table_free(&own);
+    return 0;
+}
+
 static int parse_pct(const char *flag, const char *s, double *out)
 {
     char *end;
@@ -640,13 +784,17 @@ static int parse_pct(const char *flag, const char *s, double *out)
 
 static int validate_main(int argc, char **argv)
 {
-    enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET, O_MOE_IMBALANCE };
+    enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET, O_MOE_IMBALANCE, O_BANDS_OUT, O_BANDS_STACK,
+           O_BANDS_COVERAGE };
     static const struct option opts[] = {
         {"help", no_argument, 0, 'h'},          {"gpu", required_argument, 0, O_GPU},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"summary", no_argument, 0, O_SUMMARY}, {"plot", required_argument, 0, O_PLOT},
         {"max-mape", required_argument, 0, O_MAX_MAPE}, {"max-regret", required_argument, 0, O_MAX_REGRET},
-        {"moe-imbalance", required_argument, 0, O_MOE_IMBALANCE}, {0, 0, 0, 0},
+        {"moe-imbalance", required_argument, 0, O_MOE_IMBALANCE},
+        {"bands-out", required_argument, 0, O_BANDS_OUT}, {"bands-stack", required_argument, 0, O_BANDS_STACK},
+        {"bands-coverage", required_argument, 0, O_BANDS_COVERAGE},
+        {0, 0, 0, 0},
     };
     Opts o = {.max_mape = -1, .max_regret = -1};
     int c;
@@ -670,6 +818,16 @@ static int validate_main(int argc, char **argv)
             }
             break;
         }
+        case O_BANDS_OUT: o.bands_out = optarg; break;
+        case O_BANDS_COVERAGE: o.bands_coverage = optarg; break;
+        case O_BANDS_STACK:
+            if (strlen(optarg) >= sizeof ((BandRun *)0)->stack || strpbrk(optarg, ",\n\r\"")) {
+                fprintf(stderr, "ultraplan validate: --bands-stack: expected a name of at most %d characters "
+                        "without commas or quotes, got \"%s\"\n", (int)sizeof ((BandRun *)0)->stack - 1, optarg);
+                return 2;
+            }
+            o.bands_stack = optarg;
+            break;
         default:
             command_bad_option("validate", argv);
             return 2;
@@ -679,6 +837,14 @@ static int validate_main(int argc, char **argv)
         fprintf(stderr, "ultraplan validate: --gpu and --profile exclude each other\n");
         return 2;
     }
+    if (o.bands_coverage) {
+        if (optind < argc || o.gpu || o.profile || o.bands_out || o.plot || o.summary) {
+            fprintf(stderr, "ultraplan validate: --bands-coverage reads a residual table, not CSVs of runs: give it "
+                    "alone (with --json at most)\n");
+            return 2;
+        }
+        return coverage(&o);
+    }
     if (optind >= argc) {
         fprintf(stderr, "ultraplan validate: expected a CSV file of measured runs (see --help)\n");
         return 2;
@@ -686,6 +852,10 @@ static int validate_main(int argc, char **argv)
     char err[600];
     if (o.plot && plot_check(o.plot, err, sizeof err) != 0) {   /* before the work, not after */
         fprintf(stderr, "ultraplan validate: %s\n", err);
+        return 1;
+    }
+    if (o.bands_out && util_check_writable(o.bands_out, err, sizeof err) != 0) {
+        fprintf(stderr, "ultraplan validate: --bands-out: %s\n", err);
         return 1;
     }
     return run(&o, argv + optind, argc - optind);

@@ -1,4 +1,9 @@
-/* report.c — text and JSON forms of a prediction; the plan file. */
+/* report.c — text and JSON forms of a prediction; the plan file. Both carry
+ * the prediction's 80 % error band (calib/band.h: from the residuals of the
+ * nearest measured runs in the shipped table): text "step time 17.5 s (80 %
+ * band 16.1-19.3 s ...)", JSON time.step_s_range, throughput.mfu_range,
+ * throughput.tokens_per_s_range and band {runs, lo_pct, hi_pct, sources,
+ * rule}. No band (none printed) when the step is not finite. */
 #include "report.h"
 
 #include <errno.h>
@@ -8,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "band.h"
 #include "profile.h"
 
 /* ---- JSON out ---- */
@@ -39,7 +45,44 @@ cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout
     cJSON_AddItemToObject(j, "layout", plan_layout_json(lo));
     move_items(j, plan_cost_json(m, lo, c));
     plan_add_mfu_bf16_peak(cJSON_GetObjectItemCaseSensitive(j, "throughput"), hw, lo, c);
+    report_band_json(j, m, hw, lo, c);
     return j;
+}
+
+static int band_for(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b)
+{
+    if (!isfinite(c->step_s) || !(c->step_s > 0) || band_of_cost(m, hw, lo, c, b) != 0 || b->runs == 0)
+        return -1;
+    return 0;
+}
+
+static void add_range(cJSON *o, const char *name, double lo, double hi)
+{
+    if (!o)
+        return;
+    cJSON *a = cJSON_AddArrayToObject(o, name);
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(lo));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(hi));
+}
+
+void report_band_json(cJSON *j, const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c)
+{
+    Band b;
+    if (band_for(m, hw, lo, c, &b))
+        return;
+    add_range(cJSON_GetObjectItemCaseSensitive(j, "time"), "step_s_range", b.step_lo, b.step_hi);
+    cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "throughput");
+    add_range(th, "mfu_range", b.mfu_lo, b.mfu_hi);
+    add_range(th, "tokens_per_s_range", b.tok_lo, b.tok_hi);
+    cJSON *bj = cJSON_AddObjectToObject(j, "band");
+    cJSON_AddNumberToObject(bj, "coverage_pct", BAND_HI_PCT - BAND_LO_PCT);
+    cJSON_AddNumberToObject(bj, "runs", b.runs);
+    cJSON_AddNumberToObject(bj, "runs_same_gpu", b.same_gpu);
+    cJSON_AddNumberToObject(bj, "runs_same_generation", b.same_gen);
+    cJSON_AddNumberToObject(bj, "lo_pct", 100 * b.q_lo);
+    cJSON_AddNumberToObject(bj, "hi_pct", 100 * b.q_hi);
+    cJSON_AddStringToObject(bj, "sources", b.sources);
+    cJSON_AddStringToObject(bj, "rule", b.rule);
 }
 
 /* ---- text ---- */
@@ -109,7 +152,13 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
                 util_gib(c->peak_bytes - c->capacity_bytes, b3, 32));
     }
 
-    fprintf(f, "\nstep time %.4g s\n", c->step_s);
+    Band band;
+    bool have_band = band_for(m, hw, lo, c, &band) == 0;
+    if (have_band)
+        fprintf(f, "\nstep time %.4g s (80 %% band %.4g-%.4g s: %+.0f%% to %+.0f%%, from %d measured runs: %s)\n",
+                c->step_s, band.step_lo, band.step_hi, 100 * band.q_lo, 100 * band.q_hi, band.runs, band.sources);
+    else
+        fprintf(f, "\nstep time %.4g s\n", c->step_s);
     for (int k = 0; k < T_COUNT; k++)
         if (c->time[k] > 0)
             fprintf(f, "  %-10s %10.4g s  %5.1f%%\n", cost_time_name((TimeKind)k), c->time[k],
@@ -119,6 +168,13 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             human(c->thr.tokens_per_s, b1, 32), c->thr.tflops_per_gpu, util_pct(c->thr.mfu, pm, sizeof pm),
             util_pct(c->thr.hfu, ph, sizeof ph), spec_flops_name(lo->flops), c->thr.flops_per_token,
             hw->peak[lo->prec] / 1e12, hw_precision_name(lo->prec));
+    if (have_band) {
+        char t1[32], t2[32], p1[32], p2[32];
+        fprintf(f, "  80 %% band: MFU %s-%s, %s-%s tokens/s%s\n", util_pct(band.mfu_lo, p1, sizeof p1),
+                util_pct(band.mfu_hi, p2, sizeof p2), human(band.tok_lo, t1, 32), human(band.tok_hi, t2, 32),
+                band.same_gen < band.runs ? " (runs of other GPU generations included: few of this one measured)"
+                                          : "");
+    }
     double causal = plan_tflops_causal(m, lo, c);
     if (lo->flops != FLOPS_CAUSAL && causal > 0)
         fprintf(f, "  Megatron's --log-throughput counts causal attention: %.4g TFLOP/s per GPU\n", causal);

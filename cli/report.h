@@ -16,7 +16,13 @@
 cJSON *report_predict_json(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c,
                            const char *model_rule);
 
-/* Human-readable report. */
+/* The error band (calib/band.h) into a predict document made by
+ * report_predict_json, which calls it: time.step_s_range, throughput's
+ * mfu_range and tokens_per_s_range, and a band object. Nothing when the step
+ * is not finite. */
+void report_band_json(cJSON *j, const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c);
+
+/* Human-readable report (with the band on the step-time line). */
 void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c,
                  const char *model_rule);
 

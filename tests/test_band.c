@@ -1,0 +1,208 @@
+/* test_band.c — the error band (calib/band.h) on synthetic residuals, where
+ * every answer is known by hand: type-6 percentiles, the nearest-run rule
+ * (GPU before dimensions before size, at most BAND_PER_SOURCE from one
+ * file), the band's step/MFU arithmetic, the leave-one-file-out and
+ * leave-one-run-out coverage counts, the table's text round trip and errors,
+ * and that the embedded table parses. Not the corpus's numbers. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "band.h"
+
+static int fails;
+#define CHECK(c, ...)                                                                                                  \
+    do {                                                                                                               \
+        if (!(c)) {                                                                                                    \
+            fails++;                                                                                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
+    } while (0)
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+static BandRun run(const char *src, const char *gpu, int tp, int pp, int dp, double pb, double r)
+{
+    BandRun x = {.line = 2, .gpus = tp * pp * dp, .tp = tp, .pp = pp, .dp = dp, .cp = 1, .ep = 1, .zero = 1,
+                 .params_b = pb, .seq = 2048, .predicted_s = 10.0};
+    x.measured_s = x.predicted_s * (1 + r);
+    snprintf(x.source, sizeof x.source, "%s", src);
+    snprintf(x.gpu, sizeof x.gpu, "%s", gpu);
+    return x;
+}
+
+static void test_percentile(void)
+{
+    double v[9] = {9, 1, 8, 2, 7, 3, 6, 4, 5};   /* sorted 1..9; type 6: position p(n+1) = p·10 */
+    CHECK(NEAR(band_percentile(v, 9, 10), 1), "p10 of 1..9 is the 1st value");
+    CHECK(NEAR(band_percentile(v, 9, 90), 9), "p90 of 1..9 is the 9th value");
+    CHECK(NEAR(band_percentile(v, 9, 50), 5), "median 5");
+    CHECK(NEAR(band_percentile(v, 9, 25), 2.5), "p25: position 2.5 -> 2.5, got %g", band_percentile(v, 9, 25));
+    double w[4] = {4, 1, 3, 2};                  /* positions 0.5 and 4.5 clamp to the extremes */
+    CHECK(NEAR(band_percentile(w, 4, 10), 1) && NEAR(band_percentile(w, 4, 90), 4), "clamped");
+    double one = 7;
+    CHECK(NEAR(band_percentile(&one, 1, 10), 7), "one value");
+    CHECK(band_percentile(NULL, 0, 50) == 0, "none");
+}
+
+static void test_select(void)
+{
+    BandTable t = {0};
+    /* 6 h100 runs of file A, tp 8 pp 8, sizes 1..6 B; 6 of file B (h100) likewise; 6 h200 (same generation);
+     * 6 a100 with the query's dims and size exactly */
+    for (int i = 0; i < 6; i++) {
+        BandRun a = run("A.csv", "h100-sxm", 8, 8, 4, 1 + i, 0.01 * i);
+        BandRun b = run("B.csv", "h100-sxm", 1, 1, 64, 1 + i, 0.02 * i);
+        BandRun c = run("C.csv", "h200", 8, 8, 4, 1 + i, 0.03 * i);
+        BandRun d = run("D.csv", "a100-80g", 8, 8, 4, 1, 0.04 * i);
+        band_table_add(&t, &a);
+        band_table_add(&t, &b);
+        band_table_add(&t, &c);
+        band_table_add(&t, &d);
+    }
+    BandQuery q = {.gpu = "h100-sxm", .tp = 8, .pp = 8, .dp = 4, .cp = 1, .ep = 1, .zero = 1, .params_b = 1};
+    int idx[64];
+    int n = band_select(&t, &q, 12, NULL, -1, idx);
+    CHECK(n == 12, "12 selected, got %d", n);
+    int per[4] = {0};
+    for (int i = 0; i < n; i++)
+        per[t.r[idx[i]].source[0] - 'A']++;
+    /* same GPU first (A, B: 4 each by the cap), then the same generation (C, 4), D (another) not reached */
+    CHECK(per[0] == 4 && per[1] == 4 && per[2] == 4 && per[3] == 0, "A %d B %d C %d D %d", per[0], per[1], per[2],
+          per[3]);
+    /* within A the smallest models first: sizes 1..4 */
+    for (int i = 0; i < 4; i++)
+        CHECK(!strcmp(t.r[idx[i]].source, "A.csv") && NEAR(t.r[idx[i]].params_b, 1 + i), "A in size order");
+    /* leaving A out: B's 4 (same GPU, other dims), C's 4 (same generation), D's 4: the cap reaches another
+     * generation before a fifth run of one file */
+    n = band_select(&t, &q, 12, "A.csv", -1, idx);
+    int c = 0, d = 0, ab = 0, bb = 0;
+    for (int i = 0; i < n; i++) {
+        c += t.r[idx[i]].source[0] == 'C';
+        d += t.r[idx[i]].source[0] == 'D';
+        ab += t.r[idx[i]].source[0] == 'A';
+        bb += t.r[idx[i]].source[0] == 'B';
+    }
+    CHECK(n == 12 && ab == 0, "A left out, %d selected", n);
+    CHECK(bb == 4 && c == 4 && d == 4, "B %d C %d D %d (want 4 each)", bb, c, d);
+    /* only two files left (C, D): the cap lifts after 8 and the nearest of the rest (C's, same generation) fill */
+    BandTable t2 = {0};
+    for (int i = 0; i < t.n; i++)
+        if (t.r[i].source[0] >= 'C')
+            band_table_add(&t2, &t.r[i]);
+    n = band_select(&t2, &q, 12, NULL, -1, idx);
+    c = 0;
+    for (int i = 0; i < n; i++)
+        c += t2.r[idx[i]].source[0] == 'C';
+    CHECK(n == 12 && c == 6, "C %d of %d (want 6 of 12)", c, n);
+    band_table_free(&t2);
+    band_table_free(&t);
+}
+
+static void test_band_arith(void)
+{
+    BandTable t = {0};
+    for (int i = 0; i < 9; i++) {   /* residuals -0.1 .. +0.3 in steps of 0.05, three files */
+        BandRun r = run(i % 3 == 0 ? "X.csv" : i % 3 == 1 ? "Y.csv" : "Z.csv", "b200", 4, 1, 8, 10, -0.1 + 0.05 * i);
+        band_table_add(&t, &r);
+    }
+    BandQuery q = {.gpu = "b200", .tp = 4, .pp = 1, .dp = 8, .cp = 1, .ep = 1, .zero = 1, .params_b = 10};
+    Band b;
+    CHECK(band_of(&t, &q, 12, NULL, -1, 20.0, 0.5, 1000, &b) == 0, "band_of");
+    CHECK(b.runs == 9 && b.same_gpu == 9 && b.same_gen == 9, "9 runs");
+    /* type 6 on 9 values: p10 at position 1 = -0.1, p90 at 9 = +0.3 */
+    CHECK(NEAR(b.q_lo, -0.1) && NEAR(b.q_hi, 0.3), "q %g %g", b.q_lo, b.q_hi);
+    CHECK(NEAR(b.step_lo, 18) && NEAR(b.step_hi, 26), "step %g-%g", b.step_lo, b.step_hi);
+    CHECK(NEAR(b.mfu_lo, 0.5 / 1.3) && NEAR(b.mfu_hi, 0.5 / 0.9), "mfu %g-%g", b.mfu_lo, b.mfu_hi);
+    CHECK(NEAR(b.tok_lo, 1000 / 1.3) && NEAR(b.tok_hi, 1000 / 0.9), "tokens");
+    CHECK(strstr(b.sources, "X.csv 3") && strstr(b.sources, "Z.csv 3"), "sources \"%s\"", b.sources);
+    Band none;
+    BandTable empty = {0};
+    CHECK(band_of(&empty, &q, 12, NULL, -1, 20, 0.5, 1000, &none) == 0 && none.runs == 0, "empty table: no band");
+    band_table_free(&t);
+}
+
+/* Coverage counted by hand: two files, P with residuals 0..9 % (10 runs), Q with 20..29 % (10 runs), one GPU,
+ * one layout. k = 12 > 10, so leaving a file out the band is the other file's whole range (type 6 on 10 values:
+ * positions 1.1 and 9.9): P held out -> [20.1, 28.9] %: every P run is below it, 0 inside; Q held out ->
+ * [0.1, 8.9] %: all above. Leaving one run out: the other 19 with at most 4 of the other file first... */
+static void test_coverage(void)
+{
+    BandTable t = {0};
+    for (int i = 0; i < 10; i++) {
+        BandRun p = run("P.csv", "h100-sxm", 8, 1, 8, 70, 0.01 * i);
+        BandRun q = run("Q.csv", "h100-sxm", 8, 1, 8, 70, 0.20 + 0.01 * i);
+        band_table_add(&t, &p);
+        band_table_add(&t, &q);
+    }
+    BandCoverage cov[4], all;
+    int ns = band_coverage(&t, 12, true, cov, 4, &all);
+    CHECK(ns == 2, "two sources, got %d", ns);
+    CHECK(!strcmp(cov[0].source, "P.csv") && cov[0].n == 10 && cov[0].inside == 0 && cov[0].below == 10,
+          "P: n %d inside %d below %d", cov[0].n, cov[0].inside, cov[0].below);
+    CHECK(cov[1].n == 10 && cov[1].inside == 0 && cov[1].above == 10, "Q: inside %d above %d", cov[1].inside,
+          cov[1].above);
+    CHECK(all.n == 20 && all.inside == 0, "all: %d of %d", all.inside, all.n);
+
+    /* one file, residuals 0..19 % in order of the table; leave-one-run-out with k = 19 (all others): the band is
+     * the type-6 10..90 % of the other 19: positions 2 and 18 of them. Run i is inside iff it is not among the
+     * two smallest or two largest of all 20 (those fall outside their neighbours' range): 16 of 20. */
+    BandTable u = {0};
+    for (int i = 0; i < 20; i++) {
+        BandRun r = run("S.csv", "a100-80g", 1, 1, 8, 1, 0.01 * i);
+        band_table_add(&u, &r);
+    }
+    ns = band_coverage(&u, 19, false, cov, 4, &all);
+    CHECK(ns == 1 && all.n == 20, "n %d", all.n);
+    CHECK(all.inside == 16 && all.below == 2 && all.above == 2, "loo: inside %d below %d above %d", all.inside,
+          all.below, all.above);
+    band_table_free(&t);
+    band_table_free(&u);
+}
+
+static void test_text(void)
+{
+    BandTable t = {0};
+    BandRun r = run("A.csv", "gb200", 4, 4, 8, 175, 0.125);
+    r.zero = 3;
+    r.cp = 2;
+    snprintf(r.stack, sizeof r.stack, "nemo");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    CHECK(band_append_header(&buf, &len, &cap) == 0 && band_append_row(&buf, &len, &cap, &r) == 0, "append");
+    char err[256];
+    CHECK(band_table_parse(buf, "mem", &t, err, sizeof err) == 0, "parse: %s", err);
+    CHECK(t.n == 1 && t.r[0].zero == 3 && t.r[0].cp == 2 && !strcmp(t.r[0].stack, "nemo") &&
+              fabs(band_residual(&t.r[0]) - 0.125) < 1e-5,
+          "round trip");
+    free(buf);
+    static const char *const bad[] = {
+        "source,line\nA,1\n",
+        "source,line,gpu,stack,gpus,tp,pp,dp,cp,ep,zero,params_b,seq,measured_ms,predicted_ms,err_step_pct,err_mfu_pct\n"
+        "A,2,h100,,8,x,1,8,1,1,0,1,2048,10,10,0,0\n",
+        "source,line,gpu,stack,gpus,tp,pp,dp,cp,ep,zero,params_b,seq,measured_ms,predicted_ms,err_step_pct,err_mfu_pct\n"
+        "A,2,h100,,8,1,1,8,1,1,0,1,2048,0,10,0,0\n",
+        "# only a comment\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int n0 = t.n;
+        CHECK(band_table_parse(bad[i], "bad", &t, err, sizeof err) == -1 && t.n == n0 && !strncmp(err, "bad", 3),
+              "bad table %zu refused: %s", i, err);
+    }
+    band_table_free(&t);
+    const BandTable *b = band_table_builtin();
+    CHECK(b && b->n > 0, "the embedded table parses");
+}
+
+int main(void)
+{
+    test_percentile();
+    test_select();
+    test_band_arith();
+    test_coverage();
+    test_text();
+    printf("%d failure(s)\n", fails);
+    return fails ? 1 : 0;
+}
