@@ -652,6 +652,21 @@ static void test_helpers(size_t n) {
 
 /* ---- mixture of experts (reference loops: no k_ twins yet) -------------- */
 
+static float *ints_f(const int *x, size_t n) {
+    float *y = malloc((n ? n : 1) * 4);
+    for (size_t i = 0; i < n; i++) y[i] = (float)x[i];
+    return y;
+}
+
+static float *down_i_f(const int *d, size_t n) {
+    int *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    float *f = ints_f(h, n);
+    free(h);
+    return f;
+}
+
 /* the router in double: softmax, top-k by logit (ties to the lower index), renormalised weights */
 static void ref_router(double *probs, int *topi, double *topw, const float *l, int N, int E, int K) {
     for (int n = 0; n < N; n++) {
@@ -701,30 +716,34 @@ static void test_moe_router(int N, int E, int K, int levels) {
     CHECK("moe_router_fwd probs", down_f(d_p, ne), pf, ne, 1e-6, 1e-4);
     CHECK("moe_router_fwd topi", gti, tif, nk, 0, 0);
     CHECK("moe_router_fwd topw", down_f(d_tw, nk), twf, nk, 1e-6, 1e-4);
-    /* backward: random dtopw, random counts, an aux coefficient */
+    /* backward: random dtopw, counts per group of seq tokens (seq = N: one row; else per sequence) */
+    int seq = N % 2 == 0 ? N / 2 : N, S = N / seq;
     float *dtw = hrand(nk, 1, 0), aux_g = 0.01f / N;
-    int *cnt = malloc(E * sizeof *cnt);
-    for (int e = 0; e < E; e++) cnt[e] = (int)((frand() + 1) * N * K / E);
+    int *cnt = calloc((size_t)S * E, sizeof *cnt);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) cnt[(n / seq) * E + ti[n * K + k]]++;
+    int *d_cnt = dalloc((size_t)S * E * sizeof(int));
+    kc_moe_seq_counts(d_cnt, d_ti, N, K, E, seq, st);
+    CHECK("moe_seq_counts", down_i_f(d_cnt, (size_t)S * E), ints_f(cnt, (size_t)S * E), (size_t)S * E, 0, 0);
     float *dl = malloc(ne * 4);
     for (int n = 0; n < N; n++) {
         const double *pn = p + (size_t)n * E;
-        double dot = 0, S = 0, g = 0, *dp = calloc(E, sizeof *dp);
+        double dot = 0, S2 = 0, g = 0, *dp = calloc(E, sizeof *dp);
         for (int k = 0; k < K; k++) {
             dot += dtw[n * K + k] * tw[n * K + k];
-            S += pn[ti[n * K + k]];
+            S2 += pn[ti[n * K + k]];
         }
-        for (int e = 0; e < E; e++) dp[e] = aux_g * cnt[e];
+        for (int e = 0; e < E; e++) dp[e] = aux_g * cnt[(n / seq) * E + e];
         if (K > 1)
-            for (int k = 0; k < K; k++) dp[ti[n * K + k]] += (dtw[n * K + k] - dot) / S;
+            for (int k = 0; k < K; k++) dp[ti[n * K + k]] += (dtw[n * K + k] - dot) / S2;
         for (int e = 0; e < E; e++) g += pn[e] * dp[e];
         for (int e = 0; e < E; e++) dl[(size_t)n * E + e] = (float)(pn[e] * (dp[e] - g));
         free(dp);
     }
     float *d_dtw = up_f(dtw, nk);
-    int *d_cnt = up_i(cnt, E);
     kc_bf16 *d_dl = dalloc(ne * 2);
     poison(d_dl, ne * 2);
-    kc_moe_router_bwd(d_dl, d_dtw, d_p, d_ti, d_tw, d_cnt, aux_g, N, E, K, st);
+    kc_moe_router_bwd(d_dl, d_dtw, d_p, d_ti, d_tw, d_cnt, seq, aux_g, N, E, K, st);
     CHECK("moe_router_bwd dlogits", down_bf(d_dl, ne), dl, ne, 1e-4, RTOL);
     /* the prob sums (aux loss value) */
     float *ps = malloc(E * 4), *d_ps = dalloc(E * 4);
@@ -756,21 +775,6 @@ static int *rand_topi(int N, int K, int E, int skew) {
             ti[n * K + k] = e;
         }
     return ti;
-}
-
-static float *ints_f(const int *x, size_t n) {
-    float *y = malloc((n ? n : 1) * 4);
-    for (size_t i = 0; i < n; i++) y[i] = (float)x[i];
-    return y;
-}
-
-static float *down_i_f(const int *d, size_t n) {
-    int *h = malloc((n ? n : 1) * sizeof *h);
-    CHECK_CUDA(cudaStreamSynchronize(st));
-    CHECK_CUDA(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
-    float *f = ints_f(h, n);
-    free(h);
-    return f;
 }
 
 static void test_moe_permute(int N, int K, int E, int C, int skew) {

@@ -636,6 +636,14 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
             FAIL("stage %d has %d layers: every one of its %d chunks needs at least one", s, lo->layers[s], lo->vp);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    /* the MoE kernels (kernels_cuda.h) and expert groups (cucomm_init_moe)
+     * exist; the layer, its parameter table and memory do not yet */
+    if (spec_is_moe(m) || lo->ep > 1)
+        FAIL("the CUDA executor does not run mixture-of-experts layers yet (\"experts\": %d, \"ep\": %d); run the "
+             "plan on the CPU backend (--backend cpu)", m->experts, lo->ep);
+    if (m->attn == ATTN_MLA)
+        FAIL("the CUDA executor has no multi-head latent attention (\"attn\": \"mla\"); run the plan on the CPU "
+             "backend (--backend cpu)");
     return 0;
 }
 

@@ -229,14 +229,23 @@ void kc_to_float(float *out, const kc_bf16 *inp, size_t n, cudaStream_t st);
 void kc_moe_router_fwd(float *probs, int *topi, float *topw, const kc_bf16 *logits, int N, int E, int K,
                        cudaStream_t st);
 /* Router backward: dlogits (N, E) bf16 OVERWRITTEN with the gradient of
- * Σ dtopw·topw + aux_g·Σ_e counts[e]·Σ_n probs[n][e] (the load-balancing
- * loss of Switch/GShard as Megatron writes it, aux = coeff·E/(K·N²)·Σ_e
- * c_e·Σ_n p_ne: pass aux_g = coeff·E/(K·N²) times the loss scale; 0 for
- * none) through the renormalisation and the softmax. counts (E) device ints
- * as kc_moe_route_map writes them (the tokens routed to e, not
- * differentiated). dtopw (N, K) fp32 nullable (aux only). */
+ * Σ dtopw·topw + aux_g·Σ_n Σ_e counts[n / seq][e]·probs[n][e] through the
+ * renormalisation and the softmax. counts (N/seq, E) device ints, per group
+ * of seq consecutive tokens, not differentiated: with seq = N one row (the
+ * micro-batch "aux_loss" of Switch/GShard, Megatron: aux_g = coeff·E/(K·N²)
+ * times the loss scale, the counts kc_moe_route_map's), with seq = T one row
+ * per sequence (Megatron's seq_aux_loss, DeepSeek-V3's sequence-wise
+ * balance loss, the CPU executor's moe.h: aux_g = coeff·E/(T²·K·G),
+ * kc_moe_seq_counts's rows summed over the ranks holding the sequence).
+ * aux_g 0 or counts NULL: no aux term. dtopw (N, K) fp32 nullable (aux
+ * only). */
 void kc_moe_router_bwd(kc_bf16 *dlogits, const float *dtopw, const float *probs, const int *topi,
-                       const float *topw, const int *counts, float aux_g, int N, int E, int K, cudaStream_t st);
+                       const float *topw, const int *counts, int seq, float aux_g, int N, int E, int K,
+                       cudaStream_t st);
+/* counts (N/seq, E) = tokens of each group of seq consecutive tokens routed
+ * to each expert (seq divides N), one thread per (group, expert), in order.
+ * Overwrites. */
+void kc_moe_seq_counts(int *counts, const int *topi, int N, int K, int E, int seq, cudaStream_t st);
 /* psum (E) fp32 = Σ_n probs[n][e], in order (deterministic): with the
  * counts, the aux loss's value coeff·E/(K·N²)·Σ_e psum_e·c_e. Overwrites. */
 void kc_moe_prob_sums(float *psum, const float *probs, int N, int E, cudaStream_t st);

@@ -68,9 +68,11 @@ void kc_moe_router_fwd(float *probs, int *topi, float *topw, const kc_bf16 *logi
 }
 
 __global__ void router_bwd_kernel(bf16 *dlogits, const float *dtopw, const float *probs, const int *topi,
-                                  const float *topw, const int *counts, float aux_g, int N, int E, int K) {
+                                  const float *topw, const int *counts, int seq, float aux_g, int N, int E,
+                                  int K) {
     int n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (n >= N) return;
+    const int *cn = counts ? counts + (size_t)(n / seq) * E : NULL;
     const float *p = probs + (size_t)n * E;
     const int *ti = topi + (size_t)n * K;
     float dot = 0.0f, S = 0.0f;   // Σ dtopw·topw, Σ top-k probs
@@ -80,7 +82,7 @@ __global__ void router_bwd_kernel(bf16 *dlogits, const float *dtopw, const float
     }
     float g = 0.0f;
     for (int e = lane; e < E; e += 32) {
-        float dp = aux_g * (float)counts[e];
+        float dp = cn ? aux_g * (float)cn[e] : 0.0f;
         if (dtopw && K > 1)
             for (int k = 0; k < K; k++)
                 if (ti[k] == e) dp += (dtopw[(size_t)n * K + k] - dot) / S;
@@ -88,7 +90,7 @@ __global__ void router_bwd_kernel(bf16 *dlogits, const float *dtopw, const float
     }
     g = warp_sum(g);
     for (int e = lane; e < E; e += 32) {
-        float dp = aux_g * (float)counts[e];
+        float dp = cn ? aux_g * (float)cn[e] : 0.0f;
         if (dtopw && K > 1)
             for (int k = 0; k < K; k++)
                 if (ti[k] == e) dp += (dtopw[(size_t)n * K + k] - dot) / S;
@@ -97,9 +99,32 @@ __global__ void router_bwd_kernel(bf16 *dlogits, const float *dtopw, const float
 }
 
 void kc_moe_router_bwd(kc_bf16 *dlogits, const float *dtopw, const float *probs, const int *topi,
-                       const float *topw, const int *counts, float aux_g, int N, int E, int K, cudaStream_t st) {
+                       const float *topw, const int *counts, int seq, float aux_g, int N, int E, int K,
+                       cudaStream_t st) {
     if (N <= 0) return;
-    router_bwd_kernel<<<ceil_div(N, 4), 128, 0, st>>>(dlogits, dtopw, probs, topi, topw, counts, aux_g, N, E, K);
+    if (aux_g == 0.0f) counts = NULL;
+    if (counts && (seq <= 0 || N % seq))
+        kc_fail("kc_moe_router_bwd", "seq must divide N", __FILE__, __LINE__);
+    router_bwd_kernel<<<ceil_div(N, 4), 128, 0, st>>>(dlogits, dtopw, probs, topi, topw, counts, seq, aux_g, N, E,
+                                                      K);
+    CHECK_LAUNCH();
+}
+
+__global__ void seq_counts_kernel(int *counts, const int *topi, int K, int E, int seq, int S) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= S * E) return;
+    int s = i / E, e = i % E, c = 0;
+    const int *t = topi + (size_t)s * seq * K;
+    for (int j = 0; j < seq * K; j++) c += t[j] == e;
+    counts[i] = c;
+}
+
+void kc_moe_seq_counts(int *counts, const int *topi, int N, int K, int E, int seq, cudaStream_t st) {
+    if (seq <= 0 || N % seq)
+        kc_fail("kc_moe_seq_counts", "seq must divide N", __FILE__, __LINE__);
+    int S = N / seq;
+    if (S * E <= 0) return;
+    seq_counts_kernel<<<ceil_div((size_t)S * E, 128), 128, 0, st>>>(counts, topi, K, E, seq, S);
     CHECK_LAUNCH();
 }
 
