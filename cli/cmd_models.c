@@ -1,4 +1,5 @@
-/* cmd_models.c — `ultraplan models`: the model presets and GPU profiles. */
+/* cmd_models.c — `ultraplan models`: the model presets (total and active
+ * parameters, experts as top-k/routed) and GPU profiles. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +62,16 @@ static int models_main(int argc, char **argv)
     }
     if (json)
         return models_json();
-    printf("%-16s %8s %6s %6s %5s %4s %7s %6s %7s  %s\n", "preset", "params", "layers", "hidden", "heads", "kv",
-           "ffn", "seq", "vocab", "source");
+    printf("%-16s %8s %8s %6s %6s %5s %4s %7s %9s %6s %7s  %s\n", "preset", "params", "active", "layers", "hidden",
+           "heads", "kv", "ffn", "experts", "seq", "vocab", "source");
     for (int i = 0; i < presets_count(); i++) {
         const ModelSpec *m = presets_get(i);
-        printf("%-16s %7.2fB %6d %6d %5d %4d %7d %6d %7d  %s\n", m->name,
-               (double)spec_params(m, 1, PARAMS_EXACT) / 1e9, m->L, m->h, m->a, m->g, m->f, m->s, m->vocab,
-               presets_source(i));
+        char ex[16] = "-";
+        if (m->experts > 0)
+            snprintf(ex, sizeof ex, "%d/%d", m->topk, m->experts);
+        printf("%-16s %7.2fB %7.2fB %6d %6d %5d %4d %7d %9s %6d %7d  %s\n", m->name,
+               (double)spec_params(m, 1, PARAMS_EXACT) / 1e9, (double)spec_params_active(m, 1, PARAMS_EXACT) / 1e9,
+               m->L, m->h, m->a, m->g, m->f, ex, m->s, m->vocab, presets_source(i));
     }
     printf("\n%-10s %9s %9s %8s %10s  %s\n", "gpu", "bf16 TF/s", "HBM GiB", "HBM TB/s", "GPUs/node", "description");
     for (int i = 0; i < profile_builtin_count(); i++) {

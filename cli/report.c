@@ -65,6 +65,21 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             m->L, m->h, m->a, m->g, spec_head_dim(m), m->f, m->vocab, (long long)spec_padded_vocab(m, lo->tp), m->s,
             spec_mlp_name(m->mlp), spec_norm_name(m->norm), spec_pos_name(m->pos), m->bias ? ", biases" : "",
             m->tied ? ", tied head" : ", untied head", human((double)spec_params(m, lo->tp, PARAMS_EXACT), b1, 32));
+    if (spec_is_moe(m)) {
+        char fr[64], shared[48] = "", cap[48] = ", dropless";
+        spec_format_moe_freq(m, fr, sizeof fr);
+        if (m->shared_ffn > 0)
+            snprintf(shared, sizeof shared, ", shared ffn %d", m->shared_ffn);
+        if (m->capacity_factor > 0)
+            snprintf(cap, sizeof cap, ", capacity factor %g", m->capacity_factor);
+        fprintf(f, "        %d experts (top %d, expert ffn %d%s), MoE layer freq %s (%d of %d layers)%s, %s active params\n",
+                m->experts, m->topk, m->moe_ffn > 0 ? m->moe_ffn : m->f, shared, fr, spec_moe_layers(m), m->L, cap,
+                human((double)spec_params_active(m, lo->tp, PARAMS_EXACT), b1, 32));
+    }
+    if (m->attn == ATTN_MLA || m->mtp_layers > 0)
+        fprintf(f, "        %s attention (q rank %d, kv rank %d, qk %d+%d, v %d), %d MTP module(s)\n",
+                spec_attn_name(m->attn), m->q_lora_rank, m->kv_lora_rank, m->qk_nope_dim, m->qk_rope_dim,
+                m->v_head_dim, m->mtp_layers);
     fprintf(f, "layout  dp %d, tp %d, pp %d, vp %d, cp %d; sp %s; mbs %d, gbs %d (%d micro-batches); %s; %s%s; %s attention\n",
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),

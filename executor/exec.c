@@ -35,6 +35,9 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
 {
     int tp = lo->tp, hs = spec_head_dim(m);
     int g = m->g > 0 ? m->g : m->a;
+    if (m->experts > 0 || m->attn == ATTN_MLA || m->mtp_layers > 0 || lo->ep > 1)
+        FAIL("plan: model \"%s\" has experts %d, attention %s, mtp_layers %d (layout.ep %d): the CPU executor "
+             "runs dense MHA/GQA models only so far", m->name, m->experts, spec_attn_name(m->attn), m->mtp_layers, lo->ep);
     if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
         FAIL("plan: layout.optimizer %s needs layout.pp 1 (got %d): ZeRO-2/3 shard per layer of one stage",
              layout_opt_name(lo->opt), lo->pp);

@@ -1,4 +1,11 @@
-/* presets.c — published model shapes and the --params rule (see presets.h). */
+/* presets.c — published model shapes and the --params rule (see presets.h).
+ * The mixture-of-experts presets and the Qwen / Mistral dense ones were read
+ * from each model's official config.json on the Hugging Face Hub (the
+ * repository named in its source); what a ModelSpec cannot hold is said in
+ * the source line (approximations: attention sinks, sliding or chunked
+ * windows, q/k norms and Qwen2's q/k/v-only biases are not counted). They
+ * are not candidates of the --params rule, which keeps to the dense
+ * families it always used. */
 #include "presets.h"
 #include "suggest.h"
 
@@ -7,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { FAM_LLAMA2, FAM_LLAMA31, FAM_GPT3, FAM_MTNLG, FAM_MEGATRON } Family;
+typedef enum { FAM_LLAMA2, FAM_LLAMA31, FAM_GPT3, FAM_MTNLG, FAM_MEGATRON, FAM_HUB } Family;
 
 typedef struct {
     ModelSpec m;
@@ -31,6 +38,13 @@ typedef struct {
     {.name = nm, .L = L_, .h = h_, .a = a_, .g = g_, .d_head = 128, .f = f_, .vocab = V,       \
      .vocab_div = 128, .s = s_, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE,      \
      .bias = false, .tied = false, .dropout = false, .rope_theta = 500000, .rope_scaling = true}
+
+/* A Hub model: SwiGLU, RMSNorm, RoPE, untied, no biases, no dropout (MLA
+ * presets give d_head = qk_nope + qk_rope, as spec_validate sets it). */
+#define HUB(nm, L_, h_, a_, g_, dh, f_, V, s_, theta)                                               \
+    .name = nm, .L = L_, .h = h_, .a = a_, .g = g_, .d_head = dh, .f = f_, .vocab = V, .vocab_div = 128, \
+    .s = s_, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = false, .tied = false,    \
+    .dropout = false, .rope_theta = theta
 
 #define GPT3_SRC "Brown et al. 2020 (GPT-3), Table 2.1; vocab 50257, n_ctx 2048"
 #define MEG_SRC "Narayanan et al. 2021 (arXiv:2104.04473), Table 1; vocab 51200, seq 2048"
@@ -69,10 +83,76 @@ static const Preset presets[] = {
     {GPT("megatron-310b", 96, 16384, 128, 128, 51200, 2048), 310e9, FAM_MEGATRON, MEG_SRC},
     {GPT("megatron-530b", 105, 20480, 128, 160, 51200, 2048), 530e9, FAM_MEGATRON, MEG_SRC},
     {GPT("megatron-1t", 128, 25600, 160, 160, 51200, 2048), 1e12, FAM_MEGATRON, MEG_SRC},
+    /* ---- dense models people ask for (Hub config.json) ---- */
+    {{HUB("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 8192, 0)}, 7.24e9, FAM_HUB,
+     "huggingface.co/mistralai/Mistral-7B-v0.1 config.json; seq 8192 (Jiang et al. 2023, Table 1); its 4096-token "
+     "sliding window is costed as full causal attention"},
+    {{HUB("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 4096, 1000000)}, 7.61e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen2.5-7B config.json; seq 4096 (Qwen2.5 report §3.2: pre-training at 4096); "
+     "q/k/v biases not counted (0.3M)"},
+    {{HUB("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064, 4096, 1000000)}, 72.7e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen2.5-72B config.json; seq 4096 (Qwen2.5 report §3.2); q/k/v biases not counted"},
+    {{HUB("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 4096, 1000000)}, 8.2e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen3-8B config.json; seq 4096 (Qwen3 report §3.2: stages S1-S2 at 4096); q/k norms "
+     "not counted"},
+    {{HUB("qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, 4096, 1000000)}, 32.8e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen3-32B config.json; seq 4096 (Qwen3 report §3.2); q/k norms not counted"},
+    /* ---- mixture of experts ---- */
+    {{HUB("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1000000), .experts = 8, .topk = 2, .moe_ffn = 14336, .moe_freq = 1},
+     46.7e9, FAM_HUB,
+     "huggingface.co/mistralai/Mixtral-8x7B-v0.1 config.json (num_local_experts 8, num_experts_per_tok 2); "
+     "seq 32768 (Jiang et al. 2024, §2); 46.7B total, 12.9B active"},
+    {{HUB("mixtral-8x22b", 56, 6144, 48, 8, 128, 16384, 32768, 65536, 1000000), .experts = 8, .topk = 2, .moe_ffn = 16384, .moe_freq = 1},
+     141e9, FAM_HUB,
+     "huggingface.co/mistralai/Mixtral-8x22B-v0.1 config.json (8 experts, top 2, vocab 32768); seq 65536 "
+     "(max_position_embeddings); 141B total, 39B active"},
+    {{HUB("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 6144, 151936, 4096, 1000000), .experts = 128, .topk = 8,
+      .moe_ffn = 768, .moe_freq = 1},
+     30.5e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen3-30B-A3B config.json (num_experts 128, top 8, moe_intermediate_size 768, "
+     "decoder_sparse_step 1, no shared expert); seq 4096 (Qwen3 report §3.2); q/k norms not counted; "
+     "30.5B total, 3.3B active"},
+    {{HUB("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 12288, 151936, 4096, 1000000), .experts = 128, .topk = 8,
+      .moe_ffn = 1536, .moe_freq = 1},
+     235e9, FAM_HUB,
+     "huggingface.co/Qwen/Qwen3-235B-A22B config.json (128 experts, top 8, moe_intermediate_size 1536); seq "
+     "4096 (Qwen3 report §3.2); q/k norms not counted; 235B total, 22B active"},
+    {{HUB("deepseek-v3", 61, 7168, 128, 128, 192, 18432, 129280, 4096, 0), .experts = 256, .topk = 8,
+      .moe_ffn = 2048, .shared_ffn = 2048, .moe_freq = 1, .moe_first_dense = 3, .mtp_layers = 1,
+      .attn = ATTN_MLA, .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_dim = 128, .qk_rope_dim = 64,
+      .v_head_dim = 128},
+     671e9, FAM_HUB,
+     "huggingface.co/deepseek-ai/DeepSeek-V3 config.json (MLA q/kv lora 1536/512, 256 routed experts top 8 + "
+     "1 shared, first_k_dense_replace 3, num_nextn_predict_layers 1); seq 4096 (DeepSeek-V3 report §4.2); "
+     "671B total / 37B active without the MTP module, as published; the sigmoid router's score-correction "
+     "bias and node-limited routing are not modelled"},
+    {{.name = "gpt-oss-120b", .L = 36, .h = 2880, .a = 64, .g = 8, .d_head = 64, .f = 2880, .vocab = 201088,
+      .vocab_div = 128, .s = 4096, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = true,
+      .tied = false, .dropout = false, .rope_theta = 150000, .experts = 128, .topk = 4,
+      .moe_ffn = 2880, .moe_freq = 1},
+     116.8e9, FAM_HUB,
+     "huggingface.co/openai/gpt-oss-120b config.json (128 experts, top 4, biases on q/k/v/o, experts and "
+     "router); seq 4096 (initial_context_length); alternating 128-token sliding windows costed as full causal "
+     "attention, per-head attention sinks (2304 in all) not counted, the clamped SwiGLU costed as SwiGLU; "
+     "116.8B total, 5.1B active (model card: without the input embedding)"},
+    {{HUB("llama4-maverick", 48, 5120, 40, 8, 128, 16384, 202048, 8192, 500000), .experts = 128, .topk = 1,
+      .moe_ffn = 8192, .shared_ffn = 8192, .moe_freq = 2, .moe_first_dense = 1},
+     400e9, FAM_HUB,
+     "huggingface.co/meta-llama/Llama-4-Maverick-17B-128E config.json text_config (128 experts, top 1, 1 "
+     "shared expert of 8192, interleave_moe_layer_step 2: layers 1, 3, ... MoE, dense layers of "
+     "intermediate_size_mlp 16384); seq 8192 (rope_scaling original_max_position_embeddings); chunked attention "
+     "(8192) and NoPE layers costed as full causal attention; text model only: 400B total, 17B active"},
+    {{HUB("kimi-k2", 61, 7168, 64, 64, 192, 18432, 163840, 4096, 50000), .experts = 384, .topk = 8,
+      .moe_ffn = 2048, .shared_ffn = 2048, .moe_freq = 1, .moe_first_dense = 1, .attn = ATTN_MLA,
+      .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_dim = 128, .qk_rope_dim = 64, .v_head_dim = 128},
+     1.04e12, FAM_HUB,
+     "huggingface.co/moonshotai/Kimi-K2-Base config.json (DeepSeek-V3 architecture: MLA with 64 heads, 384 "
+     "experts top 8 + 1 shared, first_k_dense_replace 1, no MTP); seq 4096 (Kimi K2 report §2.4); 1.04T total, "
+     "32.6B active"},
 };
 
 #define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
-_Static_assert(sizeof presets / sizeof presets[0] == 25, "preset count changed: update tests");
+_Static_assert(sizeof presets / sizeof presets[0] == 38, "preset count changed: update tests");
 
 int presets_count(void) { return NPRESETS; }
 
@@ -127,7 +207,7 @@ static int match_preset(double target, int *by_nominal)
 {
     int best = -1;
     for (int i = 0; i < NPRESETS; i++)
-        if (fabs(presets[i].nominal / target - 1) <= 0.01 &&
+        if (presets[i].fam != FAM_HUB && fabs(presets[i].nominal / target - 1) <= 0.01 &&
             (best < 0 || presets[i].fam < presets[best].fam))
             best = i;
     *by_nominal = best >= 0;
@@ -135,6 +215,8 @@ static int match_preset(double target, int *by_nominal)
         return best;
     double best_err = 0.03;
     for (int i = 0; i < NPRESETS; i++) {
+        if (presets[i].fam == FAM_HUB)
+            continue;
         double e = fabs(exact_params(&presets[i].m) / target - 1);
         if (e <= best_err) {
             best_err = e;

@@ -1,4 +1,6 @@
 /* presets.h — published model shapes (GPT-3, Llama 2, Llama 3.1, MT-NLG, the
+ * mixture-of-experts models Mixtral, Qwen3 MoE, DeepSeek-V3, gpt-oss, Llama 4
+ * Maverick and Kimi K2, dense Qwen2.5/Qwen3/Mistral, the
  * Megatron weak-scaling family) and the rule that turns "--params 20B" into a
  * shape. Every preset carries the source it was read from.
  *

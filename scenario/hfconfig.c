@@ -1,9 +1,11 @@
 /* hfconfig.c — a Hugging Face config.json into a ModelSpec (see hfconfig.h).
  *
  * Field names and defaults are those of transformers' configuration classes
- * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig): a key
+ * (LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, and the
+ * mixture-of-experts MixtralConfig, Qwen3MoeConfig, DeepseekV3Config): a key
  * the file leaves out takes the class default (num_key_value_heads = heads,
- * head_dim = hidden / heads, tie_word_embeddings per family). */
+ * head_dim = hidden / heads, tie_word_embeddings per family). GPT-OSS and
+ * Llama 4 configs are not read yet (their presets are). */
 #include "hfconfig.h"
 
 #include <math.h>
@@ -27,17 +29,25 @@ typedef struct {
     bool qk_norm;             // per-head RMSNorm of q and k (Qwen3): 2 d_head weights a layer
     bool gelu;                // gated GeLU MLP (GeGLU) rather than SwiGLU
     bool window_flag;         // sliding_window applies only with use_sliding_window (Qwen)
+    int moe;                  // 0 dense; MOE_MIXTRAL, MOE_QWEN3, MOE_DEEPSEEK: how its experts are named
 } HfFamily;
 
+enum { MOE_NONE, MOE_MIXTRAL, MOE_QWEN3, MOE_DEEPSEEK };
+
 static const HfFamily families[] = {
-    {"LlamaForCausalLM", "llama", "Llama", false, true, true, false, false, false, false},
-    {"MistralForCausalLM", "mistral", "Mistral", false, false, false, false, false, false, false},
-    {"Qwen2ForCausalLM", "qwen2", "Qwen2", false, false, false, true, false, false, true},
-    {"Qwen3ForCausalLM", "qwen3", "Qwen3", false, true, false, false, true, false, true},
-    {"GemmaForCausalLM", "gemma", "Gemma", true, true, false, false, false, true, false},
+    {"LlamaForCausalLM", "llama", "Llama", false, true, true, false, false, false, false, MOE_NONE},
+    {"MistralForCausalLM", "mistral", "Mistral", false, false, false, false, false, false, false, MOE_NONE},
+    {"Qwen2ForCausalLM", "qwen2", "Qwen2", false, false, false, true, false, false, true, MOE_NONE},
+    {"Qwen3ForCausalLM", "qwen3", "Qwen3", false, true, false, false, true, false, true, MOE_NONE},
+    {"GemmaForCausalLM", "gemma", "Gemma", true, true, false, false, false, true, false, MOE_NONE},
+    {"MixtralForCausalLM", "mixtral", "Mixtral", false, false, false, false, false, false, false, MOE_MIXTRAL},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3-MoE", false, true, false, false, true, false, true, MOE_QWEN3},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "DeepSeek-V3", false, true, false, false, false, false, false,
+     MOE_DEEPSEEK},
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof *families))
-#define KNOWN "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or GemmaForCausalLM"
+#define KNOWN "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, " \
+              "MixtralForCausalLM, Qwen3MoeForCausalLM or DeepseekV3ForCausalLM"
 
 /* keys that mark a mixture-of-experts config */
 static const char *const moe_keys[] = {"num_local_experts", "num_experts", "n_routed_experts",
@@ -80,6 +90,22 @@ static int get_int(const cJSON *j, const char *key, int dflt, int *out, const Ct
     if (!(d >= 1 && d <= 1e9) || d != floor(d))
         FIELD_BAD(c, key, "expected a whole number from 1 to 1e9, got %.17g", d);
     *out = (int)d;
+    return 0;
+}
+
+/* A whole number 0..1e9; absent or null takes dflt. */
+static int get_count(const cJSON *j, const char *key, int dflt, int *out, const Ctx *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = dflt;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1e9) ||
+        v->valuedouble != floor(v->valuedouble))
+        FIELD_BAD(c, key, "expected a whole number from 0 to 1e9, got %s", cJSON_IsNumber(v) ? "a fraction or "
+                  "out of range" : type_name(v));
+    *out = (int)v->valuedouble;
     return 0;
 }
 
@@ -146,7 +172,7 @@ static const HfFamily *family_of(const cJSON *j, const Ctx *c)
                  c->path, arch);
     else
         snprintf(c->err, c->errlen, "%s: field \"model_type\": \"%.80s\" is not supported (known: llama, mistral, "
-                 "qwen2, qwen3, gemma)", c->path, mt);
+                 "qwen2, qwen3, gemma, mixtral, qwen3_moe, deepseek_v3)", c->path, mt);
     return NULL;
 }
 
@@ -156,7 +182,8 @@ static int refuse_moe(const cJSON *j, const Ctx *c)
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, moe_keys[i]);
         if (!v || cJSON_IsNull(v) || (cJSON_IsNumber(v) && v->valuedouble == 0))
             continue;
-        FIELD_BAD(c, moe_keys[i], "a mixture-of-experts model; ultraplan reads dense models only so far (" KNOWN ")");
+        FIELD_BAD(c, moe_keys[i], "a mixture-of-experts key in a dense family's config (mixture-of-experts "
+                  "configs read: MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM)");
     }
     return 0;
 }
@@ -308,6 +335,74 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
     return 0;
 }
 
+/* The experts, MLA and MTP of a mixture-of-experts family. */
+static int read_moe(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note, int notelen, const Ctx *c)
+{
+    switch (f->moe) {
+    case MOE_MIXTRAL:
+        /* MixtralConfig: every layer sparse, experts of intermediate_size */
+        if (get_int(j, "num_local_experts", 8, &m->experts, c) || get_int(j, "num_experts_per_tok", 2, &m->topk, c))
+            return -1;
+        m->moe_ffn = m->f;
+        m->moe_freq = 1;
+        return 0;
+    case MOE_QWEN3: {
+        /* Qwen3MoeConfig: layer i is sparse when i is not in mlp_only_layers
+         * and (i + 1) % decoder_sparse_step == 0 */
+        int step;
+        if (get_int(j, "num_experts", 128, &m->experts, c) || get_int(j, "num_experts_per_tok", 8, &m->topk, c) ||
+            get_int(j, "moe_intermediate_size", 768, &m->moe_ffn, c) ||
+            get_int(j, "decoder_sparse_step", 1, &step, c))
+            return -1;
+        m->moe_freq = step;
+        m->moe_first_dense = step - 1;
+        const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+        if (only && !cJSON_IsNull(only)) {
+            if (!cJSON_IsArray(only))
+                FIELD_BAD(c, "mlp_only_layers", "expected a list of layer numbers, got %s", type_name(only));
+            int n = cJSON_GetArraySize(only);
+            for (int i = 0; i < n; i++) {
+                const cJSON *e = cJSON_GetArrayItem(only, i);
+                if (!cJSON_IsNumber(e) || e->valuedouble != i || step != 1)
+                    FIELD_BAD(c, "mlp_only_layers", "only a leading run [0, 1, ..., K-1] with decoder_sparse_step 1 "
+                              "is supported (K dense layers, then every layer MoE)");
+            }
+            m->moe_first_dense = n;
+        }
+        return 0;
+    }
+    case MOE_DEEPSEEK: {
+        /* DeepseekV3Config: layer i is MoE when i >= first_k_dense_replace
+         * and i % moe_layer_freq == 0; n_shared_experts experts of
+         * moe_intermediate_size form the shared MLP */
+        int shared, freq;
+        if (get_int(j, "n_routed_experts", 256, &m->experts, c) || get_int(j, "num_experts_per_tok", 8, &m->topk, c) ||
+            get_int(j, "moe_intermediate_size", 2048, &m->moe_ffn, c) ||
+            get_count(j, "n_shared_experts", 1, &shared, c) ||
+            get_count(j, "first_k_dense_replace", 3, &m->moe_first_dense, c) ||
+            get_int(j, "moe_layer_freq", 1, &freq, c) || get_count(j, "num_nextn_predict_layers", 1, &m->mtp_layers, c) ||
+            get_count(j, "q_lora_rank", 0, &m->q_lora_rank, c) || get_int(j, "kv_lora_rank", 512, &m->kv_lora_rank, c) ||
+            get_count(j, "qk_nope_head_dim", 128, &m->qk_nope_dim, c) ||
+            get_int(j, "qk_rope_head_dim", 64, &m->qk_rope_dim, c) || get_int(j, "v_head_dim", 128, &m->v_head_dim, c))
+            return -1;
+        if (freq > 1 && m->moe_first_dense % freq != 0)
+            FIELD_BAD(c, "moe_layer_freq", "%d with first_k_dense_replace %d: only patterns with K a multiple of the "
+                      "frequency are supported", freq, m->moe_first_dense);
+        if ((double)shared * m->moe_ffn > 1e9)
+            FIELD_BAD(c, "n_shared_experts", "%d shared experts of %d are out of range", shared, m->moe_ffn);
+        m->moe_freq = freq;
+        m->shared_ffn = shared * m->moe_ffn;
+        m->attn = ATTN_MLA;
+        m->g = m->a;
+        note_add(note, notelen, "; the sigmoid router's score-correction bias (%lld) not counted",
+                 (long long)spec_moe_layers(m) * m->experts);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
 int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *note, int notelen, char *err,
                    int errlen)
 {
@@ -324,13 +419,11 @@ int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *not
         snprintf(err, errlen, "%s: expected a JSON object (a transformers config.json)", path);
         goto out;
     }
-    if (refuse_moe(j, &c) != 0)
-        goto out;
     const HfFamily *f = family_of(j, &c);
-    if (!f || get_str(j, "_name_or_path", &name, &c) != 0)
+    if (!f || (!f->moe && refuse_moe(j, &c) != 0) || get_str(j, "_name_or_path", &name, &c) != 0)
         goto out;
     snprintf(local, sizeof local, "Hugging Face config %.120s (%s)", path, f->family);
-    if (read_shape(j, f, &m, local, sizeof local, &c) != 0)
+    if (read_shape(j, f, &m, local, sizeof local, &c) != 0 || read_moe(j, f, &m, local, sizeof local, &c) != 0)
         goto out;
     set_name(&m, name, path);
     char e2[256];

@@ -3,11 +3,15 @@
  *
  * Reads the dense decoder families whose shape a ModelSpec holds: Llama
  * (LlamaForCausalLM), Mistral (MistralForCausalLM), Qwen2 and Qwen3
- * (Qwen2ForCausalLM, Qwen3ForCausalLM) and Gemma (GemmaForCausalLM). The
- * family comes from "architectures" (and "model_type", which must agree);
- * any other architecture, a mixture-of-experts config (num_local_experts,
- * num_experts, ...) and a missing or mistyped field are refused with an
- * error naming the file and the field. What the spec cannot hold exactly is
+ * (Qwen2ForCausalLM, Qwen3ForCausalLM) and Gemma (GemmaForCausalLM), and the
+ * mixture-of-experts families Mixtral (num_local_experts), Qwen3-MoE
+ * (num_experts, moe_intermediate_size, decoder_sparse_step, a leading
+ * mlp_only_layers run) and DeepSeek-V3 (n_routed_experts, n_shared_experts,
+ * first_k_dense_replace, moe_layer_freq, MLA ranks, num_nextn_predict_layers).
+ * The family comes from "architectures" (and "model_type", which must agree);
+ * any other architecture (GPT-OSS and Llama 4 are presets, not read here),
+ * expert keys in a dense family's config and a missing or mistyped field are
+ * refused with an error naming the file and the field. What the spec cannot hold exactly is
  * said in the note (Gemma's GeGLU is costed as swiglu: the same three
  * matrices and FLOPs, a different elementwise activation; Qwen2's q/k/v-only
  * biases are left out, with their count; Mistral's sliding window is

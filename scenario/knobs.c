@@ -13,7 +13,7 @@
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
-                   sizeof(Target) == sizeof(int),
+                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -30,6 +30,7 @@ _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int)
 ENUM_WRAP(mlp, MlpKind, spec_mlp_name, spec_parse_mlp)
 ENUM_WRAP(norm, NormKind, spec_norm_name, spec_parse_norm)
 ENUM_WRAP(pos, PosKind, spec_pos_name, spec_parse_pos)
+ENUM_WRAP(attn, AttnKind, spec_attn_name, spec_parse_attn)
 ENUM_WRAP(prec, Precision, hw_precision_name, hw_parse_precision)
 ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
 ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
@@ -126,6 +127,43 @@ static const Knob table[KNOB_COUNT] = {
                         .neg_flag = "no-rope-scaling", .json = "rope_scaling", .custom_default = 0,
                         .help = "Llama 3.x RoPE frequency scaling (exported as --use-rope-scaling)",
                         .dflt = "the preset's; off for an explicit shape"},
+    /* ---- mixture of experts (0 = dense), MTP, MLA: plan files written before them load as dense MHA ---- */
+    [K_EXPERTS] = {K_EXPERTS, "experts", M(experts), INT(0, 65536), .flag = "experts", .json = "experts",
+                   .json_optional = true, .csv = "experts", .help = "routed experts per MoE layer (0 = dense)",
+                   .dflt = "the preset's; 0 for an explicit shape"},
+    [K_TOPK] = {K_TOPK, "topk", M(topk), INT(0, 65536), .flag = "topk", .json = "topk", .json_optional = true,
+                .csv = "topk", .help = "routed experts per token (Megatron --moe-router-topk)"},
+    [K_MOE_FFN] = {K_MOE_FFN, "moe-ffn", M(moe_ffn), INT(0, BIG), .flag = "moe-ffn", .json = "moe_ffn",
+                   .json_optional = true, .csv = "moe_ffn", .help = "hidden size of one routed expert",
+                   .dflt = "= ffn"},
+    [K_SHARED_FFN] = {K_SHARED_FFN, "shared-ffn", M(shared_ffn), INT(0, BIG), .flag = "shared-ffn",
+                      .json = "shared_ffn", .json_optional = true, .csv = "shared_ffn",
+                      .help = "total hidden size of the shared expert(s), 0 = none", .dflt = "0"},
+    [K_MOE_FREQ] = {K_MOE_FREQ, "moe-layer-freq", M(moe_freq), .type = KNOB_INT, .min = 0, .max = 100000,
+                    .flag = "moe-layer-freq", .arg = "N|LIST", .expect = "N or a list such as [0]*3+[1]*58",
+                    .json = "moe_layer_freq", .json_optional = true, .csv = "moe_layer_freq",
+                    .help = "MoE every N-th layer from layer 0, or a Megatron list ([0]*3+[1]*58: 3 dense first)",
+                    .dflt = "1"},
+    [K_MOE_FIRST_DENSE] = {K_MOE_FIRST_DENSE, "moe-first-dense", M(moe_first_dense), INT(0, BIG),
+                           .flag = "moe-first-dense", .json = "moe_first_dense", .json_optional = true,
+                           .csv = "moe_first_dense", .help = "leading dense layers before the MoE pattern",
+                           .dflt = "0"},
+    [K_MTP_LAYERS] = {K_MTP_LAYERS, "mtp-layers", M(mtp_layers), INT(0, 16), .flag = "mtp-layers",
+                      .json = "mtp_layers", .json_optional = true, .csv = "mtp_layers",
+                      .help = "multi-token-prediction modules (DeepSeek-V3: 1)", .dflt = "0"},
+    [K_ATTN] = {K_ATTN, "attn", M(attn), ENUM(attn, ATTN_COUNT), .flag = "attn", .arg = "mha|mla", .json = "attn",
+                .json_optional = true, .csv = "attn",
+                .help = "attention: mha (with GQA/MQA via --kv-heads) or mla (multi-head latent)", .dflt = "mha"},
+    [K_Q_LORA_RANK] = {K_Q_LORA_RANK, "q-lora-rank", M(q_lora_rank), INT(0, 10000000), .flag = "q-lora-rank",
+                       .json = "q_lora_rank", .json_optional = true, .help = "MLA query compression rank (0 = none)"},
+    [K_KV_LORA_RANK] = {K_KV_LORA_RANK, "kv-lora-rank", M(kv_lora_rank), INT(0, 10000000), .flag = "kv-lora-rank",
+                        .json = "kv_lora_rank", .json_optional = true, .help = "MLA key/value compression rank"},
+    [K_QK_NOPE_DIM] = {K_QK_NOPE_DIM, "qk-nope-dim", M(qk_nope_dim), INT(0, 1000000), .flag = "qk-nope-dim",
+                       .json = "qk_nope_dim", .json_optional = true, .help = "MLA q/k head dimension without RoPE"},
+    [K_QK_ROPE_DIM] = {K_QK_ROPE_DIM, "qk-rope-dim", M(qk_rope_dim), INT(0, 1000000), .flag = "qk-rope-dim",
+                       .json = "qk_rope_dim", .json_optional = true, .help = "MLA q/k RoPE head dimension"},
+    [K_V_HEAD_DIM] = {K_V_HEAD_DIM, "v-head-dim", M(v_head_dim), INT(0, 1000000), .flag = "v-head-dim",
+                      .json = "v_head_dim", .json_optional = true, .help = "MLA value head dimension"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,
@@ -141,6 +179,12 @@ static const Knob table[KNOB_COUNT] = {
               .tui_step = TUI_SEARCH},
     [K_CP] = {K_CP, "cp", L(cp), INT(1, BIG), .flag = "cp", .json = "cp", .csv = "cp", .fix = FIX_CP,
               .help = "context parallel size", .dflt = "1", .searched = true, .tui_help = "context parallel", .tui_label = "cp", .tui_row = 120, .tui_step = TUI_DOUBLE},
+    /* expert parallelism (Megatron-core parallel folding); the planner does not search them yet */
+    [K_EP] = {K_EP, "ep", L(ep), INT(1, BIG), .flag = "ep", .json = "ep", .json_optional = true, .csv = "ep",
+              .help = "expert parallel size (expert layers: etp x ep x edp over the attention's tp x cp x dp)",
+              .dflt = "1"},
+    [K_ETP] = {K_ETP, "etp", L(etp), INT(0, BIG), .flag = "etp", .json = "etp", .json_optional = true, .csv = "etp",
+               .help = "expert tensor parallel size, 0 = tp", .dflt = "= tp (Megatron's)"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,

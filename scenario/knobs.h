@@ -30,8 +30,11 @@ typedef enum {
     /* model shape (ModelSpec) */
     K_LAYERS, K_HIDDEN, K_HEADS, K_KV_HEADS, K_HEAD_DIM, K_FFN, K_VOCAB, K_VOCAB_DIV, K_SEQ,
     K_MLP, K_NORM, K_POS, K_BIAS, K_TIED, K_DROPOUT, K_ROPE_THETA, K_ROPE_SCALING,
+    /* mixture of experts, multi-token prediction, multi-head latent attention (ModelSpec) */
+    K_EXPERTS, K_TOPK, K_MOE_FFN, K_SHARED_FFN, K_MOE_FREQ, K_MOE_FIRST_DENSE, K_MTP_LAYERS, K_ATTN,
+    K_Q_LORA_RANK, K_KV_LORA_RANK, K_QK_NOPE_DIM, K_QK_ROPE_DIM, K_V_HEAD_DIM,
     /* layout (Layout) */
-    K_DP, K_TP, K_PP, K_VP, K_CP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
+    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
     K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_FLOPS, K_STAGE_LAYERS, K_FULL_RC, K_SEL_RC, K_TARGET,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
     K_RECOMPUTE,

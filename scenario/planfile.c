@@ -37,7 +37,8 @@ cJSON *plan_model_json(const ModelSpec *m)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", m->name);
     add_knobs(j, KNOB_MODEL, m, 0);
-    cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT));
+    cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT));   /* total: every expert, MTP */
+    cJSON_AddNumberToObject(j, "params_active", (double)spec_params_active(m, 1, PARAMS_EXACT));
     return j;
 }
 

@@ -138,8 +138,20 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
         }
         break;
     case KNOB_INT:
+        if (k->id == K_MOE_FREQ && text && strchr(text, '[')) {
+            /* Megatron's list form: K leading dense layers, then every F-th layer MoE */
+            int first = 0, len = 0;
+            if (spec_parse_moe_freq(text, &v, &first, &len, err, errlen) != 0)
+                return -1;
+            sc->model.moe_first_dense = first;
+            sc->moe_freq_len = len;
+            sc->given |= KNOB_BIT(K_MOE_FIRST_DENSE);
+            break;
+        }
         if (knob_parse(k, text, &v, NULL, err, errlen) != 0)
             return -1;
+        if (k->id == K_MOE_FREQ)
+            sc->moe_freq_len = 0;
         break;
     case KNOB_LIST:
         if (parse_list(k, text, knob_field(k, obj), err, errlen) != 0)
@@ -193,6 +205,8 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
                 knob_set_int(k, m, k->custom_default);
         }
         strcpy(m->name, "custom");
+        if (sc->moe_freq_len > 0 && sc->moe_freq_len != m->L)
+            BAD("--moe-layer-freq: the list has %d entries, the model %d layers", sc->moe_freq_len, m->L);
         return spec_validate(m, err, errlen);
     }
     for (int i = 0; i < KNOB_COUNT; i++) {
@@ -208,6 +222,8 @@ static int resolve_model(Scenario *sc, char *err, int errlen)
             knob_set_int(knob_get((KnobId)i), m, knob_get_int(knob_get((KnobId)i), &given));
     if (shape && strlen(m->name) + 2 < sizeof m->name)
         strcat(m->name, "*");   /* a preset with overridden fields */
+    if (sc->moe_freq_len > 0 && sc->moe_freq_len != m->L)
+        BAD("--moe-layer-freq: the list has %d entries, the model %d layers", sc->moe_freq_len, m->L);
     return spec_validate(m, err, errlen);
 }
 

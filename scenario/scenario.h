@@ -29,6 +29,7 @@ typedef struct {
     int gpus;                  // --gpus; 0 = tp*pp*cp*dp
     unsigned fixed;            // KnobFix bits: layout knobs the user fixed
     KnobSet given;             // knobs given (flags, TUI edits)
+    int moe_freq_len;          // --moe-layer-freq given as a list: its length (must equal the layers); 0 otherwise
     /* what was given, resolved in scenario_finish */
     const char *model_name;    // --model
     double params;             // --params

@@ -97,7 +97,9 @@ fi
 
 # 5. --help names it; refusals name the file and the field
 "$U" predict --help | grep -q -- "--hf-config FILE" && ok "help" || bad "predict --help lacks --hf-config"
-refused '"num_local_experts"' predict --hf-config "$D/Mixtral-8x7B-v0.1.json" --gpus 8
+"$U" predict --hf-config "$D/Mixtral-8x7B-v0.1.json" --gpus 8 --json | grep -qE '"params_active":[[:space:]]*12[0-9]{9},' && ok "Mixtral config loads as MoE (12.9B active)" || bad "Mixtral config: no MoE active count"
+sed 's/"num_local_experts": 8/"num_local_experts": "eight"/' "$D/Mixtral-8x7B-v0.1.json" >"$tmp/mx.json"
+refused '"num_local_experts"' predict --hf-config "$tmp/mx.json" --gpus 8
 refused "exclude each other" predict --hf-config "$D/Qwen3-8B.json" --model llama3.1-8b --gpus 8
 refused "exclude each other" predict --hf-config "$D/Qwen3-8B.json" --params 7B --gpus 8
 sed 's/GemmaForCausalLM/Gemma2ForCausalLM/' "$D/gemma-7b.json" >"$tmp/g2.json"

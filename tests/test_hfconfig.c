@@ -19,6 +19,7 @@
 #include "fileio.h"
 #include "hfconfig.h"
 #include "knobs.h"
+#include "presets.h"
 #include "scenario.h"
 
 static const char *data_dir = "tests/data/hf";
@@ -114,6 +115,40 @@ static void test_families(void **st)
     }
 }
 
+/* Mixture-of-experts configs load to the presets' shapes and counts. */
+static void test_moe_configs(void **st)
+{
+    (void)st;
+    struct { const char *file, *preset; int experts, topk, moe_ffn, shared, first, mtp; } rows[] = {
+        {"Mixtral-8x7B-v0.1.json", "mixtral-8x7b", 8, 2, 14336, 0, 0, 0},
+        {"Qwen3-30B-A3B.json", "qwen3-30b-a3b", 128, 8, 768, 0, 0, 0},
+        {"DeepSeek-V3.json", "deepseek-v3", 256, 8, 2048, 2048, 3, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        char p[1024], note[256] = "", err[512] = "";
+        path_of(p, sizeof p, rows[i].file);
+        ModelSpec m, pr;
+        if (hfconfig_load(p, &m, note, sizeof note, err, sizeof err) != 0)
+            fail_msg("%s: %s", rows[i].file, err);
+        assert_int_equal(presets_find(rows[i].preset, &pr, err, sizeof err), 0);
+        assert_int_equal(spec_validate(&pr, err, sizeof err), 0);
+        assert_int_equal(m.experts, rows[i].experts);
+        assert_int_equal(m.topk, rows[i].topk);
+        assert_int_equal(m.moe_ffn, rows[i].moe_ffn);
+        assert_int_equal(m.shared_ffn, rows[i].shared);
+        assert_int_equal(m.moe_first_dense, rows[i].first);
+        assert_int_equal(m.mtp_layers, rows[i].mtp);
+        assert_int_equal(m.attn, pr.attn);
+        /* the sequence differs (config: max_position_embeddings; preset: pre-training) and no count depends on it */
+        if (spec_params(&m, 1, PARAMS_EXACT) != spec_params(&pr, 1, PARAMS_EXACT) ||
+            spec_params_active(&m, 1, PARAMS_EXACT) != spec_params_active(&pr, 1, PARAMS_EXACT))
+            fail_msg("%s: %lld / %lld parameters, preset %s %lld / %lld", rows[i].file,
+                     (long long)spec_params(&m, 1, PARAMS_EXACT), (long long)spec_params_active(&m, 1, PARAMS_EXACT),
+                     rows[i].preset, (long long)spec_params(&pr, 1, PARAMS_EXACT),
+                     (long long)spec_params_active(&pr, 1, PARAMS_EXACT));
+    }
+}
+
 /* what the spec cannot hold is said, with its size */
 static void test_notes(void **st)
 {
@@ -159,8 +194,12 @@ static void test_refusals(void **st)
     (void)st;
     char *llama = read_data("Llama-3.1-8B.json"), *mixtral = read_data("Mixtral-8x7B-v0.1.json");
     char *t;
-    /* MoE: a real Mixtral config, and experts hidden in a Llama one */
-    refused(mixtral, "\"num_local_experts\"", "mixture-of-experts");
+    /* MoE: experts hidden in a dense family's config are refused; a MoE
+     * family with a bad field names it */
+    (void)mixtral;
+    t = edit(mixtral, "\"num_local_experts\": 8", "\"num_local_experts\": \"eight\"");
+    refused(t, "\"num_local_experts\"", "whole number");
+    free(t);
     t = edit(llama, "\"mlp_bias\": false,", "\"num_experts\": 64,");
     refused(t, "\"num_experts\"", "mixture-of-experts");
     free(t);
@@ -340,7 +379,8 @@ int main(int argc, char **argv)
     if (argc > 1)
         data_dir = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_families), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_families),
+        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_size_limit), cmocka_unit_test(test_scenario),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

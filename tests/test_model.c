@@ -716,6 +716,144 @@ static void test_fp8_rules(void **st)
         fail_msg("fp8 without a bf16 peak: layer %g s, head %g s", t8, th);
 }
 
+/* §2: for MoE, MLA and MTP, FLOPS_CAUSAL is Megatron-LM's
+ * num_floating_point_operations (training.py at d98e8a6) per token, here
+ * written out term by term as Megatron writes it, for DeepSeek-V3 (MLA, 3
+ * dense + 58 MoE layers, 1 MTP module) and Mixtral (GQA, every layer MoE). */
+static void test_moe_flops_megatron(void **state)
+{
+    (void)state;
+    char err[256];
+    ModelSpec d;
+    assert_int_equal(presets_find("deepseek-v3", &d, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&d, err, sizeof err), 0);
+    double h = 7168, s = d.s, n = 128, V = (double)spec_padded_vocab(&d, 1), mtp = 1;
+    double q_term = 1536 * (h + n * (128 + 64) + 1);
+    double attn = 6 * (q_term + 512 * (h + n * (128 + 128) + 1) + h * 64 + n * 128 * h);
+    double core = 6 * (n * (128 + 64) / 2 + n * 128 / 2) * s;   /* per token: s^2 * term / s */
+    double layers = 61 + mtp, moe = 58 + mtp, dense = 3;
+    double meg = 6 * h * (18432 * 3 * dense + 2048 * 8 * 3 * moe + 2048 * 3 * moe) + attn * layers +
+                 6 * mtp * (3 * h + 2 * h * h) + 6 * h * V * (mtp + 1) + core * layers;
+    double got = spec_flops_per_token(&d, 1, FLOPS_CAUSAL);
+    assert_true(fabs(got / meg - 1) < 1e-12);
+    /* full attention doubles the core term only */
+    assert_true(fabs(spec_flops_per_token(&d, 1, FLOPS_FULL_ATTN) - got - core * layers) / got < 1e-12);
+    /* 6n is 6 * N_active (Megatron's convention: no biases) */
+    assert_true(spec_flops_per_token(&d, 1, FLOPS_6N) == 6.0 * (double)spec_params_active(&d, 1, PARAMS_MEGATRON));
+
+    ModelSpec x;
+    assert_int_equal(presets_find("mixtral-8x7b", &x, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&x, err, sizeof err), 0);
+    h = 4096, s = x.s, V = 32000;
+    double qp = 128 * 32, kvp = 128 * 8;
+    meg = 6 * h * (14336 * 2 * 3) * 32 + 6 * (h * (qp + 2 * kvp) + qp * h) * 32 + 6 * qp / 2 * 2 * s * 32 + 6 * h * V;
+    assert_true(fabs(spec_flops_per_token(&x, 1, FLOPS_CAUSAL) / meg - 1) < 1e-12);
+    /* the per-layer split the timing code reads: router in, and the sum is a layer's GEMMs */
+    assert_true(spec_mlp_flops_fwd(&x, true) == 2.0 * (2 * 3 * 4096.0 * 14336 + 4096.0 * 8));
+    assert_true(spec_mlp_flops_fwd(&x, false) + spec_attn_gemm_flops_fwd(&x) == spec_layer_gemm_flops_fwd(&x));
+}
+
+/* §1: MoE counts from their parts, active = total less the unrouted experts,
+ * and a dense model unchanged by the new fields. */
+static void test_moe_counts(void **state)
+{
+    (void)state;
+    char err[256];
+    ModelSpec x;
+    assert_int_equal(presets_find("mixtral-8x7b", &x, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&x, err, sizeof err), 0);
+    int64_t expert = 3LL * 4096 * 14336, attn = 2LL * 4096 * 4096 + 2LL * 4096 * 1024;
+    assert_int_equal(spec_expert_params(&x), expert);
+    assert_int_equal(spec_router_params(&x), 4096LL * 8);
+    assert_int_equal(spec_attn_params(&x), attn);
+    int64_t layer = attn + 8 * expert + 4096LL * 8 + 2 * 4096;
+    assert_int_equal(spec_moe_layer_params(&x), layer);
+    assert_int_equal(spec_params(&x, 1, PARAMS_EXACT), 32 * layer + 4096 + 2LL * 32000 * 4096);
+    assert_int_equal(spec_params_active(&x, 1, PARAMS_EXACT), spec_params(&x, 1, PARAMS_EXACT) - 32LL * 6 * expert);
+    /* --experts 0 makes it dense: the MoE fields are cleared, counts are the dense ones */
+    ModelSpec d = x;
+    d.experts = 0;
+    assert_int_equal(spec_validate(&d, err, sizeof err), 0);
+    assert_int_equal(d.topk, 0);
+    assert_int_equal(spec_params(&d, 1, PARAMS_EXACT), 32 * spec_layer_params(&d) + 4096 + 2LL * 32000 * 4096);
+    assert_int_equal(spec_params_active(&d, 1, PARAMS_EXACT), spec_params(&d, 1, PARAMS_EXACT));
+    /* validation names the clash */
+    ModelSpec b = x;
+    b.topk = 9;
+    assert_int_equal(spec_validate(&b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "topk 9"));
+    b = x;
+    b.attn = ATTN_MLA;
+    assert_int_equal(spec_validate(&b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "kv-lora-rank"));
+    b = x;
+    b.moe_first_dense = 32;
+    assert_int_equal(spec_validate(&b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no MoE layer"));
+}
+
+/* Megatron's --moe-layer-freq: the int form, the list forms, and refusals. */
+static void test_moe_freq(void **state)
+{
+    (void)state;
+    char err[256];
+    int f, k, n;
+    assert_int_equal(spec_parse_moe_freq("2", &f, &k, &n, err, sizeof err), 0);
+    assert_true(f == 2 && k == 0 && n == 0);
+    assert_int_equal(spec_parse_moe_freq("[0]*3+[1]*58", &f, &k, &n, err, sizeof err), 0);
+    assert_true(f == 1 && k == 3 && n == 61);
+    assert_int_equal(spec_parse_moe_freq("[0,1]*24", &f, &k, &n, err, sizeof err), 0);
+    assert_true(f == 2 && k == 1 && n == 48);
+    assert_int_equal(spec_parse_moe_freq("[0]*3+([1]+[0]*2)*4", &f, &k, &n, err, sizeof err), 0);
+    assert_true(f == 3 && k == 3 && n == 15);
+    assert_int_equal(spec_parse_moe_freq("[1,1,0,1]", &f, &k, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "layer 2"));
+    assert_int_equal(spec_parse_moe_freq("[0]*4", &f, &k, &n, err, sizeof err), -1);
+    assert_int_equal(spec_parse_moe_freq("[2]", &f, &k, &n, err, sizeof err), -1);
+    assert_int_equal(spec_parse_moe_freq("[0]*3+", &f, &k, &n, err, sizeof err), -1);
+    assert_int_equal(spec_parse_moe_freq("[1]*99999999", &f, &k, &n, err, sizeof err), -1);
+    /* Megatron's int rule: layer i MoE when i % freq == 0 */
+    ModelSpec m = gpt3();
+    m.experts = 8, m.topk = 2, m.moe_freq = 2;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    assert_true(spec_layer_is_moe(&m, 0) && !spec_layer_is_moe(&m, 1) && spec_layer_is_moe(&m, 94));
+    assert_int_equal(spec_moe_layers(&m), 48);
+    char buf[64];
+    spec_format_moe_freq(&m, buf, sizeof buf);
+    assert_string_equal(buf, "2");
+    /* the printed form parses back to the same pattern */
+    m.moe_first_dense = 3, m.moe_freq = 3;
+    spec_format_moe_freq(&m, buf, sizeof buf);
+    assert_int_equal(spec_parse_moe_freq(buf, &f, &k, &n, err, sizeof err), 0);
+    assert_true(f == 3 && k == 3 && n == m.L);
+}
+
+/* Parallel folding: etp x ep must divide tp x cp x dp, ep the experts. */
+static void test_layout_ep(void **state)
+{
+    (void)state;
+    char err[256];
+    ModelSpec x;
+    assert_int_equal(presets_find("mixtral-8x7b", &x, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&x, err, sizeof err), 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 4, lo.tp = 2, lo.ep = 8, lo.etp = 1, lo.gbs = 64;
+    assert_int_equal(layout_check(&lo, &x, NULL, err, sizeof err), 0);
+    assert_int_equal(layout_edp(&lo), 1);
+    lo.etp = 0;   /* = tp: 2 x 8 = 16 does not divide 8 */
+    assert_int_equal(layout_check(&lo, &x, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "etp*ep = 2*8"));
+    lo.ep = 3, lo.etp = 1;
+    assert_int_equal(layout_check(&lo, &x, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ep 3 does not divide the 8 experts"));
+    ModelSpec g = gpt3();
+    layout_default(&lo);
+    lo.ep = 2, lo.dp = 2, lo.gbs = 8;
+    assert_int_equal(layout_check(&lo, &g, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dense"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -745,6 +883,10 @@ int main(void)
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_softmax_fallback),
         cmocka_unit_test(test_fp8_rules),
+        cmocka_unit_test(test_moe_flops_megatron),
+        cmocka_unit_test(test_moe_counts),
+        cmocka_unit_test(test_moe_freq),
+        cmocka_unit_test(test_layout_ep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

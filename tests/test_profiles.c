@@ -446,21 +446,85 @@ static void test_presets_are_valid(void **state)
 {
     (void)state;
     char err[256];
-    assert_int_equal(presets_count(), 25);
-    assert_null(presets_get(25));
+    assert_int_equal(presets_count(), 38);
+    assert_null(presets_get(38));
     assert_null(presets_source(-1));
     for (int i = 0; i < presets_count(); i++) {
         ModelSpec m = *presets_get(i);
         assert_int_equal(spec_validate(&m, err, sizeof err), 0);
         assert_memory_equal(&m, presets_get(i), sizeof m);   // nothing left to default
         assert_true(strlen(presets_source(i)) > 20);
-        assert_int_equal(spec_q_width(&m), m.h);
+        if (i < 25)   /* the GPT, Llama and Megatron families; Hub models may have a*d != h */
+            assert_int_equal(spec_q_width(&m), m.h);
         for (const char *p = m.name; *p; p++)
             assert_true((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' ||
                         *p == '.');
         for (int j = 0; j < i; j++)
             assert_string_not_equal(m.name, presets_get(j)->name);
     }
+}
+
+/* Total and active parameters of the Hub presets against the published
+ * figures (model cards, reports). Those are rounded to 3 significant digits
+ * (±0.5 % at worst for "46.7B", ±1.5 % for "37B"), so each row has the
+ * tolerance its rounding allows plus what the spec leaves out (q/k norms,
+ * sinks: < 0.01 %) and the padding of V to 128 (Llama 4: 0.2 %). Embeddings
+ * are counted, as the published totals do; the conventions that differ are
+ * said per row. */
+static void test_moe_preset_counts(void **state)
+{
+    (void)state;
+    struct { const char *name; double total, active, tol; int emb; } rows[] = {
+        {"mixtral-8x7b", 46.7e9, 12.9e9, 0.005, 0},
+        {"mixtral-8x22b", 141e9, 39e9, 0.01, 0},
+        {"qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02, 0},     /* "3.3B": rounding is ±1.5 % */
+        {"qwen3-235b-a22b", 235e9, 22e9, 0.01, 0},
+        {"deepseek-v3", 671e9, 37e9, 0.015, 0},       /* without the MTP module (below) */
+        {"gpt-oss-120b", 116.8e9, 5.1e9, 0.01, 1},    /* active without the input embedding (model card) */
+        {"llama4-maverick", 400e9, 17e9, 0.015, 0},
+        {"kimi-k2", 1.04e12, 32.6e9, 0.015, 0},       /* the K2 report's 1.04T and 32.6B */
+        {"mistral-7b", 7.24e9, 7.24e9, 0.001, 0},
+        {"qwen2.5-7b", 7.61e9, 7.61e9, 0.001, 0},     /* q/k/v biases (0.3M) left out */
+        {"qwen2.5-72b", 72.7e9, 72.7e9, 0.001, 0},
+        {"qwen3-8b", 8.2e9, 8.2e9, 0.005, 0},
+        {"qwen3-32b", 32.8e9, 32.8e9, 0.005, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        ModelSpec m;
+        char err[256];
+        assert_int_equal(presets_find(rows[i].name, &m, err, sizeof err), 0);
+        assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+        /* the published totals leave the MTP modules out */
+        double mtp = (double)spec_mtp_params(&m), mtp_active = 0;
+        if (mtp > 0)
+            mtp_active = mtp - (double)m.mtp_layers * (m.experts - m.topk) * (double)spec_expert_params(&m);
+        double total = (double)spec_params(&m, 1, PARAMS_EXACT) - mtp;
+        double active = (double)spec_params_active(&m, 1, PARAMS_EXACT) - mtp_active;
+        if (rows[i].emb)
+            active -= (double)spec_padded_vocab(&m, 1) * m.h;
+        if (fabs(total / rows[i].total - 1) > rows[i].tol || fabs(active / rows[i].active - 1) > rows[i].tol) {
+            print_error("%s: total %.4gB (published %.4gB), active %.4gB (published %.4gB), tolerance %.1f%%\n",
+                        rows[i].name, total / 1e9, rows[i].total / 1e9, active / 1e9, rows[i].active / 1e9,
+                        100 * rows[i].tol);
+            fail();
+        }
+        assert_true(spec_is_moe(&m) == (rows[i].total != rows[i].active));
+    }
+    /* DeepSeek-V3's 685B on the Hub: 671B + the MTP module (one MoE layer,
+     * its 2h -> h projection and 3 norms: 11.6B) + the copies of the
+     * embedding and head its checkpoint stores for it (2 V h = 1.85B) */
+    ModelSpec d;
+    char err[256];
+    assert_int_equal(presets_find("deepseek-v3", &d, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&d, err, sizeof err), 0);
+    double hub = (double)spec_params(&d, 1, PARAMS_EXACT) + 2.0 * (double)spec_padded_vocab(&d, 1) * d.h;
+    assert_true(fabs(hub / 685e9 - 1) < 0.002);
+    assert_int_equal(spec_moe_layers(&d), 58);
+    assert_true(!spec_layer_is_moe(&d, 2) && spec_layer_is_moe(&d, 3) && spec_layer_is_moe(&d, 61));
+    ModelSpec l4;
+    assert_int_equal(presets_find("llama4-maverick", &l4, err, sizeof err), 0);
+    assert_int_equal(spec_moe_layers(&l4), 24);
+    assert_true(!spec_layer_is_moe(&l4, 0) && spec_layer_is_moe(&l4, 1) && !spec_layer_is_moe(&l4, 2));
 }
 
 static void test_preset_param_counts(void **state)
@@ -598,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_presets_are_valid),
         cmocka_unit_test(test_preset_param_counts),
         cmocka_unit_test(test_presets_find_unknown),
+        cmocka_unit_test(test_moe_preset_counts),
         cmocka_unit_test(test_presets_from_params_picks_presets),
         cmocka_unit_test(test_presets_from_params_derives),
     };
