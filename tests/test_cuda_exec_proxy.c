@@ -117,12 +117,30 @@ static void check_fold(int tp, int cp, int dp, int ep, int etp)
     CHECK(cuplan_expert_coords(2, 1, 3, 0, 0, 0, 4, 1, &a, &b, &c) == -1, "ep 4 does not divide 6");
 }
 
+/* an MoE plan is refused by name, not timed as a dense stage */
+static void check_moe_refused(void)
+{
+    ModelSpec m;
+    char err[256] = "";
+    if (presets_find("gpt3-1.3b", &m, err, sizeof err) != 0) {
+        CHECK(0, "gpt3-1.3b: %s", err);
+        return;
+    }
+    m.experts = 8, m.topk = 2, m.moe_ffn = m.f / 2, m.moe_freq = 1;
+    Layout lo;
+    layout_default(&lo);
+    ProxyShape sh;
+    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"experts\": 8"),
+          "MoE proxy: %s", err);
+}
+
 int main(void)
 {
     check_fold(2, 1, 4, 4, 1);   // etp 1: ep runs over tp and dp ranks
     check_fold(2, 2, 2, 2, 2);   // etp = tp, cp folded into ep/edp
     check_fold(4, 1, 2, 2, 2);
     check_fold(1, 1, 8, 8, 1);
+    check_moe_refused();
     check_model("gpt3-175b", 8, 16, 1);
     check_model("gpt3-175b", 8, 8, 3);
     check_model("llama2-70b", 8, 4, 1);
