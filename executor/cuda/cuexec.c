@@ -618,6 +618,8 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 /* What the CUDA executor can't run, named by the plan's layout fields. */
 static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
+    /* the MoE kernels, expert groups and routed block (cumoe.h) exist; the
+     * layer in cunet.c, its parameter table and memory do not yet */
     if (m->experts > 0 || m->attn == ATTN_MLA || m->mtp_layers > 0 || lo->ep > 1)
         FAIL("model \"%s\" has experts %d, attention %s, mtp_layers %d (layout.ep %d): the CUDA executor runs "
              "dense MHA/GQA models only so far", m->name, m->experts, spec_attn_name(m->attn), m->mtp_layers, lo->ep);
@@ -639,14 +641,6 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
             FAIL("stage %d has %d layers: every one of its %d chunks needs at least one", s, lo->layers[s], lo->vp);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    /* the MoE kernels (kernels_cuda.h) and expert groups (cucomm_init_moe)
-     * exist; the layer, its parameter table and memory do not yet */
-    if (spec_is_moe(m) || lo->ep > 1)
-        FAIL("the CUDA executor does not run mixture-of-experts layers yet (\"experts\": %d, \"ep\": %d); run the "
-             "plan on the CPU backend (--backend cpu)", m->experts, lo->ep);
-    if (m->attn == ATTN_MLA)
-        FAIL("the CUDA executor has no multi-head latent attention (\"attn\": \"mla\"); run the plan on the CPU "
-             "backend (--backend cpu)");
     return 0;
 }
 

@@ -69,7 +69,7 @@
  * state goes through host buffers into the same writer and reader.
  *
  * Mixture of experts (issue 20): not run yet. check_layout refuses a plan
- * with experts, ep > 1 or MLA by name; the pieces exist apart: the MoE
+ * with experts, MLA, MTP or ep > 1 by name; the pieces exist apart: the MoE
  * kernels (kernels_cuda.h), the expert groups (cucomm_init_moe) and the
  * routed block with NCCL dispatch/combine (cumoe.h), waiting for the
  * parameter table's expert region (docs/gpu/NOTES.md).
