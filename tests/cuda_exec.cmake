@@ -18,6 +18,10 @@ endif()
 if(TARGET up_executor_cuda)
   add_executable(test_cuda_exec_mpi test_cuda_exec_mpi.c)
   target_link_libraries(test_cuda_exec_mpi PRIVATE up_executor_cuda up_executor)
+  # the routed MoE block (cumoe.h) against a host reference: one GPU here,
+  # ep 2 and 4 under mpirun in mpi_cuda_layouts.sh
+  up_test(test_cuda_exec_moe SOURCES test_cuda_exec_moe.c LIBS up_executor_cuda up_executor up_proxy up_executor
+          LABELS gpu)   # up_executor again: cuplan.c (pulled in by cucomm) reads its param table
   up_script_test(mpi_cuda_layouts SCRIPT mpi_cuda_layouts.sh LABELS "gpu;mpi"
-                 ARGS $<TARGET_FILE:test_cuda_exec_mpi>)
+                 ARGS $<TARGET_FILE:test_cuda_exec_mpi> $<TARGET_FILE:test_cuda_exec_moe>)
 endif()

@@ -5,10 +5,15 @@
 # mpirun, one rank per GPU (--sp: Megatron sequence parallel on top of tp;
 # --zero2/--zero3: sharded over dp·cp, pp 1; --cp: ring attention). Layouts
 # needing more GPUs than this machine has are skipped; with fewer than 2
-# GPUs, all are (77).
-# usage: mpi_cuda_layouts.sh PATH/test_cuda_exec_mpi
+# GPUs, all are (77). With a second argument, the routed MoE block
+# (test_cuda_exec_moe: dispatch/combine over NCCL, ep = ranks, etp 1)
+# against its host reference at ep 2 and 4. The MoE layouts of whole runs
+# (ep 2 + tp 2, ep 2 + dp 2) wait for the CUDA executor's MoE layer
+# (docs/gpu/NOTES.md, "Mixture of experts").
+# usage: mpi_cuda_layouts.sh PATH/test_cuda_exec_mpi [PATH/test_cuda_exec_moe]
 set -u
 BIN=$1
+MOE=${2:-}
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
 NGPU=$("$BIN" --gpus 2>/dev/null || echo 0)
 [ "${NGPU:-0}" -ge 2 ] || { echo "$NGPU GPU(s): the multi-GPU layouts need 2 or more; skipped"; exit 77; }
@@ -67,5 +72,19 @@ run 4 gpt --cp 2 --dp 2 --zero1
 run 4 llama --cp 2 --dp 2 --zero2
 run 8 gpt --cp 2 --dp 2 --tp 2 --sp --zero3
 run 8 llama --dp 2 --tp 2 --pp 2 --zero1 --sp
+# mixture of experts: the routed block over ep ranks (issue 20)
+run_moe() {   # run_moe NP
+    local np=$1
+    [ -n "$MOE" ] || return
+    if [ "$np" -gt "$NGPU" ]; then echo "skip: moe ep $np (needs $np GPUs)"; return; fi
+    ran=$((ran + 1))
+    if ! timeout 300 mpirun -np "$np" "$MOE" > "$DIR/out" 2>&1; then
+        echo "FAIL: moe ep $np"; cat "$DIR/out"; fails=$((fails + 1))
+    else
+        tail -n 1 "$DIR/out"
+    fi
+}
+run_moe 2
+run_moe 4
 echo "$ran layout(s) run, $fails failed"
 [ $fails -eq 0 ]

@@ -4,7 +4,9 @@
  * with a pipeline (the planner emits them with pp 1 only), interleaving
  * without a pipeline, a chunk without layers, dropout, sequence parallel
  * when tp doesn't divide mbs·seq/cp. A plan with sp, cp and ZeRO-3 is
- * refused for its sequence split, not for cp or the optimizer. */
+ * refused for its sequence split, not for cp or the optimizer. A mixture-
+ * of-experts model, an ep > 1 layout, MLA and MTP are refused by name (the CUDA
+ * MoE layer is not wired yet, docs/gpu/NOTES.md). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +45,10 @@ static void vp1(ModelSpec *m, Layout *lo) { (void)m; lo->vp = 2; }
 static void chunk(ModelSpec *m, Layout *lo) { (void)m; lo->pp = 2, lo->vp = 2, lo->layers[0] = 3, lo->layers[1] = 1; }
 static void dropout(ModelSpec *m, Layout *lo) { (void)lo; m->dropout = true; }
 static void batch(ModelSpec *m, Layout *lo) { (void)m; lo->dp = 3; }
+static void moe(ModelSpec *m, Layout *lo) { (void)lo; m->experts = 8, m->topk = 2, m->moe_ffn = 128, m->moe_freq = 1; }
+static void moe_ep(ModelSpec *m, Layout *lo) { moe(m, lo); lo->ep = 2, lo->dp = 2; }
+static void mla(ModelSpec *m, Layout *lo) { (void)lo; m->attn = ATTN_MLA; }
+static void mtp(ModelSpec *m, Layout *lo) { (void)lo; m->mtp_layers = 1; }
 
 static void test_refusals(void **state)
 {
@@ -55,6 +61,10 @@ static void test_refusals(void **state)
     refused(chunk, "stage 1 has 1 layers");
     refused(dropout, "dropout");
     refused(batch, "not a multiple of dp 3");
+    refused(moe, "has experts 8, attention mha, mtp_layers 0 (layout.ep 1)");
+    refused(moe_ep, "(layout.ep 2)");
+    refused(mla, "attention mla");
+    refused(mtp, "mtp_layers 1");
 }
 
 int main(void)

@@ -5,13 +5,16 @@
  * stages, GPT and Llama (GQA, SwiGLU); the prediction splits into compute
  * and communication; the rank's FLOPs per token (the proxy's MFU) match its
  * own GEMM shapes and sum over stages and tp ranks to the model's; bad stages
- * are refused with a reason. */
+ * are refused with a reason; the expert layers' rank folding (cuplan.h:
+ * etp fastest, then ep, then edp over a stage's tp·cp·dp ranks) is a
+ * bijection with Megatron-core's expert order. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "presets.h"
 #include "profile.h"
+#include "cuplan.h"
 #include "proxy.h"
 
 static int fails;
@@ -93,8 +96,51 @@ static void check_model(const char *name, int tp, int pp, int vp)
           "%s: stage %d out of range not refused (%s)", name, pp, err);
 }
 
+/* every stage rank gets distinct (etp, ep, edp) coordinates, etp fastest, and maps back */
+static void check_fold(int tp, int cp, int dp, int ep, int etp)
+{
+    int n = tp * cp * dp, edp = n / (ep * etp), seen[4096] = {0};
+    for (int d = 0; d < dp; d++)
+        for (int c = 0; c < cp; c++)
+            for (int t = 0; t < tp; t++) {
+                int L = t + tp * (c + cp * d), er, pr, dr;
+                CHECK(cuplan_expert_coords(tp, cp, dp, t, c, d, ep, etp, &er, &pr, &dr) == 0, "fold %d", L);
+                CHECK(er == L % etp && pr == L / etp % ep && dr == L / (etp * ep) && dr < edp,
+                      "fold tp %d cp %d dp %d ep %d etp %d: rank %d -> (%d, %d, %d)", tp, cp, dp, ep, etp, L, er, pr,
+                      dr);
+                CHECK(cuplan_expert_local(ep, etp, er, pr, dr) == L, "fold back %d", L);
+                seen[L]++;
+            }
+    for (int L = 0; L < n; L++)
+        CHECK(seen[L] == 1, "fold: rank %d seen %d times", L, seen[L]);
+    int a, b, c;
+    CHECK(cuplan_expert_coords(2, 1, 3, 0, 0, 0, 4, 1, &a, &b, &c) == -1, "ep 4 does not divide 6");
+}
+
+/* an MoE plan is refused by name, not timed as a dense stage */
+static void check_moe_refused(void)
+{
+    ModelSpec m;
+    char err[256] = "";
+    if (presets_find("gpt3-1.3b", &m, err, sizeof err) != 0) {
+        CHECK(0, "gpt3-1.3b: %s", err);
+        return;
+    }
+    m.experts = 8, m.topk = 2, m.moe_ffn = m.f / 2, m.moe_freq = 1;
+    Layout lo;
+    layout_default(&lo);
+    ProxyShape sh;
+    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"experts\": 8"),
+          "MoE proxy: %s", err);
+}
+
 int main(void)
 {
+    check_fold(2, 1, 4, 4, 1);   // etp 1: ep runs over tp and dp ranks
+    check_fold(2, 2, 2, 2, 2);   // etp = tp, cp folded into ep/edp
+    check_fold(4, 1, 2, 2, 2);
+    check_fold(1, 1, 8, 8, 1);
+    check_moe_refused();
     check_model("gpt3-175b", 8, 16, 1);
     check_model("gpt3-175b", 8, 8, 3);
     check_model("llama2-70b", 8, 4, 1);

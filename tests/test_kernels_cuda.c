@@ -1,7 +1,10 @@
 /* test_kernels_cuda.c — every kc_ kernel (kernels/cuda/) against its k_ twin
  * (kernels/cpu/), the CPU running in fp32 on the same bf16-rounded inputs;
  * the context-parallel attention blocks (no CPU twin) split over cp ranks and
- * merged against the whole attention, the CPU's and the GPU's.
+ * merged against the whole attention, the CPU's and the GPU's; the MoE
+ * kernels (router, permutation, combine, grouped expert GEMMs on both the
+ * cublasGemmGroupedBatchedEx path and the cuBLASLt loop) against reference
+ * loops written here.
  *
  * Inputs are random (never zeros); gradient buffers start random too, so the
  * check also proves that backward kernels accumulate. A check passes when
@@ -646,6 +649,251 @@ static void test_helpers(size_t n) {
     free(x); free(xb);
 }
 
+
+/* ---- mixture of experts (reference loops: no k_ twins yet) -------------- */
+
+static float *ints_f(const int *x, size_t n) {
+    float *y = malloc((n ? n : 1) * 4);
+    for (size_t i = 0; i < n; i++) y[i] = (float)x[i];
+    return y;
+}
+
+static float *down_i_f(const int *d, size_t n) {
+    int *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    float *f = ints_f(h, n);
+    free(h);
+    return f;
+}
+
+/* the router in double: softmax, top-k by logit (ties to the lower index), renormalised weights */
+static void ref_router(double *probs, int *topi, double *topw, const float *l, int N, int E, int K) {
+    for (int n = 0; n < N; n++) {
+        const float *x = l + (size_t)n * E;
+        double mx = -INFINITY, s = 0;
+        for (int e = 0; e < E; e++) mx = x[e] > mx ? x[e] : mx;
+        for (int e = 0; e < E; e++) s += exp(x[e] - mx);
+        for (int e = 0; e < E; e++) probs[(size_t)n * E + e] = exp(x[e] - mx) / s;
+        double tot = 0;
+        for (int k = 0; k < K; k++) {
+            int bi = -1;
+            for (int e = 0; e < E; e++) {
+                int used = 0;
+                for (int j = 0; j < k; j++) used |= topi[(size_t)n * K + j] == e;
+                if (!used && (bi < 0 || x[e] > x[bi])) bi = e;   // strict: the lower index keeps a tie
+            }
+            topi[(size_t)n * K + k] = bi;
+            tot += probs[(size_t)n * E + bi];
+        }
+        for (int k = 0; k < K; k++)
+            topw[(size_t)n * K + k] = K == 1 ? 1.0 : probs[(size_t)n * E + topi[(size_t)n * K + k]] / tot;
+    }
+}
+
+static void test_moe_router(int N, int E, int K, int levels) {
+    printf("moe router N=%d E=%d K=%d%s\n", N, E, K, levels ? " (tied logits)" : "");
+    size_t ne = (size_t)N * E, nk = (size_t)N * K;
+    float *l = hrand(ne, 2, 1);
+    if (levels)   // a few distinct values: many exact ties
+        for (size_t i = 0; i < ne; i++) l[i] = roundbf(floorf((l[i] + 2) * levels / 4) / levels);
+    double *p = malloc(ne * sizeof *p), *tw = malloc(nk * sizeof *tw);
+    int *ti = malloc(nk * sizeof *ti);
+    ref_router(p, ti, tw, l, N, E, K);
+    kc_bf16 *d_l = up_bf(l, ne);
+    float *d_p = dalloc(ne * 4), *d_tw = dalloc(nk * 4);
+    int *d_ti = dalloc(nk * sizeof(int));
+    poison(d_p, ne * 4), poison(d_tw, nk * 4);
+    kc_moe_router_fwd(d_p, d_ti, d_tw, d_l, N, E, K, st);
+    float *pf = malloc(ne * 4), *twf = malloc(nk * 4), *tif = malloc(nk * 4);
+    for (size_t i = 0; i < ne; i++) pf[i] = (float)p[i];
+    for (size_t i = 0; i < nk; i++) twf[i] = (float)tw[i], tif[i] = (float)ti[i];
+    int *hti = malloc(nk * sizeof *hti);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(hti, d_ti, nk * sizeof(int), cudaMemcpyDeviceToHost));
+    float *gti = malloc(nk * 4);
+    for (size_t i = 0; i < nk; i++) gti[i] = (float)hti[i];
+    CHECK("moe_router_fwd probs", down_f(d_p, ne), pf, ne, 1e-6, 1e-4);
+    CHECK("moe_router_fwd topi", gti, tif, nk, 0, 0);
+    CHECK("moe_router_fwd topw", down_f(d_tw, nk), twf, nk, 1e-6, 1e-4);
+    /* backward: random dtopw, counts per group of seq tokens (seq = N: one row; else per sequence) */
+    int seq = N % 2 == 0 ? N / 2 : N, S = N / seq;
+    float *dtw = hrand(nk, 1, 0), aux_g = 0.01f / N;
+    int *cnt = calloc((size_t)S * E, sizeof *cnt);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) cnt[(n / seq) * E + ti[n * K + k]]++;
+    int *d_cnt = dalloc((size_t)S * E * sizeof(int));
+    kc_moe_seq_counts(d_cnt, d_ti, N, K, E, seq, st);
+    CHECK("moe_seq_counts", down_i_f(d_cnt, (size_t)S * E), ints_f(cnt, (size_t)S * E), (size_t)S * E, 0, 0);
+    float *dl = malloc(ne * 4);
+    for (int n = 0; n < N; n++) {
+        const double *pn = p + (size_t)n * E;
+        double dot = 0, S2 = 0, g = 0, *dp = calloc(E, sizeof *dp);
+        for (int k = 0; k < K; k++) {
+            dot += dtw[n * K + k] * tw[n * K + k];
+            S2 += pn[ti[n * K + k]];
+        }
+        for (int e = 0; e < E; e++) dp[e] = aux_g * cnt[(n / seq) * E + e];
+        if (K > 1)
+            for (int k = 0; k < K; k++) dp[ti[n * K + k]] += (dtw[n * K + k] - dot) / S2;
+        for (int e = 0; e < E; e++) g += pn[e] * dp[e];
+        for (int e = 0; e < E; e++) dl[(size_t)n * E + e] = (float)(pn[e] * (dp[e] - g));
+        free(dp);
+    }
+    float *d_dtw = up_f(dtw, nk);
+    kc_bf16 *d_dl = dalloc(ne * 2);
+    poison(d_dl, ne * 2);
+    kc_moe_router_bwd(d_dl, d_dtw, d_p, d_ti, d_tw, d_cnt, seq, aux_g, N, E, K, st);
+    CHECK("moe_router_bwd dlogits", down_bf(d_dl, ne), dl, ne, 1e-4, RTOL);
+    /* the prob sums (aux loss value) */
+    float *ps = malloc(E * 4), *d_ps = dalloc(E * 4);
+    for (int e = 0; e < E; e++) {
+        double s = 0;
+        for (int n = 0; n < N; n++) s += p[(size_t)n * E + e];
+        ps[e] = (float)s;
+    }
+    kc_moe_prob_sums(d_ps, d_p, N, E, st);
+    CHECK("moe_prob_sums", down_f(d_ps, E), ps, E, 1e-5, 1e-4);
+    cudaFree(d_l); cudaFree(d_p); cudaFree(d_tw); cudaFree(d_ti); cudaFree(d_dtw); cudaFree(d_cnt);
+    cudaFree(d_dl); cudaFree(d_ps);
+    free(l); free(p); free(tw); free(ti); free(pf); free(twf); free(tif); free(hti); free(dtw); free(cnt);
+    free(dl); free(ps);
+}
+
+/* random distinct top-k choices per token */
+static int *rand_topi(int N, int K, int E, int skew) {
+    int *ti = malloc((size_t)N * K * sizeof *ti);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            int e, used;
+            do {
+                double u = (frand() + 1) / 2;
+                e = (int)((skew ? u * u * u : u) * E) % E;   // skew: expert 0 the busiest
+                used = 0;
+                for (int j = 0; j < k; j++) used |= ti[n * K + j] == e;
+            } while (used);
+            ti[n * K + k] = e;
+        }
+    return ti;
+}
+
+static void test_moe_permute(int N, int K, int E, int C, int skew) {
+    printf("moe permute/combine N=%d K=%d E=%d C=%d%s\n", N, K, E, C, skew ? " (skewed)" : "");
+    int R = N * K;
+    int *ti = rand_topi(N, K, E, skew);
+    /* reference map: rows by expert, then slot */
+    int *cnt = calloc(E, sizeof *cnt), *off = calloc(E + 1, sizeof *off), *row_of = malloc(R * sizeof(int)),
+        *src_of = malloc(R * sizeof(int));
+    for (int i = 0; i < R; i++) cnt[ti[i]]++;
+    for (int e = 0; e < E; e++) off[e + 1] = off[e] + cnt[e];
+    int *fill = calloc(E, sizeof *fill);
+    for (int i = 0; i < R; i++) {
+        int e = ti[i], r = off[e] + fill[e]++;
+        row_of[i] = r, src_of[r] = i / K;
+    }
+    int *d_ti = up_i(ti, R), *d_cnt = dalloc(E * sizeof(int)), *d_off = dalloc((E + 1) * sizeof(int)),
+        *d_row = dalloc(R * sizeof(int)), *d_src = dalloc(R * sizeof(int)),
+        *d_ws = dalloc(kc_moe_map_ws_ints(R, E) * sizeof(int));
+    kc_moe_route_map(d_cnt, d_off, d_row, d_src, d_ws, d_ti, N, K, E, st);
+    CHECK("moe_route_map counts", down_i_f(d_cnt, E), ints_f(cnt, E), E, 0, 0);
+    CHECK("moe_route_map offsets", down_i_f(d_off, E + 1), ints_f(off, E + 1), E + 1, 0, 0);
+    CHECK("moe_route_map row_of", down_i_f(d_row, R), ints_f(row_of, R), R, 0, 0);
+    CHECK("moe_route_map src_of", down_i_f(d_src, R), ints_f(src_of, R), R, 0, 0);
+    /* permute forward: rows = x[src] (exact: a copy) */
+    size_t nc = (size_t)N * C, rc = (size_t)R * C;
+    float *x = hrand(nc, 1, 1), *rows = malloc(rc * 4);
+    for (int r = 0; r < R; r++) memcpy(rows + (size_t)r * C, x + (size_t)src_of[r] * C, C * 4);
+    kc_bf16 *d_x = up_bf(x, nc), *d_rows = dalloc(rc * 2);
+    kc_moe_gather_rows(d_rows, d_x, d_src, R, C, st);
+    CHECK("moe_gather_rows", down_bf(d_rows, rc), rows, rc, 0, 0);
+    /* combine forward with random weights on random expert outputs */
+    float *eo = hrand(rc, 1, 1), *w = hrand((size_t)R, 1, 0), *y = malloc(nc * 4);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)w[n * K + k] * eo[(size_t)row_of[n * K + k] * C + c];
+            y[(size_t)n * C + c] = (float)s;
+        }
+    kc_bf16 *d_eo = up_bf(eo, rc), *d_y = dalloc(nc * 2);
+    float *d_w = up_f(w, R);
+    poison(d_y, nc * 2);
+    kc_moe_combine_fwd(d_y, d_eo, d_row, d_w, N, K, C, st);
+    CHECK("moe_combine_fwd", down_bf(d_y, nc), y, nc, 1e-2, 8e-3);
+    /* combine backward: drows = w·dy, dw = dy·rows */
+    float *dy = hrand(nc, 1, 1), *drows = malloc(rc * 4), *dw = malloc(R * 4);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            int r = row_of[n * K + k];
+            double d = 0;
+            for (int c = 0; c < C; c++) {
+                d += (double)dy[(size_t)n * C + c] * eo[(size_t)r * C + c];
+                drows[(size_t)r * C + c] = w[n * K + k] * dy[(size_t)n * C + c];
+            }
+            dw[n * K + k] = (float)d;
+        }
+    kc_bf16 *d_dy = up_bf(dy, nc), *d_drows = dalloc(rc * 2);
+    float *d_dw = dalloc(R * 4);
+    poison(d_drows, rc * 2), poison(d_dw, R * 4);
+    kc_moe_combine_bwd(d_drows, d_dw, d_dy, d_eo, d_row, d_w, N, K, C, st);
+    CHECK("moe_combine_bwd drows", down_bf(d_drows, rc), drows, rc, 1e-2, 8e-3);
+    CHECK("moe_combine_bwd dtopw", down_f(d_dw, R), dw, R, 1e-3, 1e-3);
+    /* permute backward: dx += Σ_k drows[row_of] (dx starts random) */
+    float *dx = hrand(nc, 1, 1), *gr = hrand(rc, 1, 1);
+    kc_bf16 *d_dx = up_bf(dx, nc), *d_gr = up_bf(gr, rc);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            double s = dx[(size_t)n * C + c];
+            for (int k = 0; k < K; k++) s += gr[(size_t)row_of[n * K + k] * C + c];
+            dx[(size_t)n * C + c] = (float)s;
+        }
+    kc_moe_permute_bwd(d_dx, d_gr, d_row, N, K, C, st);
+    CHECK("moe_permute_bwd dx", down_bf(d_dx, nc), dx, nc, ATOL, RTOL);
+    cudaFree(d_ti); cudaFree(d_cnt); cudaFree(d_off); cudaFree(d_row); cudaFree(d_src); cudaFree(d_ws);
+    cudaFree(d_x); cudaFree(d_rows); cudaFree(d_eo); cudaFree(d_y); cudaFree(d_w); cudaFree(d_dy);
+    cudaFree(d_drows); cudaFree(d_dw); cudaFree(d_dx); cudaFree(d_gr);
+    free(ti); free(cnt); free(off); free(row_of); free(src_of); free(fill); free(x); free(rows); free(eo);
+    free(w); free(y); free(dy); free(drows); free(dw); free(dx); free(gr);
+}
+
+/* grouped expert GEMMs against k_matmul per expert, on both paths (grouped, loop) */
+static void test_moe_gemm(int G, const int *counts, int C, int OC) {
+    int R = 0;
+    for (int g = 0; g < G; g++) R += counts[g];
+    size_t ri = (size_t)R * C, ro = (size_t)R * OC, wn = (size_t)G * OC * C;
+    float *inp = hrand(ri, 1, 1), *w = hrand(wn, 0.5f, 1), *out = malloc((ro ? ro : 1) * 4);
+    float *dout = hrand(ro, 1, 1), *dinp0 = hrand(ri, 1, 1), *dw0 = hrand(wn, 1, 0);
+    float *dinp = hcopy(dinp0, ri), *dw = hcopy(dw0, wn);
+    for (int g = 0, at = 0; g < G; at += counts[g], g++) {
+        if (!counts[g]) continue;
+        k_matmul_fwd(out + (size_t)at * OC, inp + (size_t)at * C, w + (size_t)g * OC * C, NULL, counts[g], C, OC);
+        k_matmul_bwd(dinp + (size_t)at * C, dw + (size_t)g * OC * C, NULL, dout + (size_t)at * OC,
+                     inp + (size_t)at * C, w + (size_t)g * OC * C, counts[g], C, OC);
+    }
+    kc_bf16 *d_inp = up_bf(inp, ri), *d_w = up_bf(w, wn), *d_out = dalloc(ro * 2), *d_dout = up_bf(dout, ro);
+    for (int mode = 1; mode >= 0; mode--) {
+        printf("moe grouped gemm G=%d R=%d C=%d OC=%d, %s\n", G, R, C, OC, mode ? "grouped call" : "loop");
+        kc_moe_gemm_set_grouped(mode);
+        kc_bf16 *d_dinp = up_bf(dinp0, ri);
+        float *d_dw = up_f(dw0, wn);
+        poison(d_out, ro * 2);
+        kc_moe_gemm_fwd(d_out, d_inp, d_w, counts, G, C, OC, st);
+        int used = kc_moe_gemm_grouped_used();
+        CHECK("moe_gemm_fwd out", down_bf(d_out, ro), out, ro, ATOL, RTOL);
+        kc_moe_gemm_bwd(d_dinp, d_dw, d_dout, d_inp, d_w, counts, G, C, OC, st);
+        CHECK("moe_gemm_bwd dinp", down_bf(d_dinp, ri), dinp, ri, ATOL, RTOL);
+        CHECK("moe_gemm_bwd dw", down_f(d_dw, wn), dw, wn, 1e-3, 1e-3);
+        printf("  path taken: %s\n", used == 1 ? "cublasGemmGroupedBatchedEx" : "cuBLASLt loop");
+        if (!mode && used != 0) {
+            printf("  FAIL: the loop was asked for\n");
+            failures++;
+        }
+        cudaFree(d_dinp); cudaFree(d_dw);
+    }
+    kc_moe_gemm_set_grouped(1);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_out); cudaFree(d_dout);
+    free(inp); free(w); free(out); free(dout); free(dinp0); free(dw0); free(dinp); free(dw);
+}
+
 int main(void) {
     int ndev = kc_device_count();
     if (ndev == 0) {
@@ -700,6 +948,18 @@ int main(void) {
     test_adamw(1003);
     test_helpers(100003);
     test_add(100003);
+    test_moe_router(37, 8, 2, 0);
+    test_moe_router(64, 8, 2, 3);        // ties broken to the lower index
+    test_moe_router(19, 128, 8, 0);      // E > 32: several experts a lane
+    test_moe_router(11, 16, 1, 0);       // top-1: weight 1, only the aux gradient reaches the router
+    test_moe_permute(300, 2, 8, 40, 0);  // more than one 256-slot block
+    test_moe_permute(513, 8, 64, 24, 1); // skewed load, many blocks
+    test_moe_permute(5, 4, 128, 13, 0);  // most experts empty
+    {
+        int c1[4] = {37, 0, 64, 5}, c2[8] = {128, 96, 1, 17, 0, 64, 33, 7};
+        test_moe_gemm(4, c1, 72, 136);   // an empty expert
+        test_moe_gemm(8, c2, 256, 128);
+    }
     test_matmul(33, 50, 70);       // unaligned rows: last, a cuBLASLt refusal exits
 
     CHECK_CUDA(cudaStreamDestroy(st));

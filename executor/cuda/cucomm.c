@@ -211,9 +211,13 @@ void cucomm_free(CuComm *c)
         cudaStreamSynchronize(c->stream);
         cudaStreamDestroy(c->stream);
     }
-    for (int g = 0; g < CC_GROUPS; g++)
-        if (c->g[g] && !(g == CC_DPCP && c->g[g] == c->g[CC_DP]))   // an alias is destroyed once
+    for (int g = 0; g < CC_GROUPS; g++) {
+        int alias = 0;   // an alias (dp·cp = dp, etp = tp) is destroyed once
+        for (int h = 0; h < g; h++)
+            alias |= c->g[h] == c->g[g];
+        if (c->g[g] && !alias)
             ncclCommDestroy(c->g[g]);
+    }
     /* Links go in ascending id, the order they were made in: destroying
      * talks to the other end (NCCL >= 2.23), so by role (every stage's
      * forward-out link first) the ring of an interleaved pipeline would wait
@@ -332,5 +336,65 @@ void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, C
     CHECK_NCCL(ncclGroupStart());
     CHECK_ON(c->g[g], ncclSend(send, n, nt(t), (me + 1) % sz, c->g[g], st));
     CHECK_ON(c->g[g], ncclRecv(recv, n, nt(t), (me - 1 + sz) % sz, c->g[g], st));
+    CHECK_NCCL(ncclGroupEnd());
+}
+
+/* world rank of the stage's rank with stage index L (tp fastest, then cp, then dp) */
+static int world_of_local(const Dist *d, int L)
+{
+    return dist_rank_of(d, L % d->tp, L / d->tp % d->cp, L / (d->tp * d->cp), d->pp_rank);
+}
+
+int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen)
+{
+    if (etp == 0)
+        etp = d->tp;
+    int er, pr, dr;
+    if (!c || cuplan_expert_coords(d->tp, d->cp, d->dp, d->tp_rank, d->cp_rank, d->dp_rank, ep, etp, &er, &pr,
+                                   &dr) != 0) {
+        snprintf(err, errlen, "expert layers: etp %d x ep %d must divide tp*cp*dp = %d", etp, ep,
+                 d->tp * d->cp * d->dp);
+        return -1;
+    }
+    int edp = d->tp * d->cp * d->dp / (etp * ep);
+    int size[3] = {ep, etp, edp}, rank[3] = {pr, er, dr};
+    int lead[3] = {cuplan_expert_local(ep, etp, er, 0, dr), cuplan_expert_local(ep, etp, 0, pr, dr),
+                   cuplan_expert_local(ep, etp, er, pr, 0)};
+    CuGroup grp[3] = {CC_EP, CC_ETP, CC_EDP};
+    for (int k = 0; k < 3; k++) {
+        CuGroup g = grp[k];
+        c->size[g] = 1, c->grank[g] = 0, c->g[g] = NULL;
+        if (size[k] <= 1)   // the same on every rank: no world collective is skipped by some only
+            continue;
+        if (g == CC_ETP && etp == d->tp && d->tp > 1) {   // the expert tp group is the tp group
+            c->g[g] = c->g[CC_TP];
+        } else {
+            c->g[g] = group_init_world(d, world_of_local(d, lead[k]), size[k], rank[k]);
+        }
+        c->size[g] = size[k];
+        c->grank[g] = rank[k];
+    }
+    return 0;
+}
+
+void cucomm_alltoallv(CuComm *c, CuGroup g, const void *send, const size_t *scount, const size_t *sdispl,
+                      void *recv, const size_t *rcount, const size_t *rdispl, CuType t, cudaStream_t st)
+{
+    size_t es = esize(t);
+    int me = c && c->g[g] ? c->grank[g] : 0, sz = c && c->g[g] ? c->size[g] : 1;
+    if (scount[me])
+        CHECK_CU(cudaMemcpyAsync((char *)recv + rdispl[me] * es, (const char *)send + sdispl[me] * es,
+                                 scount[me] * es, cudaMemcpyDeviceToDevice, st));
+    if (sz == 1)
+        return;
+    CHECK_NCCL(ncclGroupStart());
+    for (int p = 0; p < sz; p++) {
+        if (p == me)
+            continue;
+        if (scount[p])
+            CHECK_ON(c->g[g], ncclSend((const char *)send + sdispl[p] * es, scount[p], nt(t), p, c->g[g], st));
+        if (rcount[p])
+            CHECK_ON(c->g[g], ncclRecv((char *)recv + rdispl[p] * es, rcount[p], nt(t), p, c->g[g], st));
+    }
     CHECK_NCCL(ncclGroupEnd());
 }

@@ -31,7 +31,19 @@
  * one communicator per visible GPU (ncclCommInitAll) driven inside
  * cucomm_group_start/end; the only other NCCL user of the tree is none.
  *
- * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode.
+ * Mixture of experts (issue 20): cucomm_init_moe adds the expert layers'
+ * groups of Megatron-core's parallel folding (cuplan_expert_coords: etp
+ * fastest, then ep, then edp over a stage's tp·cp·dp ranks): CC_EP (token
+ * dispatch and combine), CC_ETP (an expert's tensor-parallel ranks; the tp
+ * handle itself when etp = tp) and CC_EDP (the routed experts' gradient
+ * and ZeRO group), ids through the world as for cp. cucomm_alltoallv is the
+ * dispatch/combine: one ncclGroupStart/End of ncclSend/ncclRecv per peer
+ * with rows, its own part a device copy, on the stream it is given (the
+ * executor passes the communication stream).
+ *
+ * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode; the
+ * expert groups are made but the executor does not run MoE layers yet
+ * (docs/gpu/NOTES.md, "Mixture of experts").
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
@@ -44,7 +56,8 @@
 
 /* CC_DPCP: the gradient / ZeRO group (dp·cp; CC_DP's handle when cp is 1);
  * CC_WORLD: calibration only */
-typedef enum { CC_TP, CC_DP, CC_EMB, CC_CP, CC_DPCP, CC_WORLD, CC_GROUPS } CuGroup;
+/* CC_EP, CC_ETP, CC_EDP: the expert layers' groups (cucomm_init_moe) */
+typedef enum { CC_TP, CC_DP, CC_EMB, CC_CP, CC_DPCP, CC_WORLD, CC_EP, CC_ETP, CC_EDP, CC_GROUPS } CuGroup;
 typedef enum { CC_F32, CC_BF16 } CuType;
 typedef enum { CC_SUM, CC_MAX } CuOp;
 
@@ -105,6 +118,16 @@ void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, C
  * exist and be a send (cucomm_send) or a receive (cucomm_recv) link. */
 void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st);
 void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st);
+/* Expert groups: a world collective (every rank, same order), after
+ * cucomm_init. etp 0 reads as tp. Groups of one get no communicator. 0, or
+ * -1 with err when etp·ep does not divide tp·cp·dp. */
+int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen);
+/* All-to-all with counts over group g: scount[p] elements from send +
+ * sdispl[p] go to rank p, rcount[p] from rank p land at recv + rdispl[p]
+ * (elements; arrays of the group's size, host). A group of one copies its
+ * own part. send and recv must not overlap. */
+void cucomm_alltoallv(CuComm *c, CuGroup g, const void *send, const size_t *scount, const size_t *sdispl,
+                      void *recv, const size_t *rcount, const size_t *rdispl, CuType t, cudaStream_t st);
 /* Point-to-point with rank `peer` of group g (calibration's send/recv). */
 void cucomm_send_peer(CuComm *c, CuGroup g, int peer, const void *buf, size_t n, CuType t, cudaStream_t st);
 void cucomm_recv_peer(CuComm *c, CuGroup g, int peer, void *buf, size_t n, CuType t, cudaStream_t st);

@@ -80,3 +80,20 @@ void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, C
 {
     (void)c, (void)g, (void)send, (void)recv, (void)n, (void)t, (void)st;
 }
+
+int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen)
+{
+    (void)c, (void)d, (void)ep, (void)etp;
+    snprintf(err, errlen, "this build has no NCCL: no expert-parallel groups");
+    return -1;
+}
+
+void cucomm_alltoallv(CuComm *c, CuGroup g, const void *send, const size_t *scount, const size_t *sdispl,
+                      void *recv, const size_t *rcount, const size_t *rdispl, CuType t, cudaStream_t st)
+{
+    (void)c, (void)g, (void)rcount;   // one rank: its own part
+    size_t es = t == CC_F32 ? 4 : 2;
+    if (scount[0])
+        cudaMemcpyAsync((char *)recv + rdispl[0] * es, (const char *)send + sdispl[0] * es, scount[0] * es,
+                        cudaMemcpyDeviceToDevice, st);
+}

@@ -618,6 +618,8 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 /* What the CUDA executor can't run, named by the plan's layout fields. */
 static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
+    /* the MoE kernels, expert groups and routed block (cumoe.h) exist; the
+     * layer in cunet.c, its parameter table and memory do not yet */
     if (m->experts > 0 || m->attn == ATTN_MLA || m->mtp_layers > 0 || lo->ep > 1)
         FAIL("model \"%s\" has experts %d, attention %s, mtp_layers %d (layout.ep %d): the CUDA executor runs "
              "dense MHA/GQA models only so far", m->name, m->experts, spec_attn_name(m->attn), m->mtp_layers, lo->ep);

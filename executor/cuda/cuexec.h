@@ -68,6 +68,12 @@
  * Checkpoints (cuckpt.c) are the CPU executor's files (ckpt.h): the device
  * state goes through host buffers into the same writer and reader.
  *
+ * Mixture of experts (issue 20): not run yet. check_layout refuses a plan
+ * with experts, MLA, MTP or ep > 1 by name; the pieces exist apart: the MoE
+ * kernels (kernels_cuda.h), the expert groups (cucomm_init_moe) and the
+ * routed block with NCCL dispatch/combine (cumoe.h), waiting for the
+ * parameter table's expert region (docs/gpu/NOTES.md).
+ *
  * What it doesn't do: dropout, checkpoints of the proxy, context parallel
  * in the proxy (it is a one-GPU timing stand-in with no ring to run), the
  * ZeRO-2 weight all-gather overlapped with the optimizer (it follows it on

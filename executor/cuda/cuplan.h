@@ -112,4 +112,17 @@ int cuplan_sp_rows(int N, int tp, int tp_rank, int sp, int *first, int *nl);
  * returns the count (0 on a stage without such tensors). */
 int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out);
 
+/* Expert parallelism (Megatron-core "parallel folding", RankGenerator for
+ * experts, order tp-ep-dp-pp with etp in place of tp): the tp·cp·dp ranks
+ * of a stage, indexed L = tp_rank + tp·(cp_rank + cp·dp_rank) as the
+ * attention layers order them, are reread for the expert layers as L =
+ * etp_rank + etp·(ep_rank + ep·edp_rank): etp fastest, then ep, then edp
+ * (edp = tp·cp·dp/(etp·ep)). cuplan_expert_coords gives this rank's
+ * (etp, ep, edp) coordinates; cuplan_expert_local the stage index L of the
+ * rank with the given expert coordinates. -1 when etp·ep does not divide
+ * tp·cp·dp. */
+int cuplan_expert_coords(int tp, int cp, int dp, int tp_rank, int cp_rank, int dp_rank, int ep, int etp,
+                         int *etp_rank, int *ep_rank, int *edp_rank);
+int cuplan_expert_local(int ep, int etp, int etp_rank, int ep_rank, int edp_rank);
+
 #endif

@@ -15,6 +15,9 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
     if (lo->cp != 1)
         FAIL("the stage proxy is a one-GPU timing stand-in and runs cp 1 (context parallel needs the ring of "
              "cp GPUs; run the plan itself with mpirun); the plan has cp %d", lo->cp);
+    if (spec_is_moe(m) || m->attn == ATTN_MLA)   // its shapes and prediction are a dense layer's
+        FAIL("the stage proxy has no mixture-of-experts or MLA layers yet (\"experts\": %d, \"attn\": \"%s\"): "
+             "it would time a dense stage", m->experts, spec_attn_name(m->attn));
     if (m->a % tp || g % tp || m->f % tp)
         FAIL("tp %d must divide the query heads (%d), KV heads (%d) and FFN width (%d)", tp, m->a, g, m->f);
     StageMap sm;

@@ -6,7 +6,9 @@
  * and that work's share of the model's FLOPs (the proxy's MFU).
  *
  * The CUDA executor builds the stage from this (cuexec.h); the unit test holds
- * the shapes against model/memory.c's memory_stage_params.
+ * the shapes against model/memory.c's memory_stage_params. Dense models
+ * only: a mixture-of-experts or MLA plan is refused by name (its expert
+ * shapes and their prediction are not here yet).
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_PROXY_H
 #define ULTRAPLAN_EXECUTOR_CUDA_PROXY_H

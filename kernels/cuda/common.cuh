@@ -31,6 +31,7 @@ typedef struct {
 #define KC_PARTIALS ((size_t)4 << 20)   // 16 MiB: 512 blocks x 2 x 4096 columns
 extern KcContext kc_ctx;
 void kc_require_init(void);   // kc_init on first use
+void kc_moe_release(void);    // moe.cu's cuBLAS handle and pointer buffer (kc_free)
 
 /* Column reductions without atomics (norm.cu): a kernel writes G partial
  * rows of width floats to kc_ctx.partials, then out0[c] += Σ_g part[g][c]

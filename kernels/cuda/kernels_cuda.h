@@ -21,7 +21,8 @@
  *     partial rows in a fixed order, attention uses no atomics).
  *
  * What this deliberately doesn't do: no communication, no allocation of
- * activations (the executor carves its slabs), no fp8. Attention is a tiled
+ * activations (the executor carves its slabs), no fp8, no MoE capacity
+ * factor (token dropping). Attention is a tiled
  * FlashAttention-2-style kernel on the tensor cores (WMMA, bf16 in, fp32
  * accumulate) for HS 64 and 128, and on the SIMT units (fp32) otherwise; no
  * wgmma/TMA yet, see docs/gpu/NOTES.md.
@@ -205,6 +206,98 @@ double kc_sumsq(const float *x, size_t n, cudaStream_t st);
 /* bf16 <-> fp32 conversions of device arrays (round to nearest even). */
 void kc_to_bf16(kc_bf16 *out, const float *inp, size_t n, cudaStream_t st);
 void kc_to_float(float *out, const kc_bf16 *inp, size_t n, cudaStream_t st);
+
+/* ---- mixture of experts (kernels/cuda/moe.cu) ----------------------------
+ * The routed-expert path of an MoE layer on one GPU: router, the stable
+ * permutation of token copies by expert, the grouped expert GEMMs, the
+ * weighted combine, and their backwards. No CPU twins in kernels/cpu/ yet:
+ * tests/test_kernels_cuda.c holds each against a reference loop. Dropless
+ * only (no capacity factor: every routed copy gets a row). N tokens, E
+ * experts (E <= KC_MOE_MAX_E), K routed per token (K <= KC_MOE_MAX_K), R =
+ * N·K routed rows; slot i = n·K + k is token n's k-th choice. */
+#define KC_MOE_MAX_E 1024
+#define KC_MOE_MAX_K 16
+
+/* Router forward: probs (N, E) fp32 = softmax over all E of logits (N, E)
+ * bf16 (the router GEMM's output; the aux loss reads these); topi (N, K)
+ * the K experts of largest LOGIT in descending order, equal logits to the
+ * lower expert index (exact and implementation-independent: the logits are
+ * the bf16 inputs); topw (N, K) fp32 their combine weights, the top-K
+ * probabilities renormalised to sum 1 (= softmax over the K logits:
+ * Megatron's default with moe_router_pre_softmax off, Mixtral's). K = 1
+ * gives weight 1. Overwrites. */
+void kc_moe_router_fwd(float *probs, int *topi, float *topw, const kc_bf16 *logits, int N, int E, int K,
+                       cudaStream_t st);
+/* Router backward: dlogits (N, E) bf16 OVERWRITTEN with the gradient of
+ * Σ dtopw·topw + aux_g·Σ_n Σ_e counts[n / seq][e]·probs[n][e] through the
+ * renormalisation and the softmax. counts (N/seq, E) device ints, per group
+ * of seq consecutive tokens, not differentiated: with seq = N one row (the
+ * micro-batch "aux_loss" of Switch/GShard, Megatron: aux_g = coeff·E/(K·N²)
+ * times the loss scale, the counts kc_moe_route_map's), with seq = T one row
+ * per sequence (Megatron's seq_aux_loss, DeepSeek-V3's sequence-wise
+ * balance loss, the CPU executor's moe.h: aux_g = coeff·E/(T²·K·G),
+ * kc_moe_seq_counts's rows summed over the ranks holding the sequence).
+ * aux_g 0 or counts NULL: no aux term. dtopw (N, K) fp32 nullable (aux
+ * only). */
+void kc_moe_router_bwd(kc_bf16 *dlogits, const float *dtopw, const float *probs, const int *topi,
+                       const float *topw, const int *counts, int seq, float aux_g, int N, int E, int K,
+                       cudaStream_t st);
+/* counts (N/seq, E) = tokens of each group of seq consecutive tokens routed
+ * to each expert (seq divides N), one thread per (group, expert), in order.
+ * Overwrites. */
+void kc_moe_seq_counts(int *counts, const int *topi, int N, int K, int E, int seq, cudaStream_t st);
+/* psum (E) fp32 = Σ_n probs[n][e], in order (deterministic): with the
+ * counts, the aux loss's value coeff·E/(K·N²)·Σ_e psum_e·c_e. Overwrites. */
+void kc_moe_prob_sums(float *psum, const float *probs, int N, int E, cudaStream_t st);
+
+/* Ints of workspace kc_moe_route_map needs for R slots and E experts. */
+size_t kc_moe_map_ws_ints(int R, int E);
+/* The permutation, stable by expert: routed rows are ordered by expert and,
+ * within an expert, by slot (token order). counts (E) tokens per expert,
+ * offsets (E + 1) their exclusive prefix sums (offsets[E] = R), row_of (R)
+ * slot -> row, src_of (R) row -> token. All device ints, overwritten; ws as
+ * kc_moe_map_ws_ints. Deterministic (no atomics on the outputs). The GEMMs
+ * need the counts on the host: the caller copies them (a sync). */
+void kc_moe_route_map(int *counts, int *offsets, int *row_of, int *src_of, int *ws, const int *topi, int N,
+                      int K, int E, cudaStream_t st);
+/* out (R, C) = in[src[r]] row by row (the permutation forward with src_of;
+ * any row gather, e.g. the chunk reorder after an all-to-all). Overwrites. */
+void kc_moe_gather_rows(kc_bf16 *out, const kc_bf16 *in, const int *src, int R, int C, cudaStream_t st);
+/* Permutation backward: dx (N, C) bf16 += Σ_k drows[row_of[n·K + k]]
+ * (fp32 sum, one rounding), per token, no atomics. */
+void kc_moe_permute_bwd(kc_bf16 *dx, const kc_bf16 *drows, const int *row_of, int N, int K, int C,
+                        cudaStream_t st);
+/* Combine: out (N, C) = Σ_k topw[n][k]·rows[row_of[n·K + k]] (fp32 sum).
+ * Overwrites. */
+void kc_moe_combine_fwd(kc_bf16 *out, const kc_bf16 *rows, const int *row_of, const float *topw, int N, int K,
+                        int C, cudaStream_t st);
+/* Combine backward: drows[row_of[n·K + k]] = topw[n][k]·dout[n] (bf16,
+ * OVERWRITES every routed row); dtopw (N, K) fp32 OVERWRITTEN with
+ * dout[n]·rows[row] (nullable). */
+void kc_moe_combine_bwd(kc_bf16 *drows, float *dtopw, const kc_bf16 *dout, const kc_bf16 *rows,
+                        const int *row_of, const float *topw, int N, int K, int C, cudaStream_t st);
+
+/* Grouped expert GEMMs over G experts whose rows are contiguous: expert g
+ * owns rows [Σ_{j<g} counts[j], +counts[g]) of inp/out (counts on the
+ * HOST), w (G, OC, C) one matrix per expert, row-major as kc_matmul's.
+ * out (R, OC) = inp_g · w_gᵀ per expert (overwrites). Through
+ * cublasGemmGroupedBatchedEx (cuBLAS >= 12.5: bf16 in and out, fp32
+ * compute; one group per expert with rows, the pointer arrays in a device
+ * buffer written on st); when that call is refused, or with
+ * ULTRAPLAN_MOE_GEMM=loop, one cuBLASLt kc_matmul per expert. Like the
+ * cuBLASLt workspace, the pointer buffer is one: not on two streams at once.
+ * Experts with no rows are skipped (their dw is unchanged). */
+void kc_moe_gemm_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const int *counts, int G, int C, int OC,
+                     cudaStream_t st);
+/* dinp (R, C) bf16 += dout_g · w_g; dw (G, OC, C) fp32 += dout_gᵀ · inp_g
+ * (the grouped call with fp32 C, beta 1). Either nullable. */
+void kc_moe_gemm_bwd(kc_bf16 *dinp, float *dw, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w,
+                     const int *counts, int G, int C, int OC, cudaStream_t st);
+/* Which path the last kc_moe_gemm_fwd/bwd took: 1 grouped, 0 the loop;
+ * -1 before any. set_grouped(0) forces the loop, (1) tries the grouped call
+ * (process-wide; returns the previous setting; the tests run both). */
+int kc_moe_gemm_grouped_used(void);
+int kc_moe_gemm_set_grouped(int on);
 
 #ifdef __cplusplus
 }
