@@ -41,7 +41,17 @@ void *modload_symbol(const char *file, const char *symbol, char *err, int errlen
         snprintf(path, sizeof path, "%.4000s/%.60s", dirs[i], file);
         if (access(path, F_OK) != 0)
             continue;
-        void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+        /* RTLD_GLOBAL: Open MPI's components, which it dlopens itself, need
+         * libmpi's symbols. RTLD_DEEPBIND: the module's own dependencies come
+         * first for its symbols, so its cblas_sgemm is OpenBLAS's and not the
+         * reference CBLAS that GSL (linked into this binary for `fit`) brought
+         * in first, ten times slower. AddressSanitizer refuses DEEPBIND, so a
+         * sanitizer build keeps the global order (slower GEMMs, same results). */
+        int flags = RTLD_NOW | RTLD_GLOBAL;
+#if defined(RTLD_DEEPBIND) && !defined(__SANITIZE_ADDRESS__)
+        flags |= RTLD_DEEPBIND;
+#endif
+        void *h = dlopen(path, flags);
         if (!h) {
             const char *e = dlerror();
             snprintf(why, sizeof why, "%s", e ? e : "dlopen failed");

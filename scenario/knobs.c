@@ -125,10 +125,10 @@ static const Knob table[KNOB_COUNT] = {
                    .neg_flag = "no-dropout", .json = "dropout", .csv = "dropout", .help = "dropout masks (GPT-3 style)", .dflt = "the preset's; off for an explicit shape"},
     /* no cost depends on these two; plan files keep them so export runs this model */
     [K_ROPE_THETA] = {K_ROPE_THETA, "rope-theta", M(rope_theta), INT(0, BIG), .flag = "rope-theta",
-                      .json = "rope_theta", .help = "RoPE base frequency, 0 = 10000 (exported as --rotary-base)",
+                      .json = "rope_theta", .json_optional = true, .help = "RoPE base frequency, 0 = 10000 (exported as --rotary-base)",
                       .dflt = "the preset's; 0 for an explicit shape"},
     [K_ROPE_SCALING] = {K_ROPE_SCALING, "rope-scaling", M(rope_scaling), .type = KNOB_BOOL, .flag = "rope-scaling",
-                        .neg_flag = "no-rope-scaling", .json = "rope_scaling", .custom_default = 0,
+                        .neg_flag = "no-rope-scaling", .json = "rope_scaling", .json_optional = true, .custom_default = 0,
                         .help = "Llama 3.x RoPE frequency scaling (exported as --use-rope-scaling)",
                         .dflt = "the preset's; off for an explicit shape"},
     /* ---- mixture of experts (0 = dense), MTP, MLA: plan files written before them load as dense MHA ---- */

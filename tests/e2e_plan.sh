@@ -4,6 +4,7 @@
 # script, predict agreeing with plan, and clear one-line errors for bad input.
 set -u
 B=${ULTRAPLAN:?set ULTRAPLAN to the ultraplan binary}
+SRC=${SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -78,6 +79,11 @@ expect_error "--pick 0" plan --gpus 8 --params 7B --pick 0
 expect_error "--pick past --top" plan --gpus 8 --params 7B --top 3 --pick 4
 expect_error "--pick past the layouts" plan --gpus 1 --layers 2 --hidden 64 --heads 2 --seq 64 --vocab 64 --gbs 1 \
     --tp 1 --pp 1 --mbs 1 --zero 0 --recompute none --precision bf16 --top 5 --pick 3
+# a plan file written before the rope, MoE, overlap and split knobs existed (by the
+# binary of 2149dca) still loads: every field added since is optional
+"$B" export "$SRC/tests/data/plan-2149dca.json" --format megatron >"$T/old.mega" 2>"$T/err" &&
+    grep -q -- "--tensor-model-parallel-size" "$T/old.mega" && echo "ok: a plan file of 2149dca loads" ||
+    fail "plan file of 2149dca: $(cat "$T/err")"
 # --pick K writes the K-th row of the ranked list as the plan: its layout is ranked[K-1]'s
 TINY="--gpus 2 --layers 4 --hidden 256 --heads 4 --seq 128 --vocab 256 --gbs 8 --gpu a100-80g --top 6"
 "$B" plan $TINY --json >"$T/all.json" || fail "plan --json (tiny)"
