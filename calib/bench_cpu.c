@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_fit.h"
 #include "cost.h"
 #include "dist.h"
 #include "kernels.h"
@@ -254,6 +255,41 @@ void bench_fit_colls(HwProfile *hw, int world, BenchCollTimer timer, void *ctx)
     hw->coll_eff = lo;
 }
 
+/* a2a_lat, a2a_eff: MPI_Alltoall of the world (all on this host: k =
+ * world) from one float per peer to 16 MiB per rank, fitted by
+ * bench_fit_a2a on hw's link (set from the ping-pong). buf: 8 Mi floats.
+ * Collective; rank 0 prints a line per size. */
+static void bench_fit_alltoall(HwProfile *hw, int rank, int world, float *buf)
+{
+    enum { NPT = 6, TOTAL = 4 << 20 };   // floats of the largest per-rank buffer
+    int cmax = TOTAL / world, shift[NPT] = {-1, 12, 9, 6, 3, 0};
+    double bytes[NPT], secs[NPT];
+    for (int i = 0; i < NPT; i++) {
+        int c = shift[i] < 0 ? 1 : cmax >> shift[i];
+        c = c < 1 ? 1 : c;
+        long per_rank = (long)c * world;
+        int reps = (int)(200 - 197 * (double)per_rank / TOTAL);   // 200 at one float, 3 at 16 MiB
+        bytes[i] = 4.0 * per_rank;
+        secs[i] = dist_time_alltoall(buf, c, reps);
+        if (rank == 0)
+            printf("all-to-all %10.0f B per rank  %10.2f us  %7.2f GB/s bus bandwidth (%d ranks)\n", bytes[i],
+                   secs[i] * 1e6, bytes[i] * (world - 1) / world / secs[i] / 1e9, world);
+    }
+    BenchA2aFit f;
+    char err[256];
+    if (bench_fit_a2a(hw, world, world, bytes, secs, NPT, &f, err, sizeof err) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan calibrate: %s: a2a_lat, a2a_eff left to coll_lat, coll_eff\n", err);
+        hw->a2a_lat = hw->a2a_eff = 0;
+        return;
+    }
+    hw->a2a_lat = f.lat;
+    hw->a2a_eff = f.eff;
+    if (rank == 0)
+        printf("all-to-all fit: a2a_lat %.2f us, a2a_eff %.0f%% of the link, mean error %.1f%%%s\n", f.lat * 1e6,
+               f.eff * 100, f.err * 100, f.capped ? " (at a bound)" : "");
+}
+
 static double mem_total(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -298,13 +334,21 @@ int bench_cpu_calibrate(const char *out, int rank, int world)
     hw.hbm_bw = bw;
     hw.coll_lat = 0;
     hw.coll_eff = 1;
+    hw.a2a_lat = hw.a2a_eff = 0;   // one rank: none measured, the model falls back to coll_lat, coll_eff
     if (world >= 2) {
         dist_time_link(&lat, &lbw);
         hw.gpus_per_node = world;
         hw.intra.bw = hw.inter.bw = lbw;
         hw.intra.lat = hw.inter.lat = lat;
-        float *buf = calloc(4 << 20, sizeof(float));
+        float *buf = calloc(8 << 20, sizeof(float));
+        if (dist_world_max(buf == NULL)) {   // every rank stops, or none does
+            if (rank == 0)
+                fprintf(stderr, "ultraplan calibrate: out of memory for the collective buffers (32 MiB a rank)\n");
+            free(buf);
+            return 1;
+        }
         bench_fit_colls(&hw, world, mpi_coll, buf);
+        bench_fit_alltoall(&hw, rank, world, buf);
         free(buf);
     }
     int rc = 0;
@@ -335,9 +379,10 @@ int bench_cpu_calibrate(const char *out, int rank, int world)
             rc = 1;
         } else {
             printf("calibrated %s: fp32 peak %.1f GFLOP/s (best GEMM fwd+bwd), memory %.1f GB/s, "
-                   "layer non-GEMM %.0fh elements/token, link %.2f us / %.2f GB/s, collectives +%.1f us at %.0f%% "
-                   "-> %s\n", hw.name, peak / 1e9, bw / 1e9, hw.act_bytes_per_layer, lat * 1e6, lbw / 1e9,
-                   hw.coll_lat * 1e6, hw.coll_eff * 100, out);
+                   "layer non-GEMM %.0fh elements/token, link %.2f us / %.2f GB/s, collectives +%.1f us at %.0f%%, "
+                   "all-to-all +%.2f us at %.0f%% -> %s\n", hw.name, peak / 1e9, bw / 1e9, hw.act_bytes_per_layer,
+                   lat * 1e6, lbw / 1e9, hw.coll_lat * 1e6, hw.coll_eff * 100, hw.a2a_lat * 1e6, hw.a2a_eff * 100,
+                   out);
         }
     }
     return dist_bcast_int(rc);

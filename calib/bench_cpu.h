@@ -23,6 +23,10 @@
  *   link, coll_lat, coll_eff  ping-pong between ranks 0 and 1, and the
  *                    all-reduce, reduce-scatter and all-gather of the world
  *                    by size (N >= 2 ranks)
+ *   a2a_lat, a2a_eff  MPI_Alltoall of the world at six sizes, one float
+ *                    per peer to 16 MiB per rank, fitted to the model's
+ *                    all-to-all curve (bench_fit.h; N >= 2 ranks; with one
+ *                    rank both 0: the model uses coll_lat, coll_eff)
  */
 #ifndef ULTRAPLAN_CALIB_BENCH_CPU_H
 #define ULTRAPLAN_CALIB_BENCH_CPU_H

@@ -29,13 +29,17 @@
  *
  * bench_cuda_calibrate (bench_cuda_run.c) is the whole command: those
  * sweeps on rank 0's GPU, then with 2+ GPUs the NCCL sweep (all-reduce,
- * all-gather, reduce-scatter by bus bandwidth, nccl-tests' convention, and
- * send/recv between GPUs 0 and 1 by size) through executor/cuda/cucomm.h,
+ * all-gather, reduce-scatter and all-to-all by bus bandwidth, nccl-tests'
+ * convention, the all-to-all as one group of ncclSend/ncclRecv with every
+ * rank, and send/recv between GPUs 0 and 1 by size) through
+ * executor/cuda/cucomm.h,
  * the one NCCL wrapper: in one process over every visible GPU, or under
  * mpirun one GPU per rank, giving intra.bw (all-reduce bus bandwidth at the
  * largest size; inter across nodes), intra.lat (the smallest all-reduce's
- * time per ring hop), gpus_per_node, and under mpirun coll_lat and coll_eff
- * (bench_fit_colls). What it doesn't: failure rates, storage, overheads.
+ * time per ring hop), gpus_per_node, a2a_lat and a2a_eff fitted to the
+ * all-to-all sizes (bench_fit.h; in one process too), and under mpirun
+ * coll_lat and coll_eff (bench_fit_colls). What it doesn't: failure rates,
+ * storage, overheads.
  */
 #ifndef ULTRAPLAN_CALIB_BENCH_CUDA_H
 #define ULTRAPLAN_CALIB_BENCH_CUDA_H
@@ -61,6 +65,8 @@ typedef struct {
     double allgather_busbw[BENCH_NCCL_SIZES];
     double reducescatter_busbw[BENCH_NCCL_SIZES];
     double sendrecv_bw[BENCH_NCCL_SIZES];      // bytes/s, GPU 0 → 1
+    double alltoall_busbw[BENCH_NCCL_SIZES];   // bytes/s, nccl-tests' busbw: bytes·(n−1)/n / time
+    double alltoall_s[BENCH_NCCL_SIZES];       // seconds per all-to-all (what a2a_lat, a2a_eff are fitted to)
 } BenchCudaReport;
 
 typedef struct {

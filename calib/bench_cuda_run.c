@@ -1,7 +1,10 @@
 /* bench_cuda_run.c — `calibrate --backend cuda` as a whole (bench_cuda.h):
  * the device sweeps of bench_cuda.cu on rank 0's GPU, then the NCCL sweeps
  * through executor/cuda/cucomm.h (the one NCCL wrapper), then the profile.
- * Timed with CUDA events from the runtime's C API. */
+ * The all-to-all is NCCL's own recipe, one group of ncclSend/ncclRecv to
+ * and from every rank (itself included, as nccl-tests' alltoall_perf), and
+ * a2a_lat/a2a_eff are fitted to its sizes (bench_fit.h). Timed with CUDA
+ * events from the runtime's C API. */
 #include "bench_cuda.h"
 
 #include <cuda_runtime_api.h>
@@ -9,6 +12,7 @@
 #include <string.h>
 
 #include "bench_cpu.h"
+#include "bench_fit.h"
 #include "cucomm.h"
 #include "cunvml.h"
 #include "dist.h"
@@ -27,9 +31,14 @@ typedef struct {
     cudaEvent_t e0, e1;          // on device 0 of this process
 } Sweep;
 
+/* What the sweep times: the CollKinds, then the all-to-all (which the cost
+ * model prices with constants of its own, so CollKind does not name it). */
+enum { OP_ALLTOALL = COLL_COUNT, OP_COUNT };
+
 /* bytes: the whole buffer, as nccl-tests' size; COLL_P2P sends from rank 0
- * to rank 1 */
-static void nccl_once(Sweep *w, CollKind kind, size_t bytes, CuType t)
+ * to rank 1; OP_ALLTOALL sends bytes/size to every rank and receives as
+ * much from each, in one group */
+static void nccl_once(Sweep *w, int kind, size_t bytes, CuType t)
 {
     size_t es = t == CC_F32 ? 4 : 2, cnt = bytes / es, part = cnt / w->size;
     cucomm_group_start();
@@ -42,11 +51,16 @@ static void nccl_once(Sweep *w, CollKind kind, size_t bytes, CuType t)
         case COLL_REDUCE_SCATTER: cucomm_reduce_scatter_to(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
         case COLL_ALLGATHER: cucomm_allgather_from(c, CC_WORLD, w->sb[d], w->rb[d], part, t, st); break;
         case COLL_P2P:
-        case COLL_COUNT:
             if (me == 0)
                 cucomm_send_peer(c, CC_WORLD, 1, w->sb[d], cnt, t, st);
             if (me == 1)
                 cucomm_recv_peer(c, CC_WORLD, 0, w->rb[d], cnt, t, st);
+            break;
+        default:   // OP_ALLTOALL
+            for (int p = 0; p < w->size; p++) {
+                cucomm_send_peer(c, CC_WORLD, p, (const char *)w->sb[d] + (size_t)p * part * es, part, t, st);
+                cucomm_recv_peer(c, CC_WORLD, p, (char *)w->rb[d] + (size_t)p * part * es, part, t, st);
+            }
         }
     }
     cucomm_group_end();
@@ -65,7 +79,7 @@ static void sync_all(Sweep *w)
 
 /* Seconds per call on this process: the median of 5 batches of reps calls
  * after 3 warm-ups. Collective under mpirun. */
-static double nccl_time(Sweep *w, CollKind kind, size_t bytes, int reps, CuType t)
+static double nccl_time(Sweep *w, int kind, size_t bytes, int reps, CuType t)
 {
     enum { BATCHES = 5 };
     for (int i = 0; i < 3; i++)
@@ -139,9 +153,9 @@ static double nccl_sizes(Sweep *w, BenchCudaReport *rep, CuType t, int mpi, int 
     for (int i = 0; i < BENCH_NCCL_SIZES; i++) {
         size_t bytes = ((size_t)1 << 16) << (2 * i);
         int reps = bytes >= ((size_t)1 << 28) ? 5 : 20;
-        double s[COLL_COUNT];
-        for (int kind = 0; kind < COLL_COUNT; kind++) {
-            s[kind] = nccl_time(w, (CollKind)kind, bytes, reps, t);
+        double s[OP_COUNT];
+        for (int kind = 0; kind < OP_COUNT; kind++) {
+            s[kind] = nccl_time(w, kind, bytes, reps, t);
             if (mpi)
                 s[kind] = dist_bcast_double(s[kind]);
         }
@@ -152,14 +166,35 @@ static double nccl_sizes(Sweep *w, BenchCudaReport *rep, CuType t, int mpi, int 
         rep->reducescatter_busbw[i] = f * bytes / s[1];
         rep->allgather_busbw[i] = f * bytes / s[2];
         rep->sendrecv_bw[i] = bytes / s[3];
+        rep->alltoall_s[i] = s[OP_ALLTOALL];
+        rep->alltoall_busbw[i] = f * bytes / s[OP_ALLTOALL];
         if (rank == 0)
-            printf("nccl   %10zu B  all-reduce %6.1f  all-gather %6.1f  reduce-scatter %6.1f  send-recv %6.1f GB/s "
-                   "(bus bandwidth, %d %s)\n", bytes, rep->allreduce_busbw[i] / 1e9, rep->allgather_busbw[i] / 1e9,
-                   rep->reducescatter_busbw[i] / 1e9, rep->sendrecv_bw[i] / 1e9, w->size, mpi ? "ranks" : "GPUs");
+            printf("nccl   %10zu B  all-reduce %6.1f  all-gather %6.1f  reduce-scatter %6.1f  send-recv %6.1f  "
+                   "all-to-all %6.1f GB/s (bus bandwidth, %d %s)\n", bytes, rep->allreduce_busbw[i] / 1e9,
+                   rep->allgather_busbw[i] / 1e9, rep->reducescatter_busbw[i] / 1e9, rep->sendrecv_bw[i] / 1e9,
+                   rep->alltoall_busbw[i] / 1e9, w->size, mpi ? "ranks" : "GPUs");
     }
     link->bw = rep->allreduce_busbw[BENCH_NCCL_SIZES - 1];
     link->lat = t_small / (2.0 * (w->size - 1));   // α of a 2(n−1)-step ring at 64 KiB
     return t_small;
+}
+
+/* a2a_lat, a2a_eff from the sweep's all-to-alls over n ranks, k per node,
+ * on hw's links as nccl_sizes left them; rank 0 prints the fit. */
+static void nccl_fit_a2a(HwProfile *hw, const BenchCudaReport *rep, int n, int k, int rank)
+{
+    BenchA2aFit f;
+    char err[256];
+    if (bench_fit_a2a(hw, n, k, rep->nccl_bytes, rep->alltoall_s, rep->nccl_n, &f, err, sizeof err) != 0) {
+        if (rank == 0)
+            printf("nccl   %s: a2a_lat, a2a_eff kept\n", err);
+        return;
+    }
+    hw->a2a_lat = f.lat;
+    hw->a2a_eff = f.eff;
+    if (rank == 0)
+        printf("nccl   all-to-all fit: a2a_lat %.1f us, a2a_eff %.0f%% of the link, mean error %.1f%%%s\n",
+               f.lat * 1e6, f.eff * 100, f.err * 100, f.capped ? " (at a bound)" : "");
 }
 
 /* One process, every visible GPU (bf16 messages). */
@@ -176,6 +211,7 @@ static void nccl_local(HwProfile *hw, BenchCudaReport *rep, int n)
     sweep_open(&w, n, cc, n);
     nccl_sizes(&w, rep, CC_BF16, 0, 0, &hw->intra);
     hw->gpus_per_node = n;
+    nccl_fit_a2a(hw, rep, n, n, 0);
     sweep_close(&w);
     for (int d = 0; d < n; d++) {
         cudaSetDevice(d);
@@ -188,7 +224,7 @@ static void nccl_local(HwProfile *hw, BenchCudaReport *rep, int n)
 /* bench_fit_colls' timer: NCCL, rank 0's figure on every rank */
 static double nccl_coll(void *ctx, CollKind kind, int count, int reps)
 {
-    return dist_bcast_double(nccl_time(ctx, kind, (size_t)count * 4, reps, CC_F32));
+    return dist_bcast_double(nccl_time(ctx, (int)kind, (size_t)count * 4, reps, CC_F32));
 }
 
 /* Under mpirun, one GPU per rank (fp32 messages): the link they run over
@@ -206,6 +242,7 @@ static void nccl_world(HwProfile *hw, BenchCudaReport *rep, int rank, int world)
     nccl_sizes(&w, rep, CC_F32, 1, rank, link);
     hw->gpus_per_node = local_n;
     bench_fit_colls(hw, world, nccl_coll, &w);
+    nccl_fit_a2a(hw, rep, world, local_n, rank);
     sweep_close(&w);
     cucomm_free(c);
 }

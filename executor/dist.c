@@ -675,6 +675,24 @@ double dist_time_collective(CollKind kind, float *buf, int count, int reps)
     return dist_bcast_double(smp[SAMPLES / 2]);
 }
 
+double dist_time_alltoall(float *buf, int count, int reps)
+{
+    enum { SAMPLES = 7 };
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    float *recv = buf + (size_t)count * world;
+    double smp[SAMPLES];
+    for (int s = 0; s < SAMPLES; s++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < reps; i++)
+            MPI_Alltoall(buf, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
+        smp[s] = (MPI_Wtime() - t0) / reps;
+    }
+    qsort(smp, SAMPLES, sizeof *smp, cmp_dbl);
+    return dist_bcast_double(smp[SAMPLES / 2]);
+}
+
 void dist_time_link(double *lat, double *bw)
 {
     const int big = 4 << 20;

@@ -177,6 +177,12 @@ void dist_barrier(MPI_Comm c);
  * it; all-gather): the same `reps` calls on every rank (a rank-local
  * stopping rule would deadlock), the median of 7 samples, rank 0's figure. */
 double dist_time_collective(CollKind kind, float *buf, int count, int reps);
+/* The same rule for MPI_Alltoall of `count` floats to every rank (the
+ * dispatch and combine of expert parallelism): buf holds 2·count·world
+ * floats, the send half then the receive half. CollKind (model/timing.h)
+ * names the collectives the cost model prices through coll_lat/coll_eff;
+ * the all-to-all has its own (a2a_lat/a2a_eff), so its own timer. */
+double dist_time_alltoall(float *buf, int count, int reps);
 /* One-way latency (s) and bandwidth (bytes/s) between ranks 0 and 1 by
  * ping-pong of 8 bytes and 4 MiB; every rank gets rank 0's figures. */
 void dist_time_link(double *lat, double *bw);

@@ -1,0 +1,42 @@
+/* bench_fit.h — the all-to-all fit of calibrate (CPU over MPI, GPU over
+ * NCCL): a2a_lat and a2a_eff from all-to-all timings at several sizes, so
+ * that the cost model's curve (model/timing.c time_coll_alltoall)
+ *
+ *     t(B) = a2a_lat + alpha + X(B) / a2a_eff
+ *
+ * (alpha and X(B) = time_alltoall(hw, B, n, k) - alpha at the profile's
+ * links as given) matches them. Linear in (a2a_lat, 1/a2a_eff): weighted
+ * least squares on the relative error (weights 1/t²), so the smallest sizes
+ * set the latency and the largest the bandwidth. Then a2a_eff is capped at
+ * 1 and floored at BENCH_A2A_EFF_MIN, a2a_lat floored at BENCH_A2A_LAT_MIN
+ * (an a2a_lat of 0 would mean "use coll_lat"), and the other refitted with
+ * the capped one held.
+ *
+ * Pure: no MPI, no timing, no output; calib/bench_cpu.c and
+ * bench_cuda_run.c measure and call it.
+ */
+#ifndef ULTRAPLAN_CALIB_BENCH_FIT_H
+#define ULTRAPLAN_CALIB_BENCH_FIT_H
+
+#include "hw.h"
+
+#define BENCH_A2A_LAT_MIN 1e-9   // s: nothing measured beyond alpha-beta
+#define BENCH_A2A_EFF_MIN 1e-3
+#define BENCH_A2A_MAX_POINTS 64
+
+typedef struct {
+    double lat;       // a2a_lat, seconds
+    double eff;       // a2a_eff, (0, 1]
+    double err;       // mean |ln(model/measured)| over the points at (lat, eff)
+    int capped;       // 1 when eff was capped at 1 or lat floored (the fit left the bounds)
+} BenchA2aFit;
+
+/* Fit m >= 2 timings secs[i] of all-to-alls of bytes[i] (the whole buffer
+ * per rank, as timing.c's `bytes`) over n ranks, k per node, on hw's links
+ * (intra, inter; a2a_lat, a2a_eff and coll_* of hw are not read). 0 ok;
+ * -1 with err when m < 2 or m > BENCH_A2A_MAX_POINTS, n < 2, a size or
+ * time is not positive and finite, or the sizes do not differ. */
+int bench_fit_a2a(const HwProfile *hw, int n, int k, const double *bytes, const double *secs, int m,
+                  BenchA2aFit *out, char *err, int errlen);
+
+#endif
