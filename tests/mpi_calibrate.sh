@@ -9,17 +9,23 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 U=$ULTRAPLAN
+SRC=${SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 fails=0
 . "$(dirname "$0")/lib.sh"   # ok, fail
 
-# The planning binary links GSL, and with it libgslcblas; the executor
-# module, dlopened later, finds cblas_sgemm there before its own OpenBLAS,
-# and calibrate's GEMM sweep then takes minutes. Preload OpenBLAS where it
-# is, so that this test checks the fields in the time calibrate should take.
+# The planning binary links GSL, and with it libgslcblas; the executor module
+# must bind cblas_sgemm to its own OpenBLAS (dlopen with RTLD_DEEPBIND), not to
+# the reference CBLAS loaded first (which made calibrate's GEMM sweep take
+# minutes). glibc's LD_DEBUG shows where the symbol went.
+# (a one-process run of a 2-rank plan: the module loads, then the run stops)
+printf 'x%.0s' $(seq 1 3000) > "$D/bytes.txt"
+LD_DEBUG=bindings "$U" run "$SRC/tests/data/plan-2149dca.json" --data "$D/bytes.txt" --steps 1 > /dev/null 2> "$D/bind" || true
+if grep -q "symbol \`cblas_sgemm'" "$D/bind"; then
+    grep "symbol \`cblas_sgemm'" "$D/bind" | grep -q "libultraplan-exec.so.*libopenblas" &&
+        ok "the exec module's cblas_sgemm is OpenBLAS's" ||
+        fail "cblas_sgemm bound elsewhere: $(grep "symbol \`cblas_sgemm'" "$D/bind" | head -2)"
+fi
 pre=""
-for f in /lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib64/libopenblas.so.0; do
-    [ -f "$f" ] && { pre="-x LD_PRELOAD=$f"; break; }
-done
 # shellcheck disable=SC2086
 mpirun --oversubscribe -np 2 $pre "$U" calibrate --backend cpu -o "$D/cpu.json" > "$D/out" 2> "$D/err" ||
     { cat "$D/out" "$D/err"; echo "FAIL calibrate -np 2"; exit 1; }
