@@ -3,6 +3,7 @@
  * (band.h says the rule). The shipped table is profiles/bands.csv, embedded
  * by calib/band.cmake as band_embed_csv; it is parsed on first use. */
 #include "band.h"
+#include "spec.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -51,7 +52,8 @@ void band_query(const ModelSpec *m, const HwProfile *hw, const Layout *lo, BandQ
     q->pp = lo->pp;
     q->dp = lo->dp;
     q->cp = lo->cp;
-    q->ep = 1;   /* no expert parallelism in this Layout yet */
+    q->ep = lo->ep > 0 ? lo->ep : 1;
+    q->moe = spec_is_moe(m);
     q->zero = band_zero_class(lo->opt);
     q->params_b = (double)spec_params(m, 1, PARAMS_EXACT) / 1e9;
 }
@@ -59,14 +61,14 @@ void band_query(const ModelSpec *m, const HwProfile *hw, const Layout *lo, BandQ
 /* ---- text form ---- */
 
 static const char header[] =
-    "source,line,gpu,stack,gpus,tp,pp,dp,cp,ep,zero,params_b,seq,measured_ms,predicted_ms,err_step_pct,err_mfu_pct\n";
+    "source,line,gpu,stack,gpus,tp,pp,dp,cp,ep,zero,params_b,seq,measured_ms,predicted_ms,err_step_pct,err_mfu_pct,moe\n";
 
 static int row_text(const BandRun *r, char *buf, int len)
 {
     double es = r->measured_s > 0 ? 100 * (r->predicted_s / r->measured_s - 1) : 0;
-    return snprintf(buf, len, "%s,%d,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.6g,%d,%.6g,%.6g,%.3f,%.3f\n", r->source, r->line,
+    return snprintf(buf, len, "%s,%d,%s,%s,%d,%d,%d,%d,%d,%d,%d,%.6g,%d,%.6g,%.6g,%.3f,%.3f,%d\n", r->source, r->line,
                     r->gpu, r->stack, r->gpus, r->tp, r->pp, r->dp, r->cp, r->ep, r->zero, r->params_b, r->seq,
-                    r->measured_s * 1e3, r->predicted_s * 1e3, es, 100 * band_residual(r));
+                    r->measured_s * 1e3, r->predicted_s * 1e3, es, 100 * band_residual(r), r->moe);
 }
 
 void band_write_header(FILE *f) { fputs(header, f); }
@@ -174,7 +176,7 @@ int band_table_parse(const char *text, const char *origin, BandTable *t, char *e
 {
     static const char *const names[] = {"source", "line", "gpu", "stack", "gpus", "tp", "pp", "dp", "cp", "ep",
                                         "zero", "params_b", "seq", "measured_ms", "predicted_ms", "err_step_pct",
-                                        "err_mfu_pct"};
+                                        "err_mfu_pct", "moe"};
     enum { NCOL = sizeof names / sizeof *names };
     int lineno = 0, have_header = 0, n0 = t->n;
     for (const char *p = text; p && *p;) {
@@ -228,9 +230,10 @@ int band_table_parse(const char *text, const char *origin, BandTable *t, char *e
             }
         double ms[2];
         if (to_num(f[11], &r.params_b) || to_int(f[12], 1, &r.seq) || to_num(f[13], &ms[0]) ||
-            to_num(f[14], &ms[1]) || !(ms[0] > 0) || !(ms[1] > 0) || r.zero > 3) {
+            to_num(f[14], &ms[1]) || !(ms[0] > 0) || !(ms[1] > 0) || r.zero > 3 || to_int(f[17], 0, &r.moe) ||
+            r.moe > 1) {
             t->n = n0;
-            return fail(err, errlen, "%s:%d: params_b, seq, measured_ms, predicted_ms or zero out of range", origin,
+            return fail(err, errlen, "%s:%d: params_b, seq, measured_ms, predicted_ms, zero or moe out of range", origin,
                         lineno);
         }
         r.measured_s = ms[0] / 1e3;
@@ -281,7 +284,7 @@ double band_percentile(double *v, int n, double pct)
 }
 
 typedef struct {
-    int g, s, d;
+    int k, g, s, d;          // model kind (dense / MoE), GPU, stack, parallel dims
     double z;
     int idx;
 } Dist;
@@ -289,6 +292,8 @@ typedef struct {
 static int cmp_dist(const void *a, const void *b)
 {
     const Dist *x = a, *y = b;
+    if (x->k != y->k)
+        return x->k - y->k;
     if (x->g != y->g)
         return x->g - y->g;
     if (x->s != y->s)
@@ -303,6 +308,7 @@ static int cmp_dist(const void *a, const void *b)
 static void distance(const BandRun *r, const BandQuery *q, Dist *d)
 {
     char g1[48], g2[48];
+    d->k = r->moe != q->moe;
     d->g = !strcmp(r->gpu, q->gpu) ? 0 : !strcmp(band_generation(r->gpu, g1, 48), band_generation(q->gpu, g2, 48)) ? 1 : 2;
     d->s = r->stack[0] && q->stack[0] && strcmp(r->stack, q->stack);
     d->d = (r->tp > 1) != (q->tp > 1);
@@ -352,7 +358,7 @@ int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_sour
     memset(b, 0, sizeof *b);
     snprintf(b->rule, sizeof b->rule,
              "%.0f-%.0fth percentile of measured/predicted - 1 over the %d nearest measured runs, at most %d "
-             "from one source file (nearest: same GPU, then generation; then stack; then parallel dims "
+             "from one source file (nearest: the same kind, dense or MoE; same GPU, then generation; then stack; then parallel dims "
              "tp/pp/dp/cp/ep/ZeRO; then size)", BAND_LO_PCT, BAND_HI_PCT, k, BAND_PER_SOURCE);
     if (!t || t->n == 0)
         return 0;
@@ -436,6 +442,7 @@ int band_coverage(const BandTable *t, int k, bool by_source, BandCoverage *cov, 
         q.dp = r->dp;
         q.cp = r->cp;
         q.ep = r->ep;
+        q.moe = r->moe;
         q.zero = r->zero;
         q.params_b = r->params_b;
         Band b;

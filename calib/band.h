@@ -16,7 +16,10 @@
  * the nearest runs give step [p·(1 + q10), p·(1 + q90)], MFU and tokens/s
  * [x / (1 + q90), x / (1 + q10)].
  *
- * Nearest (band_select): runs ordered by, in turn, (1) GPU: the same profile
+ * Nearest (band_select): runs ordered by, in turn, (0) the model's kind:
+ * dense runs for a dense prediction and mixture-of-experts runs for an MoE
+ * one, before any of the other kind (their errors are of another family);
+ * (1) GPU: the same profile
  * name, then the same generation (Ampere, Hopper, Blackwell, Blackwell
  * Ultra, read off the name), then any; (2) the stack: the same or unknown on
  * either side, then another; (3) parallel dimensions: how many of tp > 1,
@@ -54,6 +57,7 @@ typedef struct {
     int line;                // line in the source file
     int gpus, tp, pp, dp, cp, ep;
     int zero;                // 0, 1 (ZeRO-1 or distributed optimizer), 2, 3
+    int moe;                 // 1: a mixture-of-experts model (its own family of residuals)
     double params_b;         // billions of parameters (as the model counts them)
     int seq;
     double measured_s, predicted_s;
@@ -69,6 +73,7 @@ typedef struct {
     char gpu[48];
     char stack[32];          // "" = not known (matches every stack)
     int tp, pp, dp, cp, ep, zero;
+    int moe;                 // a mixture of experts: MoE runs are nearer than any dense one, and the reverse
     double params_b;
 } BandQuery;
 

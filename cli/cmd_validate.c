@@ -178,7 +178,8 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     memcpy(w->label, r->label, sizeof w->label);
     if (v->bands && v->pred[i] > 0) {   /* a row the profile cannot predict has no residual */
         BandRun b = {.line = r->line, .gpus = r->gpus, .tp = r->layout.tp, .pp = r->layout.pp,
-                     .dp = r->layout.dp, .cp = r->layout.cp, .ep = 1, .zero = band_zero_class(r->layout.opt),
+                     .dp = r->layout.dp, .cp = r->layout.cp, .ep = r->layout.ep > 0 ? r->layout.ep : 1,
+                     .zero = band_zero_class(r->layout.opt), .moe = spec_is_moe(&r->model),
                      .params_b = (double)spec_params(&r->model, 1, PARAMS_EXACT) / 1e9, .seq = r->model.s,
                      .measured_s = r->measured_s, .predicted_s = v->pred[i]};
         snprintf(b.source, sizeof b.source, "%s", v->source);
