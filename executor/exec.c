@@ -22,7 +22,7 @@ void exec_default_opts(TrainOpts *o)
     o->weight_decay = 0.0f;
     o->seed = 1337;
     o->moe_aux_coeff = 1e-2;
-    o->moe_imbalance = EXEC_MOE_IMBALANCE;
+    o->moe_imbalance = 0;   // the plan's (layout_moe_imbalance)
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)

@@ -83,12 +83,9 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     uint64_t seed;
     double moe_aux_coeff;        // load-balancing loss coefficient (Megatron --moe-aux-loss-coeff); 1e-2
-    double moe_imbalance;        // expert buffers sized for this x the even share of routed tokens
+    double moe_imbalance;        // expert buffers sized for this x the even share of routed tokens;
+                                 // 0 = the plan's layout.moe_imbalance (the cost model's default if unset)
 } TrainOpts;
-
-/* The default expert-buffer headroom: the plan's --moe-imbalance should
- * replace it (the cost model's default). */
-#define EXEC_MOE_IMBALANCE 1.25
 
 void exec_default_opts(TrainOpts *o);
 

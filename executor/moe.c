@@ -128,7 +128,9 @@ typedef struct MoeScratch {
 static int rows_for(const Exec *e)
 {
     const TrainOpts *o = &e->opt;
-    double imb = o->moe_imbalance > 0 ? o->moe_imbalance : EXEC_MOE_IMBALANCE;
+    /* the plan's assumption (layout.moe_imbalance, the cost model's default
+     * when it has none), so the buffers are what the prediction counts */
+    double imb = o->moe_imbalance > 0 ? o->moe_imbalance : layout_moe_imbalance(&e->lo);
     return (int)ceil(imb * (double)e->Nl * e->d.etp * e->K);
 }
 
