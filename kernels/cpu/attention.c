@@ -79,6 +79,31 @@ static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, c
     }
 }
 
+/* The gradients of one tile of nq queries against t1 keys, given its
+ * probabilities p and dp = dy·vᵀ (rows of stride ld): dp becomes
+ * ds = p·(dp − D)·scale with D = dy·o per row, then dq += ds·k,
+ * dk += dsᵀ·q, dv += pᵀ·dy. The full and the block backward share it. */
+static void tile_grads(const float *p, float *dp, int ld, int nq, int t1, int HS, float scale, const float *qt,
+                       const float *ot, const float *dyt, int qs, const float *kb, int ks, float *dqt, float *dkb,
+                       float *dvb)
+{
+    for (int i = 0; i < nq; i++) {
+        const float *dyi = dyt + (size_t)i * qs, *oi = ot + (size_t)i * qs;
+        float D = 0.0f;
+        #pragma omp simd reduction(+:D)
+        for (int d = 0; d < HS; d++)
+            D += dyi[d] * oi[d];
+        const float *pi = p + (size_t)i * ld;
+        float *dpi = dp + (size_t)i * ld;
+        #pragma omp simd
+        for (int j = 0; j < t1; j++)
+            dpi[j] = pi[j] * (dpi[j] - D) * scale;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1, 1.0f, dp, ld, kb, ks, 1.0f, dqt, qs);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq, 1.0f, dp, ld, qt, qs, 1.0f, dkb, ks);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq, 1.0f, p, ld, dyt, qs, 1.0f, dvb, ks);
+}
+
 void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
                      const float *v, int B, int T, int NH, int NKV, int HS) {
     int rep = NH / NKV;
@@ -140,23 +165,7 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
                                     1.0f, dyt, qs, vb, ks, 0.0f, dp, T);
                         /* ds = p·(dp − Σ_j p_j dp_j)·scale, and Σ_j p_j dp_j = dy·o */
-                        for (int i = 0; i < nq; i++) {
-                            const float *dyi = dyt + (size_t)i * qs, *oi = ot + (size_t)i * qs;
-                            float D = 0.0f;
-                            #pragma omp simd reduction(+:D)
-                            for (int d = 0; d < HS; d++)
-                                D += dyi[d] * oi[d];
-                            float *pi = p + (size_t)i * T, *dpi = dp + (size_t)i * T;
-                            #pragma omp simd
-                            for (int j = 0; j < t1; j++)
-                                dpi[j] = pi[j] * (dpi[j] - D) * scale;
-                        }
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
-                                    1.0f, dp, T, kb, ks, 1.0f, dq + qoff, qs);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
-                                    1.0f, dp, T, qt, qs, 1.0f, dkb, ks);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
-                                    1.0f, p, T, dyt, qs, 1.0f, dvb, ks);
+                        tile_grads(p, dp, T, nq, t1, HS, scale, qt, ot, dyt, qs, kb, ks, dq + qoff, dkb, dvb);
                     }
                 }
             }
@@ -339,23 +348,7 @@ void k_attention_block_bwd(float *dq, float *dk, float *dv, const float *dout, c
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
                                     1.0f, dyt, qs, vb, ks, 0.0f, dp, Tk);
                         /* ds = p·(dp − D)·scale with D = dy·o of the merged output */
-                        for (int i = 0; i < nq; i++) {
-                            const float *dyi = dyt + (size_t)i * qs, *oi = ot + (size_t)i * qs;
-                            float D = 0.0f;
-                            #pragma omp simd reduction(+:D)
-                            for (int d = 0; d < HS; d++)
-                                D += dyi[d] * oi[d];
-                            float *pi = p + (size_t)i * Tk, *dpi = dp + (size_t)i * Tk;
-                            #pragma omp simd
-                            for (int j = 0; j < t1; j++)
-                                dpi[j] = pi[j] * (dpi[j] - D) * scale;
-                        }
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
-                                    1.0f, dp, Tk, kb, ks, 1.0f, dq + qoff, qs);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
-                                    1.0f, dp, Tk, qt, qs, 1.0f, dkb, ks);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq,
-                                    1.0f, p, Tk, dyt, qs, 1.0f, dvb, ks);
+                        tile_grads(p, dp, Tk, nq, t1, HS, scale, qt, ot, dyt, qs, kb, ks, dq + qoff, dkb, dvb);
                     }
                 }
             }
