@@ -24,6 +24,8 @@
 
 enum { ATT_BQ = 64 };   // queries per tile
 
+static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in);
+
 /* The GEMMs inside the parallel loops must not start BLAS threads of their
  * own: OpenBLAS's (pthread) pool serves one caller at a time, so OpenMP
  * threads that each call a threaded GEMM queue and spin behind each other
@@ -40,43 +42,6 @@ static void blas_single_end(int n)
 {
     if (n > 1)
         openblas_set_num_threads(n);
-}
-
-/* Row i of the tile s (nq, ld) holds the scaled scores of query t0+i against
- * keys 0..t1−1; keys past the query are masked. Turns each row into
- * exp(s − m) with m the row max (lse == NULL) or the given lse row. */
-static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in)
-{
-    for (int i = 0; i < nq; i++) {
-        float *r = s + (size_t)i * ld;
-        int nv = t0 + i + 1;   // keys this query sees
-        float m;
-        if (lse_in) {
-            m = lse_in[i];
-        } else {
-            m = -INFINITY;
-            #pragma omp simd reduction(max:m)
-            for (int j = 0; j < nv; j++)
-                m = r[j] > m ? r[j] : m;
-        }
-        #pragma omp simd
-        for (int j = 0; j < nv; j++)
-            r[j] -= m;
-        vm_exp(r, r, nv);
-        for (int j = nv; j < t1; j++)
-            r[j] = 0.0f;
-        if (lse_out) {
-            float sum = 0.0f;
-            #pragma omp simd reduction(+:sum)
-            for (int j = 0; j < nv; j++)
-                sum += r[j];
-            float inv = 1.0f / sum;
-            #pragma omp simd
-            for (int j = 0; j < nv; j++)
-                r[j] *= inv;
-            lse_out[i] = m + logf(sum);
-        }
-    }
 }
 
 /* The gradients of one tile of nq queries against t1 keys, given its
@@ -233,6 +198,17 @@ static void tile_exp_nv(float *s, int ld, int nq, int t1, const int *nv, float *
             lse_out[i] = m + logf(sum);
         }
     }
+}
+
+/* The causal tile of the full kernels: row i holds the scaled scores of query
+ * t0+i against keys 0..t1−1 and sees keys 0..t0+i (tile_exp_nv with those
+ * counts; t1 ≤ t0 + nq, nq ≤ ATT_BQ). */
+static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in)
+{
+    int nv[ATT_BQ];
+    for (int i = 0; i < nq; i++)
+        nv[i] = t0 + i + 1;
+    tile_exp_nv(s, ld, nq, t1, nv, lse_out, lse_in);
 }
 
 void k_attention_block_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
