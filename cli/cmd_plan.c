@@ -59,18 +59,10 @@ static void progress(void *ctx, long done, long total)
         fprintf(stderr, "\rplan: %ld of %ld layouts ...", done, total);
 }
 
-/* "11,12x6,13": runs of equal values as VxN. */
+/* "11,12x6,13": runs of equal values as VxN (model/layout.h). */
 static const char *runs(const int *v, int n, char *buf, int len)
 {
-    int k = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n && k < len;) {
-        int j = i;
-        while (j < n && v[j] == v[i])
-            j++;
-        k += snprintf(buf + k, len - k, j - i > 1 ? "%s%dx%d" : "%s%d", i ? "," : "", v[i], j - i);
-        i = j;
-    }
+    layout_runs_text(v, n, buf, len);
     return buf;
 }
 
@@ -86,9 +78,9 @@ static const char *rc_text(const Layout *lo, char *buf, int len)
     if (!any_f && !any_s)
         return "none";
     if (any_f)
-        k += snprintf(buf + k, len - k, "full %s", runs(lo->full_rc, lo->pp, r, sizeof r));
+        k += snprintf(buf + k, len - k, "full %.80s", runs(lo->full_rc, lo->pp, r, sizeof r));
     if (any_s && k < len)
-        snprintf(buf + k, len - k, "%ssel %s", any_f ? " " : "", runs(lo->sel_rc, lo->pp, r, sizeof r));
+        snprintf(buf + k, len - k, "%ssel %.80s", any_f ? " " : "", runs(lo->sel_rc, lo->pp, r, sizeof r));
     return buf;
 }
 

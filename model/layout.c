@@ -313,8 +313,7 @@ int layout_parse_target(const char *s, Target *out)
     return -1;
 }
 
-/* "1x4,0x12": a per-stage list with runs folded, for messages. */
-static void stage_list(const int *v, int n, char *buf, int len)
+void layout_runs_text(const int *v, int n, char *buf, int len)
 {
     int k = 0;
     buf[0] = 0;
@@ -347,7 +346,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     /* stage split: even, or only the first and last stages differ */
     for (int s = 2; s < p - 1; s++)
         if (lo->layers[s] != lo->layers[1]) {
-            stage_list(lo->layers, p, list, sizeof list);
+            layout_runs_text(lo->layers, p, list, sizeof list);
             WHY("layers per stage %s: Megatron-LM splits unevenly only at the first and last stage "
                 "(--decoder-first/last-pipeline-num-layers), every middle stage holds the same count", list);
         }
@@ -367,7 +366,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
         int per = lo->layers[0] + f.embed_in_split;
         for (int s = 0; s < p; s++)
             if (lo->layers[s] != per - (s == 0 && f.embed_in_split) - (s == p - 1 && f.loss_in_split)) {
-                stage_list(lo->layers, p, list, sizeof list);
+                layout_runs_text(lo->layers, p, list, sizeof list);
                 WHY("layers per stage %s: with the embedding or loss counted as a layer Megatron-LM gives every "
                     "stage the same count (--account-for-embedding/loss-in-pipeline-split, no first/last counts)",
                     list);
@@ -407,7 +406,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     if (any_s) {
         for (int s = 0; s < p; s++)
             if (lo->sel_rc[s] != lo->layers[s]) {
-                stage_list(lo->sel_rc, p, list, sizeof list);
+                layout_runs_text(lo->sel_rc, p, list, sizeof list);
                 WHY("selective recomputation of %s layers per stage: Megatron-LM's --recompute-granularity "
                     "selective covers every layer (stage %d has %d)", list, s, lo->layers[s]);
             }
@@ -444,7 +443,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
                     N = n;
             }
             if (!N) {
-                stage_list(lo->full_rc, p, list, sizeof list);
+                layout_runs_text(lo->full_rc, p, list, sizeof list);
                 WHY("full recomputation of %s layers per stage: Megatron-LM recomputes the same number of layers N "
                     "per model chunk (%d per stage) on every stage (--recompute-method block --recompute-num-layers "
                     "N: min(N, chunk) of each), and no N gives these counts", list, v);

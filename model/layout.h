@@ -99,6 +99,10 @@ int layout_interleave_rule(int L, int pp, int vp, int *e, int *l);
  * when the stage splits into no such chunks. vp 1: the stage's layers. */
 int layout_chunk_layers(const Layout *lo, int s, int c);
 
+/* "1x4,0x12" (or "11,12x6,13"): a per-stage list with runs of equal values
+ * folded as VxN, for messages and tables. */
+void layout_runs_text(const int *v, int n, char *buf, int len);
+
 int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
 /* Megatron-core "parallel folding": attention layers use tp × cp × dp, expert
  * layers etp × ep × edp over the same ranks of a stage; edp = tp·cp·dp /
