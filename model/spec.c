@@ -533,7 +533,7 @@ static int freq_term(const char **ps, int *v, int *n, int depth, char *err, int 
             snprintf(err, errlen, "--moe-layer-freq: bad repeat count at \"%.20s\" (at most %d layers)", p, FREQ_MAX);
             return -1;
         }
-        for (long r = 1; r < rep; r++)
+        for (long r = 1; len > 0 && r < rep; r++)   /* an empty list repeats to nothing, at once */
             for (long i = 0; i < len; i++)
                 v[(*n)++] = v[start + i];
         if (rep == 0)

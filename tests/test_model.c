@@ -806,6 +806,10 @@ static void test_moe_freq(void **state)
     assert_true(f == 2 && k == 1 && n == 48);
     assert_int_equal(spec_parse_moe_freq("[0]*3+([1]+[0]*2)*4", &f, &k, &n, err, sizeof err), 0);
     assert_true(f == 3 && k == 3 && n == 15);
+    /* fuzz_sizes found it: an empty list repeated 2^31·10 times spun for a
+     * minute (the repeat loop ran with nothing to copy); now it is nothing */
+    assert_int_equal(spec_parse_moe_freq("[]*21474836470+[0]*2+[1]*6", &f, &k, &n, err, sizeof err), 0);
+    assert_true(k == 2 && n == 8);
     assert_int_equal(spec_parse_moe_freq("[1,1,0,1]", &f, &k, &n, err, sizeof err), -1);
     assert_non_null(strstr(err, "layer 2"));
     assert_int_equal(spec_parse_moe_freq("[0]*4", &f, &k, &n, err, sizeof err), -1);
