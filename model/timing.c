@@ -414,20 +414,31 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double gpu_fwd = gemm + core + softmax + ew_s;
     double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
 
-    /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
+    /* TP without SP: 2 all-reduces of the layer's activations each way.
+     * Under SP each all-reduce is a reduce-scatter and an all-gather, two
+     * NCCL calls each paying the fixed call cost: forward AG before QKV and
+     * FC1, RS after the projection and FC2; backward the conjugates (AG of
+     * the output gradients of the projection and FC2, RS of the input
+     * gradients of QKV and FC1), and the inputs of QKV and FC1 all-gathered
+     * a second time for their weight gradients: Megatron keeps only the
+     * sequence-sharded input (LinearWithGradAccumulationAndAsyncCommunication
+     * re-gathers it in backward), 3 all-reduces' worth of bytes in six calls.
+     * A reduce-scatter costs as the all-gather of the same tensor. */
     int k_tp = time_members_per_node(hw, 1, lo->tp);
     double msg = ab * tok * h;
     double ar = time_coll_allreduce(hw, msg, lo->tp, k_tp);
+    bool sp_tp = lo->sp && lo->tp > 1;
+    double ag_tp = sp_tp ? time_coll_allgather(hw, msg, lo->tp, k_tp) : 0.0;
     /* --tp-comm-overlap (Transformer Engine userbuffers, with SP): each
      * all-gather / reduce-scatter is cut into chunks pipelined with the GEMM
      * it feeds or drains. Hidden: the profile's achievable fraction of the
      * pass's TP collectives, and never more than that pass's GEMMs last.
      * Off, nothing hides: the collectives sit on the compute stream. */
-    double tpc = 2.0 * ar;
-    double hide = time_tp_overlap(lo) ? hw->tp_overlap * tpc : 0.0;
-    out->tp_fwd = tpc - fmin(hide, gemm);
-    out->tp_bwd = tpc - fmin(hide, gemm_bwd);
-    out->tp_rc = tpc - fmin(hide, gemm);
+    double tpc = sp_tp ? 4.0 * ag_tp : 2.0 * ar, tpc_bwd = sp_tp ? 6.0 * ag_tp : 2.0 * ar;
+    double ov = time_tp_overlap(lo) ? hw->tp_overlap : 0.0;
+    out->tp_fwd = tpc - fmin(ov * tpc, gemm);
+    out->tp_bwd = tpc_bwd - fmin(ov * tpc_bwd, gemm_bwd);
+    out->tp_rc = tpc - fmin(ov * tpc, gemm);
 
     /* The GPU cannot run ahead of the host that launches its kernels: a pass
      * lasts max(host launches, GPU compute + its TP collectives), which the

@@ -873,10 +873,11 @@ static void test_overlap_switches(void **st)
     lo.opt = OPT_DISTOPT;
     LayerTime off, on;
     time_layer(&g, &hw, &lo, &off);
-    double ar = time_coll_allreduce(&hw, hw_precision_bytes(lo.prec) * layout_mb_tokens(&g, &lo) * g.h, 8,
+    /* under SP each pass is all-gathers and reduce-scatters (test_sp_collectives) */
+    double ag = time_coll_allgather(&hw, hw_precision_bytes(lo.prec) * layout_mb_tokens(&g, &lo) * g.h, 8,
                                     time_members_per_node(&hw, 1, 8));
-    assert_rel(off.tp_fwd, 2 * ar, 1e-12);
-    assert_rel(off.tp_bwd, 2 * ar, 1e-12);
+    assert_rel(off.tp_fwd, 4 * ag, 1e-12);
+    assert_rel(off.tp_bwd, 6 * ag, 1e-12);
     lo.tp_comm_overlap = true;
     time_layer(&g, &hw, &lo, &on);
     /* 175B's GEMMs at tp 8 last far longer than their collectives: all hidden */
@@ -884,7 +885,8 @@ static void test_overlap_switches(void **st)
     assert_rel(on.fwd, off.fwd, 1e-12);   /* the compute itself is what it was */
     hw.tp_overlap = 0.5;
     time_layer(&g, &hw, &lo, &on);
-    assert_rel(on.tp_fwd, ar, 1e-12);
+    assert_rel(on.tp_fwd, 2 * ag, 1e-12);
+    assert_rel(on.tp_bwd, 3 * ag, 1e-12);
     /* no SP: Megatron's --tp-comm-overlap needs it; nothing hides */
     lo.sp = false;
     time_layer(&g, &hw, &lo, &on);
@@ -922,6 +924,40 @@ static void test_overlap_switches(void **st)
     cost(&g, &hw, &lo, &o, b);
     assert_true(a->time[T_DP] == b->time[T_DP]);
     free(a), free(b);
+}
+
+/* Sequence parallelism's TP communication, worked by hand for tp 8 in one
+ * DGX A100 node, GPT-3 175B, micro-batch 1, s = 2048, bf16: the layer's
+ * activation is M = 2 * 2048 * 12288 bytes. One NCCL all-gather (or
+ * reduce-scatter) of M over 8 ranks costs coll_lat + 7 intra.lat +
+ * 7/8 M / (coll_eff bw). Forward: AG before QKV and FC1, RS after the
+ * projection and FC2 = 4 calls. Backward: AG of the projection's and FC2's
+ * output gradients, RS of QKV's and FC1's input gradients, and QKV's and
+ * FC1's inputs gathered again for their weight gradients (Megatron keeps
+ * them sequence-sharded) = 6 calls, three all-reduces' worth of bytes where
+ * the layer without SP moves two. Without SP: 2 all-reduces each way. */
+static void test_sp_collectives(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    Layout lo = layout_for(&g, &hw, 1, 8, 1, 1, 8);
+    assert_true(lo.sp);
+    double M = 2.0 * 2048 * 12288, bw = hw.intra.bw * hw.coll_eff;
+    double ag = hw.coll_lat + 7 * hw.intra.lat + 7.0 / 8 * M / bw;
+    double ar = hw.coll_lat + 14 * hw.intra.lat + 2 * 7.0 / 8 * M / bw;
+    LayerTime t;
+    time_layer(&g, &hw, &lo, &t);
+    assert_rel(t.tp_fwd, 4 * ag, 1e-9);
+    assert_rel(t.tp_bwd, 6 * ag, 1e-9);
+    assert_rel(t.tp_rc, 4 * ag, 1e-9);
+    lo.sp = false;
+    time_layer(&g, &hw, &lo, &t);
+    assert_rel(t.tp_fwd, 2 * ar, 1e-9);
+    assert_rel(t.tp_bwd, 2 * ar, 1e-9);
+    /* the backward's bytes: 3 all-reduces' worth with SP, 2 without */
+    double bytes_sp = 6 * 7.0 / 8 * M, bytes_nosp = 2 * 2 * 7.0 / 8 * M;
+    assert_rel(bytes_sp / bytes_nosp, 1.5, 1e-12);
 }
 
 /* The Megatron-LM README's H100 weak-scaling table, row "32B": 56 heads,
@@ -1263,6 +1299,7 @@ int main(void)
         cmocka_unit_test(test_moe_freq),
         cmocka_unit_test(test_layout_ep),
         cmocka_unit_test(test_overlap_switches),
+        cmocka_unit_test(test_sp_collectives),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
