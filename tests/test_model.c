@@ -960,6 +960,89 @@ static void test_sp_collectives(void **st)
     assert_rel(bytes_sp / bytes_nosp, 1.5, 1e-12);
 }
 
+/* Context parallelism (COSTMODEL.md §4.4), worked by hand. Llama-2-7B's
+ * shape (h 4096, 32 heads, MHA) at s = 8192, tp 1, micro-batch 1, bf16,
+ * flash. cp 2, ring: 4 chunks of c = 2048 tokens, a rank holds 2c = 4096;
+ * each of the 2 steps is one kernel of 4 * 2c^2 * 4096 FLOPs, and each step
+ * sends K and V of the rank's tokens, 2 * 2 * 4096 * 4096 bytes. */
+static double attn_step_s(const HwProfile *hw, double F)
+{
+    double ref = hw->eff_ref_peak > 0 ? hw->eff_ref_peak : hw->peak[PREC_BF16];
+    return F / (hw->peak[PREC_BF16] * hw_eff(&hw->attn_eff, F * ref / hw->peak[PREC_BF16]));
+}
+
+static void test_cp_ring_and_allgather(void **st)
+{
+    (void)st;
+    ModelSpec m = llama2_7b();
+    m.s = 8192;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+    lo.cp = 2;
+    double kv = 2.0 * 2 * 4096 * 4096, F = 4.0 * 2 * 2048.0 * 2048 * 4096;
+    double step = attn_step_s(&hw, F);
+    /* in one node: the 2.9 ms NVLink send hides behind the step (which is
+     * longer) in the forward and behind 2.5 steps in the backward; only the
+     * last dK, dV going home after the last step is exposed */
+    double send = hw.coll_lat + hw.intra.lat + kv / (hw.intra.bw * hw.coll_eff);
+    assert_true(send < step);
+    LayerTime t;
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, send, 1e-9);
+    /* one GPU per node: every send crosses InfiniBand and outlasts its step */
+    hw.gpus_per_node = 1;
+    send = hw.coll_lat + hw.inter.lat + kv / (hw.inter.bw * hw.coll_eff);
+    double send_b = hw.coll_lat + hw.inter.lat + 2 * kv / (hw.inter.bw * hw.coll_eff);
+    assert_true(send > step && send_b > 2.5 * step);
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, (send - step) + (send_b - 2.5 * step) + send, 1e-9);
+    /* all-gather (Llama 3's): K and V of all 8192 tokens gathered over cp 2
+     * forward, gathered again and dK, dV reduce-scattered backward, all exposed */
+    hw = a100();
+    lo.cp_comm = CP_COMM_ALLGATHER;
+    double ag = hw.coll_lat + hw.intra.lat + 0.5 * (2.0 * 2 * 8192 * 4096) / (hw.intra.bw * hw.coll_eff);
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, 3 * ag, 1e-9);
+    /* buffers: the gathered K, V and their gradients of all 8192 tokens;
+     * the ring's two blocks of K, V, dK, dV of the rank's 4096 */
+    assert_rel(memory_cp_ring_bytes(&m, &lo), 4.0 * 2 * 8192 * 4096, 1e-12);
+    lo.cp_comm = CP_COMM_RING;
+    assert_rel(memory_cp_ring_bytes(&m, &lo), 2.0 * 4 * 2 * 4096 * 4096, 1e-12);
+}
+
+/* Short chunks are slow: at 8K tokens and cp 16 a rank's attention is 16
+ * kernels of 256 x 512 token blocks, each read on the attention curve at its
+ * own size, so 16 ranks together spend far more GPU time than one rank
+ * doing it all as one kernel. With the links made free only the compute
+ * is left (the selective recompute term is the attention forward). */
+static void test_cp_short_chunks(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    char err[256];
+    assert_int_equal(presets_find("llama2-70b", &m, err, sizeof err), 0);
+    m.s = 8192;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
+    hw.intra.bw = hw.inter.bw = 1e30;
+    Layout lo = layout_for(&m, &hw, 1, 8, 1, 1, 8);
+    LayerTime one, sixteen;
+    time_layer(&m, &hw, &lo, &one);
+    lo.cp = 16;
+    time_layer(&m, &hw, &lo, &sixteen);
+    /* the whole: F = 4 * 8192 * 8192 * 8192/8 / 2; a block: 4 * 2 * 256^2 * 1024 */
+    double F1 = 4.0 * 8192 * 8192 * 1024 / 2, Fb = 4.0 * 2 * 256 * 256 * 1024;
+    assert_rel(16 * Fb, F1 / 16, 1e-12);
+    double eff1 = hw_eff(&hw.attn_eff, F1 * (hw.eff_ref_peak > 0 ? hw.eff_ref_peak : hw.peak[PREC_BF16]) / hw.peak[PREC_BF16]);
+    double effb = hw_eff(&hw.attn_eff, Fb * (hw.eff_ref_peak > 0 ? hw.eff_ref_peak : hw.peak[PREC_BF16]) / hw.peak[PREC_BF16]);
+    assert_true(effb < 0.75 * eff1);
+    assert_true(16 * sixteen.rc_sel > one.rc_sel * 0.99 * eff1 / effb);
+}
+
 /* The Megatron-LM README's H100 weak-scaling table, row "32B": 56 heads,
  * hidden 7168, 48 layers, tp 8, pp 1, dp 48 on 384 GPUs, batch 192 x 4096
  * tokens, vocabulary 131072, 459.6 TFLOP/s per GPU (46 % MFU) with
@@ -1300,6 +1383,8 @@ int main(void)
         cmocka_unit_test(test_layout_ep),
         cmocka_unit_test(test_overlap_switches),
         cmocka_unit_test(test_sp_collectives),
+        cmocka_unit_test(test_cp_ring_and_allgather),
+        cmocka_unit_test(test_cp_short_chunks),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
