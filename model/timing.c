@@ -606,10 +606,17 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     if (lo->pp <= 1)
         return 0;
-    /* scatter-gather (or SP) sends 1/tp of the activation per GPU */
+    /* scatter-gather (or SP) sends 1/tp of the activation per GPU. Without
+     * SP the receiver needs the whole activation: it all-gathers the tp
+     * pieces over NVLink (Megatron's gather_split_1d_tensor, DeepSpeed's
+     * partitioned activations), a TP collective SP does not have since its
+     * layers take the sequence-sharded tensor as it comes */
     double bytes = memory_pp_msg_bytes(m, lo);
     bool cross = (long long)lo->tp * lo->cp * lo->dp >= hw->gpus_per_node;
-    return 2.0 * lo->vp * time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap);
+    double gather = !lo->sp && lo->tp > 1
+                        ? time_coll_allgather(hw, bytes * lo->tp, lo->tp, time_members_per_node(hw, 1, lo->tp))
+                        : 0.0;
+    return 2.0 * lo->vp * (time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap) + gather);
 }
 
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,

@@ -960,6 +960,30 @@ static void test_sp_collectives(void **st)
     assert_rel(bytes_sp / bytes_nosp, 1.5, 1e-12);
 }
 
+/* A pipeline boundary without SP (Megatron's scatter-gather): GPT-3 175B,
+ * tp 8, pp 8 on DGX A100s, micro-batch 1, bf16. The activation
+ * M = 2 * 2048 * 12288 bytes goes to the next stage as 8 pieces of M/8,
+ * one per TP rank, over InfiniBand (tp·dp = 8 fills the node), and the
+ * receiver all-gathers them over NVLink: per micro-batch 2 (activation and
+ * gradient) x (p2p(M/8) + AG(M over 8)). Under SP the stage takes its M/8
+ * piece as it is: no gather. */
+static void test_pp_scatter_gather(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.pp_overlap = 0;
+    Layout lo = layout_for(&g, &hw, 1, 8, 8, 1, 64);
+    double M = 2.0 * 2048 * 12288;
+    double p2p = hw.coll_lat + hw.inter.lat + M / 8 / (hw.inter.bw * hw.coll_eff);
+    double ag = hw.coll_lat + 7 * hw.intra.lat + 7.0 / 8 * M / (hw.intra.bw * hw.coll_eff);
+    assert_rel(time_pp_mb(&g, &hw, &lo), 2 * p2p, 1e-9);
+    lo.sp = false;
+    assert_rel(time_pp_mb(&g, &hw, &lo), 2 * (p2p + ag), 1e-9);
+    lo.vp = 3;   /* interleaved: every chunk boundary */
+    assert_rel(time_pp_mb(&g, &hw, &lo), 6 * (p2p + ag), 1e-9);
+}
+
 /* Context parallelism (COSTMODEL.md §4.4), worked by hand. Llama-2-7B's
  * shape (h 4096, 32 heads, MHA) at s = 8192, tp 1, micro-batch 1, bf16,
  * flash. cp 2, ring: 4 chunks of c = 2048 tokens, a rank holds 2c = 4096;
@@ -1383,6 +1407,7 @@ int main(void)
         cmocka_unit_test(test_layout_ep),
         cmocka_unit_test(test_overlap_switches),
         cmocka_unit_test(test_sp_collectives),
+        cmocka_unit_test(test_pp_scatter_gather),
         cmocka_unit_test(test_cp_ring_and_allgather),
         cmocka_unit_test(test_cp_short_chunks),
         cmocka_unit_test(test_megatron_readme_32b),
