@@ -250,7 +250,7 @@ static const Knob table[KNOB_COUNT] = {
                    .arg = "ring|all-gather", .json = "cp_comm", .json_optional = true, .csv = "cp_comm",
                    .help = "context parallel K/V exchange: ring (p2p sends overlapped with attention on the block "
                            "in hand) or all-gather (K and V gathered before the attention, Llama 3's) "
-                           "(exported as --cp-comm-type p2p|all_gather)",
+                           "(exported as --cp-comm-type p2p|all_gather; ultraplan's own executors run the ring)",
                    .dflt = "ring, Megatron's p2p"},
     [K_FLOPS] = {K_FLOPS, "flops", L(flops), ENUM(flops, FLOPS_CONVENTION_COUNT), .flag = "flops",
                  .arg = "full|causal|6n|palm", .json = "flops", .json_optional = true,
