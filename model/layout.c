@@ -481,3 +481,26 @@ int layout_parse_opt(const char *s, OptimShard *out)
     }
     return -1;
 }
+
+static const char *const cp_comm_names[] = {"ring", "all-gather"};
+_Static_assert(sizeof cp_comm_names / sizeof *cp_comm_names == CP_COMM_COUNT, "cp_comm names");
+
+const char *layout_cp_comm_name(CpComm c) { return c >= 0 && c < CP_COMM_COUNT ? cp_comm_names[c] : "?"; }
+
+int layout_parse_cp_comm(const char *s, CpComm *out)
+{
+    for (int i = 0; i < CP_COMM_COUNT; i++)
+        if (strcasecmp(s, cp_comm_names[i]) == 0) {
+            *out = (CpComm)i;
+            return 0;
+        }
+    if (strcasecmp(s, "p2p") == 0) {   /* Megatron's names */
+        *out = CP_COMM_RING;
+        return 0;
+    }
+    if (strcasecmp(s, "all_gather") == 0 || strcasecmp(s, "allgather") == 0) {
+        *out = CP_COMM_ALLGATHER;
+        return 0;
+    }
+    return -1;
+}

@@ -35,6 +35,16 @@ typedef enum {
     TARGET_COUNT
 } Target;
 
+/* How context parallelism exchanges K and V (Megatron --cp-comm-type):
+ * a ring of point-to-point sends overlapped with attention on the block in
+ * hand (p2p, Megatron's default), or one all-gather of K and V before the
+ * attention (all_gather, Llama 3's). */
+typedef enum {
+    CP_COMM_RING,
+    CP_COMM_ALLGATHER,
+    CP_COMM_COUNT
+} CpComm;
+
 typedef struct {
     int dp, tp, pp, vp, cp;        // data, tensor, pipeline, virtual (interleave), context parallel sizes
     int ep;                        // expert parallel (default 1)
@@ -52,6 +62,7 @@ typedef struct {
                                    // (Megatron --overlap-param-gather; takes effect with overlap_grad, as Megatron requires)
     bool tp_comm_overlap;          // TP all-gather/reduce-scatter overlapped with the GEMMs they feed (Megatron
                                    // --tp-comm-overlap, Transformer Engine userbuffers; needs sp and tp > 1)
+    CpComm cp_comm;                // CP's K/V exchange: ring (p2p, default) or all-gather
     bool split_embed;              // the embedding counts as a layer in the stage split (Megatron
                                    // --account-for-embedding-in-pipeline-split)
     bool split_loss;               // the loss (LM head) counts as a layer (--account-for-loss-in-pipeline-split)
@@ -135,6 +146,8 @@ const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);
 const char *layout_target_name(Target t);          // "megatron", "ultraplan"
 int layout_parse_target(const char *s, Target *out);
+const char *layout_cp_comm_name(CpComm c);         // "ring", "all-gather"
+int layout_parse_cp_comm(const char *s, CpComm *out);   // also Megatron's p2p, all_gather
 
 /* How Megatron-LM (checked against NVIDIA/Megatron-LM d98e8a6, 2026-08-22:
  * megatron/training/arguments.py, megatron/core/transformer/

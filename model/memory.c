@@ -290,9 +290,14 @@ double memory_cp_ring_bytes(const ModelSpec *m, const Layout *lo)
 {
     if (lo->cp <= 1)
         return 0;
-    /* the K and V block resident and the one arriving; in the backward their
-     * gradients travel with them: 2 buffers of (K, V, dK, dV) of the local tokens */
     double kv = spec_kv_width(m) / lo->tp;
+    /* all-gather: the whole sequence's K and V gathered, and in the backward
+     * their gradients before the reduce-scatter */
+    if (lo->cp_comm == CP_COMM_ALLGATHER)
+        return 4.0 * hw_precision_bytes(lo->prec) * lo->mbs * (double)m->s * kv;
+    /* ring: the K and V block resident and the one arriving; in the backward
+     * their gradients travel with them: 2 buffers of (K, V, dK, dV) of the
+     * local tokens */
     return 2.0 * 4.0 * hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * kv;
 }
 

@@ -95,9 +95,10 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo);
  * more. Returns the stage unit's parameters on one GPU of stage s and, in
  * *layer_unit (nullable), one layer's. */
 double memory_zero_unit_params(const ModelSpec *m, const Layout *lo, int s, double *layer_unit);
-/* Context parallel's ring buffers on one GPU: the resident and the arriving
- * K/V block with their gradients (K, V, dK, dV, twice) of the local s/cp
- * tokens; 0 without cp. */
+/* Context parallel's K/V buffers on one GPU: for the ring the resident and
+ * the arriving K/V block with their gradients (K, V, dK, dV, twice) of the
+ * local s/cp tokens; for the all-gather K, V, dK, dV of the whole sequence;
+ * 0 without cp. */
 double memory_cp_ring_bytes(const ModelSpec *m, const Layout *lo);
 /* Fill one stage's memory (uses lo->layers, full_rc, sel_rc of stage s). */
 void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int stage, StageMem *out);

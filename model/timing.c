@@ -327,6 +327,64 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
 }
 
+/* Context parallelism's attention core on one GPU, per micro-batch
+ * (COSTMODEL.md §4.4). The sequence is cut into 2·cp chunks of c = s/(2cp)
+ * tokens and rank r holds chunks r and 2cp-1-r (Megatron's load balancing
+ * for the causal mask), tok = 2c tokens per sequence.
+ *
+ * Ring (Megatron's default p2p, Transformer Engine): cp steps. Step 0 is
+ * the resident block under the causal mask (2c x 2c, half of it); every
+ * later step is 2c x c or c x 2c unmasked, the same c·2c score pairs. So
+ * each step is one attention kernel of F = 4·b·2c²·q/t FLOPs, timed on the
+ * attention curve at F: at 8K tokens and cp 16 a step is 256 x 512 tokens
+ * and the kernel runs far below its large-size rate. Each later step's
+ * partial output is merged into an fp32 accumulator (a memory-bound pass
+ * over the rank's output and its log-sum-exp) and costs its own launches.
+ * The K and V the next step needs (2·ab·b·2c·kv/t bytes) travel from the
+ * ring neighbour while this step computes: cp-1 transfers, each exposed by
+ * what it outlasts its step. Backward: the same steps at 2.5x the forward
+ * kernel; K, V and their gradients travel (twice the bytes), and the last
+ * dK, dV go home after the last step with nothing left to hide behind.
+ *
+ * All-gather (Llama 3's, --cp-comm all-gather): K and V of the whole
+ * sequence all-gathered over cp before the attention (exposed), the two
+ * resident chunks' attention as two kernels of half the rank's FLOPs each;
+ * backward gathers K and V again and reduce-scatters dK, dV (exposed).
+ *
+ * *fwd and *bwd: the GPU time of the attention kernels and merges; *xf and
+ * *xb: the exposed CP communication forward and backward; *kern: kernels
+ * launched forward beyond one attention kernel. */
+static void cp_attn_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd, double *xf,
+                      double *xb, double *kern)
+{
+    Precision p = prec_bf16_if_fp8(hw, lo->prec);
+    double ab = hw_precision_bytes(p), t = lo->tp, cp = lo->cp, b = lo->mbs;
+    double qw = spec_q_width(m) / t, kvw = spec_kv_width(m) / t;
+    double tok = layout_mb_tokens(m, lo), c = tok / (2.0 * b);   // tokens per chunk per sequence
+    double total = 4.0 * tok * (double)m->s * qw * 0.5;           // the rank's causal FLOPs
+    int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
+    if (lo->cp_comm == CP_COMM_ALLGATHER) {
+        double k1 = attn_s(hw, p, 0.5 * total);
+        *fwd = 2.0 * k1;
+        *bwd = 2.5 * *fwd;
+        double ag = time_coll_allgather(hw, 2.0 * ab * b * (double)m->s * kvw, lo->cp, k_cp);
+        *xf = ag;
+        *xb = 2.0 * ag;   /* gather K, V again; reduce-scatter dK, dV */
+        *kern = 2.0;      /* the gather and the second chunk's kernel */
+        return;
+    }
+    double step = attn_s(hw, p, 4.0 * b * 2.0 * c * c * qw);
+    double merge = time_mem_s(hw, (ab + 8.0) * tok * qw + 8.0 * tok * m->a / t);
+    *fwd = cp * step + (cp - 1.0) * merge;
+    *bwd = cp * 2.5 * step + (cp - 1.0) * merge;
+    bool cross = (long long)lo->tp * lo->cp > hw->gpus_per_node;
+    double kv_bytes = 2.0 * ab * tok * kvw;
+    double send = time_p2p(hw, kv_bytes, cross), send_b = time_p2p(hw, 2.0 * kv_bytes, cross);
+    *xf = (cp - 1.0) * fmax(0.0, send - step);
+    *xb = (cp - 1.0) * fmax(0.0, send_b - 2.5 * step) + send;
+    *kern = 3.0 * (cp - 1.0);   /* per later step: the send/receive, the kernel, the merge */
+}
+
 /* router, its softmax/top-k, aux loss, 2 permutes, 2 unpermutes, the two
  * grouped GEMMs' set-up, the dispatcher's bookkeeping; shared expert 3 */
 enum { K_MOE_EXTRA = 12, K_SHARED_EXTRA = 3 };
@@ -382,6 +440,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         core = fmax(core, time_mem_s(hw, 2.0 * scores + qkvo));
     }
     double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
+    double cp_xf = 0, cp_xb = 0, cp_kern = 0;
+    if (lo->cp > 1)   /* context parallel: the core in blocks, with its K/V exchange */
+        cp_attn_s(m, hw, lo, &core, &core_bwd, &cp_xf, &cp_xb, &cp_kern);
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */
         double el = m->a * tok * (double)m->s / t;
@@ -414,40 +475,45 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double gpu_fwd = gemm + core + softmax + ew_s;
     double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
 
-    /* TP: 2 all-reduces (or RS+AG pairs under SP) of the layer's activations each way */
+    /* TP without SP: 2 all-reduces of the layer's activations each way.
+     * Under SP each all-reduce is a reduce-scatter and an all-gather, two
+     * NCCL calls each paying the fixed call cost: forward AG before QKV and
+     * FC1, RS after the projection and FC2; backward the conjugates (AG of
+     * the output gradients of the projection and FC2, RS of the input
+     * gradients of QKV and FC1), and the inputs of QKV and FC1 all-gathered
+     * a second time for their weight gradients: Megatron keeps only the
+     * sequence-sharded input (LinearWithGradAccumulationAndAsyncCommunication
+     * re-gathers it in backward), 3 all-reduces' worth of bytes in six calls.
+     * A reduce-scatter costs as the all-gather of the same tensor. */
     int k_tp = time_members_per_node(hw, 1, lo->tp);
     double msg = ab * tok * h;
     double ar = time_coll_allreduce(hw, msg, lo->tp, k_tp);
+    bool sp_tp = lo->sp && lo->tp > 1;
+    double ag_tp = sp_tp ? time_coll_allgather(hw, msg, lo->tp, k_tp) : 0.0;
     /* --tp-comm-overlap (Transformer Engine userbuffers, with SP): each
      * all-gather / reduce-scatter is cut into chunks pipelined with the GEMM
      * it feeds or drains. Hidden: the profile's achievable fraction of the
      * pass's TP collectives, and never more than that pass's GEMMs last.
      * Off, nothing hides: the collectives sit on the compute stream. */
-    double tpc = 2.0 * ar;
-    double hide = time_tp_overlap(lo) ? hw->tp_overlap * tpc : 0.0;
-    out->tp_fwd = tpc - fmin(hide, gemm);
-    out->tp_bwd = tpc - fmin(hide, gemm_bwd);
-    out->tp_rc = tpc - fmin(hide, gemm);
+    double tpc = sp_tp ? 4.0 * ag_tp : 2.0 * ar, tpc_bwd = sp_tp ? 6.0 * ag_tp : 2.0 * ar;
+    double ov = time_tp_overlap(lo) ? hw->tp_overlap : 0.0;
+    out->tp_fwd = tpc - fmin(ov * tpc, gemm);
+    out->tp_bwd = tpc_bwd - fmin(ov * tpc_bwd, gemm_bwd);
+    out->tp_rc = tpc - fmin(ov * tpc, gemm);
 
     /* The GPU cannot run ahead of the host that launches its kernels: a pass
      * lasts max(host launches, GPU compute + its TP collectives), which the
      * compute terms carry (the collectives run on the GPU either way). */
-    double kf = kernels_fwd(m, lo), lat = hw->kernel_lat;
-    double core_k = lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED;
+    double kf = kernels_fwd(m, lo) + cp_kern, lat = hw->kernel_lat;
+    double core_k = (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + cp_kern;
     out->fwd = fmax(gpu_fwd, kf * lat - out->tp_fwd);
     out->bwd = fmax(gpu_bwd, 2.0 * kf * lat - out->tp_bwd);
-    out->rc_full = fmax(gpu_fwd, kf * lat - out->tp_rc);
-    out->rc_sel = fmax(core + softmax, core_k * lat);
+    /* a recomputed forward runs the attention core again, K/V exchange included */
+    out->rc_full = fmax(gpu_fwd, kf * lat - out->tp_rc) + cp_xf;
+    out->rc_sel = fmax(core + softmax, core_k * lat) + cp_xf;
 
-    /* CP: all-gather K and V in forward; all-gather + reduce-scatter in backward,
-     * as ring exchanges overlapped with the attention blocks they feed */
-    out->cp = 0;
-    if (lo->cp > 1) {
-        int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
-        double kv_bytes = 2.0 * ab * lo->mbs * (double)m->s * kv / t;
-        double ag = time_coll_allgather(hw, kv_bytes, lo->cp, k_cp);
-        out->cp = fmax(0.0, ag - core) + fmax(0.0, 2.0 * ag - core_bwd);
-    }
+    /* CP: the exposed K/V exchange of the forward and the backward (cp_attn_s) */
+    out->cp = cp_xf + cp_xb;
 
     /* an MoE layer: the attention part as above, the MLP replaced by router,
      * permutation, grouped experts and the shared expert (moe_mlp_s) */
@@ -540,10 +606,17 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     if (lo->pp <= 1)
         return 0;
-    /* scatter-gather (or SP) sends 1/tp of the activation per GPU */
+    /* scatter-gather (or SP) sends 1/tp of the activation per GPU. Without
+     * SP the receiver needs the whole activation: it all-gathers the tp
+     * pieces over NVLink (Megatron's gather_split_1d_tensor, DeepSpeed's
+     * partitioned activations), a TP collective SP does not have since its
+     * layers take the sequence-sharded tensor as it comes */
     double bytes = memory_pp_msg_bytes(m, lo);
     bool cross = (long long)lo->tp * lo->cp * lo->dp >= hw->gpus_per_node;
-    return 2.0 * lo->vp * time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap);
+    double gather = !lo->sp && lo->tp > 1
+                        ? time_coll_allgather(hw, bytes * lo->tp, lo->tp, time_members_per_node(hw, 1, lo->tp))
+                        : 0.0;
+    return 2.0 * lo->vp * (time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap) + gather);
 }
 
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,

@@ -316,6 +316,8 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     if (lo->vp > 1)
         ARGV("--num-virtual-stages-per-pipeline-rank", "%d", lo->vp);
     ARGV("--context-parallel-size", "%d", lo->cp);
+    if (lo->cp > 1 && lo->cp_comm == CP_COMM_ALLGATHER)
+        ARGV("--cp-comm-type", "%s", "all_gather");
     if (lo->sp && lo->tp > 1)
         ARG("--sequence-parallel");
     if (lo->tp_comm_overlap && lo->sp && lo->tp > 1)
@@ -599,6 +601,12 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             gran = v && !strcmp(v, "full") ? 1 : v && !strcmp(v, "selective") ? 2 : -1;
             if (gran < 0) {
                 snprintf(err, errlen, "--recompute-granularity: expected full or selective, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--cp-comm-type")) {
+            took = 1;
+            if (!v || layout_parse_cp_comm(v, &lo->cp_comm) != 0) {
+                snprintf(err, errlen, "--cp-comm-type: expected p2p or all_gather, got \"%s\"", v ? v : "");
                 goto out;
             }
         } else if (!strcmp(f, "--recompute-method")) {

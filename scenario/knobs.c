@@ -16,7 +16,7 @@
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
-                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int),
+                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -38,6 +38,7 @@ ENUM_WRAP(prec, Precision, hw_precision_name, hw_parse_precision)
 ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
 ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
 ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
+ENUM_WRAP(cpcomm, CpComm, layout_cp_comm_name, layout_parse_cp_comm)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -245,6 +246,12 @@ static const Knob table[KNOB_COUNT] = {
                       .json_optional = true, .csv = "tp_comm_overlap",
                       .help = "TP all-gather/reduce-scatter overlapped with the GEMMs they feed (userbuffers; "
                               "needs sp)", .dflt = "off, Megatron-LM's; NeMo's tuned H100 configs turn it on"},
+    [K_CP_COMM] = {K_CP_COMM, "cp-comm", L(cp_comm), ENUM(cpcomm, CP_COMM_COUNT), .flag = "cp-comm",
+                   .arg = "ring|all-gather", .json = "cp_comm", .json_optional = true, .csv = "cp_comm",
+                   .help = "context parallel K/V exchange: ring (p2p sends overlapped with attention on the block "
+                           "in hand) or all-gather (K and V gathered before the attention, Llama 3's) "
+                           "(exported as --cp-comm-type p2p|all_gather; ultraplan's own executors run the ring)",
+                   .dflt = "ring, Megatron's p2p"},
     [K_FLOPS] = {K_FLOPS, "flops", L(flops), ENUM(flops, FLOPS_CONVENTION_COUNT), .flag = "flops",
                  .arg = "full|causal|6n|palm", .json = "flops", .json_optional = true,
                  .help = "FLOP convention for MFU", .dflt = "full = Korthikanti Eq. 7"},

@@ -96,6 +96,38 @@ static void test_round_trip_175b(void **state)
     round_trip(&m, &hw, &lo, "--recompute-granularity selective \\");
 }
 
+/* context parallel: the all-gather exchange is exported as Megatron's
+ * --cp-comm-type all_gather and read back (the ring is Megatron's default
+ * p2p and needs no flag); a value Megatron does not have is refused */
+static void test_round_trip_cp_comm(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-8b", "h100-sxm", &m, &hw);
+    m.s = 32768;
+    char err[512];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    Layout lo;
+    base(&lo, 8, 2, 1, 1, 1, 128, OPT_DISTOPT);
+    lo.cp = 4;
+    lo.cp_comm = CP_COMM_ALLGATHER;
+    round_trip(&m, &hw, &lo, "--cp-comm-type all_gather \\");
+    base(&lo, 8, 2, 1, 1, 1, 128, OPT_DISTOPT);
+    lo.cp = 4;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_null(strstr(t, "--cp-comm-type"));
+    free(t);
+    ModelSpec m2;
+    Layout lo2;
+    const char *bad = "torchrun pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--seq-length 32768 --context-parallel-size 4 --cp-comm-type ring_of_fire";
+    assert_int_not_equal(export_parse_megatron(bad, 4, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_non_null(strstr(err, "--cp-comm-type"));
+}
+
 static void test_round_trip_zero3(void **state)
 {
     (void)state;
@@ -404,6 +436,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
+        cmocka_unit_test(test_round_trip_cp_comm),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),

@@ -873,10 +873,11 @@ static void test_overlap_switches(void **st)
     lo.opt = OPT_DISTOPT;
     LayerTime off, on;
     time_layer(&g, &hw, &lo, &off);
-    double ar = time_coll_allreduce(&hw, hw_precision_bytes(lo.prec) * layout_mb_tokens(&g, &lo) * g.h, 8,
+    /* under SP each pass is all-gathers and reduce-scatters (test_sp_collectives) */
+    double ag = time_coll_allgather(&hw, hw_precision_bytes(lo.prec) * layout_mb_tokens(&g, &lo) * g.h, 8,
                                     time_members_per_node(&hw, 1, 8));
-    assert_rel(off.tp_fwd, 2 * ar, 1e-12);
-    assert_rel(off.tp_bwd, 2 * ar, 1e-12);
+    assert_rel(off.tp_fwd, 4 * ag, 1e-12);
+    assert_rel(off.tp_bwd, 6 * ag, 1e-12);
     lo.tp_comm_overlap = true;
     time_layer(&g, &hw, &lo, &on);
     /* 175B's GEMMs at tp 8 last far longer than their collectives: all hidden */
@@ -884,7 +885,8 @@ static void test_overlap_switches(void **st)
     assert_rel(on.fwd, off.fwd, 1e-12);   /* the compute itself is what it was */
     hw.tp_overlap = 0.5;
     time_layer(&g, &hw, &lo, &on);
-    assert_rel(on.tp_fwd, ar, 1e-12);
+    assert_rel(on.tp_fwd, 2 * ag, 1e-12);
+    assert_rel(on.tp_bwd, 3 * ag, 1e-12);
     /* no SP: Megatron's --tp-comm-overlap needs it; nothing hides */
     lo.sp = false;
     time_layer(&g, &hw, &lo, &on);
@@ -922,6 +924,147 @@ static void test_overlap_switches(void **st)
     cost(&g, &hw, &lo, &o, b);
     assert_true(a->time[T_DP] == b->time[T_DP]);
     free(a), free(b);
+}
+
+/* Sequence parallelism's TP communication, worked by hand for tp 8 in one
+ * DGX A100 node, GPT-3 175B, micro-batch 1, s = 2048, bf16: the layer's
+ * activation is M = 2 * 2048 * 12288 bytes. One NCCL all-gather (or
+ * reduce-scatter) of M over 8 ranks costs coll_lat + 7 intra.lat +
+ * 7/8 M / (coll_eff bw). Forward: AG before QKV and FC1, RS after the
+ * projection and FC2 = 4 calls. Backward: AG of the projection's and FC2's
+ * output gradients, RS of QKV's and FC1's input gradients, and QKV's and
+ * FC1's inputs gathered again for their weight gradients (Megatron keeps
+ * them sequence-sharded) = 6 calls, three all-reduces' worth of bytes where
+ * the layer without SP moves two. Without SP: 2 all-reduces each way. */
+static void test_sp_collectives(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    Layout lo = layout_for(&g, &hw, 1, 8, 1, 1, 8);
+    assert_true(lo.sp);
+    double M = 2.0 * 2048 * 12288, bw = hw.intra.bw * hw.coll_eff;
+    double ag = hw.coll_lat + 7 * hw.intra.lat + 7.0 / 8 * M / bw;
+    double ar = hw.coll_lat + 14 * hw.intra.lat + 2 * 7.0 / 8 * M / bw;
+    LayerTime t;
+    time_layer(&g, &hw, &lo, &t);
+    assert_rel(t.tp_fwd, 4 * ag, 1e-9);
+    assert_rel(t.tp_bwd, 6 * ag, 1e-9);
+    assert_rel(t.tp_rc, 4 * ag, 1e-9);
+    lo.sp = false;
+    time_layer(&g, &hw, &lo, &t);
+    assert_rel(t.tp_fwd, 2 * ar, 1e-9);
+    assert_rel(t.tp_bwd, 2 * ar, 1e-9);
+    /* the backward's bytes: 3 all-reduces' worth with SP, 2 without */
+    double bytes_sp = 6 * 7.0 / 8 * M, bytes_nosp = 2 * 2 * 7.0 / 8 * M;
+    assert_rel(bytes_sp / bytes_nosp, 1.5, 1e-12);
+}
+
+/* A pipeline boundary without SP (Megatron's scatter-gather): GPT-3 175B,
+ * tp 8, pp 8 on DGX A100s, micro-batch 1, bf16. The activation
+ * M = 2 * 2048 * 12288 bytes goes to the next stage as 8 pieces of M/8,
+ * one per TP rank, over InfiniBand (tp·dp = 8 fills the node), and the
+ * receiver all-gathers them over NVLink: per micro-batch 2 (activation and
+ * gradient) x (p2p(M/8) + AG(M over 8)). Under SP the stage takes its M/8
+ * piece as it is: no gather. */
+static void test_pp_scatter_gather(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.pp_overlap = 0;
+    Layout lo = layout_for(&g, &hw, 1, 8, 8, 1, 64);
+    double M = 2.0 * 2048 * 12288;
+    double p2p = hw.coll_lat + hw.inter.lat + M / 8 / (hw.inter.bw * hw.coll_eff);
+    double ag = hw.coll_lat + 7 * hw.intra.lat + 7.0 / 8 * M / (hw.intra.bw * hw.coll_eff);
+    assert_rel(time_pp_mb(&g, &hw, &lo), 2 * p2p, 1e-9);
+    lo.sp = false;
+    assert_rel(time_pp_mb(&g, &hw, &lo), 2 * (p2p + ag), 1e-9);
+    lo.vp = 3;   /* interleaved: every chunk boundary */
+    assert_rel(time_pp_mb(&g, &hw, &lo), 6 * (p2p + ag), 1e-9);
+}
+
+/* Context parallelism (COSTMODEL.md §4.4), worked by hand. Llama-2-7B's
+ * shape (h 4096, 32 heads, MHA) at s = 8192, tp 1, micro-batch 1, bf16,
+ * flash. cp 2, ring: 4 chunks of c = 2048 tokens, a rank holds 2c = 4096;
+ * each of the 2 steps is one kernel of 4 * 2c^2 * 4096 FLOPs, and each step
+ * sends K and V of the rank's tokens, 2 * 2 * 4096 * 4096 bytes. */
+static double attn_step_s(const HwProfile *hw, double F)
+{
+    double ref = hw->eff_ref_peak > 0 ? hw->eff_ref_peak : hw->peak[PREC_BF16];
+    return F / (hw->peak[PREC_BF16] * hw_eff(&hw->attn_eff, F * ref / hw->peak[PREC_BF16]));
+}
+
+static void test_cp_ring_and_allgather(void **st)
+{
+    (void)st;
+    ModelSpec m = llama2_7b();
+    m.s = 8192;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+    lo.cp = 2;
+    double kv = 2.0 * 2 * 4096 * 4096, F = 4.0 * 2 * 2048.0 * 2048 * 4096;
+    double step = attn_step_s(&hw, F);
+    /* in one node: the 2.9 ms NVLink send hides behind the step (which is
+     * longer) in the forward and behind 2.5 steps in the backward; only the
+     * last dK, dV going home after the last step is exposed */
+    double send = hw.coll_lat + hw.intra.lat + kv / (hw.intra.bw * hw.coll_eff);
+    assert_true(send < step);
+    LayerTime t;
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, send, 1e-9);
+    /* one GPU per node: every send crosses InfiniBand and outlasts its step */
+    hw.gpus_per_node = 1;
+    send = hw.coll_lat + hw.inter.lat + kv / (hw.inter.bw * hw.coll_eff);
+    double send_b = hw.coll_lat + hw.inter.lat + 2 * kv / (hw.inter.bw * hw.coll_eff);
+    assert_true(send > step && send_b > 2.5 * step);
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, (send - step) + (send_b - 2.5 * step) + send, 1e-9);
+    /* all-gather (Llama 3's): K and V of all 8192 tokens gathered over cp 2
+     * forward, gathered again and dK, dV reduce-scattered backward, all exposed */
+    hw = a100();
+    lo.cp_comm = CP_COMM_ALLGATHER;
+    double ag = hw.coll_lat + hw.intra.lat + 0.5 * (2.0 * 2 * 8192 * 4096) / (hw.intra.bw * hw.coll_eff);
+    time_layer(&m, &hw, &lo, &t);
+    assert_rel(t.cp, 3 * ag, 1e-9);
+    /* buffers: the gathered K, V and their gradients of all 8192 tokens;
+     * the ring's two blocks of K, V, dK, dV of the rank's 4096 */
+    assert_rel(memory_cp_ring_bytes(&m, &lo), 4.0 * 2 * 8192 * 4096, 1e-12);
+    lo.cp_comm = CP_COMM_RING;
+    assert_rel(memory_cp_ring_bytes(&m, &lo), 2.0 * 4 * 2 * 4096 * 4096, 1e-12);
+}
+
+/* Short chunks are slow: at 8K tokens and cp 16 a rank's attention is 16
+ * kernels of 256 x 512 token blocks, each read on the attention curve at its
+ * own size, so 16 ranks together spend far more GPU time than one rank
+ * doing it all as one kernel. With the links made free only the compute
+ * is left (the selective recompute term is the attention forward). */
+static void test_cp_short_chunks(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    char err[256];
+    assert_int_equal(presets_find("llama2-70b", &m, err, sizeof err), 0);
+    m.s = 8192;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
+    hw.intra.bw = hw.inter.bw = 1e30;
+    Layout lo = layout_for(&m, &hw, 1, 8, 1, 1, 8);
+    LayerTime one, sixteen;
+    time_layer(&m, &hw, &lo, &one);
+    lo.cp = 16;
+    time_layer(&m, &hw, &lo, &sixteen);
+    /* the whole: F = 4 * 8192 * 8192 * 8192/8 / 2; a block: 4 * 2 * 256^2 * 1024 */
+    double F1 = 4.0 * 8192 * 8192 * 1024 / 2, Fb = 4.0 * 2 * 256 * 256 * 1024;
+    assert_rel(16 * Fb, F1 / 16, 1e-12);
+    double eff1 = hw_eff(&hw.attn_eff, F1 * (hw.eff_ref_peak > 0 ? hw.eff_ref_peak : hw.peak[PREC_BF16]) / hw.peak[PREC_BF16]);
+    double effb = hw_eff(&hw.attn_eff, Fb * (hw.eff_ref_peak > 0 ? hw.eff_ref_peak : hw.peak[PREC_BF16]) / hw.peak[PREC_BF16]);
+    assert_true(effb < 0.75 * eff1);
+    assert_true(16 * sixteen.rc_sel > one.rc_sel * 0.99 * eff1 / effb);
 }
 
 /* The Megatron-LM README's H100 weak-scaling table, row "32B": 56 heads,
@@ -1263,6 +1406,10 @@ int main(void)
         cmocka_unit_test(test_moe_freq),
         cmocka_unit_test(test_layout_ep),
         cmocka_unit_test(test_overlap_switches),
+        cmocka_unit_test(test_sp_collectives),
+        cmocka_unit_test(test_pp_scatter_gather),
+        cmocka_unit_test(test_cp_ring_and_allgather),
+        cmocka_unit_test(test_cp_short_chunks),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),

@@ -409,6 +409,49 @@ static void test_interleaved_405b(void **state)
     planner_result_free(&res);
 }
 
+/* Issue 21, mechanism 4: at 8K tokens context parallelism buys nothing a
+ * 70B or 8B model needs (the activations fit without it) and costs the K/V
+ * ring and attention on 256- to 2048-token blocks, so the planner must not
+ * rank a cp > 1 layout level with or above the best cp 1 layout, and cp 16
+ * not within 5 % of it. (Before the ring was timed per block every cp up to
+ * 8 tied with cp 1 and cp 16 came within 3.5 %.) */
+static void no_cp_at_8k(const char *model, int gpus)
+{
+    ModelSpec m;
+    HwProfile hw;
+    load(model, "h100-sxm", &m, &hw);
+    m.s = 8192;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    PlanRequest r;
+    request(&r, &m, gpus);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    if (res.n < 1)
+        fail_msg("%s on %d: no plan: %s", model, gpus, res.infeasible);
+    assert_int_equal(res.plans[0].layout.cp, 1);
+    double best = res.plans[0].cost.step_s;
+    for (int i = 1; i < res.n; i++) {
+        const Plan *p = &res.plans[i];
+        if (p->layout.cp > 1 && !(p->cost.step_s > best))
+            fail_msg("%s: cp %d plan #%d at %.4f s ties the cp 1 plan at %.4f s", model, p->layout.cp, i + 1,
+                     p->cost.step_s, best);
+        if (p->layout.cp >= 16 && !(p->cost.step_s > 1.05 * best))
+            fail_msg("%s: cp %d plan #%d at %.4f s within 5 %% of %.4f s", model, p->layout.cp, i + 1, p->cost.step_s,
+                     best);
+    }
+    planner_result_free(&res);
+}
+
+static void test_no_cp_at_8k(void **state)
+{
+    (void)state;
+    no_cp_at_8k("llama2-70b", 512);
+    no_cp_at_8k("llama3.1-8b", 64);
+}
+
 /* Issue 21's explanation: 5128 = 8 x 641, and 641 (prime) divides neither
  * the 105 layers nor the batch of 2520, so no layout divides; every larger
  * count the old search tried (5136 x 2^k = 16 x 321 x 2^k) kept a factor as
@@ -456,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_fixed_knob_at_fault), cmocka_unit_test(test_interleaved_405b),
         cmocka_unit_test(test_nearest_counts_and_batches),
+        cmocka_unit_test(test_no_cp_at_8k),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };
