@@ -6,8 +6,8 @@ int cuplan_buckets(const ParamSet *ps, CuBucket *out)
     int k = 0;
     for (int l = 0; l < ps->nlayers; l++) {
         size_t n = 0;
-        for (int id = 0; id < P_LAYER_COUNT; id++)
-            if (ps->layer_off[l][id] != PARAM_NONE)
+        for (int id = 0; id < P_LAYER_COUNT; id++)   // the routed experts are in their own region
+            if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                 n += ps->layer_len[l][id];
         out[k++] = (CuBucket){ps->layer_off[l][P_LN1W], n, l};
     }
@@ -37,7 +37,7 @@ int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard)
         size_t start = l < ps->nlayers ? ps->layer_off[l][P_LN1W] : ps->layers_end, len = 0;
         if (l < ps->nlayers) {
             for (int id = 0; id < P_LAYER_COUNT; id++)
-                if (ps->layer_off[l][id] != PARAM_NONE)
+                if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                     len += ps->layer_len[l][id];
         } else if (ps->n > ps->layers_end) {
             len = ps->n - ps->layers_end;
