@@ -14,9 +14,9 @@
 # mpi_cuda_layouts where there are GPUs), the MoE layer in the training step
 # against the CPU executor (test_cuda_exec's tiny-moe, ctest -L gpu), then a
 # small MoE (gpt3-350m shape without biases, 8 experts of 2048, top 2: ~1B
-# total) planned and run 20 steps and compared, after the dense runs. The
-# ZeRO-3-, CP- and MoE-shaped stage proxies are not built yet (skipped, said
-# why). The multi-GPU layouts (dense, ZeRO-2/3, cp, MoE ep/edp) run when
+# total) planned and run 20 steps and compared, after the dense runs; then
+# the ZeRO-3 (70B), CP (128K tokens, cp 8) and MoE (Qwen3-235B-A22B, ep 8)
+# stage proxies, each compared with its prediction. The multi-GPU layouts (dense, ZeRO-2/3, cp, MoE ep/edp) run when
 # `nvidia-smi -L` lists more than one GPU. Budget:
 # DEVICE_CHECK_BUDGET seconds (default 420): every step's timeout is cut to
 # the time left, and a step with none left is skipped, so the summary is
@@ -288,13 +288,29 @@ if [ -x "$U" ]; then
             sampler_stop "run MoE 20 steps"
             [ -s "$D/run-moe.json" ] && step "compare MoE" run.log 30 "$U" compare "$D/plan-moe.json" "$D/run-moe.json"
         fi
-        # issue 22 item 4: not built yet (proxy.h refuses cp > 1 and MoE; a 70B ZeRO-3 stage is the whole
-        # model, more weights than one GPU holds without the gather buffers the proxy lacks)
-        skip "ZeRO-3 stage proxy (70B)" "not built: the proxy allocates the whole stage's weights (proxy.h)"
-        skip "CP stage proxy (128K, cp 8)" "not built: the proxy refuses cp > 1 (proxy.h: no ring on one GPU)"
-        skip "MoE stage proxy (DSV3 ep)" "not built: the proxy refuses MoE plans (proxy.h: dense shapes only)"
     else
         skip "plan/run MoE" "ultraplan plan has no --experts"
+    fi
+    # the new layouts' stage proxies (issue 22, item 4): one rank's compute at the plan's shapes, compared
+    # with the prediction of the same compute (communication reported as predicted, not run); 3 steps each,
+    # the first a warm-up. A 70B ZeRO-3 plan (one layer's weights shared by all 80, as the gather buffers
+    # hold them), a 128K-token cp 8 plan (cp rank 0's ring blocks) and a Qwen3-235B-A22B ep 8 plan's
+    # stage 1 (its 16 experts, top 8). DeepSeek-V3 is MLA, which the executor lacks.
+    if "$U" run --help 2>&1 | grep -qi proxy; then
+        proxy_case() {   # proxy_case NAME STAGE PLAN-ARGS...
+            local name=$1 stage=$2; shift 2
+            step "plan $name" run.log 60 "$U" plan "$@" --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan-$name.json" || return
+            sampler_start
+            step "run $name proxy" run.log 90 "$U" run "$D/plan-$name.json" --backend cuda --proxy-stage "$stage" \
+                --steps 3 -o "$D/run-$name.json"
+            sampler_stop "run $name proxy"
+            [ -s "$D/run-$name.json" ] && step "compare $name proxy" run.log 30 "$U" compare "$D/plan-$name.json" "$D/run-$name.json"
+        }
+        proxy_case zero3-70b 0 --gpus 512 --model llama2-70b --zero 3 --tp 1 --pp 1
+        proxy_case cp8-128k 0 --gpus 64 --model llama3.1-8b --seq 131072 --cp 8 --tp 1 --pp 1 --gbs 8
+        proxy_case moe-qwen3-235b 1 --gpus 256 --model qwen3-235b-a22b --ep 8 --etp 1 --tp 4 --pp 8
+    else
+        skip "new-layout stage proxies" "ultraplan run has no stage proxy"
     fi
 else
     skip "plan/run" "no ultraplan binary (build failed)"
@@ -350,6 +366,11 @@ rm -rf "$D"
     grep -E 'mixture-of-experts|experts.*(refuse|yet)|MoE: ' "$OUT/run.log" | head -2
     awk '/^=== compare MoE: .*ultraplan compare/ { on = 1; next } /^=== / { on = 0 }
          on && /^ +(step_time|compute|forward|backward|mfu|tokens_per_s) / { print }' "$OUT/run.log" | head -8
+    echo
+    echo "-- new-layout stage proxies: ZeRO-3 70B, cp 8 128K, Qwen3-235B ep 8 (target: compute within 10 % of the prediction)"
+    awk '/^=== compare (zero3-70b|cp8-128k|moe-qwen3-235b) proxy: .*ultraplan compare/ { name = $3; print "[" name "]"; on = 1; next }
+         /^=== / { on = 0 }
+         on && /^ +(stage_compute_mb|forward_mb|backward_mb|mfu_rank_share) / { print }' "$OUT/run.log" | head -15
 } > "$OUT/summary.txt" 2>&1
 rm -f "$FEATURES"
 cat "$OUT/summary.txt"

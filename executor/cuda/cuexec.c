@@ -810,7 +810,9 @@ static int moe_setup(CuExec *e, char *err, int errlen)
     const ModelSpec *m = &e->m;
     int fe = m->moe_ffn > 0 ? m->moe_ffn : m->f, mc = e->maxchunk ? e->maxchunk : 1;
     double imb = e->opt.moe_imbalance > 0 ? e->opt.moe_imbalance : layout_moe_imbalance(&e->lo);
-    if (cumoe_init(&e->moe, e->sh.N, e->sh.C, e->E, e->K, fe, m->mlp == MLP_SWIGLU, imb, e->cc, e->st, err,
+    if (e->proxy)   // its tokens route over its own experts: every row stays here
+        imb = 1;
+    if (cumoe_init(&e->moe, e->Nl, e->sh.C, e->E, e->K, fe, m->mlp == MLP_SWIGLU, imb, e->cc, e->st, err,
                    errlen) != 0)
         return -1;
     e->mem[XM_BUFFERS] += e->moe.bytes;
@@ -847,6 +849,12 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
 {
     if (plan_tables(e, stage, err, errlen) != 0)
         return -1;
+    if (e->proxy && e->lo.opt == OPT_ZERO3 && !e->E && e->nun > 1) {   // one layer's weights, as ZeRO-3 gathers
+        for (int u = 0; u < e->nun; u++)
+            if (u != e->stage_unit && e->un[u].n > e->alias)
+                e->alias = e->un[u].n;
+        e->n = e->n_alloc = e->alias + (e->stage_unit < e->nun ? e->un[e->stage_unit].n : 0);
+    }
     kc_init();
     CHECK_CUDA(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking));
     for (int d = 0; d < 2 && e->nring; d++)
@@ -877,8 +885,9 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     e->wb = e->slab[XM_WEIGHTS];
     e->g = e->slab[XM_GRADS];
     for (int u = 0; u < e->nun; u++) {   // ZeRO-3's weights and ZeRO-2/3's grads move to buffers per use
-        e->wu[u] = e->zero == 3 ? NULL : e->wb + e->un[u].start;
-        e->gu[u] = e->zero ? NULL : e->g + e->un[u].start;
+        size_t at = !e->alias ? e->un[u].start : u == e->stage_unit ? e->alias : 0;
+        e->wu[u] = e->zero == 3 ? NULL : e->wb + at;
+        e->gu[u] = e->zero ? NULL : e->g + at;
     }
     if (!e->proxy) {   // master weights, m, v: all parameters, or this rank's ZeRO-1 shard
         e->w32 = e->slab[XM_OPTIM];
@@ -1117,7 +1126,14 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
-    e->Tg = e->sh.T;
+    e->cp = e->sh.cp;   // cp rank 0's blocks of the ring, the others' K/V random and resident
+    e->Tg = e->sh.T * e->cp;
+    if (e->sh.moe) {    // the rank's experts, routed over by its own tokens (proxy.h)
+        e->E = e->El = e->sh.El, e->K = e->sh.K;
+        e->Fs = e->sh.Fs, e->F1s = m->mlp == MLP_SWIGLU ? 2 * e->Fs : e->Fs;
+        double T = e->Tg;
+        e->aux_g = (float)(e->opt.moe_aux_coeff * m->experts / (T * T * e->K * lo->gbs));
+    }
     /* under SP the stage runs its norms and residual adds on N/tp rows:
      * so does the proxy (cunet.c's sp_allgather/sp_reduce_scatter copy
      * locally where the collectives would run, timed as TP) */
@@ -1127,7 +1143,11 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     if (setup(e, stage, err, errlen) != 0)
         return -1;
     const ProxyShape *s = &e->sh;
-    fill_random(e, e->wb, e->n, 0.02f, seed);
+    fill_random(e, e->wb, e->n_alloc, 0.02f, seed);   // the routed experts' region too
+    for (int k = 0; k < 2 && e->cp > 1; k++) {        // the blocks that would arrive; accumulators start at 0
+        fill_random(e, e->cp_kv[k], 2 * (size_t)s->N * s->kvl, 1.0f, seed + 3 + k);
+        CHECK_CUDA(cudaMemsetAsync(e->cp_dkv[k], 0, 2 * (size_t)s->N * s->kvl * sizeof(float), e->st));
+    }
     slot_bind(e, 0, 0);
     if (!s->first && s->layers)
         fill_random(e, e->la[0].x, (size_t)e->Nl * s->C, 1.0f, seed + 1);

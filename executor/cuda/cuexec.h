@@ -62,8 +62,11 @@
  *
  * Proxy mode runs the exact per-rank work of one pipeline stage of a larger
  * plan (proxy.h shapes: tp-sharded widths, heads/tp, its recomputation) on
- * this GPU: no optimizer, random weights and inputs, TP/SP/PP communication
- * not executed (the cost model's figure for it is reported instead).
+ * this GPU: no optimizer, random weights and inputs, TP/SP/PP/CP/EP
+ * communication not executed (the cost model's figure for it is reported
+ * instead); context parallel as cp rank 0's ring blocks, ZeRO-3 with one
+ * layer's weights shared by all layers, MoE on the rank's own experts
+ * (proxy.h).
  *
  * Checkpoints (cuckpt.c) are the CPU executor's files (ckpt.h): the device
  * state goes through host buffers into the same writer and reader.
@@ -142,6 +145,8 @@ typedef struct {
     CuUnit *un;                        // (nun) units: local layers, then the stage unit (cuplan_units over D
                                        // under ZeRO-2/3, else over 1: the same runs, unpadded)
     int nun, stage_unit;               // count; index of the stage unit (nun when the stage has none)
+    size_t alias;                      // proxy of a ZeRO-3 plan: floats of the one layer all layers share
+                                       // (their weights and grads at 0, the stage unit's after); else 0
     kc_bf16 **wu;                      // (nun + 1) where unit u's weights are now (its first float)
     float **gu;                        // (nun + 1) where unit u's gradients accumulate now
     Schedule sch;                      // this stage's actions

@@ -356,12 +356,12 @@ static void cp_attn_bwd(CuExec *e, CuActs *A, const kc_bf16 *dout)
 
 int cunet_layer_moe(const CuExec *e, int li) { return e->E > 0 && spec_layer_is_moe(&e->m, e->ps.glayer[li]); }
 
-/* out (N, C) = the routed experts of A->a2 (tp 1: N = Nl), or out += them
- * after the shared expert. A failure (more routed rows than the block
+/* out (Nl, C) = the routed experts of A->a2 (this rank's rows: under SP
+ * Megatron routes the N/tp rows), or out += them after the shared expert. A failure (more routed rows than the block
  * holds) is kept in e->moe_err for cuexec_step and leaves zeros. */
 static void moe_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out, int add)
 {
-    size_t nc = (size_t)e->sh.N * e->sh.C;
+    size_t nc = (size_t)e->Nl * e->sh.C;
     kc_bf16 *dst = add ? e->moe_out : out;
     char err[256];
     if (cumoe_fwd(&e->moe, A->moe, dst, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err,
@@ -374,13 +374,13 @@ static void moe_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out, int add)
         kc_residual_fwd(out, out, e->moe_out, nc, e->st);
 }
 
-/* e->dcol (N, C) += d(a2) of the routed experts and the router, given
- * d(out) in e->dres; the router's and this rank's experts' gradients
- * accumulate, with the balance loss (sequences of T local tokens: tp = cp
- * = 1, each sequence on one rank). */
-static void moe_bwd(CuExec *e, int li, CuActs *A)
+/* da2 (Nl, C) += d(a2) of the routed experts and the router, given d(out)
+ * in e->dres; the router's and this rank's experts' gradients accumulate,
+ * with the balance loss over sequences of T local tokens (training runs tp
+ * = cp = 1: each sequence whole on one rank). */
+static void moe_bwd(CuExec *e, int li, CuActs *A, kc_bf16 *da2)
 {
-    cumoe_bwd(&e->moe, A->moe, e->dcol, e->dres, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W),
+    cumoe_bwd(&e->moe, A->moe, da2, e->dres, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W),
               Wl(e, li, P_EFC2W), Gl(e, li, P_ROUTW), Gl(e, li, P_EFC1W), Gl(e, li, P_EFC2W), e->aux_g, e->sh.T);
 }
 
@@ -453,9 +453,9 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         in = col_input(e, A->a2);
         kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C, F1, st);
     }
+    const kc_bf16 *dn = col_grad_reduce(e);   // this rank's rows of d(a2)
     if (moe)
-        moe_bwd(e, li, A);
-    const kc_bf16 *dn = col_grad_reduce(e);
+        moe_bwd(e, li, A, (kc_bf16 *)dn);   // dn is e->dcol or e->dout: scratch of this layer
     norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), dn, A->x2, Wl(e, li, P_LN2W), A->mean2, A->rstd2);
 
     /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */
