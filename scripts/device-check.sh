@@ -293,22 +293,23 @@ if [ -x "$U" ]; then
     fi
     # the new layouts' stage proxies (issue 22, item 4): one rank's compute at the plan's shapes, compared
     # with the prediction of the same compute (communication reported as predicted, not run); 3 steps each,
-    # the first a warm-up. A 70B ZeRO-3 plan (one layer's weights shared by all 80, as the gather buffers
+    # the first a warm-up (the cp one 2 steps: its micro-batch is the longest). A 70B ZeRO-3 plan (one layer's weights shared by all 80, as the gather buffers
     # hold them), a 128K-token cp 8 plan (cp rank 0's ring blocks) and a Qwen3-235B-A22B ep 8 plan's
     # stage 1 (its 16 experts, top 8). DeepSeek-V3 is MLA, which the executor lacks.
     if "$U" run --help 2>&1 | grep -qi proxy; then
-        proxy_case() {   # proxy_case NAME STAGE PLAN-ARGS...
-            local name=$1 stage=$2; shift 2
+        proxy_case() {   # proxy_case NAME STAGE STEPS PLAN-ARGS...
+            local name=$1 stage=$2 steps=$3; shift 3
             step "plan $name" run.log 60 "$U" plan "$@" --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan-$name.json" || return
             sampler_start
-            step "run $name proxy" run.log 90 "$U" run "$D/plan-$name.json" --backend cuda --proxy-stage "$stage" \
-                --steps 3 -o "$D/run-$name.json"
+            step "run $name proxy" run.log 120 "$U" run "$D/plan-$name.json" --backend cuda --proxy-stage "$stage" \
+                --steps "$steps" -o "$D/run-$name.json"
             sampler_stop "run $name proxy"
             [ -s "$D/run-$name.json" ] && step "compare $name proxy" run.log 30 "$U" compare "$D/plan-$name.json" "$D/run-$name.json"
         }
-        proxy_case zero3-70b 0 --gpus 512 --model llama2-70b --zero 3 --tp 1 --pp 1
-        proxy_case cp8-128k 0 --gpus 64 --model llama3.1-8b --seq 131072 --cp 8 --tp 1 --pp 1 --gbs 8
-        proxy_case moe-qwen3-235b 1 --gpus 256 --model qwen3-235b-a22b --ep 8 --etp 1 --tp 4 --pp 8
+        # a micro-batch: ~6 s (70B, 8192 tokens), ~10-15 s (128K attention at the blocks' ~160 TFLOP/s), ~0.1 s
+        proxy_case zero3-70b 0 3 --gpus 512 --model llama2-70b --zero 3 --tp 1 --pp 1
+        proxy_case cp8-128k 0 2 --gpus 64 --model llama3.1-8b --seq 131072 --cp 8 --tp 1 --pp 1 --gbs 8
+        proxy_case moe-qwen3-235b 1 3 --gpus 256 --model qwen3-235b-a22b --ep 8 --etp 1 --tp 4 --pp 8
     else
         skip "new-layout stage proxies" "ultraplan run has no stage proxy"
     fi
@@ -336,7 +337,7 @@ rm -rf "$D"
     grep -E '^test_kernels_cuda:|FAIL' "$OUT/tests.log" | head -8
     echo "context-parallel attention blocks: $(grep -cE '^ +block_(fwd|bwd) .* ok ' "$OUT/tests.log") checks ok," \
          "$(grep -cE '^ +block_(fwd|bwd) .* FAIL' "$OUT/tests.log") failed"
-    echo "multi-GPU layouts (ZeRO-2/3, cp): $(grep -E '(layout\(s\) run|GPU\(s\): the multi-GPU layouts need)' "$OUT/tests.log" | tail -1)"
+    echo "multi-GPU layouts (ZeRO-2/3, cp, MoE): $(grep -hE '(layout\(s\) run|GPU\(s\): the multi-GPU layouts need)' "$OUT/tests.log" "$OUT/run.log" | tail -1)"
     echo "MoE kernels: $(grep -cE '^ +moe_.* ok ' "$OUT/tests.log") checks ok, $(grep -cE '^ +moe_.* FAIL' "$OUT/tests.log") failed;" \
          "expert GEMMs: $(grep -m1 -oE 'path taken: .*' "$OUT/tests.log" || echo '-');" \
          "MoE block: $(grep -E '^test_cuda_exec_moe:' "$OUT/tests.log" | tail -1)"

@@ -41,9 +41,10 @@
  * with rows, its own part a device copy, on the stream it is given (the
  * executor passes the communication stream).
  *
- * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode; the
- * expert groups are made but the executor does not run MoE layers yet
- * (docs/gpu/NOTES.md, "Mixture of experts").
+ * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode. The
+ * executor makes the expert groups for an MoE plan (cuexec.c, etp 1) and
+ * sums the routed experts' gradients over CC_EDP (docs/gpu/NOTES.md,
+ * "Mixture of experts").
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H

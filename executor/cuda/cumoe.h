@@ -25,13 +25,15 @@
  * case N·K·ep); a step that routes more fails with a message naming the
  * counts (no growth yet).
  *
+ * cunet.c calls it for every MoE layer (N = this rank's rows), with
+ * params.h's expert region as w1/w2 and the router in the layer's dense
+ * tensors; one CuMoe serves every layer, a CuMoeActs each (slot, layer).
+ *
  * What it doesn't do yet: etp > 1 (the expert tensor-parallel all-gather /
  * reduce-scatter), capacity factor, overlap of dispatch with computation,
- * fp8 dispatch, recomputation of the expert part; and it is not yet called
- * by cunet.c: the executor refuses MoE plans (cuexec.c check_layout) until
- * the parameter table (executor/params.c, expert region) is merged and the
- * layer is wired. tests/test_cuda_exec_moe.c holds it against a host fp32
- * reference, one GPU or ep GPUs under mpirun.
+ * fp8 dispatch; an overflow of cap is one rank's error (its ep peers are
+ * not told). tests/test_cuda_exec_moe.c holds it against a host fp32
+ * reference, one GPU or ep GPUs under mpirun. None of it has run on a GPU.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUMOE_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUMOE_H
