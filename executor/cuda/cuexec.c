@@ -1073,7 +1073,7 @@ int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts
     CHECK_CUDA(cudaSetDevice(e->device));
     if (e->d.world > 1 && !(e->cc = cucomm_init(&e->d, e->vp > 1, m->tied, err, errlen)))
         return -1;
-    if (e->cc && e->E && cucomm_init_moe(e->cc, &e->d, e->d.ep, 1, err, errlen) != 0)
+    if (e->cc && e->E && cucomm_init_moe(e->cc, &e->d, err, errlen) != 0)
         return -1;
     if (setup(e, e->d.pp_rank, err, errlen) != 0)
         return -1;

@@ -157,19 +157,6 @@ int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out)
     return add_range(out, k, ps->off[P_LNFB], ps->len[P_LNFB], -1);
 }
 
-int cuplan_expert_coords(int tp, int cp, int dp, int tp_rank, int cp_rank, int dp_rank, int ep, int etp,
-                         int *etp_rank, int *ep_rank, int *edp_rank)
-{
-    int n = tp * cp * dp;
-    if (ep < 1 || etp < 1 || n % (ep * etp))
-        return -1;
-    int L = tp_rank + tp * (cp_rank + cp * dp_rank);
-    *etp_rank = L % etp;
-    *ep_rank = L / etp % ep;
-    *edp_rank = L / (etp * ep);
-    return 0;
-}
-
 int cuplan_expert_local(int ep, int etp, int etp_rank, int ep_rank, int edp_rank)
 {
     return etp_rank + etp * (ep_rank + ep * edp_rank);

@@ -117,12 +117,11 @@ int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out);
  * of a stage, indexed L = tp_rank + tp·(cp_rank + cp·dp_rank) as the
  * attention layers order them, are reread for the expert layers as L =
  * etp_rank + etp·(ep_rank + ep·edp_rank): etp fastest, then ep, then edp
- * (edp = tp·cp·dp/(etp·ep)). cuplan_expert_coords gives this rank's
- * (etp, ep, edp) coordinates; cuplan_expert_local the stage index L of the
- * rank with the given expert coordinates. -1 when etp·ep does not divide
- * tp·cp·dp. */
-int cuplan_expert_coords(int tp, int cp, int dp, int tp_rank, int cp_rank, int dp_rank, int ep, int etp,
-                         int *etp_rank, int *ep_rank, int *edp_rank);
+ * (edp = tp·cp·dp/(etp·ep)). A rank's (etp, ep, edp) coordinates are
+ * dist_init_experts' (the CPU executor's, one copy of the rule);
+ * cuplan_expert_local is its inverse: the stage index L of the rank with
+ * the given expert coordinates (cucomm_init_moe finds each group's first
+ * rank with it). */
 int cuplan_expert_local(int ep, int etp, int etp_rank, int ep_rank, int edp_rank);
 
 #endif
