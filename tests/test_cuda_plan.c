@@ -128,6 +128,43 @@ static void test_moe_buckets(void **state)
             }
 }
 
+/* The expert masters' shards over edp tile the (padded) expert region in
+ * rank order, and without ZeRO-1 every rank holds all of it; worked by
+ * hand for 4 experts of 96 (SwiGLU: 2*96 + 96 rows of 64 per expert) */
+static void test_expert_shard(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    tiny(&m, 1);
+    m.experts = 4, m.topk = 2, m.moe_ffn = 96, m.moe_freq = 1;
+    for (int edp = 1; edp <= 3; edp++) {
+        Layout lo;
+        layout_default(&lo);
+        lo.ep = 2;
+        lo.layers[0] = m.L;
+        StageMap sm;
+        char err[128];
+        assert_int_equal(stagemap_init(&sm, &m, &lo, 0, 0, err, sizeof err), 0);
+        sm.expert_pad = edp;
+        ParamSet ps;
+        params_layout(&ps, &m, &sm, 1);
+        size_t per_layer = 2 * (3 * 96 * 64);   // two local experts: efc1 (192 x 64) + efc2 (64 x 96)
+        assert_true(ps.x_n == (size_t)m.L * per_layer);
+        assert_true(ps.x_alloc % edp == 0 && ps.x_alloc - ps.x_n < (size_t)edp);
+        size_t at = ps.x_off;
+        for (int r = 0; r < edp; r++) {
+            size_t n, off;
+            cuplan_expert_shard(&ps, edp, r, 1, &n, &off);
+            assert_true(off == at && n * edp == ps.x_alloc);
+            at += n;
+            cuplan_expert_shard(&ps, edp, r, 0, &n, &off);   // no ZeRO-1: all of it
+            assert_true(off == ps.x_off && n == ps.x_alloc);
+        }
+        assert_true(at == ps.x_off + ps.x_alloc);
+        params_free(&ps);
+    }
+}
+
 static void test_shard(void **state)
 {
     (void)state;
@@ -521,6 +558,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_moe_buckets),
+        cmocka_unit_test(test_expert_shard),
         cmocka_unit_test(test_shard),
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_cp_pos),

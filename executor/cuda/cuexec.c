@@ -739,8 +739,7 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
         FAIL("internal: ZeRO-1 padding %zu vs the parameter table's %zu", na, e->ps.dense_alloc);
     /* the routed experts' masters: all of the region, or this rank's edp shard (exec.c) */
     e->opt_nd = e->opt_n;
-    e->xopt_n = e->xzero ? e->ps.x_alloc / e->edp : e->ps.x_alloc;
-    e->xopt_off = e->ps.x_off + (e->xzero ? (size_t)e->d.edp_rank * e->xopt_n : 0);
+    cuplan_expert_shard(&e->ps, e->edp, e->d.edp_rank, e->xzero, &e->xopt_n, &e->xopt_off);
     e->opt_n += e->xopt_n;
     int nu = e->ps.nlayers + 1;
     e->un = calloc(nu, sizeof *e->un);

@@ -28,6 +28,13 @@ void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, siz
     *off = (size_t)dp_rank * *opt_n;
 }
 
+void cuplan_expert_shard(const ParamSet *ps, int edp, int edp_rank, int xzero, size_t *n, size_t *off)
+{
+    xzero = xzero && edp > 1;
+    *n = xzero ? ps->x_alloc / edp : ps->x_alloc;
+    *off = ps->x_off + (xzero ? (size_t)edp_rank * *n : 0);
+}
+
 int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard)
 {
     size_t at = 0;

@@ -45,6 +45,13 @@ int cuplan_buckets(const ParamSet *ps, CuBucket *out);
  * dp 1 or !zero1: the whole slab. */
 void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, size_t *opt_n, size_t *off);
 
+/* The routed experts' masters (MoE, params.h's expert region [x_off,
+ * x_off + x_alloc)): under ZeRO-1 / dist-opt with edp > 1 (xzero) rank
+ * edp_rank's slice of x_alloc / edp floats (x_alloc is padded to edp by
+ * params_layout), else the whole region: *n floats from slab offset *off
+ * (exec.c's xopt_n, xopt_off). */
+void cuplan_expert_shard(const ParamSet *ps, int edp, int edp_rank, int xzero, size_t *n, size_t *off);
+
 /* ZeRO-2/3 (FSDP-style, issue 18): the units are the local layers (each
  * contiguous in the slab) and, when the stage has any, one stage unit of
  * every non-layer tensor (ps->layers_end .. ps->n): exactly cuplan_buckets'
