@@ -115,6 +115,8 @@ int main(int argc, char **argv)
         lo.full_rc[s] = full;
     TrainOpts o;
     exec_default_opts(&o);
+    if (llama == 2)   // the dropless worst case: a skewed routing at init must not overflow the expert rows
+        o.moe_imbalance = ep;
     CuExec e;
     int fails = 0;
     double loss[STEPS];
