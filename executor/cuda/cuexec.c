@@ -618,8 +618,14 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
         else
             run_backward(e, a.mb, a.chunk);
     }
-    if (e->moe_err[0])   // a routed block overflowed its rows (cunet.c): the step's numbers are void
-        FAIL("step %d: %s", e->step + 1, e->moe_err);
+    if (e->E) {   // a routed block overflowed its rows (cunet.c) on this ep group: every rank stops here
+        char msg[300];
+        snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, e->moe_err);
+        int bad = e->moe_err[0] != 0;
+        e->moe_err[0] = 0;
+        if ((e->proxy ? -bad : dist_world_agree(bad ? -1 : 0, msg, sizeof msg)) != 0)
+            FAIL("step %d: %s", e->step + 1, msg);
+    }
     if (!e->proxy) {
         finish_grads(e);
         optimizer_step(e);
