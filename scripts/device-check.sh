@@ -11,11 +11,13 @@
 # runs the plain-PyTorch reference, and prints a one-screen summary. Mixture
 # of experts (issue 20): the MoE kernels are in test_kernels_cuda, the routed
 # MoE block (test_cuda_exec_moe: one GPU in ctest -L gpu, ep 2/4 in
-# mpi_cuda_layouts where there are GPUs), then a small MoE (gpt3-350m shape
-# with 8 experts of 2048, top 2: ~1B total) planned and run 20 steps and
-# compared, after the dense runs; the CUDA executor refuses MoE plans until
-# its MoE layer is wired (the step then fails with that message, recorded),
-# and the stage proxy takes no MoE plan (skipped, said why). Budget:
+# mpi_cuda_layouts where there are GPUs), the MoE layer in the training step
+# against the CPU executor (test_cuda_exec's tiny-moe, ctest -L gpu), then a
+# small MoE (gpt3-350m shape without biases, 8 experts of 2048, top 2: ~1B
+# total) planned and run 20 steps and compared, after the dense runs; then
+# the ZeRO-3 (70B), CP (128K tokens, cp 8) and MoE (Qwen3-235B-A22B, ep 8)
+# stage proxies, each compared with its prediction. The multi-GPU layouts (dense, ZeRO-2/3, cp, MoE ep/edp) run when
+# `nvidia-smi -L` lists more than one GPU. Budget:
 # DEVICE_CHECK_BUDGET seconds (default 420): every step's timeout is cut to
 # the time left, and a step with none left is skipped, so the summary is
 # always written (call the device with timeout_s=480 and there is time for a
@@ -201,9 +203,16 @@ if grep -Eq '^ +attention_(fwd|bwd) (out|lse|dq|dk|dv) +FAIL' "$OUT/tests.log"; 
         step "compute-sanitizer memcheck" tests.log 90 compute-sanitizer --tool memcheck --print-limit 20 "$B/tests/test_kernels_cuda"
 fi
 step "ctest -L gpu" tests.log 120 ctest --test-dir "$B" -L gpu -E '^(test_kernels_cuda|mpi_cuda_layouts)$' -V --timeout 100
-# the multi-GPU layouts on their own clock (every row of tests/mpi_cuda_layouts.sh:
-# dp/tp/pp/sp, ZeRO-1/2/3, context parallel); with one GPU it skips at once
-step "mpi_cuda_layouts" tests.log 150 bash tests/mpi_cuda_layouts.sh "$B/tests/test_cuda_exec_mpi" "$B/tests/test_cuda_exec_moe"
+# ---- MoE / proxy / multi-GPU section (issues 20, 22): the multi-GPU layouts on
+# their own clock (every row of tests/mpi_cuda_layouts.sh: dp/tp/pp/sp, ZeRO-1/2/3,
+# context parallel, the routed block at ep 2/4, whole MoE runs over ep and edp),
+# only when nvidia-smi lists more than one GPU
+NGPU_SMI=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "${NGPU_SMI:-0}" -gt 1 ]; then
+    step "mpi_cuda_layouts" tests.log 240 bash tests/mpi_cuda_layouts.sh "$B/tests/test_cuda_exec_mpi" "$B/tests/test_cuda_exec_moe"
+else
+    skip "mpi_cuda_layouts" "nvidia-smi -L lists ${NGPU_SMI:-0} GPU(s): the multi-GPU layouts need 2 or more"
+fi
 # the unit tests check the unpacked libraries; CI runs them, so only on request
 [ "${DEVICE_CHECK_UNIT:-0}" = 1 ] && step "ctest -L unit" tests.log 180 ctest --test-dir "$B" -L unit -j 8 --output-on-failure
 
@@ -266,11 +275,12 @@ if [ -x "$U" ]; then
     else
         skip "run 175B stage proxy" "ultraplan run has no stage proxy yet"
     fi
+    # ---- MoE / proxy section (issues 20, 22) ----
     # a small MoE on this GPU (issue 20): 24 layers of h 1024, 8 experts of 2048, top 2 (~1B total, ~0.4B
-    # active), dp=tp=pp=ep=1; last, so the dense checks keep their budget
+    # active), dp=tp=pp=ep=1, no biases (the CUDA MoE layer has none); last, so the dense checks keep their budget
     if "$U" plan --help 2>&1 | grep -q -- '--experts'; then
         step "plan MoE 8x top-2 ~1B" run.log 60 "$U" plan --gpus 1 --model gpt3-350m --experts 8 --topk 2 \
-            --moe-ffn 2048 --seq 2048 --tp 1 --pp 1 --mbs 4 --gbs 8 --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan-moe.json"
+            --moe-ffn 2048 --no-bias --seq 2048 --tp 1 --pp 1 --mbs 4 --gbs 8 --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan-moe.json"
         if [ -s "$D/plan-moe.json" ]; then
             sampler_start
             step "run MoE 20 steps" run.log 120 "$U" run "$D/plan-moe.json" --backend cuda --data "$D/tok.bin" \
@@ -278,9 +288,30 @@ if [ -x "$U" ]; then
             sampler_stop "run MoE 20 steps"
             [ -s "$D/run-moe.json" ] && step "compare MoE" run.log 30 "$U" compare "$D/plan-moe.json" "$D/run-moe.json"
         fi
-        skip "MoE stage proxy" "the stage proxy takes no MoE plan yet (proxy.h: dense shapes only)"
     else
         skip "plan/run MoE" "ultraplan plan has no --experts"
+    fi
+    # the new layouts' stage proxies (issue 22, item 4): one rank's compute at the plan's shapes, compared
+    # with the prediction of the same compute (communication reported as predicted, not run); 3 steps each,
+    # the first a warm-up (the cp one 2 steps: its micro-batch is the longest). A 70B ZeRO-3 plan (one layer's weights shared by all 80, as the gather buffers
+    # hold them), a 128K-token cp 8 plan (cp rank 0's ring blocks) and a Qwen3-235B-A22B ep 8 plan's
+    # stage 1 (its 16 experts, top 8). DeepSeek-V3 is MLA, which the executor lacks.
+    if "$U" run --help 2>&1 | grep -qi proxy; then
+        proxy_case() {   # proxy_case NAME STAGE STEPS PLAN-ARGS...
+            local name=$1 stage=$2 steps=$3; shift 3
+            step "plan $name" run.log 60 "$U" plan "$@" --no-dropout "${PROFILE_ARGS[@]}" -o "$D/plan-$name.json" || return
+            sampler_start
+            step "run $name proxy" run.log 120 "$U" run "$D/plan-$name.json" --backend cuda --proxy-stage "$stage" \
+                --steps "$steps" -o "$D/run-$name.json"
+            sampler_stop "run $name proxy"
+            [ -s "$D/run-$name.json" ] && step "compare $name proxy" run.log 30 "$U" compare "$D/plan-$name.json" "$D/run-$name.json"
+        }
+        # a micro-batch: ~6 s (70B, 8192 tokens), ~10-15 s (128K attention at the blocks' ~160 TFLOP/s), ~0.1 s
+        proxy_case zero3-70b 0 3 --gpus 512 --model llama2-70b --zero 3 --tp 1 --pp 1
+        proxy_case cp8-128k 0 2 --gpus 64 --model llama3.1-8b --seq 131072 --cp 8 --tp 1 --pp 1 --gbs 8
+        proxy_case moe-qwen3-235b 1 3 --gpus 256 --model qwen3-235b-a22b --ep 8 --etp 1 --tp 4 --pp 8
+    else
+        skip "new-layout stage proxies" "ultraplan run has no stage proxy"
     fi
 else
     skip "plan/run" "no ultraplan binary (build failed)"
@@ -306,7 +337,7 @@ rm -rf "$D"
     grep -E '^test_kernels_cuda:|FAIL' "$OUT/tests.log" | head -8
     echo "context-parallel attention blocks: $(grep -cE '^ +block_(fwd|bwd) .* ok ' "$OUT/tests.log") checks ok," \
          "$(grep -cE '^ +block_(fwd|bwd) .* FAIL' "$OUT/tests.log") failed"
-    echo "multi-GPU layouts (ZeRO-2/3, cp): $(grep -E '(layout\(s\) run|GPU\(s\): the multi-GPU layouts need)' "$OUT/tests.log" | tail -1)"
+    echo "multi-GPU layouts (ZeRO-2/3, cp, MoE): $(grep -hE '(layout\(s\) run|GPU\(s\): the multi-GPU layouts need)' "$OUT/tests.log" "$OUT/run.log" | tail -1)"
     echo "MoE kernels: $(grep -cE '^ +moe_.* ok ' "$OUT/tests.log") checks ok, $(grep -cE '^ +moe_.* FAIL' "$OUT/tests.log") failed;" \
          "expert GEMMs: $(grep -m1 -oE 'path taken: .*' "$OUT/tests.log" || echo '-');" \
          "MoE block: $(grep -E '^test_cuda_exec_moe:' "$OUT/tests.log" | tail -1)"
@@ -331,10 +362,16 @@ rm -rf "$D"
     grep -E '^step +3/3 ' "$OUT/run.log" | tail -1 | sed 's/$/ (MFU: this rank'"'"'s share)/'
     grep -E '^gpu during run 175B' "$OUT/run.log" | tail -1
     echo
-    echo "-- small MoE (8 experts, top 2, ~1B): plan, 20 steps, compare (run.log)"
-    grep -E 'mixture-of-experts|experts.*(refuse|yet)' "$OUT/run.log" | head -2
+    echo "-- small MoE (8 experts, top 2, ~1B): CPU vs CUDA (tests.log), plan, 20 steps, compare (run.log)"
+    grep -E '^tiny-moe step' "$OUT/tests.log" | tail -5
+    grep -E 'mixture-of-experts|experts.*(refuse|yet)|MoE: ' "$OUT/run.log" | head -2
     awk '/^=== compare MoE: .*ultraplan compare/ { on = 1; next } /^=== / { on = 0 }
          on && /^ +(step_time|compute|forward|backward|mfu|tokens_per_s) / { print }' "$OUT/run.log" | head -8
+    echo
+    echo "-- new-layout stage proxies: ZeRO-3 70B, cp 8 128K, Qwen3-235B ep 8 (target: compute within 10 % of the prediction)"
+    awk '/^=== compare (zero3-70b|cp8-128k|moe-qwen3-235b) proxy: .*ultraplan compare/ { name = $3; print "[" name "]"; on = 1; next }
+         /^=== / { on = 0 }
+         on && /^ +(stage_compute_mb|forward_mb|backward_mb|mfu_rank_share) / { print }' "$OUT/run.log" | head -15
 } > "$OUT/summary.txt" 2>&1
 rm -f "$FEATURES"
 cat "$OUT/summary.txt"

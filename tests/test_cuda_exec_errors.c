@@ -4,9 +4,10 @@
  * with a pipeline (the planner emits them with pp 1 only), interleaving
  * without a pipeline, a chunk without layers, dropout, sequence parallel
  * when tp doesn't divide mbs·seq/cp. A plan with sp, cp and ZeRO-3 is
- * refused for its sequence split, not for cp or the optimizer. A mixture-
- * of-experts model, an ep > 1 layout, MLA and MTP are refused by name (the CUDA
- * MoE layer is not wired yet, docs/gpu/NOTES.md). */
+ * refused for its sequence split, not for cp or the optimizer. MLA and MTP
+ * are refused by name; so are the mixture-of-experts layouts the CUDA MoE
+ * layer doesn't run yet (tp, cp or etp > 1, a capacity factor, ZeRO-2/3,
+ * biases, ep not dividing dp) and ep > 1 with a dense model. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,7 +47,12 @@ static void chunk(ModelSpec *m, Layout *lo) { (void)m; lo->pp = 2, lo->vp = 2, l
 static void dropout(ModelSpec *m, Layout *lo) { (void)lo; m->dropout = true; }
 static void batch(ModelSpec *m, Layout *lo) { (void)m; lo->dp = 3; }
 static void moe(ModelSpec *m, Layout *lo) { (void)lo; m->experts = 8, m->topk = 2, m->moe_ffn = 128, m->moe_freq = 1; }
-static void moe_ep(ModelSpec *m, Layout *lo) { moe(m, lo); lo->ep = 2, lo->dp = 2; }
+static void moe_tp(ModelSpec *m, Layout *lo) { moe(m, lo); lo->tp = 2, lo->sp = true; }
+static void moe_cap(ModelSpec *m, Layout *lo) { moe(m, lo); m->capacity_factor = 1.25; }
+static void moe_z3(ModelSpec *m, Layout *lo) { moe(m, lo); lo->opt = OPT_ZERO3, lo->dp = 2; }
+static void moe_bias(ModelSpec *m, Layout *lo) { moe(m, lo); m->bias = true; }
+static void moe_ep(ModelSpec *m, Layout *lo) { moe(m, lo); lo->ep = 2, lo->dp = 1; }
+static void dense_ep(ModelSpec *m, Layout *lo) { (void)m; lo->ep = 2, lo->dp = 2; }
 static void mla(ModelSpec *m, Layout *lo) { (void)lo; m->attn = ATTN_MLA; }
 static void mtp(ModelSpec *m, Layout *lo) { (void)lo; m->mtp_layers = 1; }
 
@@ -61,8 +67,12 @@ static void test_refusals(void **state)
     refused(chunk, "stage 1 has 1 layers");
     refused(dropout, "dropout");
     refused(batch, "not a multiple of dp 3");
-    refused(moe, "has experts 8, attention mha, mtp_layers 0 (layout.ep 1)");
-    refused(moe_ep, "(layout.ep 2)");
+    refused(moe_tp, "layout.tp 2, cp 1, etp 2 with a mixture-of-experts model");
+    refused(moe_cap, "model.capacity_factor 1.25");
+    refused(moe_z3, "layout.optimizer zero3 with a mixture-of-experts model");
+    refused(moe_bias, "\"bias\": true");
+    refused(moe_ep, "layout.ep 2 must divide the 8 experts and dp 1");
+    refused(dense_ep, "layout.ep 2 with a dense model");
     refused(mla, "attention mla");
     refused(mtp, "mtp_layers 1");
 }

@@ -304,8 +304,8 @@ int main(void)
     char err[256];
     CuComm *cc = NULL;
     if (world > 1) {
-        if (dist_init(&d, 1, 1, world, 1, err, sizeof err) != 0 || !(cc = cucomm_init(&d, 0, 0, err, sizeof err)) ||
-            cucomm_init_moe(cc, &d, world, 1, err, sizeof err) != 0) {
+        if (dist_init(&d, 1, 1, world, 1, err, sizeof err) != 0 || dist_init_experts(&d, world, 1, err, sizeof err) ||
+            !(cc = cucomm_init(&d, 0, 0, err, sizeof err)) || cucomm_init_moe(cc, &d, err, sizeof err) != 0) {
             printf("[rank %d] set-up: %s\n", rank_, err);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }

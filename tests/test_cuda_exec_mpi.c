@@ -9,7 +9,12 @@
  *   test_cuda_exec_mpi --model M --data F --write REF           one GPU
  *   mpirun -np N test_cuda_exec_mpi --model M --data F --ref REF [--tp T]
  *       [--pp P] [--dp D] [--vp V] [--cp C] [--mbs B] [--zero1|--zero2|--zero3] [--full K] [--sp]
+ *       [--ep E]
  *
+ * Models: gpt, llama, and moe (the tiny Llama with 4 experts of 64, top 2,
+ * a shared expert of 64 in every other layer; --ep E: expert parallel over
+ * E of the dp ranks, the expert gradients over edp = dp/E, ZeRO-1 sharding
+ * them over edp).
  * --sp: Megatron sequence parallel (with tp > 1); without it tp runs plain
  * TP (layout_default turns sp on, so the flag sets it either way). --cp:
  * context parallel (ring attention over C ranks, gradients over dp·cp).
@@ -27,15 +32,18 @@
 
 enum { STEPS = 5 };
 
+/* llama: 0 GPT, 1 Llama, 2 Llama with MoE layers */
 static void tiny(ModelSpec *m, int llama)
 {
     memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "tiny-%s", llama ? "llama" : "gpt");
+    snprintf(m->name, sizeof m->name, "tiny-%s", llama == 2 ? "moe" : llama ? "llama" : "gpt");
     m->L = 4, m->h = 64, m->a = 2, m->s = 64, m->vocab = 256, m->vocab_div = 1;   // head size 32
     if (llama)
         m->g = 2, m->f = 128, m->mlp = MLP_SWIGLU, m->norm = NORM_RMSNORM, m->pos = POS_ROPE;
     else
         m->g = 2, m->f = 256, m->bias = true, m->tied = true;
+    if (llama == 2)
+        m->experts = 4, m->topk = 2, m->moe_ffn = 64, m->shared_ffn = 64, m->moe_freq = 2;
 }
 
 int main(int argc, char **argv)
@@ -46,13 +54,14 @@ int main(int argc, char **argv)
         {"pp", required_argument, 0, 'p'}, {"dp", required_argument, 0, 'D'}, {"vp", required_argument, 0, 'v'},
         {"mbs", required_argument, 0, 'b'}, {"zero1", no_argument, 0, 'z'}, {"full", required_argument, 0, 'f'},
         {"sp", no_argument, 0, 's'}, {"zero2", no_argument, 0, '2'}, {"zero3", no_argument, 0, '3'},
-        {"cp", required_argument, 0, 'c'}, {0, 0, 0, 0}};
+        {"cp", required_argument, 0, 'c'}, {"ep", required_argument, 0, 'e'}, {0, 0, 0, 0}};
     const char *data = NULL, *write = NULL, *ref = NULL;
-    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, cp = 1, mbs = 2, zero = 0, full = 0, sp = 0, c;
+    int llama = 0, tp = 1, pp = 1, dp = 1, vp = 1, cp = 1, ep = 1, mbs = 2, zero = 0, full = 0, sp = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'g': printf("%d\n", kc_device_count()); return 0;
-        case 'm': llama = !strcmp(optarg, "llama"); break;
+        case 'm': llama = !strcmp(optarg, "moe") ? 2 : !strcmp(optarg, "llama"); break;
+        case 'e': ep = atoi(optarg); break;
         case 'd': data = optarg; break;
         case 'w': write = optarg; break;
         case 'r': ref = optarg; break;
@@ -92,7 +101,7 @@ int main(int argc, char **argv)
     char err[512];
     Layout lo;
     layout_default(&lo);
-    lo.tp = tp, lo.pp = pp, lo.dp = dp, lo.vp = vp, lo.cp = cp, lo.mbs = mbs, lo.gbs = 8;
+    lo.tp = tp, lo.pp = pp, lo.dp = dp, lo.vp = vp, lo.cp = cp, lo.ep = ep, lo.mbs = mbs, lo.gbs = 8;
     static const OptimShard opt_of[] = {OPT_ZERO0, OPT_ZERO1, OPT_ZERO2, OPT_ZERO3};
     lo.opt = opt_of[zero];
     lo.sp = sp;
@@ -106,6 +115,8 @@ int main(int argc, char **argv)
         lo.full_rc[s] = full;
     TrainOpts o;
     exec_default_opts(&o);
+    if (llama == 2)   // the dropless worst case: a skewed routing at init must not overflow the expert rows
+        o.moe_imbalance = ep;
     CuExec e;
     int fails = 0;
     double loss[STEPS];
@@ -163,7 +174,7 @@ int main(int argc, char **argv)
     }
     fails = dist_world_max(fails);
     if (rank == 0)
-        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d cp %d%s%s: %s\n", m.name, dp, tp, pp, vp, cp,
+        printf("test_cuda_exec_mpi %s dp %d tp %d pp %d vp %d cp %d ep %d%s%s: %s\n", m.name, dp, tp, pp, vp, cp, ep,
                lo.sp ? " sp" : "", (const char *[]){"", " zero1", " zero2", " zero3"}[zero],
                fails ? "FAIL" : "ok");
     MPI_Finalize();

@@ -5,9 +5,14 @@
  * stages, GPT and Llama (GQA, SwiGLU); the prediction splits into compute
  * and communication; the rank's FLOPs per token (the proxy's MFU) match its
  * own GEMM shapes and sum over stages and tp ranks to the model's; bad stages
- * are refused with a reason; the expert layers' rank folding (cuplan.h:
- * etp fastest, then ep, then edp over a stage's tp·cp·dp ranks) is a
- * bijection with Megatron-core's expert order. */
+ * are refused with a reason; cuplan_expert_local inverts the expert
+ * layers' rank folding (etp fastest, then ep, then edp over a stage's
+ * tp·cp·dp ranks; dist_init_experts makes the coordinates). The new layouts' proxies:
+ * an MoE stage holds E/ep experts and routes top-k over them (refused with
+ * biases, etp > 1, or E/ep below top-k), its prediction counts the EP
+ * all-to-all as communication and ignores the plan's imbalance (the
+ * proxy's routing is even); a cp stage holds seq/cp tokens (refused when
+ * 2·cp does not divide seq) and its ring's exposed time is communication. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,42 +101,87 @@ static void check_model(const char *name, int tp, int pp, int vp)
           "%s: stage %d out of range not refused (%s)", name, pp, err);
 }
 
-/* every stage rank gets distinct (etp, ep, edp) coordinates, etp fastest, and maps back */
+/* Megatron-core's folding written out (etp fastest, then ep, then edp over
+ * the stage index L = tp_rank + tp·(cp_rank + cp·dp_rank)): cuplan_expert_local
+ * maps every rank's coordinates back to its L, once each */
 static void check_fold(int tp, int cp, int dp, int ep, int etp)
 {
     int n = tp * cp * dp, edp = n / (ep * etp), seen[4096] = {0};
-    for (int d = 0; d < dp; d++)
-        for (int c = 0; c < cp; c++)
-            for (int t = 0; t < tp; t++) {
-                int L = t + tp * (c + cp * d), er, pr, dr;
-                CHECK(cuplan_expert_coords(tp, cp, dp, t, c, d, ep, etp, &er, &pr, &dr) == 0, "fold %d", L);
-                CHECK(er == L % etp && pr == L / etp % ep && dr == L / (etp * ep) && dr < edp,
-                      "fold tp %d cp %d dp %d ep %d etp %d: rank %d -> (%d, %d, %d)", tp, cp, dp, ep, etp, L, er, pr,
-                      dr);
-                CHECK(cuplan_expert_local(ep, etp, er, pr, dr) == L, "fold back %d", L);
-                seen[L]++;
-            }
+    for (int L = 0; L < n; L++) {
+        int er = L % etp, pr = L / etp % ep, dr = L / (etp * ep);
+        CHECK(dr < edp, "fold tp %d cp %d dp %d ep %d etp %d: rank %d has edp rank %d", tp, cp, dp, ep, etp, L, dr);
+        int back = cuplan_expert_local(ep, etp, er, pr, dr);
+        CHECK(back == L, "fold back %d -> %d", L, back);
+        if (back >= 0 && back < n)
+            seen[back]++;
+    }
     for (int L = 0; L < n; L++)
         CHECK(seen[L] == 1, "fold: rank %d seen %d times", L, seen[L]);
-    int a, b, c;
-    CHECK(cuplan_expert_coords(2, 1, 3, 0, 0, 0, 4, 1, &a, &b, &c) == -1, "ep 4 does not divide 6");
 }
 
-/* an MoE plan is refused by name, not timed as a dense stage */
-static void check_moe_refused(void)
+/* an MoE stage: its experts and widths, the refusals by field */
+static void check_moe(void)
 {
     ModelSpec m;
+    HwProfile hw;
     char err[256] = "";
-    if (presets_find("gpt3-1.3b", &m, err, sizeof err) != 0) {
-        CHECK(0, "gpt3-1.3b: %s", err);
+    if (presets_find("gpt3-1.3b", &m, err, sizeof err) != 0 || profile_load_builtin("h200", &hw, err, sizeof err)) {
+        CHECK(0, "gpt3-1.3b / h200: %s", err);
         return;
     }
-    m.experts = 8, m.topk = 2, m.moe_ffn = m.f / 2, m.moe_freq = 1;
+    m.experts = 8, m.topk = 2, m.moe_ffn = m.f / 2, m.moe_freq = 1, m.shared_ffn = m.f / 4, m.bias = false;
     Layout lo;
     layout_default(&lo);
+    lo.ep = 2, lo.etp = 1, lo.dp = 16, lo.tp = 2, lo.sp = true, lo.mbs = 1, lo.gbs = 64;
+    CHECK(layout_check(&lo, &m, &hw, err, sizeof err) == 0, "MoE layout: %s", err);
     ProxyShape sh;
-    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"experts\": 8"),
-          "MoE proxy: %s", err);
+    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == 0, "MoE proxy: %s", err);
+    CHECK(sh.moe && sh.El == 4 && sh.K == 2 && sh.Fe == m.f / 2 && sh.Fs == m.f / 8 && sh.cp == 1,
+          "MoE proxy shapes: El %d K %d Fe %d Fs %d", sh.El, sh.K, sh.Fe, sh.Fs);
+    ProxyPredict p, q;   /* tp 2 within a node, ep over 32 GPUs: every MoE layer's all-to-all is communication */
+    proxy_predict(&m, &hw, &lo, 0, &p);
+    CHECK(p.comm_mb_s > 0 && p.compute_mb_s > 0 && p.compute_mb_s < p.stage_mb_s, "MoE predict: comm %g compute %g",
+          p.comm_mb_s, p.compute_mb_s);
+    Layout l2 = lo;
+    l2.moe_imbalance = 2.0;   // the plan's imbalance does not reach the proxy's prediction
+    proxy_predict(&m, &hw, &l2, 0, &q);
+    CHECK(near(p.compute_mb_s, q.compute_mb_s), "MoE predict: imbalance 2 changed compute %g -> %g", p.compute_mb_s,
+          q.compute_mb_s);
+    ModelSpec b = m;
+    b.bias = true;
+    CHECK(proxy_shape(&b, &lo, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"bias\": true"), "biased MoE: %s",
+          err);
+    Layout l8 = lo;
+    l8.ep = 8;   // one expert per rank, top 2
+    CHECK(proxy_shape(&m, &l8, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"topk\": 2"), "E/ep < k: %s", err);
+    Layout le = lo;
+    le.etp = 2;
+    CHECK(proxy_shape(&m, &le, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"etp\": 2"), "etp 2: %s", err);
+}
+
+/* a context-parallel stage: seq/cp tokens, the ring's exposed time as communication */
+static void check_cp(void)
+{
+    ModelSpec m;
+    HwProfile hw;
+    char err[256] = "";
+    if (presets_find("llama2-7b", &m, err, sizeof err) != 0 || profile_load_builtin("h200", &hw, err, sizeof err)) {
+        CHECK(0, "llama2-7b / h200: %s", err);
+        return;
+    }
+    Layout lo;
+    layout_default(&lo);
+    lo.cp = 4, lo.dp = 2, lo.mbs = 1, lo.gbs = 8;
+    CHECK(layout_check(&lo, &m, &hw, err, sizeof err) == 0, "cp layout: %s", err);
+    ProxyShape sh;
+    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == 0, "cp proxy: %s", err);
+    CHECK(sh.cp == 4 && sh.T == m.s / 4 && sh.N == sh.T, "cp proxy: cp %d T %d N %d", sh.cp, sh.T, sh.N);
+    ProxyPredict p;
+    proxy_predict(&m, &hw, &lo, 0, &p);
+    CHECK(p.compute_mb_s > 0 && p.comm_mb_s > 0 && p.compute_mb_s < p.stage_mb_s, "cp predict: compute %g comm %g",
+          p.compute_mb_s, p.comm_mb_s);
+    lo.cp = 3;   // 2·3 does not divide 4096
+    CHECK(proxy_shape(&m, &lo, 0, &sh, err, sizeof err) == -1 && strstr(err, "\"cp\": 3"), "cp 3: %s", err);
 }
 
 int main(void)
@@ -140,7 +190,8 @@ int main(void)
     check_fold(2, 2, 2, 2, 2);   // etp = tp, cp folded into ep/edp
     check_fold(4, 1, 2, 2, 2);
     check_fold(1, 1, 8, 8, 1);
-    check_moe_refused();
+    check_moe();
+    check_cp();
     check_model("gpt3-175b", 8, 16, 1);
     check_model("gpt3-175b", 8, 8, 3);
     check_model("llama2-70b", 8, 4, 1);

@@ -12,7 +12,10 @@
  * the ZeRO-2/3 units are the buckets' runs, padded to D, their slices tile
  * each unit in rank order, and the shard's bytes are the cost model's; the
  * context-parallel chunks give every global position to exactly one cp rank,
- * increasing within each rank (the causal mask's precondition). */
+ * increasing within each rank (the causal mask's precondition). With
+ * mixture-of-experts layers the buckets and units tile the dense region
+ * only: the routed experts (their own region, reduced over edp) are in
+ * none of them. */
 #include "memory.h"
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +83,85 @@ static void test_buckets(void **state)
         buckets_of(llama, 2, 0, 1);
         buckets_of(llama, 2, 1, 2);
         buckets_of(llama, 4, 1, 1);   // a middle stage: layers only
+    }
+}
+
+/* An MoE model (every other layer: 4 experts of 96, top 2, a shared expert
+ * of 64): the layers' buckets and units cover [0, n) exactly, the expert
+ * region [x_off, x_off + x_alloc) not at all (before the fix a layer bucket
+ * ran on into the next layer by the routed experts' floats). */
+static void test_moe_buckets(void **state)
+{
+    (void)state;
+    for (int llama = 0; llama < 2; llama++)
+        for (int pp = 1; pp <= 2; pp++)
+            for (int stage = 0; stage < pp; stage++) {
+                ModelSpec m;
+                tiny(&m, llama);
+                m.bias = false;
+                m.experts = 4, m.topk = 2, m.moe_ffn = 96, m.shared_ffn = 64, m.moe_freq = 2;
+                Layout lo;
+                layout_default(&lo);
+                lo.pp = pp, lo.ep = 2;
+                for (int s = 0; s < pp; s++)
+                    lo.layers[s] = m.L / pp;
+                StageMap sm;
+                char err[128];
+                assert_int_equal(stagemap_init(&sm, &m, &lo, stage, 0, err, sizeof err), 0);
+                ParamSet ps;
+                params_layout(&ps, &m, &sm, 1);
+                assert_true(ps.x_n > 0 && ps.x_off >= ps.n);   // an MoE layer on every stage
+                CuBucket b[16];
+                CuUnit u[16];
+                size_t shard;
+                int nb = cuplan_buckets(&ps, b), nu = cuplan_units(&ps, 2, u, &shard);
+                assert_int_equal(nb, nu);
+                size_t at = 0, pad = 0;
+                for (int i = 0; i < nb; i++) {
+                    assert_true(b[i].start == at && u[i].start == at && u[i].n == b[i].n);
+                    at += b[i].n;
+                    pad += u[i].pad;
+                }
+                assert_true(at == ps.n);
+                assert_true(shard * 2 == pad);
+                params_free(&ps);
+            }
+}
+
+/* The expert masters' shards over edp tile the (padded) expert region in
+ * rank order, and without ZeRO-1 every rank holds all of it; worked by
+ * hand for 4 experts of 96 (SwiGLU: 2*96 + 96 rows of 64 per expert) */
+static void test_expert_shard(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    tiny(&m, 1);
+    m.experts = 4, m.topk = 2, m.moe_ffn = 96, m.moe_freq = 1;
+    for (int edp = 1; edp <= 3; edp++) {
+        Layout lo;
+        layout_default(&lo);
+        lo.ep = 2;
+        lo.layers[0] = m.L;
+        StageMap sm;
+        char err[128];
+        assert_int_equal(stagemap_init(&sm, &m, &lo, 0, 0, err, sizeof err), 0);
+        sm.expert_pad = edp;
+        ParamSet ps;
+        params_layout(&ps, &m, &sm, 1);
+        size_t per_layer = 2 * (3 * 96 * 64);   // two local experts: efc1 (192 x 64) + efc2 (64 x 96)
+        assert_true(ps.x_n == (size_t)m.L * per_layer);
+        assert_true(ps.x_alloc % edp == 0 && ps.x_alloc - ps.x_n < (size_t)edp);
+        size_t at = ps.x_off;
+        for (int r = 0; r < edp; r++) {
+            size_t n, off;
+            cuplan_expert_shard(&ps, edp, r, 1, &n, &off);
+            assert_true(off == at && n * edp == ps.x_alloc);
+            at += n;
+            cuplan_expert_shard(&ps, edp, r, 0, &n, &off);   // no ZeRO-1: all of it
+            assert_true(off == ps.x_off && n == ps.x_alloc);
+        }
+        assert_true(at == ps.x_off + ps.x_alloc);
+        params_free(&ps);
     }
 }
 
@@ -475,6 +557,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_moe_buckets),
+        cmocka_unit_test(test_expert_shard),
         cmocka_unit_test(test_shard),
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_cp_pos),

@@ -345,18 +345,14 @@ static int world_of_local(const Dist *d, int L)
     return dist_rank_of(d, L % d->tp, L / d->tp % d->cp, L / (d->tp * d->cp), d->pp_rank);
 }
 
-int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen)
+int cucomm_init_moe(CuComm *c, const Dist *d, char *err, int errlen)
 {
-    if (etp == 0)
-        etp = d->tp;
-    int er, pr, dr;
-    if (!c || cuplan_expert_coords(d->tp, d->cp, d->dp, d->tp_rank, d->cp_rank, d->dp_rank, ep, etp, &er, &pr,
-                                   &dr) != 0) {
-        snprintf(err, errlen, "expert layers: etp %d x ep %d must divide tp*cp*dp = %d", etp, ep,
-                 d->tp * d->cp * d->dp);
+    int ep = d->ep, etp = d->etp, edp = d->edp, er = d->etp_rank, pr = d->ep_rank, dr = d->edp_rank;
+    if (!c || ep < 1 || etp < 1 || ep * etp * edp != d->tp * d->cp * d->dp) {
+        snprintf(err, errlen, "expert layers: etp %d x ep %d x edp %d is not tp*cp*dp = %d (dist_init_experts "
+                 "first)", etp, ep, edp, d->tp * d->cp * d->dp);
         return -1;
     }
-    int edp = d->tp * d->cp * d->dp / (etp * ep);
     int size[3] = {ep, etp, edp}, rank[3] = {pr, er, dr};
     int lead[3] = {cuplan_expert_local(ep, etp, er, 0, dr), cuplan_expert_local(ep, etp, 0, pr, dr),
                    cuplan_expert_local(ep, etp, er, pr, 0)};

@@ -32,7 +32,7 @@
  * cucomm_group_start/end; the only other NCCL user of the tree is none.
  *
  * Mixture of experts (issue 20): cucomm_init_moe adds the expert layers'
- * groups of Megatron-core's parallel folding (cuplan_expert_coords: etp
+ * groups of Megatron-core's parallel folding (dist_init_experts: etp
  * fastest, then ep, then edp over a stage's tp·cp·dp ranks): CC_EP (token
  * dispatch and combine), CC_ETP (an expert's tensor-parallel ranks; the tp
  * handle itself when etp = tp) and CC_EDP (the routed experts' gradient
@@ -41,9 +41,10 @@
  * with rows, its own part a device copy, on the stream it is given (the
  * executor passes the communication stream).
  *
- * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode; the
- * expert groups are made but the executor does not run MoE layers yet
- * (docs/gpu/NOTES.md, "Mixture of experts").
+ * What it doesn't: NCCL's non-blocking (config.blocking = 0) mode. The
+ * executor makes the expert groups for an MoE plan (cuexec.c, etp 1) and
+ * sums the routed experts' gradients over CC_EDP (docs/gpu/NOTES.md,
+ * "Mixture of experts").
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUCOMM_H
@@ -119,9 +120,10 @@ void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, C
 void cucomm_send(CuComm *c, CuLinkRole r, const void *buf, size_t n, CuType t, cudaStream_t st);
 void cucomm_recv(CuComm *c, CuLinkRole r, void *buf, size_t n, CuType t, cudaStream_t st);
 /* Expert groups: a world collective (every rank, same order), after
- * cucomm_init. etp 0 reads as tp. Groups of one get no communicator. 0, or
- * -1 with err when etp·ep does not divide tp·cp·dp. */
-int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen);
+ * cucomm_init and dist_init_experts (whose ep, etp, edp and this rank's
+ * coordinates in them it uses). Groups of one get no communicator. 0, or
+ * -1 with err when d holds no expert layout. */
+int cucomm_init_moe(CuComm *c, const Dist *d, char *err, int errlen);
 /* All-to-all with counts over group g: scount[p] elements from send +
  * sdispl[p] go to rank p, rcount[p] from rank p land at recv + rdispl[p]
  * (elements; arrays of the group's size, host). A group of one copies its

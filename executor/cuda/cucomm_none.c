@@ -81,9 +81,9 @@ void cucomm_ring(CuComm *c, CuGroup g, const void *send, void *recv, size_t n, C
     (void)c, (void)g, (void)send, (void)recv, (void)n, (void)t, (void)st;
 }
 
-int cucomm_init_moe(CuComm *c, const Dist *d, int ep, int etp, char *err, int errlen)
+int cucomm_init_moe(CuComm *c, const Dist *d, char *err, int errlen)
 {
-    (void)c, (void)d, (void)ep, (void)etp;
+    (void)c, (void)d;
     snprintf(err, errlen, "this build has no NCCL: no expert-parallel groups");
     return -1;
 }

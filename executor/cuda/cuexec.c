@@ -32,7 +32,8 @@ static void *take(Carver *c, size_t bytes)
 
 /* exec.c's carve_layer: the residual-stream tensors (x, a1, x2, a2, norm
  * statistics) hold Nl rows, the TP region's (q, k, v, o, lse, hpre, hact) N. */
-static void carve_layer(const ProxyShape *s, size_t Nl, Carver *c, CuActs *A, int full_rc, int with_x)
+static void carve_layer(const ProxyShape *s, size_t Nl, size_t F1, size_t F, Carver *c, CuActs *A, int full_rc,
+                        int with_x)
 {
     size_t N = s->N, C = s->C;
     memset(A, 0, sizeof *A);
@@ -47,8 +48,8 @@ static void carve_layer(const ProxyShape *s, size_t Nl, Carver *c, CuActs *A, in
     A->o = TAKE_BF(c, N * s->ql);
     A->x2 = TAKE_BF(c, Nl * C);
     A->a2 = TAKE_BF(c, Nl * C);
-    A->hpre = TAKE_BF(c, N * s->F1l);
-    A->hact = TAKE_BF(c, N * s->Fl);
+    A->hpre = TAKE_BF(c, N * F1);
+    A->hact = TAKE_BF(c, N * F);
     A->mean1 = TAKE_F(c, Nl);
     A->rstd1 = TAKE_F(c, Nl);
     A->lse = TAKE_F(c, N * s->NHl);
@@ -56,12 +57,16 @@ static void carve_layer(const ProxyShape *s, size_t Nl, Carver *c, CuActs *A, in
     A->rstd2 = TAKE_F(c, Nl);
 }
 
+/* The widest MLP of any layer: the dense one, or an MoE layer's shared expert. */
+static size_t mlp_f1(const CuExec *e) { return (size_t)(e->sh.F1l > e->F1s ? e->sh.F1l : e->F1s); }
+static size_t mlp_f(const CuExec *e) { return (size_t)(e->sh.Fl > e->Fs ? e->sh.Fl : e->Fs); }
+
 /* The layers of chunk c carved from base (NULL: count); bytes used. */
 static size_t carve_chunk(CuExec *e, int c, char *base, CuActs *la)
 {
     Carver a = {base, 0};
     for (int j = 0; j < e->chunk_layers[c]; j++)
-        carve_layer(&e->sh, e->Nl, &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
+        carve_layer(&e->sh, e->Nl, mlp_f1(e), mlp_f(e), &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
     return a.n;
 }
 
@@ -70,6 +75,8 @@ static void slot_bind(CuExec *e, int s, int c)
 {
     e->la = e->slot_la + (size_t)s * e->maxchunk;
     carve_chunk(e, c, e->slot_base[s], e->la);
+    for (int j = 0; e->moe_acts && j < e->chunk_layers[c]; j++)   // allocated where a chunk's j-th layer is MoE
+        e->la[j].moe = &e->moe_acts[(size_t)s * e->maxchunk + j];
 }
 
 static int is_last(const CuExec *e) { return e->proxy ? e->sh.last : e->d.pp_rank == e->pp - 1; }
@@ -94,7 +101,7 @@ static void carve(CuExec *e)
     for (int k = 0; k < e->nslots; k++)
         e->slot_base[k] = take(&a, e->slot_bytes);
     if (any_full)
-        carve_layer(s, Nl, &a, &e->ws, 0, 0);
+        carve_layer(s, Nl, mlp_f1(e), mlp_f(e), &a, &e->ws, 0, 0);
     e->head_in = TAKE_BF(&a, Nl * C);   // the last layer's output (the proxy's next-stage input)
     if (last) {
         e->head_n = TAKE_BF(&a, Nl * C);
@@ -117,8 +124,9 @@ static void carve(CuExec *e)
     e->dk = TAKE_BF(&b, N * s->kvl);
     e->dv = TAKE_BF(&b, N * s->kvl);
     e->drope = e->m.pos == POS_ROPE ? TAKE_BF(&b, N * s->ql) : NULL;
-    e->dhpre = TAKE_BF(&b, N * s->F1l);
-    e->dhact = TAKE_BF(&b, N * (s->Fl > s->ql ? s->Fl : s->ql));
+    e->dhpre = TAKE_BF(&b, N * mlp_f1(e));
+    e->dhact = TAKE_BF(&b, N * (mlp_f(e) > (size_t)s->ql ? mlp_f(e) : (size_t)s->ql));
+    e->moe_out = e->E ? TAKE_BF(&b, N * C) : NULL;
     e->rc_out = any_full ? TAKE_BF(&b, Nl * C) : NULL;
     e->grad_in = e->proxy && !s->last ? TAKE_BF(&b, Nl * C) : NULL;
     e->ring = e->nring ? TAKE_BF(&b, (size_t)e->nring * Nl * C) : NULL;
@@ -488,7 +496,33 @@ static void finish_grads(CuExec *e)
         CHECK_CUDA(cudaEventRecord(e->comm_done, cs));
         CHECK_CUDA(cudaStreamWaitEvent(e->st, e->comm_done, 0));
     }
+    /* the routed experts: summed over the edp ranks that hold them, after every dense bucket (ZeRO-1 over
+     * edp reduce-scatters them in the optimizer step instead) */
+    if (e->ps.x_n && e->edp > 1 && !e->xzero)
+        cucomm_allreduce(e->cc, CC_EDP, e->g + e->ps.x_off, e->ps.x_n, CC_F32, CC_SUM, e->st);
     cunet_tm_swap(e, -1);
+}
+
+/* ZeRO-1's routed experts (exec.c's expert_step): their masters follow the
+ * dense shard; under xzero reduce-scatter over edp, AdamW on this rank's
+ * slice, all-gather of the bf16 weights over edp; else AdamW on all of them. */
+static void expert_step(CuExec *e, int t)
+{
+    TrainOpts *o = &e->opt;
+    float *w32 = e->w32 + e->opt_nd, *m = e->om + e->opt_nd, *v = e->ov + e->opt_nd;
+    if (!e->ps.x_n)
+        return;
+    if (e->xzero) {
+        cunet_tm_swap(e, PH_DP);
+        cucomm_reduce_scatter(e->cc, CC_EDP, e->g + e->ps.x_off, e->xopt_n, CC_F32, e->st);
+    }
+    cunet_tm_swap(e, PH_OPTIM);
+    kc_adamw(w32, e->g + e->xopt_off, m, v, e->xopt_n, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
+             e->wb + e->xopt_off, e->st);
+    if (e->xzero) {
+        cunet_tm_swap(e, PH_DP);
+        cucomm_allgather(e->cc, CC_EDP, e->wb + e->ps.x_off, e->xopt_n, CC_BF16, e->st);
+    }
 }
 
 static void optimizer_step(CuExec *e)
@@ -514,12 +548,13 @@ static void optimizer_step(CuExec *e)
         }
     } else if (e->zero1) {   // reduce-scatter, AdamW on this rank's shard, all-gather the bf16 weights
         cunet_tm_swap(e, PH_DP);
-        cucomm_reduce_scatter(e->cc, CC_DPCP, e->g, e->opt_n, CC_F32, e->st);
+        cucomm_reduce_scatter(e->cc, CC_DPCP, e->g, e->opt_nd, CC_F32, e->st);
         cunet_tm_swap(e, PH_OPTIM);
-        kc_adamw(e->w32, e->g + e->opt_off, e->om, e->ov, e->opt_n, o->lr, o->beta1, o->beta2, o->eps,
+        kc_adamw(e->w32, e->g + e->opt_off, e->om, e->ov, e->opt_nd, o->lr, o->beta1, o->beta2, o->eps,
                  o->weight_decay, t, e->wb + e->opt_off, e->st);
         cunet_tm_swap(e, PH_DP);
-        cucomm_allgather(e->cc, CC_DPCP, e->wb, e->opt_n, CC_BF16, e->st);
+        cucomm_allgather(e->cc, CC_DPCP, e->wb, e->opt_nd, CC_BF16, e->st);
+        expert_step(e, t);
     } else {
         cunet_tm_swap(e, PH_OPTIM);
         kc_adamw(e->w32, e->g, e->om, e->ov, e->n_alloc, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t,
@@ -583,6 +618,14 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
         else
             run_backward(e, a.mb, a.chunk);
     }
+    if (e->E) {   // a routed block overflowed its rows (cunet.c) on this ep group: every rank stops here
+        char msg[300];
+        snprintf(msg, sizeof msg, "rank %d: %.250s", e->d.rank, e->moe_err);
+        int bad = e->moe_err[0] != 0;
+        e->moe_err[0] = 0;
+        if ((e->proxy ? -bad : dist_world_agree(bad ? -1 : 0, msg, sizeof msg)) != 0)
+            FAIL("step %d: %s", e->step + 1, msg);
+    }
     if (!e->proxy) {
         finish_grads(e);
         optimizer_step(e);
@@ -615,14 +658,44 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 
 /* ---- set-up ------------------------------------------------------------------ */
 
+/* The MoE layouts the CUDA layer runs (cuexec.h); the others by field. */
+static int check_moe(const ModelSpec *m, const Layout *lo, char *err, int errlen)
+{
+    int ep = lo->ep > 0 ? lo->ep : 1;
+    if (!spec_is_moe(m)) {
+        if (ep > 1)
+            FAIL("layout.ep %d with a dense model (\"experts\": 0): expert parallelism needs routed experts", ep);
+        return 0;
+    }
+    if (m->bias)
+        FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
+    if (m->capacity_factor > 0)
+        FAIL("model.capacity_factor %g: the CUDA MoE layer is dropless so far (the CPU backend runs capacity)",
+             m->capacity_factor);
+    if (lo->tp > 1 || lo->cp > 1 || layout_etp(lo) > 1)
+        FAIL("layout.tp %d, cp %d, etp %d with a mixture-of-experts model: the CUDA MoE layer runs tp = cp = etp "
+             "= 1 so far (its balance loss sums a sequence's counts on one rank); use ep and dp, or the CPU backend",
+             lo->tp, lo->cp, layout_etp(lo));
+    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
+        FAIL("layout.optimizer %s with a mixture-of-experts model: expert states shard only under zero1 / distopt",
+             layout_opt_name(lo->opt));
+    if (m->experts % ep || lo->dp % ep)
+        FAIL("layout.ep %d must divide the %d experts and dp %d (tp = cp = 1: the ep ranks are dp ranks)", ep,
+             m->experts, lo->dp);
+    if (m->experts > KC_MOE_MAX_E || m->topk > KC_MOE_MAX_K)
+        FAIL("model \"%s\": experts %d, topk %d: the CUDA kernels take up to %d experts and top-%d", m->name,
+             m->experts, m->topk, KC_MOE_MAX_E, KC_MOE_MAX_K);
+    return 0;
+}
+
 /* What the CUDA executor can't run, named by the plan's layout fields. */
 static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
-    /* the MoE kernels, expert groups and routed block (cumoe.h) exist; the
-     * layer in cunet.c, its parameter table and memory do not yet */
-    if (m->experts > 0 || m->attn == ATTN_MLA || m->mtp_layers > 0 || lo->ep > 1)
-        FAIL("model \"%s\" has experts %d, attention %s, mtp_layers %d (layout.ep %d): the CUDA executor runs "
-             "dense MHA/GQA models only so far", m->name, m->experts, spec_attn_name(m->attn), m->mtp_layers, lo->ep);
+    if (m->attn == ATTN_MLA || m->mtp_layers > 0)
+        FAIL("model \"%s\" has attention %s, mtp_layers %d: the CUDA executor runs MHA/GQA without multi-token "
+             "prediction; plan it with --attn mha --mtp-layers 0", m->name, spec_attn_name(m->attn), m->mtp_layers);
+    if (check_moe(m, lo, err, errlen) != 0)
+        return -1;
     if (lo->cp < 1 || (lo->cp > 1 && m->s % (2 * lo->cp)))
         FAIL("context parallel cuts a sequence into 2*cp chunks: \"cp\": %d must have 2*cp divide seq %d", lo->cp,
              m->s);
@@ -661,13 +734,19 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
     const ProxyShape *s = &e->sh;
     if (stagemap_init(&e->sm, &e->m, &e->lo, stage, e->d.tp_rank, err, errlen) != 0)
         return -1;
+    e->sm.ep_rank = e->d.ep_rank, e->sm.etp_rank = e->d.etp_rank;   // 0 for a dense model
+    e->sm.expert_pad = e->xzero ? e->edp : 1;
     params_layout(&e->ps, &e->m, &e->sm, e->zero1 ? e->D : 1);
     e->n = e->ps.n;
     size_t na;
     cuplan_shard(e->n, e->D, e->drank, e->zero1, &na, &e->opt_n, &e->opt_off);
     e->n_alloc = e->ps.n_alloc;
-    if (na != e->n_alloc)
-        FAIL("internal: ZeRO-1 padding %zu vs the parameter table's %zu", na, e->n_alloc);
+    if (na != e->ps.dense_alloc)
+        FAIL("internal: ZeRO-1 padding %zu vs the parameter table's %zu", na, e->ps.dense_alloc);
+    /* the routed experts' masters: all of the region, or this rank's edp shard (exec.c) */
+    e->opt_nd = e->opt_n;
+    cuplan_expert_shard(&e->ps, e->edp, e->d.edp_rank, e->xzero, &e->xopt_n, &e->xopt_off);
+    e->opt_n += e->xopt_n;
     int nu = e->ps.nlayers + 1;
     e->un = calloc(nu, sizeof *e->un);
     e->wu = calloc(nu + 1, sizeof *e->wu);
@@ -680,8 +759,8 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
     for (int u = 0; u < e->nun; u++)
         if (e->un[u].layer < 0)
             e->stage_unit = u;
-    if (e->zero)   // the shard of every unit's slices; the weights and grads are unpadded
-        e->opt_n = shard, e->opt_off = 0;
+    if (e->zero)   // the shard of every unit's slices; the weights and grads are unpadded (no MoE)
+        e->opt_n = e->opt_nd = shard, e->opt_off = 0;
     e->nmb = e->lo.gbs / (e->lo.dp * e->lo.mbs);
     if (e->proxy && e->nmb > CUEXEC_PROXY_MAX_MB)   // per micro-batch time is what it measures
         e->nmb = CUEXEC_PROXY_MAX_MB;
@@ -727,12 +806,60 @@ static int plan_tables(CuExec *e, int stage, char *err, int errlen)
     return 0;
 }
 
+/* The routed block's scratch and, per slot layer j that some chunk runs as
+ * an MoE layer without full recomputation, its activations; the working
+ * set's (last) when an MoE layer is recomputed. Counted into buffers and
+ * acts. */
+static int moe_setup(CuExec *e, char *err, int errlen)
+{
+    const ModelSpec *m = &e->m;
+    int fe = m->moe_ffn > 0 ? m->moe_ffn : m->f, mc = e->maxchunk ? e->maxchunk : 1;
+    double imb = e->opt.moe_imbalance > 0 ? e->opt.moe_imbalance : layout_moe_imbalance(&e->lo);
+    if (e->proxy)   // its tokens route over its own experts: every row stays here
+        imb = 1;
+    if (cumoe_init(&e->moe, e->Nl, e->sh.C, e->E, e->K, fe, m->mlp == MLP_SWIGLU, imb, e->cc, e->st, err,
+                   errlen) != 0)
+        return -1;
+    e->mem[XM_BUFFERS] += e->moe.bytes;
+    e->n_moe_acts = e->nslots * mc + 1;
+    if (!(e->moe_acts = calloc(e->n_moe_acts, sizeof *e->moe_acts)))
+        FAIL("out of host memory");
+    int ws = 0;
+    for (int j = 0; j < mc; j++) {
+        int need = 0;
+        for (int c = 0; c < e->nchunk; c++) {
+            int li = e->chunk_first[c] + j;
+            if (j < e->chunk_layers[c] && cunet_layer_moe(e, li))
+                need |= e->rc[li] == 2 ? 0 : 1, ws |= e->rc[li] == 2;
+        }
+        for (int k = 0; need && k < e->nslots; k++) {
+            CuMoeActs *A = &e->moe_acts[(size_t)k * mc + j];
+            if (cumoe_acts_alloc(&e->moe, A, err, errlen) != 0)
+                return -1;
+            e->mem[XM_ACTS] += A->bytes;
+        }
+    }
+    if (ws) {
+        if (cumoe_acts_alloc(&e->moe, &e->moe_acts[e->n_moe_acts - 1], err, errlen) != 0)
+            return -1;
+        e->mem[XM_ACTS] += e->moe_acts[e->n_moe_acts - 1].bytes;
+    }
+    e->ws.moe = &e->moe_acts[e->n_moe_acts - 1];
+    return 0;
+}
+
 /* Everything after the shapes: host tables, streams, slabs, carving. The
  * device is already set. */
 static int setup(CuExec *e, int stage, char *err, int errlen)
 {
     if (plan_tables(e, stage, err, errlen) != 0)
         return -1;
+    if (e->proxy && e->lo.opt == OPT_ZERO3 && !e->E && e->nun > 1) {   // one layer's weights, as ZeRO-3 gathers
+        for (int u = 0; u < e->nun; u++)
+            if (u != e->stage_unit && e->un[u].n > e->alias)
+                e->alias = e->un[u].n;
+        e->n = e->n_alloc = e->alias + (e->stage_unit < e->nun ? e->un[e->stage_unit].n : 0);
+    }
     kc_init();
     CHECK_CUDA(cudaStreamCreateWithFlags(&e->st, cudaStreamNonBlocking));
     for (int d = 0; d < 2 && e->nring; d++)
@@ -763,8 +890,9 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     e->wb = e->slab[XM_WEIGHTS];
     e->g = e->slab[XM_GRADS];
     for (int u = 0; u < e->nun; u++) {   // ZeRO-3's weights and ZeRO-2/3's grads move to buffers per use
-        e->wu[u] = e->zero == 3 ? NULL : e->wb + e->un[u].start;
-        e->gu[u] = e->zero ? NULL : e->g + e->un[u].start;
+        size_t at = !e->alias ? e->un[u].start : u == e->stage_unit ? e->alias : 0;
+        e->wu[u] = e->zero == 3 ? NULL : e->wb + at;
+        e->gu[u] = e->zero ? NULL : e->g + at;
     }
     if (!e->proxy) {   // master weights, m, v: all parameters, or this rank's ZeRO-1 shard
         e->w32 = e->slab[XM_OPTIM];
@@ -779,6 +907,8 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     if (dev_alloc(e, XM_ACTS, nacts, err, errlen) || dev_alloc(e, XM_BUFFERS, nbuf, err, errlen))
         return -1;
     carve(e);
+    if (e->E && moe_setup(e, err, errlen) != 0)
+        return -1;
     note_free(e);
     return 0;
 }
@@ -802,8 +932,11 @@ int cuexec_put_weights(CuExec *e, const float *w)
     if (!e->zero) {   // the full weights through the grad slab (zeroed by every step)
         CHECK_CUDA(cudaMemcpyAsync(e->g, w, e->n_alloc * sizeof(float), cudaMemcpyHostToDevice, e->st));
         kc_to_bf16(e->wb, e->g, e->n_alloc, e->st);
-        CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_n * sizeof(float), cudaMemcpyDeviceToDevice,
+        CHECK_CUDA(cudaMemcpyAsync(e->w32, e->g + e->opt_off, e->opt_nd * sizeof(float), cudaMemcpyDeviceToDevice,
                                    e->st));
+        if (e->xopt_n)   // the routed experts' masters: after the dense ones (exec.c's order)
+            CHECK_CUDA(cudaMemcpyAsync(e->w32 + e->opt_nd, e->g + e->xopt_off, e->xopt_n * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, e->st));
         CHECK_CUDA(cudaStreamSynchronize(e->st));
         return 0;
     }
@@ -831,14 +964,16 @@ void cuexec_get_weights(CuExec *e, float *w)
 {
     size_t fb = sizeof(float);
     CHECK_CUDA(cudaStreamSynchronize(e->st));
-    if (!e->zero) {
-        const float *src = e->w32;
-        if (e->zero1) {   // every rank's master shard, all-gathered through the grad slab
-            CHECK_CUDA(cudaMemcpyAsync(e->g + e->opt_off, e->w32, e->opt_n * fb, cudaMemcpyDeviceToDevice, e->st));
-            cucomm_allgather(e->cc, CC_DPCP, e->g, e->opt_n, CC_F32, e->st);
-            src = e->g;
-        }
-        CHECK_CUDA(cudaMemcpyAsync(w, src, e->n_alloc * fb, cudaMemcpyDeviceToHost, e->st));
+    if (!e->zero) {   // through the grad slab: every rank's dense shard over dp·cp, expert shard over edp
+        CHECK_CUDA(cudaMemcpyAsync(e->g + e->opt_off, e->w32, e->opt_nd * fb, cudaMemcpyDeviceToDevice, e->st));
+        if (e->zero1)
+            cucomm_allgather(e->cc, CC_DPCP, e->g, e->opt_nd, CC_F32, e->st);
+        if (e->xopt_n)
+            CHECK_CUDA(cudaMemcpyAsync(e->g + e->xopt_off, e->w32 + e->opt_nd, e->xopt_n * fb,
+                                       cudaMemcpyDeviceToDevice, e->st));
+        if (e->xzero)
+            cucomm_allgather(e->cc, CC_EDP, e->g + e->ps.x_off, e->xopt_n, CC_F32, e->st);
+        CHECK_CUDA(cudaMemcpyAsync(w, e->g, e->n_alloc * fb, cudaMemcpyDeviceToHost, e->st));
         CHECK_CUDA(cudaStreamSynchronize(e->st));
         return;
     }
@@ -856,6 +991,22 @@ void cuexec_get_weights(CuExec *e, float *w)
     CHECK_CUDA(cudaFree(t));
 }
 
+/* The MoE widths and the balance loss's factor (exec.c's, executor/moe.c's
+ * aux scale: coeff·E/(T²·K·G), G the global batch's sequences). */
+static void moe_shapes(CuExec *e)
+{
+    const ModelSpec *m = &e->m;
+    if (!spec_is_moe(m))
+        return;
+    e->E = m->experts, e->K = m->topk, e->El = m->experts / e->d.ep;
+    e->Fs = m->shared_ffn / e->tp;
+    e->F1s = m->mlp == MLP_SWIGLU ? 2 * e->Fs : e->Fs;
+    e->edp = e->d.edp;
+    e->xzero = e->edp > 1 && (e->lo.opt == OPT_ZERO1 || e->lo.opt == OPT_DISTOPT);
+    double T = e->Tg;
+    e->aux_g = (float)(e->opt.moe_aux_coeff * e->E / (T * T * e->K * e->lo.gbs));
+}
+
 /* This rank's coordinates, its node-local rank and the visible devices;
  * the checks that fail alike on every rank come before dist_init, the
  * rank-local ones after dist_local_rank (the last collective here). */
@@ -867,6 +1018,9 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;
     e->have_dist = 1;
+    /* the expert ranks: the CPU executor's folding (dist_init_experts), its MPI groups too */
+    if (spec_is_moe(&e->m) && dist_init_experts(&e->d, lo->ep > 0 ? lo->ep : 1, 1, err, errlen) != 0)
+        return -1;
     e->tp = lo->tp, e->dp = lo->dp, e->pp = lo->pp, e->vp = lo->vp, e->cp = lo->cp;
     e->D = lo->dp * lo->cp;
     e->drank = e->d.cp_rank + lo->cp * e->d.dp_rank;
@@ -879,11 +1033,14 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
              "runs one GPU; rebuild with NCCL, or run the plan on the CPU backend");
     Layout one = *lo;   // the proxy's shapes are cp 1's: a rank's T/cp tokens replace T below
     one.cp = 1;
-    if (proxy_shape(&e->m, &one, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
+    ModelSpec dense = e->m;   // the attention and dense-MLP shapes; the MoE widths follow (moe_shapes)
+    dense.experts = 0;
+    if (proxy_shape(&dense, &one, e->d.pp_rank, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
     e->Tg = e->sh.T;
     e->sh.T /= e->cp;
     e->sh.N = e->sh.B * e->sh.T;
+    moe_shapes(e);
     e->vstart = e->d.tp_rank * e->sh.Vl;
     e->sp = lo->sp && lo->tp > 1;
     int first;   // check_layout made tp divide N under sp
@@ -920,6 +1077,8 @@ int cuexec_init(CuExec *e, const ModelSpec *m, const Layout *lo, const TrainOpts
     e->device = local % ndev;
     CHECK_CUDA(cudaSetDevice(e->device));
     if (e->d.world > 1 && !(e->cc = cucomm_init(&e->d, e->vp > 1, m->tied, err, errlen)))
+        return -1;
+    if (e->cc && e->E && cucomm_init_moe(e->cc, &e->d, err, errlen) != 0)
         return -1;
     if (setup(e, e->d.pp_rank, err, errlen) != 0)
         return -1;
@@ -972,7 +1131,14 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     exec_default_opts(&e->opt);
     if (proxy_shape(m, lo, stage, &e->sh, err, errlen) != 0 || check_kernels(e, err, errlen) != 0)
         return -1;
-    e->Tg = e->sh.T;
+    e->cp = e->sh.cp;   // cp rank 0's blocks of the ring, the others' K/V random and resident
+    e->Tg = e->sh.T * e->cp;
+    if (e->sh.moe) {    // the rank's experts, routed over by its own tokens (proxy.h)
+        e->E = e->El = e->sh.El, e->K = e->sh.K;
+        e->Fs = e->sh.Fs, e->F1s = m->mlp == MLP_SWIGLU ? 2 * e->Fs : e->Fs;
+        double T = e->Tg;
+        e->aux_g = (float)(e->opt.moe_aux_coeff * m->experts / (T * T * e->K * lo->gbs));
+    }
     /* under SP the stage runs its norms and residual adds on N/tp rows:
      * so does the proxy (cunet.c's sp_allgather/sp_reduce_scatter copy
      * locally where the collectives would run, timed as TP) */
@@ -982,7 +1148,11 @@ int cuexec_init_proxy(CuExec *e, const ModelSpec *m, const Layout *lo, int stage
     if (setup(e, stage, err, errlen) != 0)
         return -1;
     const ProxyShape *s = &e->sh;
-    fill_random(e, e->wb, e->n, 0.02f, seed);
+    fill_random(e, e->wb, e->n_alloc, 0.02f, seed);   // the routed experts' region too
+    for (int k = 0; k < 2 && e->cp > 1; k++) {        // the blocks that would arrive; accumulators start at 0
+        fill_random(e, e->cp_kv[k], 2 * (size_t)s->N * s->kvl, 1.0f, seed + 3 + k);
+        CHECK_CUDA(cudaMemsetAsync(e->cp_dkv[k], 0, 2 * (size_t)s->N * s->kvl * sizeof(float), e->st));
+    }
     slot_bind(e, 0, 0);
     if (!s->first && s->layers)
         fill_random(e, e->la[0].x, (size_t)e->Nl * s->C, 1.0f, seed + 1);
@@ -1022,6 +1192,11 @@ void cuexec_free(CuExec *e)
             cudaStreamSynchronize(e->sst[d]);
             cudaStreamDestroy(e->sst[d]);
         }
+    for (int k = 0; e->moe_acts && k < e->n_moe_acts; k++)
+        cumoe_acts_free(&e->moe_acts[k]);
+    free(e->moe_acts);
+    if (e->E)
+        cumoe_free(&e->moe);
     cucomm_free(e->cc);
     for (int k = 0; k < XM_COUNT; k++)
         if (e->slab[k])

@@ -62,17 +62,28 @@
  *
  * Proxy mode runs the exact per-rank work of one pipeline stage of a larger
  * plan (proxy.h shapes: tp-sharded widths, heads/tp, its recomputation) on
- * this GPU: no optimizer, random weights and inputs, TP/SP/PP communication
- * not executed (the cost model's figure for it is reported instead).
+ * this GPU: no optimizer, random weights and inputs, TP/SP/PP/CP/EP
+ * communication not executed (the cost model's figure for it is reported
+ * instead); context parallel as cp rank 0's ring blocks, ZeRO-3 with one
+ * layer's weights shared by all layers, MoE on the rank's own experts
+ * (proxy.h).
  *
  * Checkpoints (cuckpt.c) are the CPU executor's files (ckpt.h): the device
  * state goes through host buffers into the same writer and reader.
  *
- * Mixture of experts (issue 20): not run yet. check_layout refuses a plan
- * with experts, MLA, MTP or ep > 1 by name; the pieces exist apart: the MoE
- * kernels (kernels_cuda.h), the expert groups (cucomm_init_moe) and the
- * routed block with NCCL dispatch/combine (cumoe.h), waiting for the
- * parameter table's expert region (docs/gpu/NOTES.md).
+ * Mixture of experts (issue 20; written, compiled, never run on a GPU): an
+ * MoE layer (spec_layer_is_moe) keeps the attention and norms, runs its
+ * shared expert (if any) as the dense MLP of shared_ffn and its routed
+ * experts through cumoe.h (router, top-k, NCCL dispatch/combine over the
+ * ep group, grouped expert GEMMs), the load-balancing loss as the CPU
+ * executor's seq_aux_loss. The parameter table is params.h's: the routed
+ * experts in their own region after the dense tensors, their gradients
+ * summed over edp (after the step's backward, on the compute stream), and
+ * under ZeRO-1/dist-opt their masters and moments sharded over edp
+ * (reduce-scatter, AdamW, all-gather), as exec.c. Expert ranks come from
+ * dist_init_experts (the CPU executor's folding). What it runs: etp 1,
+ * tp 1, cp 1, no capacity factor, ZeRO-0/1/dist-opt; other MoE layouts are
+ * refused by the field that needs them (check_layout).
  *
  * What it doesn't do: dropout, checkpoints of the proxy, context parallel
  * in the proxy (it is a one-GPU timing stand-in with no ring to run), the
@@ -92,6 +103,7 @@
 #include "exec.h"     // Phase, ExecMem, TrainOpts: the CPU executor's vocabulary
 #include "kernels_cuda.h"
 #include "cucomm.h"
+#include "cumoe.h"
 #include "cuplan.h"
 #include "proxy.h"
 #include "sched.h"
@@ -103,6 +115,7 @@ typedef struct {
     kc_bf16 *x;                        // (Nl, C) layer input
     kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h: a1, x2, a2 (Nl, C)
     float *mean1, *rstd1, *lse, *mean2, *rstd2;             // (Nl), (Nl), (B, NHl, T), (Nl), (Nl)
+    CuMoeActs *moe;                    // an MoE layer: its routed block's activations (else NULL)
 } CuActs;
 
 typedef struct {
@@ -132,6 +145,8 @@ typedef struct {
     CuUnit *un;                        // (nun) units: local layers, then the stage unit (cuplan_units over D
                                        // under ZeRO-2/3, else over 1: the same runs, unpadded)
     int nun, stage_unit;               // count; index of the stage unit (nun when the stage has none)
+    size_t alias;                      // proxy of a ZeRO-3 plan: floats of the one layer all layers share
+                                       // (their weights and grads at 0, the stage unit's after); else 0
     kc_bf16 **wu;                      // (nun + 1) where unit u's weights are now (its first float)
     float **gu;                        // (nun + 1) where unit u's gradients accumulate now
     Schedule sch;                      // this stage's actions
@@ -201,6 +216,18 @@ typedef struct {
     int cur_phase;                     // open segment, -1 none
     cudaEvent_t step0, step1;
     double t[PH_COUNT];                // seconds of the last step by phase
+    /* mixture of experts (cunet.c's MoE layer; all 0 / NULL for a dense model) */
+    int E, K, El;                      // experts, top-k, experts on this rank (E/ep)
+    int Fs, F1s;                       // shared expert's hidden width (0: none), its FC1 output
+    int edp, xzero;                    // expert data-parallel size; ZeRO-1 of the expert region over edp
+    size_t opt_nd;                     // floats of the dense part of the masters (the rest: the experts')
+    size_t xopt_n, xopt_off;           // this rank's expert masters: floats, where they start in the slab
+    float aux_g;                       // the load-balancing loss's gradient factor (kc_moe_router_bwd)
+    CuMoe moe;                         // the routed block's scratch (one for every layer)
+    CuMoeActs *moe_acts;               // (nslots·maxchunk + 1): per slot layer, the last the working set's
+    int n_moe_acts;
+    kc_bf16 *moe_out;                  // (N, C) routed output before it joins the shared expert's
+    char moe_err[256];                 // a routed block's failure (rows over its cap), checked after the step
     size_t free_min;                   // least free device memory seen (cudaMemGetInfo), bytes
     size_t dev_total;                  // device memory, bytes
     int device;                        // CUDA device of this rank

@@ -45,8 +45,7 @@ int cumoe_init(CuMoe *M, int N, int C, int E, int K, int Fe, int swiglu, double 
     M->cnt = dmal(E * sizeof(int), b);
     M->off = dmal((E + 1) * sizeof(int), b);
     M->scnt = dmal((size_t)N * E * sizeof(int), b);   // at most N groups (seq 1)
-    M->cf_send = dmal(E * sizeof(float), b);
-    M->cf_recv = dmal(E * sizeof(float), b);
+    M->cf_send = dmal((size_t)ep * E * sizeof(float), b);   // every ep rank's counts
     M->sendb = dmal(R * C * bf, b);
     M->recvb = dmal(cp * C * bf, b);
     M->ye = dmal(cp * C * bf, b);
@@ -55,9 +54,9 @@ int cumoe_init(CuMoe *M, int N, int C, int E, int K, int Fe, int swiglu, double 
     M->dxe = dmal(cp * C * bf, b);
     M->dtopw = dmal(R * sizeof(float), b);
     M->h_cnt = malloc(E * sizeof *M->h_cnt);
-    M->h_cf = malloc(E * sizeof *M->h_cf);
+    M->h_cf = malloc((size_t)ep * E * sizeof *M->h_cf);
     M->h_idx = malloc(2 * cp * sizeof *M->h_idx);
-    if (!M->logits || !M->ws || !M->cnt || !M->off || !M->scnt || !M->cf_send || !M->cf_recv || !M->sendb ||
+    if (!M->logits || !M->ws || !M->cnt || !M->off || !M->scnt || !M->cf_send || !M->sendb ||
         !M->recvb || !M->ye || !M->dh1 || !M->dha || !M->dxe || !M->dtopw || !M->h_cnt || !M->h_cf || !M->h_idx)
         FAIL("MoE: not enough memory for the expert scratch (%.2f GiB asked)", M->bytes / 1073741824.0);
     CHECK_CUDA(cudaEventCreateWithFlags(&M->ev_c, cudaEventDisableTiming));
@@ -67,7 +66,7 @@ int cumoe_init(CuMoe *M, int N, int C, int E, int K, int Fe, int swiglu, double 
 
 void cumoe_free(CuMoe *M)
 {
-    void *d[] = {M->logits, M->ws, M->cnt, M->off, M->scnt, M->cf_send, M->cf_recv, M->sendb, M->recvb, M->ye,
+    void *d[] = {M->logits, M->ws, M->cnt, M->off, M->scnt, M->cf_send, M->sendb, M->recvb, M->ye,
                  M->dh1, M->dha, M->dxe, M->dtopw};
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
         if (d[i])
@@ -144,28 +143,40 @@ static void a2a(CuMoe *M, const kc_bf16 *send, const int *scnt, kc_bf16 *recv, c
     CHECK_CUDA(cudaStreamWaitEvent(M->st, M->ev_m, 0));
 }
 
-/* The counts of every peer's tokens for this rank's experts: h_recv[p·El + e]. */
-static void exchange_counts(CuMoe *M, CuMoeActs *A)
+/* Every ep rank's counts for every expert, all-gathered (ep·E floats, exact:
+ * counts < 2^24), so that each rank knows every rank's load: the counts of
+ * every peer's tokens for this rank's experts into h_recv[p·El + e], and
+ * the most rows any rank of the group receives, returned (all ranks see the
+ * same number, so a step that overflows one rank's buffers fails on all of
+ * them before the dispatch). */
+static int exchange_counts(CuMoe *M, CuMoeActs *A)
 {
-    int ep = M->ep, El = M->El;
-    for (int e = 0; e < M->E; e++)
-        M->h_cf[e] = (float)M->h_cnt[e];   // exact: counts < 2^24
-    if (!M->cc) {
-        for (int e = 0; e < El; e++)
-            A->h_recv[e] = M->h_cnt[e];
-        return;
+    int ep = M->ep, El = M->El, E = M->E, me = M->ep_rank;
+    for (int e = 0; e < E; e++)
+        M->h_cf[(size_t)me * E + e] = (float)M->h_cnt[e];
+    if (M->cc) {
+        CHECK_CUDA(cudaMemcpyAsync(M->cf_send + (size_t)me * E, M->h_cf + (size_t)me * E, E * sizeof(float),
+                                   cudaMemcpyHostToDevice, M->st));
+        CHECK_CUDA(cudaEventRecord(M->ev_c, M->st));
+        CHECK_CUDA(cudaStreamWaitEvent(M->cs, M->ev_c, 0));
+        cucomm_allgather(M->cc, CC_EP, M->cf_send, (size_t)E, CC_F32, M->cs);   // in place, rank order
+        CHECK_CUDA(cudaMemcpyAsync(M->h_cf, M->cf_send, (size_t)ep * E * sizeof(float), cudaMemcpyDeviceToHost,
+                                   M->cs));
+        CHECK_CUDA(cudaStreamSynchronize(M->cs));
     }
-    size_t c[64], d[64];
-    for (int p = 0; p < ep; p++)
-        c[p] = (size_t)El, d[p] = (size_t)p * El;
-    CHECK_CUDA(cudaMemcpyAsync(M->cf_send, M->h_cf, M->E * sizeof(float), cudaMemcpyHostToDevice, M->st));
-    CHECK_CUDA(cudaEventRecord(M->ev_c, M->st));
-    CHECK_CUDA(cudaStreamWaitEvent(M->cs, M->ev_c, 0));
-    cucomm_alltoallv(M->cc, CC_EP, M->cf_send, c, d, M->cf_recv, c, d, CC_F32, M->cs);
-    CHECK_CUDA(cudaMemcpyAsync(M->h_cf, M->cf_recv, M->E * sizeof(float), cudaMemcpyDeviceToHost, M->cs));
-    CHECK_CUDA(cudaStreamSynchronize(M->cs));
-    for (int i = 0; i < ep * El; i++)
-        A->h_recv[i] = (int)M->h_cf[i];
+    int most = 0;
+    for (int q = 0; q < ep; q++) {   // rows rank q's experts receive
+        int rq = 0;
+        for (int p = 0; p < ep; p++)
+            for (int e = 0; e < El; e++) {
+                int n = (int)M->h_cf[(size_t)p * E + q * El + e];
+                rq += n;
+                if (q == me)
+                    A->h_recv[p * El + e] = n;
+            }
+        most = rq > most ? rq : most;
+    }
+    return most;
 }
 
 int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_bf16 *wr, const kc_bf16 *w1,
@@ -186,7 +197,12 @@ int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_
         for (int e = 0; e < El; e++)
             A->h_send[p] += M->h_cnt[p * El + e];
     }
-    exchange_counts(M, A);
+    int most = exchange_counts(M, A);
+    A->R = most > M->cap ? -1 : 0;   // -1: the backward skips this block (on every ep rank alike)
+    if (most > M->cap)   // the same on every ep rank: all stop before the dispatch
+        FAIL("MoE: an ep rank's %d experts received %d token rows, more than the %d its buffers hold (imbalance "
+             "%.2f of the even %d); plan with a larger --moe-imbalance", El, most, M->cap, (double)most / (N * K),
+             N * K);
     int R = 0, rp[64];
     for (int p = 0; p < ep; p++) {
         rp[p] = 0;
@@ -194,9 +210,6 @@ int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_
             rp[p] += A->h_recv[p * El + e];
         R += rp[p];
     }
-    if (R > M->cap)
-        FAIL("MoE: this rank's %d experts received %d token rows, more than the %d its buffers hold (imbalance "
-             "%.2f of the even %d); plan with a larger --moe-imbalance", El, R, M->cap, (double)R / (N * K), N * K);
     A->R = R;
     /* received [peer][expert] -> expert-major [expert][peer], and the inverse */
     int *idx = M->h_idx, *inv = M->h_idx + M->cap, at = 0;
@@ -237,6 +250,8 @@ void cumoe_bwd(CuMoe *M, CuMoeActs *A, kc_bf16 *da2, const kc_bf16 *dout, const 
     int N = M->N, C = M->C, E = M->E, K = M->K, El = M->El, ep = M->ep, R = A->R;
     cudaStream_t st = M->st;
     size_t bf = sizeof(kc_bf16);
+    if (R < 0)   // its forward overflowed on this ep group: nothing was dispatched, the step fails
+        return;
     int rp[64];
     for (int p = 0; p < ep; p++) {
         rp[p] = 0;

@@ -22,16 +22,19 @@
  * rank's experts received), the expert outputs as they came back (N·K, C),
  * and the host tables of the exchange. Received rows are bounded by cap
  * (cumoe_init: imbalance × the even share N·K, at most the dropless worst
- * case N·K·ep); a step that routes more fails with a message naming the
- * counts (no growth yet).
+ * case N·K·ep); a step that routes more to any rank of the group fails on
+ * all of them with a message naming the counts (no growth yet).
+ *
+ * cunet.c calls it for every MoE layer (N = this rank's rows), with
+ * params.h's expert region as w1/w2 and the router in the layer's dense
+ * tensors; one CuMoe serves every layer, a CuMoeActs each (slot, layer).
  *
  * What it doesn't do yet: etp > 1 (the expert tensor-parallel all-gather /
  * reduce-scatter), capacity factor, overlap of dispatch with computation,
- * fp8 dispatch, recomputation of the expert part; and it is not yet called
- * by cunet.c: the executor refuses MoE plans (cuexec.c check_layout) until
- * the parameter table (executor/params.c, expert region) is merged and the
- * layer is wired. tests/test_cuda_exec_moe.c holds it against a host fp32
- * reference, one GPU or ep GPUs under mpirun.
+ * fp8 dispatch. An overflow of cap is seen by every rank of the ep group
+ * (the counts are all-gathered), which all fail that layer before the
+ * dispatch; cuexec_step then agrees the failure over the world. tests/test_cuda_exec_moe.c holds it against a host fp32
+ * reference, one GPU or ep GPUs under mpirun. None of it has run on a GPU.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_CUMOE_H
 #define ULTRAPLAN_EXECUTOR_CUDA_CUMOE_H
@@ -49,13 +52,13 @@ typedef struct {
     /* scratch, device */
     kc_bf16 *logits;                   // (N, E) router logits; the backward's dlogits
     int *ws, *cnt, *off, *scnt;        // route_map workspace; counts (E); offsets (E + 1); seq counts
-    float *cf_send, *cf_recv;          // (E) counts as floats for the exchange
+    float *cf_send;                    // (ep·E) every ep rank's counts as floats, all-gathered in place
     kc_bf16 *sendb;                    // (N·K, C) permuted rows (dispatch out, combine in)
     kc_bf16 *recvb, *ye;               // (cap, C) received rows; expert outputs / gradients
     kc_bf16 *dh1, *dha, *dxe;          // (cap, F1e), (cap, Fe), (cap, C)
     float *dtopw;                      // (N, K)
     int *h_cnt;                        // (E) host
-    float *h_cf;                       // (E) host
+    float *h_cf;                       // (ep·E) host: every ep rank's counts
     int *h_idx;                        // (2·cap) host: reorder and its inverse
     double bytes;                      // device bytes of the scratch
 } CuMoe;
@@ -68,7 +71,7 @@ typedef struct {
     kc_bf16 *rows;                     // (N·K, C) expert outputs as they came back
     int *h_send, *h_recv, *h_lcnt;     // host: (ep) rows to each peer, (ep·El) rows from peer p for expert e,
                                        // (El) rows per local expert
-    int R;                             // rows received
+    int R;                             // rows received; -1 after a forward that overflowed cap
     double bytes;                      // device bytes
 } CuMoeActs;
 
@@ -84,11 +87,13 @@ void cumoe_acts_free(CuMoeActs *A);
 
 /* out (N, C) = the routed experts' combined output for a2 (N, C).
  * Overwrites out. Synchronises the compute stream twice (the counts reach
- * the host for the exchange and the GEMM sizes). 0, or -1 with err when the
- * routed rows exceed cap. */
+ * the host for the exchange and the GEMM sizes). 0, or -1 with err when
+ * the rows routed to any rank of the ep group exceed cap (then on every
+ * rank of it, before any row moves). */
 int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_bf16 *wr, const kc_bf16 *w1,
               const kc_bf16 *w2, char *err, int errlen);
-/* da2 (N, C) bf16 += the gradient through experts and router given dout
+/* Nothing when A's forward failed (on every rank of the ep group alike).
+ * da2 (N, C) bf16 += the gradient through experts and router given dout
  * (N, C); dwr (E, C), dw1, dw2 fp32 += (this rank's experts: the sum over
  * every ep rank's tokens). aux_g, seq: kc_moe_router_bwd's (0: no aux). */
 void cumoe_bwd(CuMoe *M, CuMoeActs *A, kc_bf16 *da2, const kc_bf16 *dout, const kc_bf16 *a2, const kc_bf16 *wr,

@@ -352,6 +352,38 @@ static void cp_attn_bwd(CuExec *e, CuActs *A, const kc_bf16 *dout)
 
 /* ---- the layer ------------------------------------------------------------- */
 
+/* ---- mixture of experts ---------------------------------------------------- */
+
+int cunet_layer_moe(const CuExec *e, int li) { return e->E > 0 && spec_layer_is_moe(&e->m, e->ps.glayer[li]); }
+
+/* out (Nl, C) = the routed experts of A->a2 (this rank's rows: under SP
+ * Megatron routes the N/tp rows), or out += them after the shared expert. A failure (more routed rows than the block
+ * holds) is kept in e->moe_err for cuexec_step and leaves zeros. */
+static void moe_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out, int add)
+{
+    size_t nc = (size_t)e->Nl * e->sh.C;
+    kc_bf16 *dst = add ? e->moe_out : out;
+    char err[256];
+    if (cumoe_fwd(&e->moe, A->moe, dst, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err,
+                  sizeof err) != 0) {
+        if (!e->moe_err[0])
+            snprintf(e->moe_err, sizeof e->moe_err, "layer %d: %.200s", e->ps.glayer[li], err);
+        zero_bf(e, dst, nc);
+    }
+    if (add)
+        kc_residual_fwd(out, out, e->moe_out, nc, e->st);
+}
+
+/* da2 (Nl, C) += d(a2) of the routed experts and the router, given d(out)
+ * in e->dres; the router's and this rank's experts' gradients accumulate,
+ * with the balance loss over sequences of T local tokens (training runs tp
+ * = cp = 1: each sequence whole on one rank). */
+static void moe_bwd(CuExec *e, int li, CuActs *A, kc_bf16 *da2)
+{
+    cumoe_bwd(&e->moe, A->moe, da2, e->dres, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W),
+              Wl(e, li, P_EFC2W), Gl(e, li, P_ROUTW), Gl(e, li, P_EFC1W), Gl(e, li, P_EFC2W), e->aux_g, e->sh.T);
+}
+
 /* net.c's layer: norms and residual adds over this rank's Nl rows, the GEMMs
  * and attention over all N (the normed input gathered under SP). */
 void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
@@ -377,13 +409,19 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     row_fwd(e, A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), ql);
     kc_residual_fwd(A->x2, A->x2, A->x, nlc, st);
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
-    in = col_input(e, A->a2);
-    kc_matmul_fwd(A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, s->F1l, st);
-    if (e->m.mlp == MLP_SWIGLU)
-        kc_swiglu_fwd(A->hact, A->hpre, N, s->Fl, st);
-    else
-        kc_gelu_fwd(A->hact, A->hpre, (size_t)N * s->Fl, st);
-    row_fwd(e, out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), s->Fl);
+    int moe = cunet_layer_moe(e, li), shared = !moe || Wl(e, li, P_FC1W);
+    int F = moe ? e->Fs : s->Fl, F1 = moe ? e->F1s : s->F1l;
+    if (shared) {   // the dense MLP, or an MoE layer's shared expert
+        in = col_input(e, A->a2);
+        kc_matmul_fwd(A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, F1, st);
+        if (e->m.mlp == MLP_SWIGLU)
+            kc_swiglu_fwd(A->hact, A->hpre, N, F, st);
+        else
+            kc_gelu_fwd(A->hact, A->hpre, (size_t)N * F, st);
+        row_fwd(e, out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), F);
+    }
+    if (moe)
+        moe_fwd(e, li, A, out, shared);
     kc_residual_fwd(out, out, A->x2, nlc, st);
 }
 
@@ -396,20 +434,28 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
     int N = s->N, C = s->C, ql = s->ql, kvl = s->kvl;
     size_t nc = (size_t)N * C;
     cudaStream_t st = e->st;
-    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) */
-    const kc_bf16 *dy = row_dout(e);
-    float *gb = row_bias_grad(e, Gl(e, li, P_FC2B));
-    zero_bf(e, e->dhact, (size_t)N * s->Fl);
-    kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, s->Fl, C, st);
-    zero_bf(e, e->dhpre, (size_t)N * s->F1l);
-    if (e->m.mlp == MLP_SWIGLU)
-        kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, s->Fl, st);
-    else
-        kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * s->Fl, st);
-    const kc_bf16 *in = col_input(e, A->a2);
+    /* MLP: out = x2 + fc2(act(fc1(ln2(x2)))) (+ the routed experts of an MoE layer) */
+    int moe = cunet_layer_moe(e, li), shared = !moe || Wl(e, li, P_FC1W);
+    int F = moe ? e->Fs : s->Fl, F1 = moe ? e->F1s : s->F1l;
+    const kc_bf16 *dy, *in;
+    float *gb;
     zero_bf(e, e->dcol, nc);
-    kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C, s->F1l, st);
-    const kc_bf16 *dn = col_grad_reduce(e);
+    if (shared) {
+        dy = row_dout(e);
+        gb = row_bias_grad(e, Gl(e, li, P_FC2B));
+        zero_bf(e, e->dhact, (size_t)N * F);
+        kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, F, C, st);
+        zero_bf(e, e->dhpre, (size_t)N * F1);
+        if (e->m.mlp == MLP_SWIGLU)
+            kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F, st);
+        else
+            kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F, st);
+        in = col_input(e, A->a2);
+        kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C, F1, st);
+    }
+    const kc_bf16 *dn = col_grad_reduce(e);   // this rank's rows of d(a2)
+    if (moe)
+        moe_bwd(e, li, A, (kc_bf16 *)dn);   // dn is e->dcol or e->dout: scratch of this layer
     norm_bwd(e, e->dres, Gl(e, li, P_LN2W), Gl(e, li, P_LN2B), dn, A->x2, Wl(e, li, P_LN2W), A->mean2, A->rstd2);
 
     /* attention: x2 = x + proj(attn(qkv(ln1(x)))) */

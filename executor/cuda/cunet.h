@@ -27,7 +27,12 @@ int cunet_tm_swap(CuExec *e, int p);
 void cunet_tm_sum(CuExec *e);
 void cunet_tm_free(CuExec *e);
 
-/* Local layer li: reads A->x, fills the rest of A, writes out (Nl, C). */
+/* 1 when local layer li is a mixture-of-experts layer (spec_layer_is_moe). */
+int cunet_layer_moe(const CuExec *e, int li);
+
+/* Local layer li: reads A->x, fills the rest of A, writes out (Nl, C). An
+ * MoE layer runs its shared expert (if any) as the dense MLP and its routed
+ * experts through cumoe.h (A->moe). */
 void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out);
 /* e->dres (Nl, C) holds d(out); on return it holds d(x). Grads accumulate
  * (under SP the replicated tensors' only this rank's rows: partial). */

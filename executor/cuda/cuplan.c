@@ -6,8 +6,8 @@ int cuplan_buckets(const ParamSet *ps, CuBucket *out)
     int k = 0;
     for (int l = 0; l < ps->nlayers; l++) {
         size_t n = 0;
-        for (int id = 0; id < P_LAYER_COUNT; id++)
-            if (ps->layer_off[l][id] != PARAM_NONE)
+        for (int id = 0; id < P_LAYER_COUNT; id++)   // the routed experts are in their own region
+            if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                 n += ps->layer_len[l][id];
         out[k++] = (CuBucket){ps->layer_off[l][P_LN1W], n, l};
     }
@@ -28,6 +28,13 @@ void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, siz
     *off = (size_t)dp_rank * *opt_n;
 }
 
+void cuplan_expert_shard(const ParamSet *ps, int edp, int edp_rank, int xzero, size_t *n, size_t *off)
+{
+    xzero = xzero && edp > 1;
+    *n = xzero ? ps->x_alloc / edp : ps->x_alloc;
+    *off = ps->x_off + (xzero ? (size_t)edp_rank * *n : 0);
+}
+
 int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard)
 {
     size_t at = 0;
@@ -37,7 +44,7 @@ int cuplan_units(const ParamSet *ps, int D, CuUnit *out, size_t *shard)
         size_t start = l < ps->nlayers ? ps->layer_off[l][P_LN1W] : ps->layers_end, len = 0;
         if (l < ps->nlayers) {
             for (int id = 0; id < P_LAYER_COUNT; id++)
-                if (ps->layer_off[l][id] != PARAM_NONE)
+                if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                     len += ps->layer_len[l][id];
         } else if (ps->n > ps->layers_end) {
             len = ps->n - ps->layers_end;
@@ -155,19 +162,6 @@ int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out)
     }
     k = add_range(out, k, ps->off[P_LNFW], ps->len[P_LNFW], -1);
     return add_range(out, k, ps->off[P_LNFB], ps->len[P_LNFB], -1);
-}
-
-int cuplan_expert_coords(int tp, int cp, int dp, int tp_rank, int cp_rank, int dp_rank, int ep, int etp,
-                         int *etp_rank, int *ep_rank, int *edp_rank)
-{
-    int n = tp * cp * dp;
-    if (ep < 1 || etp < 1 || n % (ep * etp))
-        return -1;
-    int L = tp_rank + tp * (cp_rank + cp * dp_rank);
-    *etp_rank = L % etp;
-    *ep_rank = L / etp % ep;
-    *edp_rank = L / (etp * ep);
-    return 0;
 }
 
 int cuplan_expert_local(int ep, int etp, int etp_rank, int ep_rank, int edp_rank)

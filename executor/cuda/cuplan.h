@@ -45,6 +45,13 @@ int cuplan_buckets(const ParamSet *ps, CuBucket *out);
  * dp 1 or !zero1: the whole slab. */
 void cuplan_shard(size_t n, int dp, int dp_rank, int zero1, size_t *n_alloc, size_t *opt_n, size_t *off);
 
+/* The routed experts' masters (MoE, params.h's expert region [x_off,
+ * x_off + x_alloc)): under ZeRO-1 / dist-opt with edp > 1 (xzero) rank
+ * edp_rank's slice of x_alloc / edp floats (x_alloc is padded to edp by
+ * params_layout), else the whole region: *n floats from slab offset *off
+ * (exec.c's xopt_n, xopt_off). */
+void cuplan_expert_shard(const ParamSet *ps, int edp, int edp_rank, int xzero, size_t *n, size_t *off);
+
 /* ZeRO-2/3 (FSDP-style, issue 18): the units are the local layers (each
  * contiguous in the slab) and, when the stage has any, one stage unit of
  * every non-layer tensor (ps->layers_end .. ps->n): exactly cuplan_buckets'
@@ -117,12 +124,11 @@ int cuplan_sp_sync(const ParamSet *ps, int layer, CuBucket *out);
  * of a stage, indexed L = tp_rank + tp·(cp_rank + cp·dp_rank) as the
  * attention layers order them, are reread for the expert layers as L =
  * etp_rank + etp·(ep_rank + ep·edp_rank): etp fastest, then ep, then edp
- * (edp = tp·cp·dp/(etp·ep)). cuplan_expert_coords gives this rank's
- * (etp, ep, edp) coordinates; cuplan_expert_local the stage index L of the
- * rank with the given expert coordinates. -1 when etp·ep does not divide
- * tp·cp·dp. */
-int cuplan_expert_coords(int tp, int cp, int dp, int tp_rank, int cp_rank, int dp_rank, int ep, int etp,
-                         int *etp_rank, int *ep_rank, int *edp_rank);
+ * (edp = tp·cp·dp/(etp·ep)). A rank's (etp, ep, edp) coordinates are
+ * dist_init_experts' (the CPU executor's, one copy of the rule);
+ * cuplan_expert_local is its inverse: the stage index L of the rank with
+ * the given expert coordinates (cucomm_init_moe finds each group's first
+ * rank with it). */
 int cuplan_expert_local(int ep, int etp, int etp_rank, int ep_rank, int edp_rank);
 
 #endif

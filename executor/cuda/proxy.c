@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memory.h"
+
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
 int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps, char *err, int errlen)
@@ -12,14 +14,27 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
     int tp = lo->tp, g = m->g > 0 ? m->g : m->a;
     if (stage < 0 || stage >= lo->pp)
         FAIL("--proxy-stage %d: the plan has stages 0..%d (pp %d)", stage, lo->pp - 1, lo->pp);
-    if (lo->cp != 1)
-        FAIL("the stage proxy is a one-GPU timing stand-in and runs cp 1 (context parallel needs the ring of "
-             "cp GPUs; run the plan itself with mpirun); the plan has cp %d", lo->cp);
-    if (spec_is_moe(m) || m->attn == ATTN_MLA)   // its shapes and prediction are a dense layer's
-        FAIL("the stage proxy has no mixture-of-experts or MLA layers yet (\"experts\": %d, \"attn\": \"%s\"): "
-             "it would time a dense stage", m->experts, spec_attn_name(m->attn));
+    int cp = lo->cp > 1 ? lo->cp : 1, ep = lo->ep > 0 ? lo->ep : 1;
+    if (cp > 1 && m->s % (2 * cp))
+        FAIL("context parallel cuts a sequence into 2*cp chunks: \"cp\": %d must have 2*cp divide seq %d", cp, m->s);
+    if (m->attn == ATTN_MLA)   // its shapes and prediction would be a plain attention's
+        FAIL("the stage proxy has no MLA layers (\"attn\": \"%s\"): it would time another attention",
+             spec_attn_name(m->attn));
     if (m->a % tp || g % tp || m->f % tp)
         FAIL("tp %d must divide the query heads (%d), KV heads (%d) and FFN width (%d)", tp, m->a, g, m->f);
+    if (spec_is_moe(m)) {
+        int El = m->experts / ep;
+        if (layout_etp(lo) > 1 || m->bias || m->capacity_factor > 0)
+            FAIL("the MoE stage proxy runs etp 1, no biases, dropless: the plan has \"etp\": %d, \"bias\": %s, "
+                 "\"capacity_factor\": %g", layout_etp(lo), m->bias ? "true" : "false", m->capacity_factor);
+        if (m->experts % ep || El < m->topk || m->shared_ffn % tp)
+            FAIL("the MoE stage proxy routes over this rank's experts: \"experts\": %d / \"ep\": %d must be a whole "
+                 "number >= \"topk\": %d, and tp %d must divide \"shared_ffn\": %d", m->experts, ep, m->topk, tp,
+                 m->shared_ffn);
+        ps->moe = 1, ps->El = El, ps->K = m->topk;
+        ps->Fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+        ps->Fs = m->shared_ffn / tp;
+    }
     StageMap sm;
     if (stagemap_init(&sm, m, lo, stage, 0, err, errlen) != 0)
         return -1;
@@ -30,7 +45,8 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
     ps->layers = sm.nlayers;
     ps->full_rc = lo->full_rc[stage], ps->sel_rc = lo->sel_rc[stage];
     ps->first = stage == 0, ps->last = stage == lo->pp - 1;
-    ps->B = lo->mbs, ps->T = m->s, ps->N = ps->B * ps->T, ps->C = m->h;
+    ps->cp = cp;
+    ps->B = lo->mbs, ps->T = m->s / cp, ps->N = ps->B * ps->T, ps->C = m->h;
     ps->HS = spec_head_dim(m);
     ps->NHl = m->a / tp, ps->NKVl = g / tp;
     ps->ql = ps->NHl * ps->HS, ps->kvl = ps->NKVl * ps->HS;
@@ -46,15 +62,25 @@ int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps,
 void proxy_predict(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int stage, ProxyPredict *p)
 {
     memset(p, 0, sizeof *p);
+    Layout l = *lo;
+    if (spec_is_moe(m))
+        l.moe_imbalance = 1.0;   // the proxy's random tokens route evenly over its experts
     LayerTime lt;
-    time_layer(m, hw, lo, &lt);
-    int n = lo->layers[stage], f = lo->full_rc[stage], e = lo->sel_rc[stage];
-    p->stage_mb_s = time_stage_mb(m, hw, lo, &lt, stage, n, f, e);
-    p->comm_mb_s = n * (lt.tp_fwd + lt.tp_bwd + lt.cp) + f * lt.tp_rc + time_pp_mb(m, hw, lo);
+    time_layer(m, hw, &l, &lt);
+    int n = l.layers[stage], f = l.full_rc[stage], e = l.sel_rc[stage];
+    p->stage_mb_s = time_stage_mb(m, hw, &l, &lt, stage, n, f, e);
+    int c[2][RECOMPUTE_COUNT] = {{n - f - e, e, f}, {0, 0, 0}};   // [dense, MoE][none, selective, full]
+    if (spec_is_moe(m))
+        memory_stage_layer_mix(m, &l, stage, n, f, e, c);
+    int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+    p->comm_mb_s = nd * (lt.tp_fwd + lt.tp_bwd + lt.cp) + c[0][RECOMPUTE_FULL] * lt.tp_rc +
+                   nm * (lt.moe_tp_fwd + lt.moe_tp_bwd + lt.cp + lt.ep_fwd + lt.ep_bwd) +
+                   c[1][RECOMPUTE_FULL] * (lt.moe_tp_rc + lt.ep_rc) + time_pp_mb(m, hw, &l);
     p->compute_mb_s = p->stage_mb_s - p->comm_mb_s;
-    p->fwd_mb_s = n * lt.fwd;
-    p->bwd_mb_s = n * lt.bwd;
-    p->rc_mb_s = f * lt.rc_full + e * lt.rc_sel;
+    p->fwd_mb_s = nd * lt.fwd + nm * lt.moe_fwd;
+    p->bwd_mb_s = nd * lt.bwd + nm * lt.moe_bwd;
+    p->rc_mb_s = c[0][RECOMPUTE_FULL] * lt.rc_full + c[0][RECOMPUTE_SELECTIVE] * lt.rc_sel +
+                 c[1][RECOMPUTE_FULL] * lt.moe_rc_full + c[1][RECOMPUTE_SELECTIVE] * lt.moe_rc_sel;
     p->edge_mb_s = p->compute_mb_s - p->fwd_mb_s - p->bwd_mb_s - p->rc_mb_s;
 }
 

@@ -6,9 +6,24 @@
  * and that work's share of the model's FLOPs (the proxy's MFU).
  *
  * The CUDA executor builds the stage from this (cuexec.h); the unit test holds
- * the shapes against model/memory.c's memory_stage_params. Dense models
- * only: a mixture-of-experts or MLA plan is refused by name (its expert
- * shapes and their prediction are not here yet).
+ * the shapes against model/memory.c's memory_stage_params.
+ *
+ * The new layouts (issue 22, item 4), each as one rank's compute:
+ * - context parallel: the rank's T/cp tokens (two chunks of every
+ *   sequence), attention as the load-balanced ring's cp blocks of cp rank
+ *   0, the blocks that would arrive being random data already resident;
+ * - ZeRO-3: the per-rank compute is the full layers' (the weights are
+ *   gathered before use), so the proxy keeps ONE layer's weights and
+ *   gradients, as the two gather buffers do, and every layer reads and
+ *   accumulates into them (cuexec.c), which lets a 70B stage fit;
+ * - mixture of experts: the rank's E/ep experts (etp 1) on the N·k rows an
+ *   even routing brings them (the proxy routes its own N tokens over just
+ *   those experts: N·k rows, the mean that ep ranks' dispatch delivers),
+ *   the shared expert split over tp; the prediction is taken with balanced
+ *   routing (moe_imbalance 1) and the EP all-to-all counted as
+ *   communication.
+ * MLA, etp > 1, biased MoE layers and a stage whose E/ep is below top-k are
+ * refused by name.
  */
 #ifndef ULTRAPLAN_EXECUTOR_CUDA_PROXY_H
 #define ULTRAPLAN_EXECUTOR_CUDA_PROXY_H
@@ -25,6 +40,9 @@ typedef struct {
     int NHl, NKVl, ql, kvl;       // query heads, kv heads per rank; widths NHl·HS, NKVl·HS
     int Fl, F1l;                  // FFN width per rank; FC1 output (2·Fl for SwiGLU)
     int Vl;                       // vocabulary rows per rank (padded vocab / tp)
+    int cp;                       // context parallel: T = seq/cp tokens of each sequence here
+    int moe;                      // the model has MoE layers (spec_layer_is_moe picks which)
+    int El, K, Fe, Fs;            // MoE: experts on this rank (E/ep), top-k, one expert's width, shared width/tp
     double layer_params;          // parameters of one layer on one rank
     double stage_params;          // all parameters of the stage on one rank
 } ProxyShape;
@@ -38,11 +56,12 @@ typedef struct {
 } ProxyPredict;
 
 /* Shapes of one tp rank of stage `stage` of a checked layout. 0, or -1 with
- * err naming what the proxy can't build (stage out of range, cp > 1, heads or
- * FFN not divisible by tp). */
+ * err naming what the proxy can't build (stage out of range, 2·cp not
+ * dividing seq, heads or FFN not divisible by tp, the MoE cases above). */
 int proxy_shape(const ModelSpec *m, const Layout *lo, int stage, ProxyShape *ps, char *err, int errlen);
 
-/* The cost model's per-micro-batch prediction for that stage. */
+/* The cost model's per-micro-batch prediction for that stage (MoE: with
+ * balanced routing, the EP all-to-all in comm). */
 void proxy_predict(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int stage, ProxyPredict *p);
 
 /* Model FLOPs per token (forward + backward, no recomputation, the layout's
