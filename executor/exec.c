@@ -89,6 +89,11 @@ int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen
     if (mbs * seq > EXEC_MAX_MB_TOKENS)
         FAIL("plan: layout.mbs x model.seq = %lld x %lld = %lld tokens per micro-batch; the executor takes at "
              "most %lld", mbs, seq, mbs * seq, (long long)EXEC_MAX_MB_TOKENS);
+    /* both backends run context parallelism as Megatron's ring; a plan that
+     * was costed with Llama 3's all-gather exchange is not the plan they run */
+    if (lo->cp > 1 && lo->cp_comm != CP_COMM_RING)
+        FAIL("plan: layout.cp_comm %s with layout.cp %d: the executors exchange K/V only around the ring; "
+             "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
     long long nmb = gbs / (dp * mbs);
     if (nmb * vp > EXEC_MAX_MB_CHUNKS)
         FAIL("plan: layout.gbs %lld / (layout.dp %lld x layout.mbs %lld) = %lld micro-batches x layout.vp %lld "

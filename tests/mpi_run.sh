@@ -52,6 +52,13 @@ expect_err "no training data" $U run "$D/plan.json"
 echo '{"format": "ultraplan.plan/1", "model": 3}' > "$D/bad.json"
 expect_err "bad.json" $U run "$D/bad.json" --data "$D/text.txt"
 expect_err "no checkpoint" $MPI 2 $U run "$D/plan.json" --data "$D/text.txt" --checkpoint-dir "$D/none" --resume
+# a plan costed with Llama 3's all-gather context parallelism is refused: the
+# executors run only the ring, and the plan that is run must be the plan made
+$U plan --gpus 2 --dp 1 --cp 2 --tp 1 --pp 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout --cp-comm all-gather -o "$D/plancp.json" \
+    > /dev/null || fail "plan cp all-gather"
+grep -q '"cp_comm":[[:space:]]*"all-gather"' "$D/plancp.json" || fail "plan cp all-gather: cp_comm not kept"
+expect_err "cp_comm all-gather" $MPI 2 $U run "$D/plancp.json" --data "$D/text.txt" --steps 1
 echo "errors: clean"
 
 # run.json: status "done"; one step is its own summary (was step_s 0: the
