@@ -21,7 +21,8 @@
  *     partial rows in a fixed order, attention uses no atomics).
  *
  * What this deliberately doesn't do: no communication, no allocation of
- * activations (the executor carves its slabs), no fp8, no MoE capacity
+ * activations (the executor carves its slabs), no fp8 here (kc_fp8.h has
+ * the fp8 cast and linear layer), no MoE capacity
  * factor (token dropping). Attention is a tiled
  * FlashAttention-2-style kernel on the tensor cores (WMMA, bf16 in, fp32
  * accumulate) for HS 64 and 128, and on the SIMT units (fp32) otherwise; no
