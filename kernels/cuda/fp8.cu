@@ -205,6 +205,14 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
         CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
         CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                           &kc_ctx.workspace_bytes, sizeof(size_t)));
+        // the heuristic assumes 256-byte aligned pointers unless told: every
+        // pointer here is 16-byte aligned (checked above), and no more is promised
+        uint32_t a16 = 16;
+        const cublasLtMatmulPreferenceAttributes_t al[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4; i++)
+            CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &a16, sizeof a16));
         cublasLtMatmulHeuristicResult_t heur;
         int nres = 0;
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(kc_ctx.lt, op, la, lb, ld, ld, pref, 1, &heur, &nres);
