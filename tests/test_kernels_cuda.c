@@ -1047,6 +1047,41 @@ static void test_fp8_matmul(int BT, int C, int OC, int fp8_ok) {
     free(dbias); free(qd); free(dinp0); free(dw0); free(dinp_p); free(dw_p);
 }
 
+/* The "again" calls (K and V after Q: one input, three GEMMs) reuse the
+ * input's cast: the results must equal, bit for bit, a fresh call's; and an
+ * "again" call on a different input must not reuse the stale cast. */
+static void test_fp8_again(int BT, int C, int OC1, int OC2) {
+    printf("fp8 again BT=%d C=%d OC=%d then %d\n", BT, C, OC1, OC2);
+    size_t n1 = (size_t)BT * OC1, n2 = (size_t)BT * OC2;
+    float *inp = fp8_input(BT, C, 1), *other = fp8_input(BT, C, 2), *w1 = hrand((size_t)OC1 * C, 0.5f, 1);
+    float *w2 = hrand((size_t)OC2 * C, 0.3f, 1), *g1 = hrand(n1, 1, 1), *g2 = hrand(n2, 1, 1);
+    float *dw0 = hrand((size_t)OC2 * C, 1, 0), *di0 = hrand((size_t)BT * C, 1, 1);
+    kc_bf16 *d_inp = up_bf(inp, (size_t)BT * C), *d_other = up_bf(other, (size_t)BT * C);
+    kc_bf16 *d_w1 = up_bf(w1, (size_t)OC1 * C), *d_w2 = up_bf(w2, (size_t)OC2 * C);
+    kc_bf16 *d_g1 = up_bf(g1, n1), *d_g2 = up_bf(g2, n2);
+    kc_bf16 *o1 = dalloc(2 * n1), *o2 = dalloc(2 * n2), *ref = dalloc(2 * n2);
+    for (int diff = 0; diff < 2; diff++) {   // diff: the again call gets another input
+        kc_bf16 *in2 = diff ? d_other : d_inp;
+        kc_fp8_matmul_fwd(ref, in2, d_w2, NULL, BT, C, OC2, st);
+        kc_fp8_matmul_fwd(o1, d_inp, d_w1, NULL, BT, C, OC1, st);
+        kc_fp8_matmul_fwd_again(o2, in2, d_w2, NULL, BT, C, OC2, st);
+        CHECK(diff ? "fp8 fwd again, other input" : "fp8 fwd again", down_bf(o2, n2), down_bf(ref, n2), n2, 0, 0);
+        float *d_dw = up_f(dw0, (size_t)OC2 * C), *d_dwr = up_f(dw0, (size_t)OC2 * C), *d_dw1 = up_f(w1, (size_t)OC1 * C);
+        kc_bf16 *d_di = up_bf(di0, (size_t)BT * C), *d_dir = up_bf(di0, (size_t)BT * C);
+        kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g2, in2, d_w2, BT, C, OC2, st);
+        kc_fp8_matmul_bwd(NULL, d_dw1, NULL, d_g1, d_inp, d_w1, BT, C, OC1, st);
+        kc_fp8_matmul_bwd_again(d_di, d_dw, NULL, d_g2, in2, d_w2, BT, C, OC2, st);
+        CHECK(diff ? "fp8 bwd again dw, other input" : "fp8 bwd again dw", down_f(d_dw, (size_t)OC2 * C),
+              down_f(d_dwr, (size_t)OC2 * C), (size_t)OC2 * C, 0, 0);
+        CHECK(diff ? "fp8 bwd again dinp, other input" : "fp8 bwd again dinp", down_bf(d_di, (size_t)BT * C),
+              down_bf(d_dir, (size_t)BT * C), (size_t)BT * C, 0, 0);
+        cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_dw1); cudaFree(d_di); cudaFree(d_dir);
+    }
+    cudaFree(d_inp); cudaFree(d_other); cudaFree(d_w1); cudaFree(d_w2); cudaFree(d_g1); cudaFree(d_g2);
+    cudaFree(o1); cudaFree(o2); cudaFree(ref);
+    free(inp); free(other); free(w1); free(w2); free(g1); free(g2); free(dw0); free(di0);
+}
+
 int main(void) {
     int ndev = kc_device_count();
     if (ndev == 0) {
@@ -1068,6 +1103,7 @@ int main(void) {
     test_fp8_matmul(256, 512, 384, 1);
     test_fp8_matmul(128, 1024, 256, 1);     // longer K
     test_fp8_matmul(40, 72, 136, 0);        // C % 16 != 0: the bf16 path, counted
+    test_fp8_again(256, 512, 512, 128);     // Q then K of a GQA layer
     test_norms(70, 200);
     test_norms(33, 99);            // C % 8 != 0: the scalar path
     test_norms(8, 4096);

@@ -365,8 +365,8 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     const kc_bf16 *in = col_input(e, A->a1);
     const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
     cufp8_matmul_fwd(e, A->q, in, wq, bq, N, C, ql);
-    cufp8_matmul_fwd(e, A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
-    cufp8_matmul_fwd(e, A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
+    cufp8_matmul_fwd_again(e, A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
+    cufp8_matmul_fwd_again(e, A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
     if (e->m.pos == POS_ROPE) {
         rope_fwd(e, A->q, s->NHl);
         rope_fwd(e, A->k, s->NKVl);
@@ -445,10 +445,10 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         rope_bwd(e, e->drope, e->dk, s->NKVl);
         dk = e->drope;
     }
-    cufp8_matmul_bwd(e, e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C, N, C,
-                     kvl);
-    cufp8_matmul_bwd(e, e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
-                     wq + (size_t)(ql + kvl) * C, N, C, kvl);
+    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C,
+                           N, C, kvl);
+    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
+                           wq + (size_t)(ql + kvl) * C, N, C, kvl);
     dn = col_grad_reduce(e);
     norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), dn, A->x, Wl(e, li, P_LN1W), A->mean1, A->rstd1);
 }

@@ -241,11 +241,18 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
 
 /* scratch: the fp8 copies of one layer's operands and 8 floats of amax /
  * scale_inv; grows to the largest layer (cudaFree synchronises: only the
- * first step's calls grow it) */
+ * first step's calls grow it). Layout: the input's copy first (plain in the
+ * forward, transposed in the backward), at offset 0 whatever the output
+ * width, so that a following call on the same input can reuse it. */
 static struct {
     unsigned char *buf;
     size_t bytes;
-    float *sc;   // [0..2] amax of inp, w, dout; [3..5] their scale_inv
+    float *sc;        // [0..2] amax of inp, w, dout; [3..5] their scale_inv
+    long gen;         // bumped by every reallocation
+    /* the input whose cast sits at offset 0 now (the "again" calls' check) */
+    const void *inp;
+    int R, C, transposed;
+    long inp_gen;
 } fs;
 
 void kc_fp8_release(void) {
@@ -262,14 +269,29 @@ static unsigned char *scratch(size_t bytes) {
         CHECK_CUDA(cudaFree(fs.buf));
         CHECK_CUDA(cudaMalloc(&fs.buf, bytes));
         fs.bytes = bytes;
+        fs.gen++;
     }
     return fs.buf;
 }
 
+/* cast inp (R, C) to E4M3 at offset 0, plain or transposed, unless `again`
+ * says it is the previous call's input, unchanged, and its copy is still
+ * there (same pointer, shape and form, no reallocation since) */
+static void cast_input(const kc_bf16 *inp, int R, int C, int transposed, int again, cudaStream_t st) {
+    if (again && fs.inp == inp && fs.R == R && fs.C == C && fs.transposed == transposed && fs.inp_gen == fs.gen)
+        return;
+    kc_fp8_amax(fs.sc + 0, inp, (size_t)R * C, st);
+    kc_fp8_cast_transpose(transposed ? NULL : fs.buf, transposed ? fs.buf : NULL, fs.sc + 3, inp, fs.sc + 0, R,
+                          C, KC_E4M3, st);
+    fs.inp = inp, fs.R = R, fs.C = C, fs.transposed = transposed, fs.inp_gen = fs.gen;
+}
+
+static void forget_input(void) { fs.inp = NULL; }
+
 static bool fp8_shapes(int BT, int C, int OC) { return BT % 16 == 0 && C % 16 == 0 && OC % 16 == 0; }
 
-void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
-                       int OC, cudaStream_t st) {
+static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
+                       int OC, int again, cudaStream_t st) {
     if (!fp8_shapes(BT, C, OC) || !aligned16(out) || (bias && !aligned16(bias))) {
         fp8_fallback_count++;
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
@@ -278,8 +300,7 @@ void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
     size_t ni = up256((size_t)BT * C);
     unsigned char *q = scratch(ni + up256((size_t)OC * C));
     kc_fp8 *inp8 = q, *w8 = q + ni;
-    kc_fp8_amax(fs.sc + 0, inp, (size_t)BT * C, st);
-    kc_fp8_cast_transpose(inp8, NULL, fs.sc + 3, inp, fs.sc + 0, BT, C, KC_E4M3, st);
+    cast_input(inp, BT, C, 0, again, st);
     kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
     kc_fp8_cast_transpose(w8, NULL, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
     // outᶜ (OC, BT) = w8 (OC rows of C)ᵀ-form · inp8 (BT rows of C)
@@ -289,8 +310,8 @@ void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
     }
 }
 
-void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
-                       const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
+static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                       const kc_bf16 *w, int BT, int C, int OC, int again, cudaStream_t st) {
     if (dbias) kc_matmul_bwd(NULL, NULL, dbias, dout, NULL, NULL, BT, C, OC, st);
     if (!dinp && !dw) return;
     if (!fp8_shapes(BT, C, OC) || (dinp && !aligned16(dinp)) || (dw && !aligned16(dw))) {
@@ -298,9 +319,9 @@ void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
         kc_matmul_bwd(dinp, dw, NULL, dout, inp, w, BT, C, OC, st);
         return;
     }
-    size_t nd = up256((size_t)BT * OC), nw = up256((size_t)C * OC), ni = up256((size_t)C * BT);
-    unsigned char *q = scratch(2 * nd + nw + ni);
-    kc_fp8 *dout8 = q, *doutT8 = q + nd, *wT8 = q + 2 * nd, *inpT8 = q + 2 * nd + nw;
+    size_t ni = up256((size_t)C * BT), nd = up256((size_t)BT * OC), nw = up256((size_t)C * OC);
+    unsigned char *q = scratch(ni + 2 * nd + nw);
+    kc_fp8 *inpT8 = q, *dout8 = q + ni, *doutT8 = q + ni + nd, *wT8 = q + ni + 2 * nd;
     kc_fp8_amax(fs.sc + 2, dout, (size_t)BT * OC, st);
     kc_fp8_cast_transpose(dinp ? dout8 : NULL, dw ? doutT8 : NULL, fs.sc + 5, dout, fs.sc + 2, BT, OC, KC_E5M2,
                           st);
@@ -314,12 +335,30 @@ void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
         }
     }
     if (dw) {     // dwᶜ (C, OC) += inpT8 (C rows of BT) · doutT8 (OC rows of BT)
-        kc_fp8_amax(fs.sc + 0, inp, (size_t)BT * C, st);
-        kc_fp8_cast_transpose(NULL, inpT8, fs.sc + 3, inp, fs.sc + 0, BT, C, KC_E4M3, st);
+        cast_input(inp, BT, C, 1, again, st);
         if (kc_fp8_gemm(dw, 1, inpT8, KC_E4M3, fs.sc + 3, doutT8, KC_E5M2, fs.sc + 5, C, OC, BT, 1.0f, NULL, 0,
                         st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(NULL, dw, NULL, dout, inp, w, BT, C, OC, st);
         }
+    } else {
+        forget_input();   // offset 0 was not rewritten, but keep the rule simple: only dw's cast is kept
     }
+}
+
+void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
+                       int OC, cudaStream_t st) {
+    matmul_fwd(out, inp, w, bias, BT, C, OC, 0, st);
+}
+void kc_fp8_matmul_fwd_again(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
+                             int C, int OC, cudaStream_t st) {
+    matmul_fwd(out, inp, w, bias, BT, C, OC, 1, st);
+}
+void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                       const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 0, st);
+}
+void kc_fp8_matmul_bwd_again(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                             const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 1, st);
 }

@@ -66,6 +66,15 @@ void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
                        int OC, cudaStream_t st);
 void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                        const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st);
+/* The same, for a call whose inp is the previous call's inp, unchanged
+ * since (the K and V projections after Q: one input, three GEMMs): its
+ * cast (forward) or transposed cast (backward, for dw) is reused when it is
+ * still in the scratch, else made again. Saves an amax and a cast pass over
+ * inp a call. The caller vouches that the data did not change. */
+void kc_fp8_matmul_fwd_again(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
+                             int C, int OC, cudaStream_t st);
+void kc_fp8_matmul_bwd_again(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
+                             const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st);
 /* GEMMs that ran in bf16 instead (refused shapes), since the start. */
 long kc_fp8_fallbacks(void);
 
