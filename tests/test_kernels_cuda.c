@@ -1018,9 +1018,9 @@ static void test_fp8_matmul(int BT, int C, int OC, int fp8_ok) {
     float *d_dw = up_f(dw, (size_t)OC * C), *d_dbias = up_f(dbias, OC);
     float *dinp0 = hcopy(dinp, (size_t)BT * C), *dw0 = hcopy(dw, (size_t)OC * C);
     float *dinp_p = hcopy(dinp, (size_t)BT * C), *dw_p = hcopy(dw, (size_t)OC * C);
-    // dinp from the fp8 w and dout, dw from the fp8 inp and dout; dbias from bf16 dout
-    k_matmul_bwd(dinp, NULL, dbias, qd, qi, qw, BT, C, OC);
-    k_matmul_bwd(NULL, dw, NULL, qd, qi, qw, BT, C, OC);
+    // dinp from the fp8 w and dout, dw from the fp8 inp and dout
+    k_matmul_bwd(dinp, dw, NULL, qd, qi, qw, BT, C, OC);
+    k_matmul_bwd(NULL, NULL, dbias, dout, inp, w, BT, C, OC);   // the bias gradient sums the bf16 dout
     k_matmul_bwd(dinp_p, dw_p, NULL, dout, inp, w, BT, C, OC);
     kc_fp8_matmul_bwd(d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, BT, C, OC, st);
     float *gi = down_bf(d_dinp, (size_t)BT * C), *gw = down_f(d_dw, (size_t)OC * C);
