@@ -343,7 +343,7 @@ rm -rf "$D"
     grep -E '^stage175' "$OUT/bench.log" | head -10
     echo
     echo "-- 1.3B GPT (targets: MFU >= 45 % of 989 TFLOP/s, tokens/s >= PyTorch)"
-    grep -E '^summary:' "$OUT/run.log" | sed 's/^/pytorch eager: /'
+    grep -E '^summary:' "$OUT/run.log" | grep -v 'compiled, mode' | sed 's/^/pytorch eager: /'
     [ -s "$OUT/run.json" ] && grep -E '"(tokens_per_s|mfu|step_time)"' "$OUT/run.json" | head -5
     # each compare: its name and its step, compute, fwd/bwd, optimizer and MFU rows
     awk '/^=== compare[^:]*: .*ultraplan compare/ { name = $0; sub(/^=== /, "", name); sub(/:.*/, "", name); print "[" name "]"; on = 1; next }
@@ -366,7 +366,7 @@ rm -rf "$D"
          "$(grep -E '^  fp8 (fwd|bwd) vs unquantized' "$OUT/tests.log" | head -2 | tr '\n' ' ')"
     grep -E '^(mean loss of the last|test_cuda_fp8:)' "$OUT/tests.log" | head -2
     grep -E '^(fp8_|moe_gather|moe_permute|moe_combine)' "$OUT/bench.log" | head -8
-    grep -E '^summary:' "$OUT/run.log" | sed -n '2p' | sed 's/^/pytorch compiled: /'
+    grep -E '^summary:.*compiled, mode' "$OUT/run.log" | sed 's/^/pytorch compiled: /'
     grep -E '"(tokens_per_s|mfu)"' "$OUT/run.log" | head -4 | sed "s/^/run-fp8.json: /"
     # ==== end of fp8 / kernels / compile ====
 } > "$OUT/summary.txt" 2>&1
