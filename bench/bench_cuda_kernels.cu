@@ -334,8 +334,10 @@ int main(int argc, char **argv) {
     float *mean = rand_f(N, 1), *rstd = rand_f(N, 1), *dwn = rand_f(C, 1), *dbn = rand_f(C, 1);
     mem_row("layernorm_fwd", 4.0 * NC, time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
     kc_norm_set_regs(0);   // the earlier forward, re-reading the row from L1: the baseline
-    mem_row("layernorm_fwd (l1)", 4.0 * NC, time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
-    mem_row("rmsnorm_fwd (l1)", 4.0 * NC, time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
+    mem_row("layernorm_fwd (l1)", 4.0 * NC,
+            time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
+    mem_row("rmsnorm_fwd (l1)", 4.0 * NC,
+            time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
     kc_norm_set_regs(1);
     mem_row("layernorm_bwd", 8.0 * NC, time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
     mem_row("rmsnorm_fwd", 4.0 * NC, time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));

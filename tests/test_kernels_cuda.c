@@ -1066,7 +1066,8 @@ static void test_fp8_again(int BT, int C, int OC1, int OC2) {
         kc_fp8_matmul_fwd(o1, d_inp, d_w1, NULL, BT, C, OC1, st);
         kc_fp8_matmul_fwd_again(o2, in2, d_w2, NULL, BT, C, OC2, st);
         CHECK(diff ? "fp8 fwd again, other input" : "fp8 fwd again", down_bf(o2, n2), down_bf(ref, n2), n2, 0, 0);
-        float *d_dw = up_f(dw0, (size_t)OC2 * C), *d_dwr = up_f(dw0, (size_t)OC2 * C), *d_dw1 = up_f(w1, (size_t)OC1 * C);
+        float *d_dw = up_f(dw0, (size_t)OC2 * C), *d_dwr = up_f(dw0, (size_t)OC2 * C);
+        float *d_dw1 = up_f(w1, (size_t)OC1 * C);
         kc_bf16 *d_di = up_bf(di0, (size_t)BT * C), *d_dir = up_bf(di0, (size_t)BT * C);
         kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g2, in2, d_w2, BT, C, OC2, st);
         kc_fp8_matmul_bwd(NULL, d_dw1, NULL, d_g1, d_inp, d_w1, BT, C, OC1, st);

@@ -72,8 +72,8 @@ static void cu_describe(void *state, FILE *log)
     const CuRun *r = state;
     const CuExec *e = &r->e;
     fprintf(log, "run (cuda%s%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU\n",
-            r->proxy ? " stage proxy" : "", cufp8_on(e) ? ", fp8 linear layers" : "", e->m.name, e->sh.layers, r->proxy ? " of one stage" : "", e->nmb, e->sh.B,
-            e->Tg, (double)e->n);
+            r->proxy ? " stage proxy" : "", cufp8_on(e) ? ", fp8 linear layers" : "", e->m.name, e->sh.layers,
+            r->proxy ? " of one stage" : "", e->nmb, e->sh.B, e->Tg, (double)e->n);
     if (r->proxy)
         fprintf(log, "MFU counts this rank's share of the model FLOPs: %.4g per token of %.4g\n",
                 proxy_flops_per_token(&e->m, &e->lo, e->sh.stage), train_model_flops_per_token(&e->m, &e->lo));
