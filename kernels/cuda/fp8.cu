@@ -5,6 +5,8 @@
  * whose plain '/' is approximate), so the bytes equal kernels/cpu/fp8.c's. */
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
+#include <stdlib.h>
+#include <string.h>
 #include "common.cuh"
 #include "kc_fp8.h"
 
@@ -288,6 +290,19 @@ static void cast_input(const kc_bf16 *inp, int R, int C, int transposed, int aga
 
 static void forget_input(void) { fs.inp = NULL; }
 
+/* The output gradient's format: E5M2 (Transformer Engine's HYBRID recipe,
+ * the default) or E4M3 (its E4M3 recipe), from ULTRAPLAN_FP8_GRAD once. */
+static KcFp8Fmt grad_fmt(void) {
+    static int f = -1;
+    if (f < 0) {
+        const char *e = getenv("ULTRAPLAN_FP8_GRAD");
+        if (!e || !*e || !strcmp(e, "e5m2")) f = KC_E5M2;
+        else if (!strcmp(e, "e4m3")) f = KC_E4M3;
+        else kc_fail("ULTRAPLAN_FP8_GRAD", "expected e5m2 (the default) or e4m3", __FILE__, __LINE__);
+    }
+    return (KcFp8Fmt)f;
+}
+
 static bool fp8_shapes(int BT, int C, int OC) { return BT % 16 == 0 && C % 16 == 0 && OC % 16 == 0; }
 
 static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
@@ -322,22 +337,20 @@ static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
     size_t ni = up256((size_t)C * BT), nd = up256((size_t)BT * OC), nw = up256((size_t)C * OC);
     unsigned char *q = scratch(ni + 2 * nd + nw);
     kc_fp8 *inpT8 = q, *dout8 = q + ni, *doutT8 = q + ni + nd, *wT8 = q + ni + 2 * nd;
+    KcFp8Fmt gf = grad_fmt();
     kc_fp8_amax(fs.sc + 2, dout, (size_t)BT * OC, st);
-    kc_fp8_cast_transpose(dinp ? dout8 : NULL, dw ? doutT8 : NULL, fs.sc + 5, dout, fs.sc + 2, BT, OC, KC_E5M2,
-                          st);
+    kc_fp8_cast_transpose(dinp ? dout8 : NULL, dw ? doutT8 : NULL, fs.sc + 5, dout, fs.sc + 2, BT, OC, gf, st);
     if (dinp) {   // dinpᶜ (C, BT) += wT8 (C rows of OC) · dout8 (BT rows of OC)
         kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
         kc_fp8_cast_transpose(NULL, wT8, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
-        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, fs.sc + 4, dout8, KC_E5M2, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0,
-                        st)) {
+        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, fs.sc + 4, dout8, gf, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0, st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(dinp, NULL, NULL, dout, inp, w, BT, C, OC, st);
         }
     }
     if (dw) {     // dwᶜ (C, OC) += inpT8 (C rows of BT) · doutT8 (OC rows of BT)
         cast_input(inp, BT, C, 1, again, st);
-        if (kc_fp8_gemm(dw, 1, inpT8, KC_E4M3, fs.sc + 3, doutT8, KC_E5M2, fs.sc + 5, C, OC, BT, 1.0f, NULL, 0,
-                        st)) {
+        if (kc_fp8_gemm(dw, 1, inpT8, KC_E4M3, fs.sc + 3, doutT8, gf, fs.sc + 5, C, OC, BT, 1.0f, NULL, 0, st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(NULL, dw, NULL, dout, inp, w, BT, C, OC, st);
         }

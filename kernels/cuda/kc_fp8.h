@@ -5,6 +5,8 @@
  * for activations and weights, E5M2 for the output gradient (the "hybrid"
  * format), fp32 accumulation, bf16 (activations) or fp32 (weight gradient)
  * out, fp32 master weights untouched (the optimizer is kc_adamw).
+ * ULTRAPLAN_FP8_GRAD=e4m3 casts the output gradient to E4M3 instead
+ * (Transformer Engine's E4M3 recipe); e5m2, or unset, is the hybrid one.
  *
  * Current scaling: before each cast, the tensor's own amax (one reduction
  * kernel) gives scale = fmax / amax on the device; the cast writes the
