@@ -342,6 +342,11 @@ int main(int argc, char **argv) {
     mem_row("layernorm_bwd", 8.0 * NC, time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
     mem_row("rmsnorm_fwd", 4.0 * NC, time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
     mem_row("rmsnorm_bwd", 8.0 * NC, time_s([&] { kc_rmsnorm_bwd(dx, dwn, y, x, wn, rstd, (int)N, C, 0); }));
+    kc_norm_set_rows(1);   // the warp-per-row backward (opt-in until measured faster)
+    mem_row("layernorm_bwd (rows)", 8.0 * NC,
+            time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
+    mem_row("rmsnorm_bwd (rows)", 8.0 * NC, time_s([&] { kc_rmsnorm_bwd(dx, dwn, y, x, wn, rstd, (int)N, C, 0); }));
+    kc_norm_set_rows(0);
     mem_row("gelu_fwd (4C)", 4.0 * 4 * NC, time_s([&] { kc_gelu_fwd(y, y, 4 * NC, 0); }));
     mem_row("gelu_bwd (4C)", 8.0 * 4 * NC, time_s([&] { kc_gelu_bwd(y, y, y, 4 * NC, 0); }));
     mem_row("swiglu_fwd (F=2C)", 12.0 * NC, time_s([&] { kc_swiglu_fwd(x, y, (int)N, 2 * C, 0); }));

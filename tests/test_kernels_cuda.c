@@ -1112,6 +1112,14 @@ int main(void) {
     test_norms(5, 12288);          // partial rows in smem above 48 KB (opt-in)
     test_norms(4, 13000);          // 2C floats past the smem cap: partials in global
     test_norms(3, 13001);          // the same, scalar path
+    kc_norm_set_rows(1);           // the warp-per-row backward (opt-in), then back to the default
+    kc_norm_set_regs(0);           // and the L1 forward
+    test_norms(70, 200);
+    test_norms(3001, 64);          // many rows a warp
+    test_norms(97, 2048);          // the 1B width: NV 8
+    test_norms(33, 99);            // scalar: the 8-row-group backward
+    kc_norm_set_rows(0);
+    kc_norm_set_regs(1);
     test_bias_grad(1000, 2048, 0);
     test_bias_grad(77, 70, 0);     // OC % 8 != 0: scalar
     test_bias_grad(40, 264, 1);    // misaligned dout: scalar

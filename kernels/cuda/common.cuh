@@ -42,9 +42,6 @@ void kc_fp8_release(void);    // fp8.cu's scratch of fp8 operand copies (kc_free
 void kc_reduce_partials(float *out0, float *out1, const float *part, int G, int C, int width,
                         cudaStream_t st);
 int kc_sm_count(void);   // of the current device, cached
-/* norm.cu: 1 the register-resident norm forward where it fits (default), 0
- * the L1 re-reading one; returns the previous setting (the benchmark) */
-int kc_norm_set_regs(int on);
 
 static inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 

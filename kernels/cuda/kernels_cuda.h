@@ -93,6 +93,14 @@ void kc_rmsnorm_fwd(kc_bf16 *out, float *rstd, const kc_bf16 *inp,
 void kc_rmsnorm_bwd(kc_bf16 *dinp, float *dweight, const kc_bf16 *dout,
                     const kc_bf16 *inp, const kc_bf16 *weight, const float *rstd,
                     int N, int C, cudaStream_t st);
+/* Which norm kernels run (process-wide; each returns the previous setting;
+ * the tests and the benchmark run both). kc_norm_set_regs: 1 (default) the
+ * forward with the row in registers where C <= 4096 and rows are aligned,
+ * 0 the one re-reading the row from L1 (ULTRAPLAN_NORM=l1). kc_norm_set_rows:
+ * 1 the backward a warp per row with the row in registers (C <= 2048,
+ * aligned; ULTRAPLAN_NORM_BWD=rows), 0 (default) the 8-row-group one. */
+int kc_norm_set_regs(int on);
+int kc_norm_set_rows(int on);
 
 /* ---- activations -------------------------------------------------------- */
 

@@ -112,8 +112,8 @@ static NormRegsKernel norm_regs_for(int C) {
 }
 
 /* ULTRAPLAN_NORM=l1 keeps the earlier re-reading forward; anything else,
- * or unset, the register kernel where it fits. kc_norm_set_regs (common.cuh)
- * switches it in process (the benchmark times both). */
+ * or unset, the register kernel where it fits. kc_norm_set_regs
+ * (kernels_cuda.h) switches it in process (the benchmark times both). */
 static int norm_regs = -1;
 static bool norm_regs_allowed(void) {
     if (norm_regs < 0) {
@@ -289,12 +289,144 @@ int kc_sm_count(void) {
     return sms;
 }
 
+/* ---- backward, a warp per row (opt-in: kc_norm_set_rows) -------------------
+ *
+ * The same formulas as norm_bwd_kernel, laid out like the register forward:
+ * a warp owns a row, a lane its chunks c = 8·lane + 256·i (i < NV), and
+ * x, dy and dinp's chunks are all loaded (16 bytes each, dinp through L2)
+ * before the first use: 3·NV loads in flight a lane, nothing re-read. The
+ * weight gradients go to the warp's own accumulator row in shared memory
+ * (a column belongs to one lane: no races, no atomics); at the end the
+ * block folds its warps' rows in order into its partial row, and
+ * kc_reduce_partials folds the blocks': deterministic. 4 warps a block,
+ * 4·2C floats of smem (64 KB at C = 2048 with a bias). ptxas: 252
+ * registers at C = 2048 (NV 8), no spills: 2 blocks an SM, 8 warps with
+ * 24 loads of 16 bytes in flight a lane, ~98 KB an SM. */
+enum { NR_WARPS = 4, NR_THREADS = 32 * NR_WARPS, NR_PER_SM = 2, NR_MAX_C = 2048 };
+
+__device__ __forceinline__ void acc8(float *a, const float v[8]) {
+    float4 *p = (float4 *)a;
+    float4 u = p[0], w = p[1];
+    u.x += v[0]; u.y += v[1]; u.z += v[2]; u.w += v[3];
+    w.x += v[4]; w.y += v[5]; w.z += v[6]; w.w += v[7];
+    p[0] = u;
+    p[1] = w;
+}
+
+template <int NV>
+__global__ void __launch_bounds__(NR_THREADS)
+norm_bwd_rows_kernel(bf16 *__restrict__ dinp, float *__restrict__ part, const bf16 *__restrict__ dout,
+                     const bf16 *__restrict__ inp, const bf16 *__restrict__ weight,
+                     const float *__restrict__ mean, const float *__restrict__ rstd, int N, int C, bool want_b) {
+    extern __shared__ float4 sacc4[];
+    float *sacc = (float *)sacc4;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, width = want_b ? 2 * C : C;
+    float *acc = sacc + (size_t)warp * width;
+    for (int c = lane; c < width; c += 32) acc[c] = 0.0f;
+    __syncwarp();
+    for (int row = blockIdx.x * NR_WARPS + warp; row < N; row += gridDim.x * NR_WARPS) {
+        size_t off = (size_t)row * C;
+        Pack8 xv[NV], dv[NV], gv[NV];
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c < C) {
+                xv[i] = *(const Pack8 *)(inp + off + c);
+                dv[i] = *(const Pack8 *)(dout + off + c);
+                gv[i] = load8_cg(dinp + off, c, C, true);
+            }
+        }
+        float mu = mean ? mean[row] : 0.0f, r = rstd[row], m1 = 0.0f, m2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c >= C) continue;
+            float w8[8];
+            load8(w8, weight, c, C, true);
+            for (int j = 0; j < 8; j++) {
+                float dn = __bfloat162float(dv[i].v[j]) * w8[j];
+                m1 += dn;
+                m2 += dn * (__bfloat162float(xv[i].v[j]) - mu) * r;
+            }
+        }
+        m1 = warp_sum(m1);
+        m2 = warp_sum(m2);
+        float a1 = mean ? m1 / C : 0.0f, a2 = m2 / C;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c >= C) continue;
+            float w8[8], g8[8], sw[8], sb[8];
+            load8(w8, weight, c, C, true);
+            for (int j = 0; j < 8; j++) {
+                float d = __bfloat162float(dv[i].v[j]), n = (__bfloat162float(xv[i].v[j]) - mu) * r;
+                g8[j] = __bfloat162float(gv[i].v[j]) + (d * w8[j] - a1 - n * a2) * r;
+                sw[j] = d * n;
+                sb[j] = d;
+            }
+            store8(dinp + off, g8, c, C, true);
+            acc8(acc + c, sw);
+            if (want_b) acc8(acc + C + c, sb);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < width; c += NR_THREADS) {
+        float s = 0.0f;
+        for (int w = 0; w < NR_WARPS; w++) s += sacc[(size_t)w * width + c];
+        part[(size_t)blockIdx.x * width + c] = s;
+    }
+}
+
+typedef void (*NormRowsKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, const float *,
+                               const float *, int, int, bool);
+static NormRowsKernel norm_rows_for(int C) {
+    if (C <= 256) return norm_bwd_rows_kernel<1>;
+    if (C <= 512) return norm_bwd_rows_kernel<2>;
+    if (C <= 1024) return norm_bwd_rows_kernel<4>;
+    if (C <= NR_MAX_C) return norm_bwd_rows_kernel<8>;
+    return NULL;
+}
+
+static int norm_rows = -1;
+static bool norm_rows_allowed(void) {
+    if (norm_rows < 0) {
+        const char *e = getenv("ULTRAPLAN_NORM_BWD");
+        norm_rows = e && !strcmp(e, "rows");
+    }
+    return norm_rows;
+}
+int kc_norm_set_rows(int on) {
+    int prev = norm_rows_allowed();
+    norm_rows = on != 0;
+    return prev;
+}
+
+/* the warp-per-row backward when it is chosen and fits; false: not run */
+static bool norm_bwd_rows(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
+                          const bf16 *weight, const float *mean, const float *rstd, int N, int C, bool vec,
+                          cudaStream_t st) {
+    NormRowsKernel k = vec && norm_rows_allowed() ? norm_rows_for(C) : NULL;
+    if (!k) return false;
+    int width = dbias ? 2 * C : C;
+    size_t smem = (size_t)NR_WARPS * width * sizeof(float);
+    if (smem > (48 << 10))
+        CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    size_t g = std::min((size_t)ceil_div(N, NR_WARPS), (size_t)NR_PER_SM * kc_sm_count());
+    g = std::min(g, kc_ctx.partial_floats / width);
+    k<<<(unsigned)g, NR_THREADS, smem, st>>>(dinp, kc_ctx.partials, dout, inp, weight, mean, rstd, N, C,
+                                            dbias != NULL);
+    CHECK_LAUNCH();
+    kc_reduce_partials(dweight, dbias, kc_ctx.partials, (int)g, C, width, st);
+    return true;
+}
+
 static void norm_bwd(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout,
                      const bf16 *inp, const bf16 *weight, const float *mean,
                      const float *rstd, int N, int C, cudaStream_t st) {
     if (N <= 0 || C <= 0) return;
     kc_require_init();
     bool vec = rows_vec(dinp, dout, inp, C) && aligned16(weight);
+    if (norm_bwd_rows(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, vec, st)) return;
     int width = dbias ? 2 * C : C;
     size_t smem = (size_t)width * sizeof(float);
     bool acc_smem = smem <= NB_SMEM_MAX;
