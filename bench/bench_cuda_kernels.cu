@@ -369,6 +369,10 @@ int main(int argc, char **argv) {
     mem_row("adamw (+bf16 copy)", 30.0 * np, time_s([&] {
         kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, pb, 0); }));
     mem_row("adamw", 28.0 * np, time_s([&] { kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, NULL, 0); }));
+    kc_adamw_set_stream(1);   // persistent grid, streaming hints (opt-in until measured faster)
+    mem_row("adamw (+bf16, stream)", 30.0 * np,
+            time_s([&] { kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, pb, 0); }));
+    kc_adamw_set_stream(0);
     CHECK_CUDA(cudaDeviceSynchronize());
     cudaFree(p); cudaFree(gr); cudaFree(m); cudaFree(vv); cudaFree(pb);
     bench_fp8((int)N, C, x, w, y);

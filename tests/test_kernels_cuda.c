@@ -1151,6 +1151,10 @@ int main(void) {
     test_crossentropy(7, 101, 97);   // V % 8 != 0: the scalar path
     test_crossentropy(4, 50304, 50257);
     test_adamw(1003);
+    kc_adamw_set_stream(1);        // the persistent, streaming-hint AdamW (opt-in)
+    test_adamw(1003);
+    test_adamw(300007);            // more groups than the persistent grid's threads
+    kc_adamw_set_stream(0);
     test_helpers(100003);
     test_add(100003);
     test_moe_router(37, 8, 2, 0);

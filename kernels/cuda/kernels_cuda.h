@@ -203,6 +203,10 @@ void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *l
 void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
               float lr, float beta1, float beta2, float eps, float weight_decay,
               int t, kc_bf16 *params_bf16, cudaStream_t st);
+/* 1: kc_adamw runs a persistent grid with streaming cache hints (opt-in,
+ * ULTRAPLAN_ADAMW=stream, until measured faster); 0 (default) one group of
+ * 8 a thread. Same arithmetic. Returns the previous setting. */
+int kc_adamw_set_stream(int on);
 
 void kc_zero(float *x, size_t n, cudaStream_t st);
 void kc_scale(float *x, float s, size_t n, cudaStream_t st);
