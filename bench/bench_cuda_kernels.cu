@@ -6,7 +6,9 @@
  * attention as TFLOP/s against 989 (H200/H100 dense bf16). Then the four
  * GEMMs of one tp rank of a 175B tp-8 stage, short and sustained (~1.5 s
  * back to back each, with NVML's SM clock and power), so that clock or
- * power throttling under a training step's load shows.
+ * power throttling under a training step's load shows. Last, the fp8
+ * quantizer and GEMMs (kc_fp8.h) and the MoE permutation kernels, each
+ * memory-bound one as % of the measured copy.
  *
  *   bench_cuda_kernels                      the table
  *   bench_cuda_kernels --calibrate F.json [--profile h200]
@@ -19,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
+#include <string>
 #include <cuda_runtime.h>
 #include "kernels_cuda.h"
+#include "kc_fp8.h"
 #include "common.cuh"
 #include "bench_cuda.h"
 extern "C" {
@@ -29,7 +33,7 @@ extern "C" {
 }
 
 typedef __nv_bfloat16 bf16;
-static const double PEAK_BF16 = 989e12, HBM_DATASHEET = 4.8e12;
+static const double PEAK_BF16 = 989e12, PEAK_FP8 = 1979e12, HBM_DATASHEET = 4.8e12;
 
 __global__ void fill_kernel(bf16 *x, size_t n, uint32_t seed, float scale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -145,6 +149,98 @@ static void bench_stage175_gemms(void) {
     cudaFree(x); cudaFree(dx); cudaFree(w); cudaFree(y); cudaFree(dw);
 }
 
+/* fp8 (kc_fp8.h) at a 1B layer's shapes: the quantizer's passes as memory-
+ * bound rows (amax reads 2 bytes an element; the cast reads 2 and writes 1;
+ * the cast-transpose writes both copies, 2 + 1 + 1), then the fp8 GEMMs
+ * alone (operands already cast) against the 1979 TFLOP/s dense fp8 peak,
+ * and the whole fp8 linear layer (casts included) against the bf16 one. */
+static void bench_fp8(int N, int C, bf16 *x, bf16 *w, bf16 *y) {
+    size_t NC = (size_t)N * C;
+    kc_fp8 *q, *qT, *wq;
+    float *sc;
+    CHECK_CUDA(cudaMalloc(&q, 4 * NC));
+    CHECK_CUDA(cudaMalloc(&qT, 4 * NC));
+    CHECK_CUDA(cudaMalloc(&wq, (size_t)4 * C * C));
+    CHECK_CUDA(cudaMalloc(&sc, 4 * sizeof(float)));
+    printf("\n-- fp8 (E4M3 forward, E5M2 gradients, per-tensor current scaling), %d x %d\n", N, C);
+    mem_row("fp8_amax", 2.0 * NC, time_s([&] { kc_fp8_amax(sc, x, NC, 0); }));
+    mem_row("fp8_cast", 3.0 * NC, time_s([&] { kc_fp8_cast_transpose(q, NULL, sc + 1, x, sc, N, C, KC_E4M3, 0); }));
+    mem_row("fp8_cast_transpose", 4.0 * NC, time_s([&] {
+        kc_fp8_cast_transpose(q, qT, sc + 1, x, sc, N, C, KC_E4M3, 0); }));
+    mem_row("fp8_transpose only", 3.0 * NC, time_s([&] {
+        kc_fp8_cast_transpose(NULL, qT, sc + 1, x, sc, N, C, KC_E4M3, 0); }));
+    mem_row("fp8_amax+cast_transpose", 4.0 * NC, time_s([&] {   // against one pass's bytes
+        kc_fp8_amax(sc, x, NC, 0);
+        kc_fp8_cast_transpose(q, qT, sc + 1, x, sc, N, C, KC_E4M3, 0); }));
+    kc_fp8_amax(sc + 2, w, (size_t)4 * C * C, 0);
+    kc_fp8_cast_transpose(wq, NULL, sc + 3, w, sc + 2, 4 * C, C, KC_E4M3, 0);
+    const struct { const char *name; int C, OC; } g[] = {
+        {"qkv   C->3C", C, 3 * C}, {"fc    C->4C", C, 4 * C}, {"fcproj 4C->C", 4 * C, C}};
+    for (auto &s : g) {
+        double f = 2.0 * N * s.C * s.OC;
+        double t = time_s([&] {
+            if (kc_fp8_gemm(y, 0, wq, KC_E4M3, sc + 3, q, KC_E4M3, sc + 1, s.OC, N, s.C, 0.0f, NULL, 1, 0))
+                kc_fail("kc_fp8_gemm", "refused a benchmark shape", __FILE__, __LINE__);
+        });
+        printf("%-24s %9.3f ms  %8.1f TFLOP/s  %5.1f %% of 1979 (fp8), %5.1f %% of 989\n", 
+               (std::string("fp8_gemm fwd ") + s.name).c_str(), t * 1e3, f / t / 1e12, 100 * f / t / PEAK_FP8,
+               100 * f / t / PEAK_BF16);
+        double tl = time_s([&] { kc_fp8_matmul_fwd(y, x, w, NULL, N, s.C, s.OC, 0); });
+        double tb = time_s([&] { kc_matmul_fwd(y, x, w, NULL, N, s.C, s.OC, 0); });
+        printf("fp8_linear fwd %-12s %6.3f ms (casts included) vs bf16 %6.3f ms: %.2fx\n", s.name, tl * 1e3,
+               tb * 1e3, tb / tl);
+    }
+    float *dw;
+    CHECK_CUDA(cudaMalloc(&dw, (size_t)4 * C * C * sizeof(float)));
+    CHECK_CUDA(cudaMemset(dw, 0, (size_t)4 * C * C * sizeof(float)));
+    for (auto &s : g) {
+        double tl = time_s([&] { kc_fp8_matmul_bwd(x, dw, NULL, y, x, w, N, s.C, s.OC, 0); });
+        double tb = time_s([&] { kc_matmul_bwd(x, dw, NULL, y, x, w, N, s.C, s.OC, 0); });
+        printf("fp8_linear bwd %-12s %6.3f ms (casts included) vs bf16 %6.3f ms: %.2fx\n", s.name, tl * 1e3,
+               tb * 1e3, tb / tl);
+    }
+    printf("fp8 GEMMs that fell back to bf16: %ld\n", kc_fp8_fallbacks());
+    cudaFree(q); cudaFree(qT); cudaFree(wq); cudaFree(sc); cudaFree(dw);
+}
+
+/* The MoE permutation kernels at a top-2 layer of the 1B shapes: N tokens,
+ * K = 2, R = N·K routed rows of C, a random permutation; fewest bytes: every
+ * row read and written once (plus the int maps and fp32 weights). */
+static void bench_moe_permutation(int N, int C) {
+    const int K = 2, R = N * K;
+    int *h_row = (int *)malloc(R * sizeof(int)), *h_src = (int *)malloc(R * sizeof(int));
+    for (int i = 0; i < R; i++) h_row[i] = i;
+    uint64_t st = 88172645463325252ull;
+    for (int i = R - 1; i > 0; i--) {   // Fisher-Yates, xorshift
+        st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+        int j = (int)(st % (uint64_t)(i + 1)), t = h_row[i];
+        h_row[i] = h_row[j];
+        h_row[j] = t;
+    }
+    for (int slot = 0; slot < R; slot++) h_src[h_row[slot]] = slot / K;   // row -> token
+    int *row_of, *src_of;
+    CHECK_CUDA(cudaMalloc(&row_of, R * sizeof(int)));
+    CHECK_CUDA(cudaMalloc(&src_of, R * sizeof(int)));
+    CHECK_CUDA(cudaMemcpy(row_of, h_row, R * sizeof(int), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(src_of, h_src, R * sizeof(int), cudaMemcpyHostToDevice));
+    free(h_row);
+    free(h_src);
+    bf16 *xin = rand_bf((size_t)N * C, 1), *rows = rand_bf((size_t)R * C, 1), *drows = rand_bf((size_t)R * C, 1);
+    bf16 *out = rand_bf((size_t)N * C, 1);
+    float *topw = rand_f((size_t)R, 0.5f), *dtopw = rand_f((size_t)R, 1);
+    double rc = 2.0 * R * C, nc = 2.0 * N * C;
+    printf("\n-- MoE permutation, N=%d tokens, top-%d, C=%d, random routing\n", N, K, C);
+    mem_row("moe_gather_rows", 2 * rc + 4.0 * R, time_s([&] { kc_moe_gather_rows(rows, xin, src_of, R, C, 0); }));
+    mem_row("moe_permute_bwd", rc + 2 * nc + 4.0 * R, time_s([&] {
+        kc_moe_permute_bwd(out, drows, row_of, N, K, C, 0); }));
+    mem_row("moe_combine_fwd", rc + nc + 8.0 * R, time_s([&] {
+        kc_moe_combine_fwd(out, rows, row_of, topw, N, K, C, 0); }));
+    mem_row("moe_combine_bwd", nc + 2 * rc + 12.0 * R, time_s([&] {
+        kc_moe_combine_bwd(drows, dtopw, out, rows, row_of, topw, N, K, C, 0); }));
+    cudaFree(row_of); cudaFree(src_of); cudaFree(xin); cudaFree(rows); cudaFree(drows); cudaFree(out);
+    cudaFree(topw); cudaFree(dtopw);
+}
+
 int main(int argc, char **argv) {
     const char *calib_out = NULL, *profile = "h200";
     for (int i = 1; i < argc; i++) {
@@ -237,9 +333,20 @@ int main(int argc, char **argv) {
     }
     float *mean = rand_f(N, 1), *rstd = rand_f(N, 1), *dwn = rand_f(C, 1), *dbn = rand_f(C, 1);
     mem_row("layernorm_fwd", 4.0 * NC, time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
+    kc_norm_set_regs(0);   // the earlier forward, re-reading the row from L1: the baseline
+    mem_row("layernorm_fwd (l1)", 4.0 * NC,
+            time_s([&] { kc_layernorm_fwd(y, mean, rstd, x, wn, bn, (int)N, C, 1e-5f, 0); }));
+    mem_row("rmsnorm_fwd (l1)", 4.0 * NC,
+            time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
+    kc_norm_set_regs(1);
     mem_row("layernorm_bwd", 8.0 * NC, time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
     mem_row("rmsnorm_fwd", 4.0 * NC, time_s([&] { kc_rmsnorm_fwd(y, rstd, x, wn, (int)N, C, 1e-5f, 0); }));
     mem_row("rmsnorm_bwd", 8.0 * NC, time_s([&] { kc_rmsnorm_bwd(dx, dwn, y, x, wn, rstd, (int)N, C, 0); }));
+    kc_norm_set_rows(1);   // the warp-per-row backward (opt-in until measured faster)
+    mem_row("layernorm_bwd (rows)", 8.0 * NC,
+            time_s([&] { kc_layernorm_bwd(dx, dwn, dbn, y, x, wn, mean, rstd, (int)N, C, 0); }));
+    mem_row("rmsnorm_bwd (rows)", 8.0 * NC, time_s([&] { kc_rmsnorm_bwd(dx, dwn, y, x, wn, rstd, (int)N, C, 0); }));
+    kc_norm_set_rows(0);
     mem_row("gelu_fwd (4C)", 4.0 * 4 * NC, time_s([&] { kc_gelu_fwd(y, y, 4 * NC, 0); }));
     mem_row("gelu_bwd (4C)", 8.0 * 4 * NC, time_s([&] { kc_gelu_bwd(y, y, y, 4 * NC, 0); }));
     mem_row("swiglu_fwd (F=2C)", 12.0 * NC, time_s([&] { kc_swiglu_fwd(x, y, (int)N, 2 * C, 0); }));
@@ -262,6 +369,14 @@ int main(int argc, char **argv) {
     mem_row("adamw (+bf16 copy)", 30.0 * np, time_s([&] {
         kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, pb, 0); }));
     mem_row("adamw", 28.0 * np, time_s([&] { kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, NULL, 0); }));
+    kc_adamw_set_stream(1);   // persistent grid, streaming hints (opt-in until measured faster)
+    mem_row("adamw (+bf16, stream)", 30.0 * np,
+            time_s([&] { kc_adamw(p, gr, m, vv, np, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, pb, 0); }));
+    kc_adamw_set_stream(0);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    cudaFree(p); cudaFree(gr); cudaFree(m); cudaFree(vv); cudaFree(pb);
+    bench_fp8((int)N, C, x, w, y);
+    bench_moe_permutation((int)N, C);
     CHECK_CUDA(cudaDeviceSynchronize());
 
     if (calib_out) {

@@ -10,6 +10,8 @@ if(TARGET up_proxy)
 endif()
 if(TARGET up_executor_cuda)
   up_test(test_cuda_exec SOURCES test_cuda_exec.c LIBS up_executor_cuda up_executor LABELS gpu)
+  # fp8 training (plan precision fp8) against bf16, 200 steps of a small GPT
+  up_test(test_cuda_fp8 SOURCES test_cuda_fp8.c LIBS up_executor_cuda up_executor LABELS gpu)
   if(CMOCKA_FOUND)
     up_test(test_cuda_exec_errors SOURCES test_cuda_exec_errors.c LIBS up_executor_cuda up_executor
             PkgConfig::CMOCKA LABELS unit)

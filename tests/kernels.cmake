@@ -12,3 +12,9 @@ endif()
 if(CMOCKA_FOUND)
   up_test(test_data SOURCES test_data.c LIBS up_data PkgConfig::CMOCKA LABELS unit)
 endif()
+
+# fp8 encoding (E4M3/E5M2) and current scaling: the CPU reference the CUDA
+# fp8 kernels are held against.
+if(TARGET up_kernels_cpu AND CMOCKA_FOUND)
+  up_test(test_fp8 SOURCES test_fp8.c LIBS up_kernels_cpu PkgConfig::CMOCKA LABELS unit)
+endif()

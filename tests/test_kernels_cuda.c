@@ -4,7 +4,8 @@
  * merged against the whole attention, the CPU's and the GPU's; the MoE
  * kernels (router, permutation, combine, grouped expert GEMMs on both the
  * cublasGemmGroupedBatchedEx path and the cuBLASLt loop) against reference
- * loops written here.
+ * loops written here; the fp8 cast byte for byte against kernels/cpu/fp8.h and
+ * the fp8 linear layer against the CPU GEMM of the fp8-rounded operands.
  *
  * Inputs are random (never zeros); gradient buffers start random too, so the
  * check also proves that backward kernels accumulate. A check passes when
@@ -19,6 +20,8 @@
 
 #include "kernels.h"
 #include "kernels_cuda.h"
+#include "fp8.h"
+#include "kc_fp8.h"
 
 static cudaStream_t st;
 
@@ -894,6 +897,192 @@ static void test_moe_gemm(int G, const int *counts, int C, int OC) {
     free(inp); free(w); free(out); free(dout); free(dinp0); free(dw0); free(dinp); free(dw);
 }
 
+/* ---- fp8 (kc_fp8.h against kernels/cpu/fp8.h) ----------------------------- */
+
+/* x (R, C) random bf16 with a few outliers (amax far above the bulk, as
+ * activations have) and exact zeros */
+static float *fp8_input(int R, int C, float scale) {
+    float *x = hrand((size_t)R * C, scale, 1);
+    for (size_t i = 0; i < (size_t)R * C; i += 97) x[i] = 0.0f;
+    for (size_t i = 13; i < (size_t)R * C; i += 1009) x[i] = roundbf(x[i] * 40.0f);
+    return x;
+}
+
+/* fp8 bytes as floats for check(); -0 (0x80) counts as +0: both decode to
+ * zero, and whether the hardware keeps the sign of an underflow is not
+ * what the test is about */
+static float *bytes_f(const unsigned char *b, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = b[i] == 0x80 ? 0 : b[i];
+    return h;
+}
+
+static float *down_bytes_f(const kc_fp8 *d, size_t n) {
+    unsigned char *tmp = malloc(n ? n : 1);
+    CHECK_CUDA(cudaStreamSynchronize(st));
+    CHECK_CUDA(cudaMemcpy(tmp, d, n, cudaMemcpyDeviceToHost));
+    float *h = bytes_f(tmp, n);
+    free(tmp);
+    return h;
+}
+
+/* amax, the cast and its transpose, byte for byte against the CPU twin */
+static void test_fp8_cast(int R, int C, KcFp8Fmt f, float scale) {
+    printf("fp8 cast-transpose R=%d C=%d %s\n", R, C, f == KC_E4M3 ? "E4M3" : "E5M2");
+    size_t n = (size_t)R * C;
+    float *x = fp8_input(R, C, scale);
+    unsigned char *q = malloc(n), *qT = malloc(n);
+    float want_inv = k_fp8_quantize(q, qT, x, R, C, (Fp8Format)f), want_amax = k_fp8_amax(x, n);
+    kc_bf16 *d_x = up_bf(x, n);
+    kc_fp8 *d_q = dalloc(n), *d_qT = dalloc(n);
+    float *d_sc = dalloc(2 * sizeof(float));
+    poison(d_q, n);
+    poison(d_qT, n);
+    poison(d_sc, 2 * sizeof(float));
+    kc_fp8_amax(d_sc, d_x, n, st);
+    kc_fp8_cast_transpose(d_q, d_qT, d_sc + 1, d_x, d_sc, R, C, f, st);
+    float *sc = down_f(d_sc, 2);
+    if (sc[0] != want_amax || sc[1] != want_inv) {
+        printf("  amax gpu %.9g cpu %.9g, scale_inv gpu %.9g cpu %.9g: FAIL\n", sc[0], want_amax, sc[1], want_inv);
+        failures++;
+    }
+    free(sc);
+    CHECK("fp8 cast bytes", down_bytes_f(d_q, n), bytes_f(q, n), n, 0, 0);
+    CHECK("fp8 transpose bytes", down_bytes_f(d_qT, n), bytes_f(qT, n), n, 0, 0);
+    // the plain cast alone (outT NULL) writes the same bytes
+    poison(d_q, n);
+    kc_fp8_cast_transpose(d_q, NULL, d_sc + 1, d_x, d_sc, R, C, f, st);
+    CHECK("fp8 cast alone", down_bytes_f(d_q, n), bytes_f(q, n), n, 0, 0);
+    // dequantized, within half a step of the format (2^-4 E4M3, 2^-3 E5M2
+    // relative) plus the smallest subnormal times scale_inv
+    float *dq = dalloc(n * sizeof(float));
+    kc_fp8_dequantize(dq, d_q, d_sc + 1, n, f, st);
+    CHECK("fp8 dequantize", down_f(dq, n), x, n, want_inv * (f == KC_E4M3 ? 0x1p-9 : 0x1p-16),
+          f == KC_E4M3 ? 0.0625 : 0.125);
+    cudaFree(d_x); cudaFree(d_q); cudaFree(d_qT); cudaFree(d_sc); cudaFree(dq);
+    free(x); free(q); free(qT);
+}
+
+/* x dequantized the way the GPU's cast does it: decode(encode(x·s))/s */
+static float *fp8_round(const float *x, int R, int C, Fp8Format f) {
+    size_t n = (size_t)R * C;
+    unsigned char *q = malloc(n);
+    float inv = k_fp8_quantize(q, NULL, x, R, C, f), *y = malloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++) y[i] = k_fp8_decode(q[i], f) * inv;
+    free(q);
+    return y;
+}
+
+/* ‖a − b‖ / ‖b‖ */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+/* The fp8 linear layer: against the CPU GEMM of the fp8-rounded operands
+ * (E4M3 inp and w, E5M2 dout: only accumulation and output rounding
+ * differ), and, as a sanity bound, against the unquantized product: E4M3
+ * rounds each operand within 2^-4 relative (rms about 2^-4/√3 for uniform
+ * mantissas), E5M2 within 2^-3, so a dot product of independent errors
+ * lands near 0.05 (forward) and 0.08 (backward) relative; 0.1 and 0.15
+ * bound it. fp8_ok: the shape is one the fp8 GEMMs take (else the bf16
+ * path runs and kc_fp8_fallbacks() counts it). */
+static void test_fp8_matmul(int BT, int C, int OC, int fp8_ok) {
+    printf("fp8 matmul BT=%d C=%d OC=%d (%s)\n", BT, C, OC, fp8_ok ? "fp8 GEMMs" : "bf16 fallback");
+    float *inp = fp8_input(BT, C, 1), *w = hrand((size_t)OC * C, 0.5f, 1), *bias = hrand(OC, 1, 1);
+    float *qi = fp8_ok ? fp8_round(inp, BT, C, FP8_E4M3) : hcopy(inp, (size_t)BT * C);
+    float *qw = fp8_ok ? fp8_round(w, OC, C, FP8_E4M3) : hcopy(w, (size_t)OC * C);
+    float *out = malloc(sizeof(float) * BT * OC), *plain = malloc(sizeof(float) * BT * OC);
+    kc_bf16 *d_inp = up_bf(inp, (size_t)BT * C), *d_w = up_bf(w, (size_t)OC * C), *d_bias = up_bf(bias, OC);
+    kc_bf16 *d_out = dalloc(sizeof(kc_bf16) * BT * OC);
+    long fb0 = kc_fp8_fallbacks();
+    k_matmul_fwd(out, qi, qw, bias, BT, C, OC);
+    k_matmul_fwd(plain, inp, w, bias, BT, C, OC);
+    poison(d_out, sizeof(kc_bf16) * BT * OC);
+    kc_fp8_matmul_fwd(d_out, d_inp, d_w, d_bias, BT, C, OC, st);
+    float *got = down_bf(d_out, (size_t)BT * OC);
+    double e = rel_err(got, plain, (size_t)BT * OC);
+    printf("  fp8 fwd vs unquantized: relative error %.4f (bound 0.1)\n", e);
+    if (!(e < 0.1)) failures++;
+    CHECK("fp8 matmul_fwd out", got, out, (size_t)BT * OC, ATOL, RTOL);
+
+    float *dout = hrand((size_t)BT * OC, 1, 1), *dinp = hrand((size_t)BT * C, 1, 1);
+    float *dw = hrand((size_t)OC * C, 1, 0), *dbias = hrand(OC, 1, 0);
+    float *qd = fp8_ok ? fp8_round(dout, BT, OC, FP8_E5M2) : hcopy(dout, (size_t)BT * OC);
+    kc_bf16 *d_dout = up_bf(dout, (size_t)BT * OC), *d_dinp = up_bf(dinp, (size_t)BT * C);
+    float *d_dw = up_f(dw, (size_t)OC * C), *d_dbias = up_f(dbias, OC);
+    float *dinp0 = hcopy(dinp, (size_t)BT * C), *dw0 = hcopy(dw, (size_t)OC * C);
+    float *dinp_p = hcopy(dinp, (size_t)BT * C), *dw_p = hcopy(dw, (size_t)OC * C);
+    // dinp from the fp8 w and dout, dw from the fp8 inp and dout
+    k_matmul_bwd(dinp, dw, NULL, qd, qi, qw, BT, C, OC);
+    k_matmul_bwd(NULL, NULL, dbias, dout, inp, w, BT, C, OC);   // the bias gradient sums the bf16 dout
+    k_matmul_bwd(dinp_p, dw_p, NULL, dout, inp, w, BT, C, OC);
+    kc_fp8_matmul_bwd(d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, BT, C, OC, st);
+    float *gi = down_bf(d_dinp, (size_t)BT * C), *gw = down_f(d_dw, (size_t)OC * C);
+    for (size_t i = 0; i < (size_t)BT * C; i++) gi[i] -= dinp0[i], dinp_p[i] -= dinp0[i];
+    for (size_t i = 0; i < (size_t)OC * C; i++) dw_p[i] -= dw0[i];
+    float *gw_inc = hcopy(gw, (size_t)OC * C);
+    for (size_t i = 0; i < (size_t)OC * C; i++) gw_inc[i] -= dw0[i];
+    double ei = rel_err(gi, dinp_p, (size_t)BT * C), ew = rel_err(gw_inc, dw_p, (size_t)OC * C);
+    printf("  fp8 bwd vs unquantized: dinp %.4f, dw %.4f (bound 0.15)\n", ei, ew);
+    if (!(ei < 0.15) || !(ew < 0.15)) failures++;
+    free(gi);
+    free(gw_inc);
+    CHECK("fp8 matmul_bwd dinp", down_bf(d_dinp, (size_t)BT * C), dinp, (size_t)BT * C, ATOL, RTOL);
+    CHECK("fp8 matmul_bwd dw", gw, dw, (size_t)OC * C, 1e-2, 2e-3);
+    CHECK("fp8 matmul_bwd dbias", down_f(d_dbias, OC), dbias, OC, 1e-3, 1e-4);
+    long fb = kc_fp8_fallbacks() - fb0;
+    if (fp8_ok ? fb != 0 : fb != 3) {
+        printf("  fp8 fallbacks %ld, want %d: FAIL\n", fb, fp8_ok ? 0 : 3);
+        failures++;
+    }
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_bias); cudaFree(d_out);
+    cudaFree(d_dout); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_dbias);
+    free(inp); free(w); free(bias); free(qi); free(qw); free(out); free(plain); free(dout); free(dinp); free(dw);
+    free(dbias); free(qd); free(dinp0); free(dw0); free(dinp_p); free(dw_p);
+}
+
+/* The "again" calls (K and V after Q: one input, three GEMMs) reuse the
+ * input's cast: the results must equal, bit for bit, a fresh call's; and an
+ * "again" call on a different input must not reuse the stale cast. */
+static void test_fp8_again(int BT, int C, int OC1, int OC2) {
+    printf("fp8 again BT=%d C=%d OC=%d then %d\n", BT, C, OC1, OC2);
+    size_t n1 = (size_t)BT * OC1, n2 = (size_t)BT * OC2;
+    float *inp = fp8_input(BT, C, 1), *other = fp8_input(BT, C, 2), *w1 = hrand((size_t)OC1 * C, 0.5f, 1);
+    float *w2 = hrand((size_t)OC2 * C, 0.3f, 1), *g1 = hrand(n1, 1, 1), *g2 = hrand(n2, 1, 1);
+    float *dw0 = hrand((size_t)OC2 * C, 1, 0), *di0 = hrand((size_t)BT * C, 1, 1);
+    kc_bf16 *d_inp = up_bf(inp, (size_t)BT * C), *d_other = up_bf(other, (size_t)BT * C);
+    kc_bf16 *d_w1 = up_bf(w1, (size_t)OC1 * C), *d_w2 = up_bf(w2, (size_t)OC2 * C);
+    kc_bf16 *d_g1 = up_bf(g1, n1), *d_g2 = up_bf(g2, n2);
+    kc_bf16 *o1 = dalloc(2 * n1), *o2 = dalloc(2 * n2), *ref = dalloc(2 * n2);
+    for (int diff = 0; diff < 2; diff++) {   // diff: the again call gets another input
+        kc_bf16 *in2 = diff ? d_other : d_inp;
+        kc_fp8_matmul_fwd(ref, in2, d_w2, NULL, BT, C, OC2, st);
+        kc_fp8_matmul_fwd(o1, d_inp, d_w1, NULL, BT, C, OC1, st);
+        kc_fp8_matmul_fwd_again(o2, in2, d_w2, NULL, BT, C, OC2, st);
+        CHECK(diff ? "fp8 fwd again, other input" : "fp8 fwd again", down_bf(o2, n2), down_bf(ref, n2), n2, 0, 0);
+        float *d_dw = up_f(dw0, (size_t)OC2 * C), *d_dwr = up_f(dw0, (size_t)OC2 * C);
+        float *d_dw1 = up_f(w1, (size_t)OC1 * C);
+        kc_bf16 *d_di = up_bf(di0, (size_t)BT * C), *d_dir = up_bf(di0, (size_t)BT * C);
+        kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g2, in2, d_w2, BT, C, OC2, st);
+        kc_fp8_matmul_bwd(NULL, d_dw1, NULL, d_g1, d_inp, d_w1, BT, C, OC1, st);
+        kc_fp8_matmul_bwd_again(d_di, d_dw, NULL, d_g2, in2, d_w2, BT, C, OC2, st);
+        CHECK(diff ? "fp8 bwd again dw, other input" : "fp8 bwd again dw", down_f(d_dw, (size_t)OC2 * C),
+              down_f(d_dwr, (size_t)OC2 * C), (size_t)OC2 * C, 0, 0);
+        CHECK(diff ? "fp8 bwd again dinp, other input" : "fp8 bwd again dinp", down_bf(d_di, (size_t)BT * C),
+              down_bf(d_dir, (size_t)BT * C), (size_t)BT * C, 0, 0);
+        cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_dw1); cudaFree(d_di); cudaFree(d_dir);
+    }
+    cudaFree(d_inp); cudaFree(d_other); cudaFree(d_w1); cudaFree(d_w2); cudaFree(d_g1); cudaFree(d_g2);
+    cudaFree(o1); cudaFree(o2); cudaFree(ref);
+    free(inp); free(other); free(w1); free(w2); free(g1); free(g2); free(dw0); free(di0);
+}
+
 int main(void) {
     int ndev = kc_device_count();
     if (ndev == 0) {
@@ -908,6 +1097,14 @@ int main(void) {
 
     test_matmul(96, 72, 136);
     test_matmul(256, 512, 384);
+    test_fp8_cast(256, 512, KC_E4M3, 1);
+    test_fp8_cast(77, 50, KC_E4M3, 3);      // partial tiles, C % 8 != 0: the scalar paths
+    test_fp8_cast(130, 96, KC_E5M2, 0.01f);
+    test_fp8_cast(1, 4096, KC_E5M2, 100);   // one row
+    test_fp8_matmul(256, 512, 384, 1);
+    test_fp8_matmul(128, 1024, 256, 1);     // longer K
+    test_fp8_matmul(40, 72, 136, 0);        // C % 16 != 0: the bf16 path, counted
+    test_fp8_again(256, 512, 512, 128);     // Q then K of a GQA layer
     test_norms(70, 200);
     test_norms(33, 99);            // C % 8 != 0: the scalar path
     test_norms(8, 4096);
@@ -915,6 +1112,14 @@ int main(void) {
     test_norms(5, 12288);          // partial rows in smem above 48 KB (opt-in)
     test_norms(4, 13000);          // 2C floats past the smem cap: partials in global
     test_norms(3, 13001);          // the same, scalar path
+    kc_norm_set_rows(1);           // the warp-per-row backward (opt-in), then back to the default
+    kc_norm_set_regs(0);           // and the L1 forward
+    test_norms(70, 200);
+    test_norms(3001, 64);          // many rows a warp
+    test_norms(97, 2048);          // the 1B width: NV 8
+    test_norms(33, 99);            // scalar: the 8-row-group backward
+    kc_norm_set_rows(0);
+    kc_norm_set_regs(1);
     test_bias_grad(1000, 2048, 0);
     test_bias_grad(77, 70, 0);     // OC % 8 != 0: scalar
     test_bias_grad(40, 264, 1);    // misaligned dout: scalar
@@ -946,6 +1151,10 @@ int main(void) {
     test_crossentropy(7, 101, 97);   // V % 8 != 0: the scalar path
     test_crossentropy(4, 50304, 50257);
     test_adamw(1003);
+    kc_adamw_set_stream(1);        // the persistent, streaming-hint AdamW (opt-in)
+    test_adamw(1003);
+    test_adamw(300007);            // more groups than the persistent grid's threads
+    kc_adamw_set_stream(0);
     test_helpers(100003);
     test_add(100003);
     test_moe_router(37, 8, 2, 0);

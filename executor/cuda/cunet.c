@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cufp8.h"
 #include "cutp.h"
 
 #define NORM_EPS 1e-5f
@@ -138,11 +139,11 @@ static void row_fwd(CuExec *e, kc_bf16 *y, const kc_bf16 *in, const kc_bf16 *w, 
 {
     int N = e->sh.N, C = e->sh.C;
     if (!e->sp) {
-        kc_matmul_fwd(y, in, w, b, N, K, C, e->st);
+        cufp8_matmul_fwd(e, y, in, w, b, N, K, C);
         tp_allreduce(e, y, (size_t)N * C, CC_BF16, CC_SUM);
         return;
     }
-    kc_matmul_fwd(e->part, in, w, b, N, K, C, e->st);
+    cufp8_matmul_fwd(e, e->part, in, w, b, N, K, C);
     sp_reduce_scatter(e, y, e->part);
 }
 
@@ -395,9 +396,9 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, Wl(e, li, P_LN1W), Wl(e, li, P_LN1B));
     const kc_bf16 *in = col_input(e, A->a1);
     const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
-    kc_matmul_fwd(A->q, in, wq, bq, N, C, ql, st);
-    kc_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl, st);
-    kc_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl, st);
+    cufp8_matmul_fwd(e, A->q, in, wq, bq, N, C, ql);
+    cufp8_matmul_fwd_again(e, A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
+    cufp8_matmul_fwd_again(e, A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
     if (e->m.pos == POS_ROPE) {
         rope_fwd(e, A->q, s->NHl);
         rope_fwd(e, A->k, s->NKVl);
@@ -413,7 +414,7 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     int F = moe ? e->Fs : s->Fl, F1 = moe ? e->F1s : s->F1l;
     if (shared) {   // the dense MLP, or an MoE layer's shared expert
         in = col_input(e, A->a2);
-        kc_matmul_fwd(A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, F1, st);
+        cufp8_matmul_fwd(e, A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, F1);
         if (e->m.mlp == MLP_SWIGLU)
             kc_swiglu_fwd(A->hact, A->hpre, N, F, st);
         else
@@ -444,14 +445,15 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         dy = row_dout(e);
         gb = row_bias_grad(e, Gl(e, li, P_FC2B));
         zero_bf(e, e->dhact, (size_t)N * F);
-        kc_matmul_bwd(e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, F, C, st);
+        cufp8_matmul_bwd(e, e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, F, C);
         zero_bf(e, e->dhpre, (size_t)N * F1);
         if (e->m.mlp == MLP_SWIGLU)
             kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F, st);
         else
             kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F, st);
         in = col_input(e, A->a2);
-        kc_matmul_bwd(e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C, F1, st);
+        cufp8_matmul_bwd(e, e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C,
+                         F1);
     }
     const kc_bf16 *dn = col_grad_reduce(e);   // this rank's rows of d(a2)
     if (moe)
@@ -463,7 +465,7 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
     gb = row_bias_grad(e, Gl(e, li, P_PROJB));
     kc_bf16 *dov = e->dhact;   // free again
     zero_bf(e, dov, (size_t)N * ql);
-    kc_matmul_bwd(dov, Gl(e, li, P_PROJW), gb, dy, A->o, Wl(e, li, P_PROJW), N, ql, C, st);
+    cufp8_matmul_bwd(e, dov, Gl(e, li, P_PROJW), gb, dy, A->o, Wl(e, li, P_PROJW), N, ql, C);
     if (e->cp > 1) {
         cp_attn_bwd(e, A, dov);
     } else {
@@ -483,15 +485,16 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         rope_bwd(e, e->drope, e->dq, s->NHl);
         dq = e->drope;
     }
-    kc_matmul_bwd(e->dcol, gw, gqb, dq, in, wq, N, C, ql, st);
+    cufp8_matmul_bwd(e, e->dcol, gw, gqb, dq, in, wq, N, C, ql);
     if (e->m.pos == POS_ROPE) {
         zero_bf(e, e->drope, (size_t)N * kvl);
         rope_bwd(e, e->drope, e->dk, s->NKVl);
         dk = e->drope;
     }
-    kc_matmul_bwd(e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C, N, C, kvl, st);
-    kc_matmul_bwd(e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
-                  wq + (size_t)(ql + kvl) * C, N, C, kvl, st);
+    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C,
+                           N, C, kvl);
+    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
+                           wq + (size_t)(ql + kvl) * C, N, C, kvl);
     dn = col_grad_reduce(e);
     norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), dn, A->x, Wl(e, li, P_LN1W), A->mean1, A->rstd1);
 }

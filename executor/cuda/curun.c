@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuexec.h"
+#include "cufp8.h"
 #include "cunvml.h"
 
 typedef struct {
@@ -58,7 +59,8 @@ static int cu_init(void **state, const PlanFile *pf, const RunRequest *rq, const
     info->name = proxy ? "cuda-proxy" : "cuda";
     info->lo = *lo;
     info->flops_per_token = proxy ? proxy_flops_per_token(m, lo, r->e.sh.stage) : train_model_flops_per_token(m, lo);
-    info->peak = pf->hw.peak[PREC_BF16];
+    /* fp8 plans: the layers' GEMMs in fp8 (cufp8.h), MFU against the fp8 peak as the planner counts it */
+    info->peak = pf->hw.peak[cufp8_on(&r->e) && pf->hw.peak[PREC_FP8] > 0 ? PREC_FP8 : PREC_BF16];
     info->tokens_per_step = proxy ? (double)r->e.nmb * r->e.sh.N : (double)lo->gbs * r->e.Tg;
     info->checkpoints = !proxy;
     info->step = r->e.step;
@@ -69,9 +71,9 @@ static void cu_describe(void *state, FILE *log)
 {
     const CuRun *r = state;
     const CuExec *e = &r->e;
-    fprintf(log, "run (cuda%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU\n",
-            r->proxy ? " stage proxy" : "", e->m.name, e->sh.layers, r->proxy ? " of one stage" : "", e->nmb, e->sh.B,
-            e->Tg, (double)e->n);
+    fprintf(log, "run (cuda%s%s): %s, %d layers%s, %d micro-batches of %d x %d tokens, %.3g parameters on this GPU\n",
+            r->proxy ? " stage proxy" : "", cufp8_on(e) ? ", fp8 linear layers" : "", e->m.name, e->sh.layers,
+            r->proxy ? " of one stage" : "", e->nmb, e->sh.B, e->Tg, (double)e->n);
     if (r->proxy)
         fprintf(log, "MFU counts this rank's share of the model FLOPs: %.4g per token of %.4g\n",
                 proxy_flops_per_token(&e->m, &e->lo, e->sh.stage), train_model_flops_per_token(&e->m, &e->lo));

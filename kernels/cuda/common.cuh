@@ -32,6 +32,7 @@ typedef struct {
 extern KcContext kc_ctx;
 void kc_require_init(void);   // kc_init on first use
 void kc_moe_release(void);    // moe.cu's cuBLAS handle and pointer buffer (kc_free)
+void kc_fp8_release(void);    // fp8.cu's scratch of fp8 operand copies (kc_free)
 
 /* Column reductions without atomics (norm.cu): a kernel writes G partial
  * rows of width floats to kc_ctx.partials, then out0[c] += Σ_g part[g][c]

@@ -21,7 +21,8 @@
  *     partial rows in a fixed order, attention uses no atomics).
  *
  * What this deliberately doesn't do: no communication, no allocation of
- * activations (the executor carves its slabs), no fp8, no MoE capacity
+ * activations (the executor carves its slabs), no fp8 here (kc_fp8.h has
+ * the fp8 cast and linear layer), no MoE capacity
  * factor (token dropping). Attention is a tiled
  * FlashAttention-2-style kernel on the tensor cores (WMMA, bf16 in, fp32
  * accumulate) for HS 64 and 128, and on the SIMT units (fp32) otherwise; no
@@ -92,6 +93,14 @@ void kc_rmsnorm_fwd(kc_bf16 *out, float *rstd, const kc_bf16 *inp,
 void kc_rmsnorm_bwd(kc_bf16 *dinp, float *dweight, const kc_bf16 *dout,
                     const kc_bf16 *inp, const kc_bf16 *weight, const float *rstd,
                     int N, int C, cudaStream_t st);
+/* Which norm kernels run (process-wide; each returns the previous setting;
+ * the tests and the benchmark run both). kc_norm_set_regs: 1 (default) the
+ * forward with the row in registers where C <= 4096 and rows are aligned,
+ * 0 the one re-reading the row from L1 (ULTRAPLAN_NORM=l1). kc_norm_set_rows:
+ * 1 the backward a warp per row with the row in registers (C <= 2048,
+ * aligned; ULTRAPLAN_NORM_BWD=rows), 0 (default) the 8-row-group one. */
+int kc_norm_set_regs(int on);
+int kc_norm_set_rows(int on);
 
 /* ---- activations -------------------------------------------------------- */
 
@@ -194,6 +203,10 @@ void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *l
 void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n,
               float lr, float beta1, float beta2, float eps, float weight_decay,
               int t, kc_bf16 *params_bf16, cudaStream_t st);
+/* 1: kc_adamw runs a persistent grid with streaming cache hints (opt-in,
+ * ULTRAPLAN_ADAMW=stream, until measured faster); 0 (default) one group of
+ * 8 a thread. Same arithmetic. Returns the previous setting. */
+int kc_adamw_set_stream(int on);
 
 void kc_zero(float *x, size_t n, cudaStream_t st);
 void kc_scale(float *x, float s, size_t n, cudaStream_t st);

@@ -41,6 +41,7 @@ void kc_init(void) {
 void kc_free(void) {
     if (!kc_ctx.ready) return;
     kc_moe_release();
+    kc_fp8_release();
     cublasLtDestroy(kc_ctx.lt);
     cudaFree(kc_ctx.workspace);
     cudaFree(kc_ctx.scratch);

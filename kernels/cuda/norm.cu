@@ -1,9 +1,14 @@
 /* norm.cu — LayerNorm and RMSNorm over the last dimension C.
- * Forward: one warp per row, 16-byte loads, the row re-read from L1 rather
- * than held in registers (C is unbounded). Backward: one pass over x, dy and
+ * Forward: one warp per row, 16-byte loads. Rows of up to NORM_REG_C
+ * columns (16-byte aligned, C % 8 == 0) are held in registers, every load
+ * of the row issued before the first sum: one pass over HBM with the whole
+ * row in flight; longer or unaligned rows are re-read from L1 instead (C
+ * is unbounded there). Both sum in the same order. Backward: one pass over x, dy and
  * dinp that also sums the weight gradients per block (see norm_bwd_kernel),
  * then a small kernel folds the blocks' partial rows: deterministic. Also
  * home of kc_reduce_partials, which the bias gradient shares. */
+#include <stdlib.h>
+#include <string.h>
 #include "common.cuh"
 
 enum { ROWS_PER_BLOCK = 8 };
@@ -40,13 +45,101 @@ __global__ void layernorm_fwd_kernel(bf16 *out, float *mean, float *rstd, const 
     if (lane == 0) { mean[row] = mu; rstd[row] = r; }
 }
 
+/* The row in registers: lane l holds chunks c = 8·l + 256·i, i < NV (the
+ * generic kernel's order), all NV 16-byte loads issued before any use.
+ * mean NULL: RMSNorm (mu = 0, bias unused). Two-pass variance from the
+ * registers, as the generic kernel computes it. */
+enum { NORM_REG_C = 256 * 16 };
+template <int NV>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+norm_fwd_regs_kernel(bf16 *out, float *mean, float *rstd, const bf16 *inp, const bf16 *weight,
+                     const bf16 *bias, int N, int C, float eps) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const bf16 *x = inp + (size_t)row * C;
+    bf16 *y = out + (size_t)row * C;
+    Pack8 xv[NV];
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        int c = lane * 8 + 256 * i;
+        if (c < C) xv[i] = *(const Pack8 *)(x + c);
+    }
+    float mu = 0.0f;
+    if (mean) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; i++)
+            if (lane * 8 + 256 * i < C)
+                for (int j = 0; j < 8; j++) s += __bfloat162float(xv[i].v[j]);
+        mu = warp_sum(s) / C;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NV; i++)
+        if (lane * 8 + 256 * i < C)
+            for (int j = 0; j < 8; j++) {
+                float d = __bfloat162float(xv[i].v[j]) - mu;
+                ss += d * d;
+            }
+    float r = rsqrtf(warp_sum(ss) / C + eps);
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        int c = lane * 8 + 256 * i;
+        if (c >= C) continue;
+        float w8[8], b8[8], y8[8];
+        load8(w8, weight, c, C, true);
+        if (mean && bias) load8(b8, bias, c, C, true);
+        for (int j = 0; j < 8; j++)
+            y8[j] = (__bfloat162float(xv[i].v[j]) - mu) * r * w8[j] + (mean && bias ? b8[j] : 0.0f);
+        store8(y, y8, c, C, true);
+    }
+    if (lane == 0) {
+        if (mean) mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
+/* the register kernel for this row length, NULL when the row doesn't fit */
+typedef void (*NormRegsKernel)(bf16 *, float *, float *, const bf16 *, const bf16 *, const bf16 *, int, int,
+                               float);
+static NormRegsKernel norm_regs_for(int C) {
+    if (C <= 256) return norm_fwd_regs_kernel<1>;
+    if (C <= 512) return norm_fwd_regs_kernel<2>;
+    if (C <= 1024) return norm_fwd_regs_kernel<4>;
+    if (C <= 2048) return norm_fwd_regs_kernel<8>;
+    if (C <= NORM_REG_C) return norm_fwd_regs_kernel<16>;
+    return NULL;
+}
+
+/* ULTRAPLAN_NORM=l1 keeps the earlier re-reading forward; anything else,
+ * or unset, the register kernel where it fits. kc_norm_set_regs
+ * (kernels_cuda.h) switches it in process (the benchmark times both). */
+static int norm_regs = -1;
+static bool norm_regs_allowed(void) {
+    if (norm_regs < 0) {
+        const char *e = getenv("ULTRAPLAN_NORM");
+        norm_regs = !(e && !strcmp(e, "l1"));
+    }
+    return norm_regs;
+}
+int kc_norm_set_regs(int on) {
+    int prev = norm_regs_allowed();
+    norm_regs = on != 0;
+    return prev;
+}
+
 void kc_layernorm_fwd(bf16 *out, float *mean, float *rstd, const bf16 *inp,
                       const bf16 *weight, const bf16 *bias, int N, int C, float eps,
                       cudaStream_t st) {
     if (N <= 0) return;   // a grid of 0 blocks is an invalid launch
     bool vec = rows_vec(out, inp, weight, C) && (!bias || aligned16(bias));
-    layernorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
-        out, mean, rstd, inp, weight, bias, N, C, eps, vec);
+    NormRegsKernel k = vec && norm_regs_allowed() ? norm_regs_for(C) : NULL;
+    if (k)
+        k<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(out, mean, rstd, inp, weight, bias, N, C,
+                                                                      eps);
+    else
+        layernorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
+            out, mean, rstd, inp, weight, bias, N, C, eps, vec);
     CHECK_LAUNCH();
 }
 
@@ -196,12 +289,144 @@ int kc_sm_count(void) {
     return sms;
 }
 
+/* ---- backward, a warp per row (opt-in: kc_norm_set_rows) -------------------
+ *
+ * The same formulas as norm_bwd_kernel, laid out like the register forward:
+ * a warp owns a row, a lane its chunks c = 8·lane + 256·i (i < NV), and
+ * x, dy and dinp's chunks are all loaded (16 bytes each, dinp through L2)
+ * before the first use: 3·NV loads in flight a lane, nothing re-read. The
+ * weight gradients go to the warp's own accumulator row in shared memory
+ * (a column belongs to one lane: no races, no atomics); at the end the
+ * block folds its warps' rows in order into its partial row, and
+ * kc_reduce_partials folds the blocks': deterministic. 4 warps a block,
+ * 4·2C floats of smem (64 KB at C = 2048 with a bias). ptxas: 252
+ * registers at C = 2048 (NV 8), no spills: 2 blocks an SM, 8 warps with
+ * 24 loads of 16 bytes in flight a lane, ~98 KB an SM. */
+enum { NR_WARPS = 4, NR_THREADS = 32 * NR_WARPS, NR_PER_SM = 2, NR_MAX_C = 2048 };
+
+__device__ __forceinline__ void acc8(float *a, const float v[8]) {
+    float4 *p = (float4 *)a;
+    float4 u = p[0], w = p[1];
+    u.x += v[0]; u.y += v[1]; u.z += v[2]; u.w += v[3];
+    w.x += v[4]; w.y += v[5]; w.z += v[6]; w.w += v[7];
+    p[0] = u;
+    p[1] = w;
+}
+
+template <int NV>
+__global__ void __launch_bounds__(NR_THREADS)
+norm_bwd_rows_kernel(bf16 *__restrict__ dinp, float *__restrict__ part, const bf16 *__restrict__ dout,
+                     const bf16 *__restrict__ inp, const bf16 *__restrict__ weight,
+                     const float *__restrict__ mean, const float *__restrict__ rstd, int N, int C, bool want_b) {
+    extern __shared__ float4 sacc4[];
+    float *sacc = (float *)sacc4;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, width = want_b ? 2 * C : C;
+    float *acc = sacc + (size_t)warp * width;
+    for (int c = lane; c < width; c += 32) acc[c] = 0.0f;
+    __syncwarp();
+    for (int row = blockIdx.x * NR_WARPS + warp; row < N; row += gridDim.x * NR_WARPS) {
+        size_t off = (size_t)row * C;
+        Pack8 xv[NV], dv[NV], gv[NV];
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c < C) {
+                xv[i] = *(const Pack8 *)(inp + off + c);
+                dv[i] = *(const Pack8 *)(dout + off + c);
+                gv[i] = load8_cg(dinp + off, c, C, true);
+            }
+        }
+        float mu = mean ? mean[row] : 0.0f, r = rstd[row], m1 = 0.0f, m2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c >= C) continue;
+            float w8[8];
+            load8(w8, weight, c, C, true);
+            for (int j = 0; j < 8; j++) {
+                float dn = __bfloat162float(dv[i].v[j]) * w8[j];
+                m1 += dn;
+                m2 += dn * (__bfloat162float(xv[i].v[j]) - mu) * r;
+            }
+        }
+        m1 = warp_sum(m1);
+        m2 = warp_sum(m2);
+        float a1 = mean ? m1 / C : 0.0f, a2 = m2 / C;
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            int c = lane * 8 + 256 * i;
+            if (c >= C) continue;
+            float w8[8], g8[8], sw[8], sb[8];
+            load8(w8, weight, c, C, true);
+            for (int j = 0; j < 8; j++) {
+                float d = __bfloat162float(dv[i].v[j]), n = (__bfloat162float(xv[i].v[j]) - mu) * r;
+                g8[j] = __bfloat162float(gv[i].v[j]) + (d * w8[j] - a1 - n * a2) * r;
+                sw[j] = d * n;
+                sb[j] = d;
+            }
+            store8(dinp + off, g8, c, C, true);
+            acc8(acc + c, sw);
+            if (want_b) acc8(acc + C + c, sb);
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < width; c += NR_THREADS) {
+        float s = 0.0f;
+        for (int w = 0; w < NR_WARPS; w++) s += sacc[(size_t)w * width + c];
+        part[(size_t)blockIdx.x * width + c] = s;
+    }
+}
+
+typedef void (*NormRowsKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, const float *,
+                               const float *, int, int, bool);
+static NormRowsKernel norm_rows_for(int C) {
+    if (C <= 256) return norm_bwd_rows_kernel<1>;
+    if (C <= 512) return norm_bwd_rows_kernel<2>;
+    if (C <= 1024) return norm_bwd_rows_kernel<4>;
+    if (C <= NR_MAX_C) return norm_bwd_rows_kernel<8>;
+    return NULL;
+}
+
+static int norm_rows = -1;
+static bool norm_rows_allowed(void) {
+    if (norm_rows < 0) {
+        const char *e = getenv("ULTRAPLAN_NORM_BWD");
+        norm_rows = e && !strcmp(e, "rows");
+    }
+    return norm_rows;
+}
+int kc_norm_set_rows(int on) {
+    int prev = norm_rows_allowed();
+    norm_rows = on != 0;
+    return prev;
+}
+
+/* the warp-per-row backward when it is chosen and fits; false: not run */
+static bool norm_bwd_rows(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout, const bf16 *inp,
+                          const bf16 *weight, const float *mean, const float *rstd, int N, int C, bool vec,
+                          cudaStream_t st) {
+    NormRowsKernel k = vec && norm_rows_allowed() ? norm_rows_for(C) : NULL;
+    if (!k) return false;
+    int width = dbias ? 2 * C : C;
+    size_t smem = (size_t)NR_WARPS * width * sizeof(float);
+    if (smem > (48 << 10))
+        CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    size_t g = std::min((size_t)ceil_div(N, NR_WARPS), (size_t)NR_PER_SM * kc_sm_count());
+    g = std::min(g, kc_ctx.partial_floats / width);
+    k<<<(unsigned)g, NR_THREADS, smem, st>>>(dinp, kc_ctx.partials, dout, inp, weight, mean, rstd, N, C,
+                                            dbias != NULL);
+    CHECK_LAUNCH();
+    kc_reduce_partials(dweight, dbias, kc_ctx.partials, (int)g, C, width, st);
+    return true;
+}
+
 static void norm_bwd(bf16 *dinp, float *dweight, float *dbias, const bf16 *dout,
                      const bf16 *inp, const bf16 *weight, const float *mean,
                      const float *rstd, int N, int C, cudaStream_t st) {
     if (N <= 0 || C <= 0) return;
     kc_require_init();
     bool vec = rows_vec(dinp, dout, inp, C) && aligned16(weight);
+    if (norm_bwd_rows(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, vec, st)) return;
     int width = dbias ? 2 * C : C;
     size_t smem = (size_t)width * sizeof(float);
     bool acc_smem = smem <= NB_SMEM_MAX;
@@ -249,8 +474,13 @@ void kc_rmsnorm_fwd(bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
                     int N, int C, float eps, cudaStream_t st) {
     if (N <= 0) return;
     bool vec = rows_vec(out, inp, weight, C);
-    rmsnorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
-        out, rstd, inp, weight, N, C, eps, vec);
+    NormRegsKernel k = vec && norm_regs_allowed() ? norm_regs_for(C) : NULL;
+    if (k)
+        k<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(out, NULL, rstd, inp, weight, NULL, N, C,
+                                                                      eps);
+    else
+        rmsnorm_fwd_kernel<<<ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, st>>>(
+            out, rstd, inp, weight, N, C, eps, vec);
     CHECK_LAUNCH();
 }
 

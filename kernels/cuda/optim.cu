@@ -1,6 +1,8 @@
 /* optim.cu — AdamW on fp32 master weights (optionally writing the bf16 copy
  * the GEMMs read in the same pass) and the small vector helpers. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include "common.cuh"
 
 struct AdamWOp {
@@ -56,14 +58,80 @@ struct AdamWOp {
     }
 };
 
+/* vec8 with the streaming cache hints (__ldcs / __stcs: evict first; every
+ * byte is touched once) */
+__device__ __forceinline__ void adamw_vec8_stream(const AdamWOp &op, size_t i) {
+    float4 P[2], G[2], M[2], V[2];
+    for (int h = 0; h < 2; h++) {
+        P[h] = __ldcs((const float4 *)(op.p + i + 4 * h));
+        G[h] = __ldcs((const float4 *)(op.g + i + 4 * h));
+        M[h] = __ldcs((const float4 *)(op.m + i + 4 * h));
+        V[h] = __ldcs((const float4 *)(op.v + i + 4 * h));
+    }
+    for (int h = 0; h < 2; h++) {
+        op.step(P[h].x, G[h].x, M[h].x, V[h].x); op.step(P[h].y, G[h].y, M[h].y, V[h].y);
+        op.step(P[h].z, G[h].z, M[h].z, V[h].z); op.step(P[h].w, G[h].w, M[h].w, V[h].w);
+    }
+    for (int h = 0; h < 2; h++) {
+        __stcs((float4 *)(op.p + i + 4 * h), P[h]);
+        __stcs((float4 *)(op.m + i + 4 * h), M[h]);
+        __stcs((float4 *)(op.v + i + 4 * h), V[h]);
+    }
+    if (op.pb) {
+        Pack8 o;
+        for (int h = 0; h < 2; h++) {
+            o.v[4 * h + 0] = __float2bfloat16(P[h].x); o.v[4 * h + 1] = __float2bfloat16(P[h].y);
+            o.v[4 * h + 2] = __float2bfloat16(P[h].z); o.v[4 * h + 3] = __float2bfloat16(P[h].w);
+        }
+        const uint2 *u = (const uint2 *)&o;
+        if (op.pb16) {
+            __stcs((uint4 *)(op.pb + i), make_uint4(u[0].x, u[0].y, u[1].x, u[1].y));
+        } else {
+            __stcs((uint2 *)(op.pb + i), u[0]);
+            __stcs((uint2 *)(op.pb + i + 4), u[1]);
+        }
+    }
+}
+
+/* Opt-in (kc_adamw_set_stream): a persistent grid, 4 blocks of 256 an SM,
+ * grid-stride over groups of 8, with the streaming hints. Same arithmetic. */
+__global__ void __launch_bounds__(256) adamw_stream_kernel(AdamWOp op, size_t n, bool vec) {
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
+        if (vec && i + 8 <= n) adamw_vec8_stream(op, i);
+        else for (size_t j = i; j < n && j < i + 8; j++) op.one(j);
+    }
+}
+
+static int adamw_stream = -1;
+static bool adamw_stream_on(void) {
+    if (adamw_stream < 0) {
+        const char *e = getenv("ULTRAPLAN_ADAMW");
+        adamw_stream = e && !strcmp(e, "stream");
+    }
+    return adamw_stream;
+}
+int kc_adamw_set_stream(int on) {
+    int prev = adamw_stream_on();
+    adamw_stream = on != 0;
+    return prev;
+}
+
 void kc_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, int t,
               bf16 *params_bf16, cudaStream_t st) {
     float c1 = (float)(1.0 - pow(beta1, t)), c2 = (float)(1.0 - pow(beta2, t));
     bool vec = aligned16(params) && aligned16(grads) && aligned16(m) && aligned16(v) &&
                (!params_bf16 || ((uintptr_t)params_bf16 & 7) == 0);
-    map8(n, vec, AdamWOp{params, grads, m, v, params_bf16, lr, beta1, beta2, eps,
-                           weight_decay, c1, c2, params_bf16 && aligned16(params_bf16)}, st);
+    AdamWOp op{params, grads, m, v, params_bf16, lr, beta1, beta2, eps, weight_decay, c1, c2,
+               params_bf16 && aligned16(params_bf16)};
+    if (n > 0 && adamw_stream_on()) {
+        unsigned g = std::min(grid_for((n + 7) / 8, 256), (unsigned)(4 * kc_sm_count()));
+        adamw_stream_kernel<<<g, 256, 0, st>>>(op, n, vec);
+        CHECK_LAUNCH();
+        return;
+    }
+    map8(n, vec, op, st);
 }
 
 void kc_zero(float *x, size_t n, cudaStream_t st) {

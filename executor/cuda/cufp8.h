@@ -1,0 +1,31 @@
+/* cufp8.h — the precision switch of the CUDA executor's linear layers.
+ * A plan whose layout has precision fp8 runs the transformer layers' GEMMs
+ * (QKV, attention projection, FC1, FC2: forward, dgrad and wgrad) through
+ * kernels/cuda/kc_fp8.h, Transformer Engine's Hopper recipe (E4M3
+ * activations and weights, E5M2 output gradients, per-tensor current
+ * scaling, fp32 accumulation); every other precision runs them in bf16.
+ * Attention, the norms, the embedding and the output layer (the head's
+ * GEMM and cross-entropy) stay bf16, the master weights and gradients
+ * fp32, as Transformer Engine leaves them. */
+#ifndef ULTRAPLAN_EXECUTOR_CUDA_CUFP8_H
+#define ULTRAPLAN_EXECUTOR_CUDA_CUFP8_H
+
+#include "cuexec.h"
+
+/* 1 when e's linear layers run in fp8 (the plan's precision) */
+int cufp8_on(const CuExec *e);
+/* kc_matmul_fwd / kc_matmul_bwd (kernels_cuda.h), in fp8 when cufp8_on(e) */
+void cufp8_matmul_fwd(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias,
+                      int BT, int C, int OC);
+void cufp8_matmul_bwd(const CuExec *e, kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout,
+                      const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC);
+/* The same for the K and V projections, whose input is the Q projection's
+ * (one tensor, three GEMMs): in fp8 its cast is made once
+ * (kc_fp8_matmul_*_again). Only right directly after a call on the same
+ * input, nothing having written it in between. */
+void cufp8_matmul_fwd_again(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
+                            const kc_bf16 *bias, int BT, int C, int OC);
+void cufp8_matmul_bwd_again(const CuExec *e, kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout,
+                            const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC);
+
+#endif
