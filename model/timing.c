@@ -563,8 +563,9 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     }
     if (stage == 0)
         t += time_embed(m, hw, lo);
-    if (stage == lo->pp - 1) {
+    if (stage == lo->pp - 1)
         t += time_head(m, hw, lo);
+    if (stage == layout_mtp_stage(lo)) {
         if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
             t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt)
                                                                : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) +

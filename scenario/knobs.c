@@ -270,6 +270,14 @@ static const Knob table[KNOB_COUNT] = {
                       .neg_flag = "no-account-for-loss-in-pipeline-split", .json = "account_for_loss",
                       .json_optional = true, .help = "the loss counts as a layer in the stage split",
                       .dflt = "off; taken under vp when the layers need it"},
+    /* Megatron's --pipeline-model-parallel-layout: sets vp and the layers of every stage and chunk */
+    [K_PP_LAYOUT] = {K_PP_LAYOUT, "pipeline-layout", L(pp_layout), .type = KNOB_STR, .flag = "pipeline-layout",
+                     .arg = "TEXT", .expect = "a layout such as \"Et|(tt|)*30mL\" (E t m L | ( ) *N)",
+                     .json = "pipeline_layout", .json_optional = true, .csv = "pp_layout",
+                     .fix = FIX_PP | FIX_VP | FIX_STAGES,
+                     .help = "Megatron's --pipeline-model-parallel-layout: pp*vp '|'-separated chunks of E "
+                             "(embedding), t (layer), m (MTP), L (loss); (..)*N and x*N repeat",
+                     .dflt = "none (the split flags)"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
@@ -336,6 +344,7 @@ int knob_get_int(const Knob *k, const void *obj)
     case KNOB_ENUM: return *(const int *)p;
     case KNOB_DERIVED: return k->json_value ? k->json_value(obj) : 0;
     case KNOB_LIST: return ((const int *)p)[0];
+    case KNOB_STR: return *(const char *)p != 0;
     }
     return 0;
 }
@@ -349,7 +358,8 @@ void knob_set_int(const Knob *k, void *obj, int v)
     case KNOB_INT:
     case KNOB_ENUM: *(int *)p = v; break;
     case KNOB_DERIVED:
-    case KNOB_LIST: break;
+    case KNOB_LIST:
+    case KNOB_STR: break;
     }
 }
 
@@ -366,8 +376,43 @@ void knob_set_double(const Knob *k, void *obj, double v)
         knob_set_int(k, obj, (int)v);
 }
 
+const char *knob_get_str(const Knob *k, const void *obj)
+{
+    return k->type == KNOB_STR ? (const char *)knob_cfield(k, obj) : "";
+}
+
+int knob_set_str(const Knob *k, void *obj, const char *text, const char *who, char *err, int errlen)
+{
+    char flag[160];
+    if (!who)
+        snprintf(flag, sizeof flag, "--%s: ", k->flag ? k->flag : k->name);
+    else
+        snprintf(flag, sizeof flag, "%s%s", who, *who ? ": " : "");
+    if (k->type != KNOB_STR) {
+        snprintf(err, errlen, "%snot a text knob", flag);
+        return -1;
+    }
+    size_t n = text ? strlen(text) : 0;
+    if (n >= LAYOUT_PPL_LEN) {
+        snprintf(err, errlen, "%sexpected %s of at most %d characters, got %zu", flag, k->expect, LAYOUT_PPL_LEN - 1, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("ELtm|()*,0123456789", text[i])) {
+            snprintf(err, errlen, "%sbad character '%c' at position %zu of \"%s\" (expected %s)", flag, text[i],
+                     i + 1, text, k->expect);
+            return -1;
+        }
+    memcpy(knob_field(k, obj), text ? text : "", n + 1);
+    return 0;
+}
+
 void knob_copy(const Knob *k, void *dst, const void *src)
 {
+    if (k->type == KNOB_STR) {
+        memcpy(knob_field(k, dst), knob_cfield(k, src), LAYOUT_PPL_LEN);
+        return;
+    }
     if (k->type == KNOB_DOUBLE)
         knob_set_double(k, dst, knob_get_double(k, src));
     else
@@ -468,8 +513,11 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
         return 0;
     case KNOB_DOUBLE:
     case KNOB_LIST:
+    case KNOB_STR:
     case KNOB_DERIVED: break;
     }
-    snprintf(err, errlen, "%s%s", who, k->type == KNOB_DOUBLE ? "a number (knob_parse_double reads it)" : "not a single value");
+    snprintf(err, errlen, "%s%s", who, k->type == KNOB_DOUBLE ? "a number (knob_parse_double reads it)"
+                                     : k->type == KNOB_STR  ? "text (knob_set_str sets it)"
+                                                            : "not a single value");
     return -1;
 }

@@ -163,9 +163,13 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
         if (parse_list(k, text, knob_field(k, obj), err, errlen) != 0)
             return -1;
         break;
+    case KNOB_STR:
+        if (knob_set_str(k, obj, text, NULL, err, errlen) != 0)
+            return -1;
+        break;
     case KNOB_DERIVED: BAD("%s is derived from the other knobs", k->name);
     }
-    if (k->type != KNOB_LIST && k->type != KNOB_DOUBLE)
+    if (k->type != KNOB_LIST && k->type != KNOB_DOUBLE && k->type != KNOB_STR)
         knob_set_int(k, obj, v);
     sc->given |= KNOB_BIT(k->id);
     sc->fixed |= k->fix;
@@ -278,7 +282,9 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
     }
     if (!(sc->fixed & FIX_GBS))
         lo->gbs = scenario_default_gbs(&sc->model);
-    if (sc->fixed & FIX_STAGES) {
+    if (lo->pp_layout[0] && !(sc->given & KNOB_BIT(K_PP)))
+        BAD("--pipeline-layout needs --pp (its '|'-separated entries are pp x vp model chunks)");
+    if ((sc->fixed & FIX_STAGES) && !lo->pp_layout[0]) {
         int n = 0;
         while (n < LAYOUT_MAX_PP && lo->layers[n] > 0)
             n++;
