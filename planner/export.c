@@ -266,6 +266,8 @@ static int megatron_split(const Layout *lo, MegatronForm *form, char *err, int e
         snprintf(err, errlen, "megatron: layers per stage %s (%s): plan with --target megatron", counts, why);
         return -1;
     }
+    if (form->pp_layout)   /* the layout string says every chunk's layers */
+        return 0;
     if (form->embed_in_split || form->loss_in_split)
         return 2;
     int uneven = 0;
@@ -289,7 +291,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
     const char *args[128];
-    char vals[128][48];
+    char vals[128][LAYOUT_PPL_LEN + 2];   /* the longest: a quoted --pipeline-model-parallel-layout */
     int n = 0;
 #define ARG(flag) (args[n] = (flag), vals[n][0] = 0, n++)
 #define ARGV(flag, ...) (args[n] = (flag), snprintf(vals[n], sizeof vals[n], __VA_ARGS__), n++)
@@ -313,7 +315,9 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
                 "(Megatron needs --overlap-grad-reduce for it)\n");
     ARGV("--tensor-model-parallel-size", "%d", lo->tp);
     ARGV("--pipeline-model-parallel-size", "%d", lo->pp);
-    if (lo->vp > 1)
+    if (form.pp_layout)   /* it sets vp: Megatron refuses --num-virtual-stages-per-pipeline-rank beside it */
+        ARGV("--pipeline-model-parallel-layout", "'%s'", lo->pp_layout);
+    else if (lo->vp > 1)
         ARGV("--num-virtual-stages-per-pipeline-rank", "%d", lo->vp);
     ARGV("--context-parallel-size", "%d", lo->cp);
     if (lo->sp && lo->tp > 1)
@@ -592,6 +596,17 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             else {
                 snprintf(err, errlen, "--data-parallel-sharding-strategy: \"%s\" is no ZeRO-2/3 layout this tool "
                                       "plans (optim_grads or optim_grads_params)", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--pipeline-model-parallel-layout")) {
+            took = 1;
+            size_t vl = v ? strlen(v) : 0;
+            if (vl >= 2 && (v[0] == '\'' || v[0] == '"') && v[vl - 1] == v[0])   /* the shell quotes it */
+                v[vl - 1] = 0, v++;
+            const Knob *kl = knob_get(K_PP_LAYOUT);
+            if (!v || knob_set_str(kl, lo, v, "--pipeline-model-parallel-layout", err, errlen) != 0) {
+                if (!v)
+                    snprintf(err, errlen, "--pipeline-model-parallel-layout: expected a layout string");
                 goto out;
             }
         } else if (!strcmp(f, "--recompute-granularity")) {

@@ -282,8 +282,24 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
     }
     if (!(sc->fixed & FIX_GBS))
         lo->gbs = scenario_default_gbs(&sc->model);
-    if (lo->pp_layout[0] && !(sc->given & KNOB_BIT(K_PP)))
-        BAD("--pipeline-layout needs --pp (its '|'-separated entries are pp x vp model chunks)");
+    if (lo->pp_layout[0]) {
+        /* the string's entries are pp x vp chunks: vp follows from it, as in Megatron */
+        if (!(sc->given & KNOB_BIT(K_PP)))
+            BAD("--pipeline-layout needs --pp (its '|'-separated entries are pp x vp model chunks)");
+        PipeLayout p;
+        char why[200];
+        if (layout_pp_parse(lo->pp_layout, lo->pp, NULL, &p, why, sizeof why) != 0)
+            BAD("--pipeline-layout \"%s\": %s", lo->pp_layout, why);
+        if ((sc->given & KNOB_BIT(K_VP)) && lo->vp != p.vp)
+            BAD("--pipeline-layout \"%s\" has %d chunks per stage at --pp %d, but --vp is %d", lo->pp_layout, p.vp,
+                lo->pp, lo->vp);
+        lo->vp = p.vp;
+        for (int st = 0; st < lo->pp; st++) {   /* the stage split the planner keeps (as --stage-layers) */
+            lo->layers[st] = 0;
+            for (int c = 0; c < p.vp; c++)
+                lo->layers[st] += p.t[c * lo->pp + st];
+        }
+    }
     if ((sc->fixed & FIX_STAGES) && !lo->pp_layout[0]) {
         int n = 0;
         while (n < LAYOUT_MAX_PP && lo->layers[n] > 0)

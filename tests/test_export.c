@@ -400,6 +400,47 @@ static void test_slurm(void **state)
     assert_int_equal(export_parse_format("deepspeed", &f), -1);
 }
 
+
+/* --pipeline-model-parallel-layout: DeepSeek-V3 with the H100 recipe's
+ * layout exports the string quoted (and no --num-virtual-stages-per-
+ * pipeline-rank, which Megatron refuses beside it) and reads back to the
+ * same stages, vp, MTP stage, step time and memory; a full-recompute block
+ * count per chunk follows the string's chunks. */
+static void test_round_trip_pipeline_layout(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("deepseek-v3", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 64, 2, 8, 1, 1, 8192, OPT_DISTOPT);
+    lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et|(tt|)*30mL");
+    round_trip(&m, &hw, &lo, "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'");
+    char err[256];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_null(strstr(t, "--num-virtual-stages-per-pipeline-rank"));
+    assert_null(strstr(t, "--decoder-first-pipeline-num-layers"));
+    ModelSpec m2;
+    Layout lo2;
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_string_equal(lo2.pp_layout, "Et|(tt|)*30mL");
+    assert_int_equal(lo2.vp, 4);
+    free(t);
+    /* the standalone-MTP form: m on stage 14 of 16 */
+    base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);
+    lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
+    round_trip(&m, &hw, &lo, "'Et*3|(tt|)*29m|L'");
+    /* a bad character in the arguments is named */
+    const char *bad = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                      "--max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "
+                      "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|tx|tt|L'\n";
+    assert_int_equal(export_parse_megatron(bad, 2, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'x' at position 5"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
+        cmocka_unit_test(test_round_trip_pipeline_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
