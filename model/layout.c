@@ -356,6 +356,8 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
             FAIL("layout: interleaving needs micro-batches (%d) to be a multiple of pp %d",
                  layout_microbatches(lo), lo->pp);
     }
+    if (lo->moe_dispatcher < 0 || lo->moe_dispatcher >= MOE_DISPATCH_COUNT)
+        FAIL("layout: token dispatcher %d is none of alltoall, allgather, flex", (int)lo->moe_dispatcher);
     if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
         FAIL("layout: ZeRO-%d cannot combine with pp %d (DeepSpeed and Megatron shard only optimizer "
              "states under pipeline parallelism: use --zero 1 or --dist-opt)", lo->opt == OPT_ZERO2 ? 2 : 3, lo->pp);
@@ -498,7 +500,12 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         lo->sp = false;
     for (int s = lo->pp; s < LAYOUT_MAX_PP; s++)
         lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
-    return check_stages(lo, m, err, errlen);
+    if (check_stages(lo, m, err, errlen) != 0)
+        return -1;
+    char why[200];   /* after the stages: a --pipeline-layout sets vp */
+    if (layout_moe_a2a_check(lo, why, sizeof why) != 0)
+        FAIL("layout: %s", why);
+    return 0;
 }
 
 static const char *const target_names[] = {"megatron", "ultraplan"};
@@ -593,6 +600,8 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     if (m && spec_is_moe(m) && m->bias && layout_etp(lo) > 1)
         WHY("etp %d with linear biases: Megatron-LM supports biased MoE experts only with "
             "--expert-tensor-parallel-size 1", layout_etp(lo));
+    if (layout_moe_a2a_check(lo, why, len) != 0)
+        return -1;
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];
@@ -672,6 +681,43 @@ int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int l
 {
     return layout_megatron_form(lo, m, NULL, why, len);
 }
+
+static const char *const dispatcher_names[] = {"alltoall", "allgather", "flex"};
+_Static_assert(sizeof dispatcher_names / sizeof *dispatcher_names == MOE_DISPATCH_COUNT, "dispatcher names");
+
+const char *layout_dispatcher_name(MoeDispatcher d)
+{
+    return d >= 0 && d < MOE_DISPATCH_COUNT ? dispatcher_names[d] : "?";
+}
+
+int layout_parse_dispatcher(const char *s, MoeDispatcher *out)
+{
+    for (int i = 0; i < MOE_DISPATCH_COUNT; i++)
+        if (strcasecmp(s, dispatcher_names[i]) == 0) {
+            *out = (MoeDispatcher)i;
+            return 0;
+        }
+    return -1;
+}
+
+#define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+int layout_moe_a2a_check(const Layout *lo, char *why, int len)
+{
+    if (!lo->moe_a2a_overlap)
+        return 0;
+    if (lo->ep <= 1)
+        WHY("--overlap-moe-expert-parallel-comm needs expert parallelism (ep %d)", lo->ep);
+    if (lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
+        WHY("--overlap-moe-expert-parallel-comm needs the alltoall or flex token dispatcher, not allgather");
+    if (lo->pp > 1 && lo->vp <= 1)
+        WHY("--overlap-moe-expert-parallel-comm with pp %d needs interleaving (vp > 1)", lo->pp);
+    for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
+        if (lo->full_rc[s] > 0)
+            WHY("--overlap-moe-expert-parallel-comm cannot combine with full recomputation (stage %d recomputes "
+                "%d layers)", s, lo->full_rc[s]);
+    return 0;
+}
+#undef WHY
 
 static const char *const opt_names[] = {"zero0", "zero1", "zero2", "zero3", "distopt"};
 _Static_assert(sizeof opt_names / sizeof *opt_names == OPT_COUNT, "optimizer sharding names");

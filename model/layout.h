@@ -28,6 +28,14 @@ typedef enum {
     OPT_COUNT
 } OptimShard;
 
+/* How Megatron-core moves routed tokens to their experts and back
+ * (--moe-token-dispatcher-type): ALLTOALL, an all-to-all over the EP group
+ * (each token once to every expert rank it picked); ALLGATHER, every rank's
+ * tokens gathered over the group, each keeping its experts' rows (combine:
+ * reduce-scatter); FLEX, DeepEP / HybridEP: a token crosses to each other
+ * node it picked once over the NIC and is fanned out over NVLink there. */
+typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_FLEX, MOE_DISPATCH_COUNT } MoeDispatcher;
+
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
  * model knows (ultraplan's own executor runs all of them). */
@@ -42,6 +50,9 @@ typedef struct {
     int ep;                        // expert parallel (default 1)
     int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
     double moe_imbalance;          // busiest EP rank's routed tokens / the mean (dropless); 0 = LAYOUT_MOE_IMBALANCE_DEFAULT
+    MoeDispatcher moe_dispatcher;  // Megatron --moe-token-dispatcher-type (default alltoall)
+    bool moe_a2a_overlap;          // Megatron --overlap-moe-expert-parallel-comm: one micro-batch's dispatch/combine
+                                   // under another's compute (1F1B A2A overlap; layout_moe_a2a_overlap says when)
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
     int mbs;                       // micro-batch, sequences
     int gbs;                       // global batch, sequences
@@ -154,6 +165,15 @@ double layout_mb_tokens(const ModelSpec *m, const Layout *lo);
  * under sequence parallelism, else 1 (replicated). */
 double layout_sp_share(const Layout *lo);
 Recompute layout_stage_recompute(const Layout *lo, int stage);  // dominant mode for display
+
+const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
+int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
+/* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the
+ * alltoall or flex dispatcher, interleaving when pp > 1 and no full
+ * recomputation (megatron/training/arguments.py, Megatron-Bridge's
+ * comm_overlap.py). 0 when the switch is off or they hold, else -1 with
+ * which does not. */
+int layout_moe_a2a_check(const Layout *lo, char *why, int len);
 
 const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);

@@ -16,7 +16,8 @@
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
-                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int),
+                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) &&
+                   sizeof(MoeDispatcher) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -38,6 +39,7 @@ ENUM_WRAP(prec, Precision, hw_precision_name, hw_parse_precision)
 ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
 ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
 ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
+ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispatcher)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -205,6 +207,22 @@ static const Knob table[KNOB_COUNT] = {
                          .help = "dropless routing: the busiest EP rank's routed tokens over the mean (1 = "
                                  "balanced; it scales expert GEMMs, dispatch and expert activations)",
                          .dflt = "1.2, COSTMODEL.md 3.4"},
+    /* Megatron's --moe-token-dispatcher-type and --overlap-moe-expert-parallel-comm: the stack's EP
+     * communication (model/timing.c time_moe_a2a_s) */
+    [K_MOE_DISPATCHER] = {K_MOE_DISPATCHER, "moe-token-dispatcher", L(moe_dispatcher),
+                          ENUM(dispatcher, MOE_DISPATCH_COUNT), .flag = "moe-token-dispatcher-type",
+                          .arg = "alltoall|allgather|flex", .json = "moe_token_dispatcher", .json_optional = true,
+                          .csv = "moe_dispatcher",
+                          .help = "MoE token dispatch: alltoall over EP, allgather, or flex (DeepEP/HybridEP: each "
+                                  "token once per remote node over the NIC, fanned out over NVLink)",
+                          .dflt = "alltoall (written by export; Megatron-LM's own default is allgather)"},
+    [K_MOE_A2A_OVERLAP] = {K_MOE_A2A_OVERLAP, "overlap-moe-expert-parallel-comm", L(moe_a2a_overlap),
+                           .type = KNOB_BOOL, .flag = "overlap-moe-expert-parallel-comm",
+                           .neg_flag = "no-overlap-moe-expert-parallel-comm", .json = "overlap_moe_expert_parallel_comm",
+                           .json_optional = true, .csv = "moe_a2a_overlap",
+                           .help = "EP dispatch/combine of one micro-batch under another's compute (1F1B A2A "
+                                   "overlap; needs ep > 1, alltoall or flex, vp > 1 when pp > 1, no full recompute)",
+                           .dflt = "off, Megatron-LM's"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,

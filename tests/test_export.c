@@ -195,9 +195,15 @@ static void test_round_trip_moe(void **state)
     const char *base_args = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
                             "--global-batch-size 256 --vocab-size 32000 --num-experts 8 --swiglu ";
     char args[1024];
-    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type allgather", base_args);
+    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type deepep", base_args);
     assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
     assert_non_null(strstr(err, "--moe-token-dispatcher-type"));
+    /* allgather is priced now; and without the flag it is Megatron's default */
+    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type allgather", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_ALLGATHER);
+    assert_int_equal(export_parse_megatron(base_args, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_ALLGATHER);
     snprintf(args, sizeof args, "%s--moe-layer-freq \"[0]*2+[1]*31\"", base_args);
     assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
     assert_non_null(strstr(err, "33 entries"));
@@ -416,7 +422,10 @@ static void test_round_trip_pipeline_layout(void **state)
     base(&lo, 64, 2, 8, 1, 1, 8192, OPT_DISTOPT);
     lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
     snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et|(tt|)*30mL");
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX, lo.moe_a2a_overlap = true;   /* the stack's EP switches go along */
     round_trip(&m, &hw, &lo, "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'");
+    round_trip(&m, &hw, &lo, "--moe-token-dispatcher-type flex");
+    round_trip(&m, &hw, &lo, "--overlap-moe-expert-parallel-comm");
     char err[256];
     char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
     assert_non_null(t);
@@ -427,6 +436,8 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
     assert_string_equal(lo2.pp_layout, "Et|(tt|)*30mL");
     assert_int_equal(lo2.vp, 4);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_FLEX);
+    assert_true(lo2.moe_a2a_overlap);
     free(t);
     /* the standalone-MTP form: m on stage 14 of 16 */
     base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);

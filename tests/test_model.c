@@ -1337,6 +1337,83 @@ static void test_pipeline_layout_string(void **state)
     assert_non_null(strstr(err, "but vp is 4"));
 }
 
+/* The token dispatchers and the 1F1B A2A overlap, worked by hand on the
+ * tiny MoE (h 64, top 2) over 8 EP ranks, 4 per node (2 nodes): 128 tokens
+ * a micro-batch, routed rows 256, 2 bytes each: 32768 B per dispatch. */
+static void test_moe_dispatchers(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    hw.gpus_per_node = 4;
+    hw.intra.bw = 100e9, hw.intra.lat = 1e-6, hw.inter.bw = 10e9, hw.inter.lat = 5e-6;
+    hw.a2a_lat = 3e-5, hw.a2a_eff = 0.5;
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 16, lo.tp = 1, lo.ep = 8, lo.mbs = 2, lo.gbs = 32, lo.opt = OPT_DISTOPT, lo.moe_imbalance = 1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_rel(time_moe_dispatch_bytes(&m, &lo), 32768, 1e-15);
+    /* alltoall: 3/8 over NVLink, 4/8 over the NIC at half their bandwidth; the NIC sets the pace */
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + 0.5 * 32768 / 5e9, 1e-12);
+    /* flex: a token goes to the other node once if either of its 2 experts is there, 1 - (1/2)^2 = 3/4
+     * of the time: 128 x 64 x 2 B x 0.75 = 12288 B over the NIC; the 256 rows fan out over NVLink, 3/4
+     * of them to another GPU: 24576 B */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + fmax(12288 / 5e9, 24576 / 50e9), 1e-12);
+    /* allgather: every rank's 128 tokens gathered over the 8 (131072 B in all) */
+    lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), time_coll_allgather(&hw, 131072, 8, 4), 1e-12);
+    /* in one node flex is the all-to-all */
+    lo.ep = 4, lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    double flex1 = time_moe_a2a_s(&m, &hw, &lo);
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    assert_rel(flex1, time_moe_a2a_s(&m, &hw, &lo), 1e-15);
+
+    /* the overlap: what the pair's compute (forward + backward of the layer) cannot hide of the four
+     * transfers, half each way; a slow NIC so that some is left */
+    lo.ep = 8;
+    hw.inter.bw = 1e6;
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    double x = time_moe_a2a_s(&m, &hw, &lo);
+    assert_rel(a.ep_fwd, 2 * x, 1e-15);
+    lo.moe_a2a_overlap = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_true(time_moe_a2a_overlap(&lo));
+    time_layer(&m, &hw, &lo, &b);
+    assert_rel(b.ep_fwd + b.ep_bwd, 4 * x - (b.moe_fwd + b.moe_bwd), 1e-12);
+    assert_true(b.ep_fwd > 0 && b.ep_fwd < a.ep_fwd);
+    assert_rel(b.ep_rc, a.ep_rc, 1e-15);   /* a full recompute's forward is not paired */
+    hw.inter.bw = 10e9;                      /* a fast NIC: all of it hidden */
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    /* Megatron's requirements, each named */
+    lo.pp = 2, lo.dp = 8;
+    memset(lo.layers, 0, sizeof lo.layers);   /* split again */
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs interleaving"));
+    lo.pp = 1, lo.dp = 16, lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    memset(lo.layers, 0, sizeof lo.layers);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not allgather"));
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    assert_false(time_moe_a2a_overlap(&lo));
+    assert_int_equal(layout_megatron_check(&lo, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "full recomputation"));
+    layout_set_recompute(&lo, RECOMPUTE_NONE);
+    lo.ep = 1;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs expert parallelism"));
+    /* names round-trip */
+    MoeDispatcher d;
+    assert_int_equal(layout_parse_dispatcher("flex", &d), 0);
+    assert_int_equal(d, MOE_DISPATCH_FLEX);
+    assert_int_equal(layout_parse_dispatcher("deepep", &d), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1380,6 +1457,7 @@ int main(void)
         cmocka_unit_test(test_moe_time_terms),
         cmocka_unit_test(test_moe_grouped_gemm_size),
         cmocka_unit_test(test_pipeline_layout_string),
+        cmocka_unit_test(test_moe_dispatchers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
