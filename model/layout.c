@@ -399,6 +399,10 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
                 FAIL("layout: stage %d has %d layers in \"%s\" but %d in the stage split given", s, n,
                      lo->pp_layout, lo->layers[s]);
             lo->layers[s] = n;
+            for (int c = 0; c < p.vp && lo->target == TARGET_ULTRAPLAN; c++)
+                if (p.t[c * lo->pp + s] * p.vp != n)
+                    FAIL("layout: \"%s\" gives stage %d chunks of unequal layers: --target ultraplan's executor "
+                         "splits every stage into vp equal chunks", lo->pp_layout, s);
         }
         given = 1;
     }

@@ -1328,6 +1328,11 @@ static void test_pipeline_layout_string(void **state)
     assert_non_null(strstr(err, "62 decoder layers 't', the model has 61"));
     assert_int_equal(layout_pp_parse("Et|(tt|)*30L", 8, &d, &p, err, sizeof err), -1);
     assert_non_null(strstr(err, "0 MTP layers"));
+    /* our executor splits stages into equal chunks: --target ultraplan refuses the string's */
+    lo.target = TARGET_ULTRAPLAN;
+    assert_int_equal(layout_check(&lo, &d, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unequal"));
+    lo.target = TARGET_MEGATRON;
     /* with the other split flags, or a vp that disagrees */
     lo.split_embed = true;
     assert_int_equal(layout_check(&lo, &d, &hw, err, sizeof err), -1);
