@@ -282,6 +282,8 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
     }
     if (!(sc->fixed & FIX_GBS))
         lo->gbs = scenario_default_gbs(&sc->model);
+    if ((sc->given & KNOB_BIT(K_PP_LAYOUT)) && !lo->pp_layout[0])
+        BAD("--pipeline-layout: expected a layout such as \"Et|(tt|)*30mL\", got an empty string");
     if (lo->pp_layout[0]) {
         /* the string's entries are pp x vp chunks: vp follows from it, as in Megatron */
         if (!(sc->given & KNOB_BIT(K_PP)))
