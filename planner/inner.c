@@ -125,8 +125,9 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
 
     int nmax = m->L - (pp - 1);
     for (int s = 0; s < pp; s++) {
-        /* middle stages are alike but for their in-flight micro-batches */
-        bool edge = s == 0 || s == pp - 1;
+        /* middle stages are alike but for their in-flight micro-batches (and the
+         * one a --pipeline-layout gives the MTP module) */
+        bool edge = s == 0 || s == pp - 1 || (m->mtp_layers > 0 && s == layout_mtp_stage(&lo));
         if (!edge && s > 1) {
             p->t0[s] = p->t0[1];
         } else {

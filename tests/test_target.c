@@ -559,6 +559,18 @@ static void test_inner_megatron_layout_string(void **state)
     }
     if (layout_megatron_check(&lo, &m, err, sizeof err) != 0)
         fail_msg("megatron check: %s", err);
+    /* the standalone-MTP form puts the module on stage 14 of 16: its per-micro-batch time without layers
+     * is the MTP stage's own, not a middle stage's copy */
+    layout_default(&lo);
+    lo.pp = 16, lo.dp = 64, lo.ep = 64, lo.etp = 1, lo.gbs = 8192, lo.opt = OPT_DISTOPT, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    inner_build(&m, &hw, &lo, true, false, RECOMPUTE_NONE, p);
+    LayerTime lt;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_true(p->t0[14] == time_stage_mb(&m, &hw, &lo, &lt, 14, 0, 0, 0));
+    assert_true(p->t0[14] > p->t0[13]);
     free(p);
 }
 
