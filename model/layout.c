@@ -267,7 +267,8 @@ int layout_pp_parse(const char *text, int pp, const ModelSpec *m, PipeLayout *o,
         FAIL("pipeline layout: no embedding 'E' (it must be the first layer)");
     if (o->loss != o->n - 1)
         FAIL("pipeline layout: %s", o->loss < 0 ? "no loss 'L' (it must be the last layer)"
-                                                : "layers after the loss 'L' (it must be the last layer)");
+                                                : "the loss 'L' is not in the last entry (empty entries after "
+                                                  "it: the cost model keeps the LM head on the last stage)");
     if (o->n % pp != 0)
         FAIL("pipeline layout: %d stages ('|'-separated entries) are not a multiple of pp %d", o->n, pp);
     o->pp = pp;
