@@ -230,6 +230,12 @@ static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const cha
         knob_set_double(k, k->group == KNOB_MODEL ? (void *)&r->model : (void *)&r->layout, d);
         return 0;
     }
+    if (k->type == KNOB_STR) {   /* pp_layout: "" = none */
+        char who[160];
+        snprintf(who, sizeof who, "%s:%d: column %d (\"%s\")", w->origin, w->line, col + 1, k->csv);
+        return knob_set_str(k, k->group == KNOB_MODEL ? (void *)&r->model : (void *)&r->layout, s, who, w->err,
+                            w->errlen);
+    }
     if (k->type == KNOB_BOOL && (!strcasecmp(s, "yes") || !strcasecmp(s, "no"))) {
         v = !strcasecmp(s, "yes");
     } else if (k->type == KNOB_INT && (plain_int(s, &v) || util_parse_int(s, &v) == 0) && v >= k->min &&

@@ -219,7 +219,7 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
         tp = nd * (lt.tp_fwd + lt.tp_bwd) + k[0][RECOMPUTE_FULL] * lt.tp_rc + nm * (lt.moe_tp_fwd + lt.moe_tp_bwd) +
              k[1][RECOMPUTE_FULL] * lt.moe_tp_rc;
         ep = nm * (lt.ep_fwd + lt.ep_bwd) + k[1][RECOMPUTE_FULL] * lt.ep_rc;
-        if (bott == lo->pp - 1 && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))
+        if (bott == layout_mtp_stage(lo) && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))
             ep += m->mtp_layers * (lt.ep_fwd + lt.ep_bwd);
     }
     double pp = time_pp_mb(m, hw, lo);

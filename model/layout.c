@@ -5,6 +5,7 @@
 #include "layout.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -105,6 +106,14 @@ int layout_interleave_rule(int L, int pp, int vp, int *e, int *l)
 int layout_chunk_layers(const Layout *lo, int s, int c)
 {
     int v = lo->vp > 1 ? lo->vp : 1, n = lo->layers[s];
+    if (lo->pp_layout[0]) {
+        PipeLayout p;
+        char err[8];
+        if (layout_pp_parse(lo->pp_layout, lo->pp, NULL, &p, err, sizeof err) != 0 || s < 0 || s >= p.pp || c < 0 ||
+            c >= p.vp)
+            return -1;
+        return p.t[c * p.pp + s];
+    }
     if (n % v == 0)
         return n / v;
     /* the embedding in chunk 0 of the first stage, the loss in the last chunk of the last */
@@ -120,6 +129,174 @@ int layout_chunk_layers(const Layout *lo, int s, int c)
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
+
+/* A repeat count after '*' at text[*i]: digits, 1..100000; -1 when none. */
+static long ppl_count(const char *text, int *i)
+{
+    long n = 0;
+    int j = *i;
+    while (text[j] >= '0' && text[j] <= '9' && n <= 100000)
+        n = n * 10 + (text[j++] - '0');
+    if (j == *i || n < 1 || n > 100000)
+        return -1;
+    *i = j;
+    return n;
+}
+
+/* One layer character (or '|') counted into the entries. */
+static int ppl_put(PipeLayout *o, char c, int pos, char *err, int errlen)
+{
+    if (c == '|') {
+        if (++o->n >= LAYOUT_MAX_CHUNKS)
+            FAIL("pipeline layout: more than %d stages (pp x vp entries)", LAYOUT_MAX_CHUNKS);
+        return 0;
+    }
+    int e = o->n;
+    switch (c) {
+    case 't':
+        if (o->mtp_entry >= 0)
+            FAIL("pipeline layout: decoder layer 't' at position %d after an MTP layer 'm' (Megatron places every "
+                 "decoder layer before the MTP layers)", pos);
+        if (o->loss >= 0)
+            FAIL("pipeline layout: 't' at position %d after the loss 'L' (L must be the last layer)", pos);
+        if (o->t[e] >= 30000)
+            FAIL("pipeline layout: more than 30000 layers in one stage");
+        o->t[e]++;
+        return 0;
+    case 'm':
+        if (o->mtp_entry >= 0 && o->mtp_entry != e)
+            FAIL("pipeline layout: MTP layers 'm' in two stages (position %d): Megatron keeps all of them in one", pos);
+        if (o->loss >= 0)
+            FAIL("pipeline layout: 'm' at position %d after the loss 'L' (L must be the last layer)", pos);
+        o->mtp_entry = e;
+        o->mtp[e]++;
+        return 0;
+    case 'E':
+        if (o->embed >= 0 || e != 0 || o->t[0] || o->mtp[0])
+            FAIL("pipeline layout: embedding 'E' at position %d: it must come once, first", pos);
+        o->embed = 0;
+        return 0;
+    case 'L':
+        if (o->loss >= 0)
+            FAIL("pipeline layout: loss 'L' at position %d a second time (it must come once, last)", pos);
+        o->loss = e;
+        return 0;
+    default:
+        FAIL("pipeline layout: bad character '%c' at position %d (expected E, t, m, L, '|', '(...)*N' or 'x*N')",
+             c, pos);
+    }
+}
+
+int layout_pp_parse(const char *text, int pp, const ModelSpec *m, PipeLayout *o, char *err, int errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->embed = o->loss = o->mtp_entry = -1;
+    if (!text || !text[0])
+        FAIL("pipeline layout: empty");
+    if (pp < 1 || pp > LAYOUT_MAX_PP)
+        FAIL("pipeline layout: pp %d is out of range", pp);
+    long budget = 4000000;   /* characters expanded, against "(t*100000|)*100000" */
+    for (int i = 0; text[i];) {
+        int pos = i + 1;
+        if (text[i] == ',') {
+            i++;
+            continue;
+        }
+        if (text[i] == ')')
+            FAIL("pipeline layout: ')' at position %d without its '('", pos);
+        if (text[i] == '*')
+            FAIL("pipeline layout: '*' at position %d repeats nothing", pos);
+        if (text[i] == '(') {
+            int b = i + 1, e = b;
+            while (text[e] && text[e] != ')') {
+                if (text[e] == '(')
+                    FAIL("pipeline layout: '(' at position %d inside a group (groups do not nest)", e + 1);
+                e++;
+            }
+            if (!text[e])
+                FAIL("pipeline layout: '(' at position %d is never closed", pos);
+            if (e == b)
+                FAIL("pipeline layout: empty group '()' at position %d", pos);
+            int k = e + 1;
+            if (text[k] != '*')
+                FAIL("pipeline layout: the group at position %d needs a repeat count '*N' after ')'", pos);
+            k++;
+            long n = ppl_count(text, &k);
+            if (n < 0)
+                FAIL("pipeline layout: '*' at position %d: expected a count 1..100000", e + 2);
+            for (long r = 0; r < n; r++)
+                for (int j = b; j < e;) {
+                    int jp = j + 1;
+                    char c = text[j++];
+                    if (c == ',')
+                        continue;
+                    if (c == '*')
+                        FAIL("pipeline layout: '*' at position %d repeats nothing", jp);
+                    long cn = 1;
+                    if (text[j] == '*') {
+                        j++;
+                        cn = ppl_count(text, &j);
+                        if (cn < 0)
+                            FAIL("pipeline layout: '*' at position %d: expected a count 1..100000", jp + 1);
+                    }
+                    if ((budget -= cn) < 0)
+                        FAIL("pipeline layout: expands to more than 4000000 layers and boundaries");
+                    for (long q = 0; q < cn; q++)
+                        if (ppl_put(o, c, jp, err, errlen) != 0)
+                            return -1;
+                }
+            i = k;
+            continue;
+        }
+        char c = text[i++];
+        long cn = 1;
+        if (text[i] == '*') {
+            i++;
+            cn = ppl_count(text, &i);
+            if (cn < 0)
+                FAIL("pipeline layout: '*' at position %d: expected a count 1..100000", pos + 1);
+        }
+        if ((budget -= cn) < 0)
+            FAIL("pipeline layout: expands to more than 4000000 layers and boundaries");
+        for (long q = 0; q < cn; q++)
+            if (ppl_put(o, c, pos, err, errlen) != 0)
+                return -1;
+    }
+    o->n++;
+    if (o->embed != 0)
+        FAIL("pipeline layout: no embedding 'E' (it must be the first layer)");
+    if (o->loss != o->n - 1)
+        FAIL("pipeline layout: %s", o->loss < 0 ? "no loss 'L' (it must be the last layer)"
+                                                : "the loss 'L' is not in the last entry (empty entries after "
+                                                  "it: the cost model keeps the LM head on the last stage)");
+    if (o->n % pp != 0)
+        FAIL("pipeline layout: %d stages ('|'-separated entries) are not a multiple of pp %d", o->n, pp);
+    o->pp = pp;
+    o->vp = o->n / pp;
+    if (o->mtp_entry >= 0 && o->mtp_entry / pp != o->vp - 1)
+        FAIL("pipeline layout: the MTP layers are in chunk %d of stage %d: Megatron keeps them in the last chunk "
+             "(%d) of their stage", o->mtp_entry / pp, o->mtp_entry % pp, o->vp - 1);
+    if (m) {
+        int L = 0, M = 0;
+        for (int e = 0; e < o->n; e++)
+            L += o->t[e], M += o->mtp[e];
+        if (L != m->L)
+            FAIL("pipeline layout: %d decoder layers 't', the model has %d", L, m->L);
+        if (M != m->mtp_layers)
+            FAIL("pipeline layout: %d MTP layers 'm', the model has %d (--mtp-layers)", M, m->mtp_layers);
+    }
+    return 0;
+}
+
+int layout_mtp_stage(const Layout *lo)
+{
+    PipeLayout p;
+    char err[8];
+    if (lo->pp_layout[0] && layout_pp_parse(lo->pp_layout, lo->pp, NULL, &p, err, sizeof err) == 0 &&
+        p.mtp_entry >= 0)
+        return p.mtp_entry % lo->pp;
+    return lo->pp - 1;
+}
 
 static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errlen)
 {
@@ -180,6 +357,8 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
             FAIL("layout: interleaving needs micro-batches (%d) to be a multiple of pp %d",
                  layout_microbatches(lo), lo->pp);
     }
+    if (lo->moe_dispatcher < 0 || lo->moe_dispatcher >= MOE_DISPATCH_COUNT)
+        FAIL("layout: token dispatcher %d is none of alltoall, allgather, flex", (int)lo->moe_dispatcher);
     if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
         FAIL("layout: ZeRO-%d cannot combine with pp %d (DeepSpeed and Megatron shard only optimizer "
              "states under pipeline parallelism: use --zero 1 or --dist-opt)", lo->opt == OPT_ZERO2 ? 2 : 3, lo->pp);
@@ -193,6 +372,41 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
         given |= lo->layers[s] != 0;
     int v = lo->vp > 1 ? lo->vp : 1;
     bool rule = lo->split_embed || lo->split_loss;
+    if (lo->pp_layout[0]) {
+        /* Megatron's --pipeline-model-parallel-layout: the string sets vp and every stage's layers */
+        if (rule || lo->first_layers || lo->last_layers)
+            FAIL("layout: --pipeline-layout cannot combine with --decoder-first/last-pipeline-num-layers or "
+                 "--account-for-embedding/loss-in-pipeline-split (Megatron-LM refuses the layout with the other "
+                 "split flags)");
+        PipeLayout p;
+        char why[200];
+        if (layout_pp_parse(lo->pp_layout, lo->pp, m, &p, why, sizeof why) != 0)
+            FAIL("layout: \"%s\": %s", lo->pp_layout, why);
+        if (lo->vp > 1 && lo->vp != p.vp)
+            FAIL("layout: \"%s\" has %d entries, %d model chunks per stage at pp %d, but vp is %d", lo->pp_layout,
+                 p.n, p.vp, lo->pp, lo->vp);
+        if (p.vp > 1 && lo->pp < 2)
+            FAIL("layout: \"%s\" interleaves %d chunks on pp 1 (interleaving needs pp >= 2)", lo->pp_layout, p.vp);
+        if (p.vp > 1 && layout_microbatches(lo) % lo->pp != 0)
+            FAIL("layout: interleaving needs micro-batches (%d) to be a multiple of pp %d",
+                 layout_microbatches(lo), lo->pp);
+        lo->vp = p.vp;
+        v = p.vp;
+        for (int s = 0; s < lo->pp; s++) {
+            int n = 0;
+            for (int c = 0; c < p.vp; c++)
+                n += p.t[c * lo->pp + s];
+            if (given && lo->layers[s] != n)   /* --stage-layers (or a plan file's) must agree */
+                FAIL("layout: stage %d has %d layers in \"%s\" but %d in the stage split given", s, n,
+                     lo->pp_layout, lo->layers[s]);
+            lo->layers[s] = n;
+            for (int c = 0; c < p.vp && lo->target == TARGET_ULTRAPLAN; c++)
+                if (p.t[c * lo->pp + s] * p.vp != n)
+                    FAIL("layout: \"%s\" gives stage %d chunks of unequal layers: --target ultraplan's executor "
+                         "splits every stage into vp equal chunks", lo->pp_layout, s);
+        }
+        given = 1;
+    }
     if (rule && (lo->first_layers || lo->last_layers) && !given)
         FAIL("layout: --decoder-first/last-pipeline-num-layers cannot combine with "
              "--account-for-embedding/loss-in-pipeline-split (Megatron-LM refuses both at once)");
@@ -267,7 +481,7 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
     }
     if (sum != m->L)
         FAIL("layout: layers per stage sum to %d, the model has %d", sum, m->L);
-    if (v > 1)
+    if (v > 1 && !lo->pp_layout[0])
         for (int s = 0; s < lo->pp; s++)
             if (layout_chunk_layers(lo, s, 0) < 0)
                 FAIL("layout: interleaving (vp %d) splits each stage into vp chunks; stage %d has %d layers "
@@ -291,7 +505,12 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         lo->sp = false;
     for (int s = lo->pp; s < LAYOUT_MAX_PP; s++)
         lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
-    return check_stages(lo, m, err, errlen);
+    if (check_stages(lo, m, err, errlen) != 0)
+        return -1;
+    char why[200];   /* after the stages: a --pipeline-layout sets vp */
+    if (layout_moe_a2a_check(lo, why, sizeof why) != 0)
+        FAIL("layout: %s", why);
+    return 0;
 }
 
 static const char *const target_names[] = {"megatron", "ultraplan"};
@@ -330,7 +549,7 @@ void layout_runs_text(const int *v, int n, char *buf, int len)
 
 int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len)
 {
-    MegatronForm f = {MEGA_RC_NONE, 0, 0, 0, false, false};
+    MegatronForm f = {MEGA_RC_NONE, 0, 0, 0, false, false, false};
     char list[200];
     int p = lo->pp, v = lo->vp > 1 ? lo->vp : 1;
     if (p < 1 || p > LAYOUT_MAX_PP)
@@ -343,8 +562,11 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     }
     if (m && sum != m->L)
         WHY("layout: layers per stage sum to %d, the model has %d", sum, m->L);
+    /* a --pipeline-model-parallel-layout string says every chunk's layers itself */
+    bool str = lo->pp_layout[0] != 0;
+    f.pp_layout = str;
     /* stage split: even, or only the first and last stages differ */
-    for (int s = 2; s < p - 1; s++)
+    for (int s = 2; s < p - 1 && !str; s++)
         if (lo->layers[s] != lo->layers[1]) {
             layout_runs_text(lo->layers, p, list, sizeof list);
             WHY("layers per stage %s: Megatron-LM splits unevenly only at the first and last stage "
@@ -353,7 +575,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     /* interleaved: every stage in vp equal chunks, or Megatron's split with
      * the embedding / loss counted as a layer (one chunk a layer short) */
     bool acct = false;
-    for (int s = 0; s < p; s++) {
+    for (int s = 0; s < p && !str; s++) {
         if (layout_chunk_layers(lo, s, 0) < 0)
             WHY("stage %d holds %d layers, not a multiple of vp %d (Megatron-LM's model chunks are equal, but for the "
                 "embedding's or the loss's place with --account-for-embedding/loss-in-pipeline-split)", s,
@@ -383,10 +605,12 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     if (m && spec_is_moe(m) && m->bias && layout_etp(lo) > 1)
         WHY("etp %d with linear biases: Megatron-LM supports biased MoE experts only with "
             "--expert-tensor-parallel-size 1", layout_etp(lo));
+    if (layout_moe_a2a_check(lo, why, len) != 0)
+        return -1;
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];
-    if (!even && !acct) {
+    if (!even && !acct && !str) {
         if (p == 2) {
             f.first_layers = lo->layers[0];
         } else {
@@ -462,6 +686,43 @@ int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int l
 {
     return layout_megatron_form(lo, m, NULL, why, len);
 }
+
+static const char *const dispatcher_names[] = {"alltoall", "allgather", "flex"};
+_Static_assert(sizeof dispatcher_names / sizeof *dispatcher_names == MOE_DISPATCH_COUNT, "dispatcher names");
+
+const char *layout_dispatcher_name(MoeDispatcher d)
+{
+    return d >= 0 && d < MOE_DISPATCH_COUNT ? dispatcher_names[d] : "?";
+}
+
+int layout_parse_dispatcher(const char *s, MoeDispatcher *out)
+{
+    for (int i = 0; i < MOE_DISPATCH_COUNT; i++)
+        if (strcasecmp(s, dispatcher_names[i]) == 0) {
+            *out = (MoeDispatcher)i;
+            return 0;
+        }
+    return -1;
+}
+
+#define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+int layout_moe_a2a_check(const Layout *lo, char *why, int len)
+{
+    if (!lo->moe_a2a_overlap)
+        return 0;
+    if (lo->ep <= 1)
+        WHY("--overlap-moe-expert-parallel-comm needs expert parallelism (ep %d)", lo->ep);
+    if (lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
+        WHY("--overlap-moe-expert-parallel-comm needs the alltoall or flex token dispatcher, not allgather");
+    if (lo->pp > 1 && lo->vp <= 1)
+        WHY("--overlap-moe-expert-parallel-comm with pp %d needs interleaving (vp > 1)", lo->pp);
+    for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
+        if (lo->full_rc[s] > 0)
+            WHY("--overlap-moe-expert-parallel-comm cannot combine with full recomputation (stage %d recomputes "
+                "%d layers)", s, lo->full_rc[s]);
+    return 0;
+}
+#undef WHY
 
 static const char *const opt_names[] = {"zero0", "zero1", "zero2", "zero3", "distopt"};
 _Static_assert(sizeof opt_names / sizeof *opt_names == OPT_COUNT, "optimizer sharding names");

@@ -16,6 +16,8 @@
 #include "spec.h"
 
 #define LAYOUT_MAX_PP 256
+#define LAYOUT_PPL_LEN 256        // --pipeline-model-parallel-layout text, NUL included
+#define LAYOUT_MAX_CHUNKS 1024    // pp * vp entries of such a layout
 
 typedef enum {
     OPT_ZERO0,     // plain data parallel: every rank holds all optimizer state
@@ -25,6 +27,14 @@ typedef enum {
     OPT_DISTOPT,   // Megatron distributed optimizer (= ZeRO-1 with fp32 main grads)
     OPT_COUNT
 } OptimShard;
+
+/* How Megatron-core moves routed tokens to their experts and back
+ * (--moe-token-dispatcher-type): ALLTOALL, an all-to-all over the EP group
+ * (each token once to every expert rank it picked); ALLGATHER, every rank's
+ * tokens gathered over the group, each keeping its experts' rows (combine:
+ * reduce-scatter); FLEX, DeepEP / HybridEP: a token crosses to each other
+ * node it picked once over the NIC and is fanned out over NVLink there. */
+typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_FLEX, MOE_DISPATCH_COUNT } MoeDispatcher;
 
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
@@ -50,6 +60,9 @@ typedef struct {
     int ep;                        // expert parallel (default 1)
     int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
     double moe_imbalance;          // busiest EP rank's routed tokens / the mean (dropless); 0 = LAYOUT_MOE_IMBALANCE_DEFAULT
+    MoeDispatcher moe_dispatcher;  // Megatron --moe-token-dispatcher-type (default alltoall)
+    bool moe_a2a_overlap;          // Megatron --overlap-moe-expert-parallel-comm: one micro-batch's dispatch/combine
+                                   // under another's compute (1F1B A2A overlap; layout_moe_a2a_overlap says when)
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
     int mbs;                       // micro-batch, sequences
     int gbs;                       // global batch, sequences
@@ -68,6 +81,8 @@ typedef struct {
     bool split_loss;               // the loss (LM head) counts as a layer (--account-for-loss-in-pipeline-split)
     int first_layers, last_layers; // layers of the first / last stage when no split is given, 0 = derive
                                    // (Megatron --decoder-first/last-pipeline-num-layers)
+    char pp_layout[LAYOUT_PPL_LEN];// Megatron --pipeline-model-parallel-layout ("Et|(tt|)*30mL"), "" = none:
+                                   // layers per stage and chunk, where embedding, MTP and loss sit (layout_pp_parse)
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int layers[LAYOUT_MAX_PP];     // layers per pipeline stage; all 0 = even split
@@ -104,11 +119,31 @@ void layout_rule_split(int L, int pp, int e, int l, int *layers);
  * vp, as NVIDIA's recipes for Llama 3.1 405B (126 layers, pp 8 vp 8) do.
  * 0, or -1 when none divides. */
 int layout_interleave_rule(int L, int pp, int vp, int *e, int *l);
-/* Decoder layers of model chunk c of stage s under interleaving: layers/vp,
+/* Decoder layers of model chunk c of stage s under interleaving (the
+ * layout string's when one is given, else): layers/vp,
  * or one fewer in chunk 0 of stage 0 (embedding) or the last chunk of the
  * last stage (loss) when that stage is one short of a multiple of vp; -1
  * when the stage splits into no such chunks. vp 1: the stage's layers. */
 int layout_chunk_layers(const Layout *lo, int s, int c);
+
+/* Megatron-LM's --pipeline-model-parallel-layout (megatron/core/transformer/
+ * pipeline_parallel_layer_layout.py): pp*vp entries split by '|', in the
+ * order chunk 0 of stages 0..pp-1, then chunk 1, ...; each entry a run of
+ * E (embedding), t (decoder layer), m (MTP layer), L (loss); "(...)*N"
+ * repeats a group, "x*N" one character, commas are cosmetic. Megatron's
+ * rules: E first and L last, each once, every m after every t, all m in one
+ * entry that is the last chunk of its stage. Parsed against pp (and, when
+ * m is not NULL, the model's layers and MTP layers); 0, or -1 with err
+ * naming the bad character and its 1-based position, or the rule broken. */
+typedef struct {
+    int pp, vp, n;                   // n = pp * vp entries
+    short t[LAYOUT_MAX_CHUNKS];      // decoder layers of entry i (stage i % pp, chunk i / pp)
+    short mtp[LAYOUT_MAX_CHUNKS];    // MTP layers of entry i
+    int embed, loss, mtp_entry;      // entries holding E, L and the MTP layers (-1: none)
+} PipeLayout;
+int layout_pp_parse(const char *text, int pp, const ModelSpec *m, PipeLayout *out, char *err, int errlen);
+/* The stage that holds the MTP layers: the layout string's, else the last. */
+int layout_mtp_stage(const Layout *lo);
 
 /* "1x4,0x12" (or "11,12x6,13"): a per-stage list with runs of equal values
  * folded as VxN, for messages and tables. */
@@ -141,6 +176,15 @@ double layout_mb_tokens(const ModelSpec *m, const Layout *lo);
  * under sequence parallelism, else 1 (replicated). */
 double layout_sp_share(const Layout *lo);
 Recompute layout_stage_recompute(const Layout *lo, int stage);  // dominant mode for display
+
+const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
+int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
+/* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the
+ * alltoall or flex dispatcher, interleaving when pp > 1 and no full
+ * recomputation (megatron/training/arguments.py, Megatron-Bridge's
+ * comm_overlap.py). 0 when the switch is off or they hold, else -1 with
+ * which does not. */
+int layout_moe_a2a_check(const Layout *lo, char *why, int len);
 
 const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);
@@ -177,6 +221,7 @@ typedef struct {
     int last_layers;        // --decoder-last-pipeline-num-layers, 0 = not needed
     bool embed_in_split;    // --account-for-embedding-in-pipeline-split (interleaved, stage 0 a layer short)
     bool loss_in_split;     // --account-for-loss-in-pipeline-split (interleaved, the last stage a layer short)
+    bool pp_layout;         // --pipeline-model-parallel-layout lo->pp_layout (it replaces the split flags)
 } MegatronForm;
 
 /* 0 when Megatron-LM runs the checked layout `lo` exactly as laid out (and

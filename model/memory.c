@@ -214,6 +214,8 @@ double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage
         /* untied head, or Megatron's copy of a tied embedding on the last stage */
         if (!m->tied || lo->pp > 1)
             n += V * h / t;
+    }
+    if (stage == layout_mtp_stage(lo)) {   /* the last stage, or where --pipeline-layout puts 'm' */
         double mex = 0;
         n += mtp_params(m, lo, &mex);
         ex += mex;
@@ -244,7 +246,7 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
                   + cnt[0][RECOMPUTE_FULL] * memory_layer_acts(m, lo, RECOMPUTE_FULL);
     double moe_none = 0;
     if (cnt[1][RECOMPUTE_NONE] + cnt[1][RECOMPUTE_SELECTIVE] + cnt[1][RECOMPUTE_FULL] > 0 ||
-        (s == lo->pp - 1 && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))) {
+        (s == layout_mtp_stage(lo) && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))) {
         moe_none = memory_moe_layer_acts(m, lo, RECOMPUTE_NONE);
         per_mb += cnt[1][RECOMPUTE_NONE] * moe_none
                 + cnt[1][RECOMPUTE_SELECTIVE] * memory_moe_layer_acts(m, lo, RECOMPUTE_SELECTIVE)
@@ -261,6 +263,9 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
         /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
         double V = (double)spec_padded_vocab(m, lo->tp);
         bytes += 2.0 * ab * tok * h * rep + 4.0 * tok * V / lo->tp;
+    }
+    if (s == layout_mtp_stage(lo)) {
+        double V = (double)spec_padded_vocab(m, lo->tp);
         if (m->mtp_layers > 0) {
             /* per module and micro-batch held: its layer (never recomputed
              * here), its two norms' and projection's inputs; its logits are

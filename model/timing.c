@@ -275,6 +275,44 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
     return ab * rows * m->h;
 }
 
+double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    double bytes = time_moe_dispatch_bytes(m, lo);
+    if (bytes <= 0)
+        return 0;
+    int n = lo->ep, k = time_ep_members_per_node(hw, lo);
+    double eff = hw->a2a_eff > 0 ? hw->a2a_eff : coll_eff(hw);
+    double lat = hw->a2a_lat > 0 ? hw->a2a_lat : hw->coll_lat;
+    /* the tokens this GPU routes (its SP shard), before top-k, in the dispatch dtype */
+    double ab = lo->prec == PREC_FP32 ? 4.0 : 2.0;
+    double tok = layout_mb_tokens(m, lo) * layout_sp_share(lo);
+    switch (lo->moe_dispatcher) {
+    case MOE_DISPATCH_ALLGATHER:
+        /* every rank's tokens gathered over the group (and the combine's reduce-scatter the same size) */
+        return time_coll_allgather(hw, ab * tok * m->h * n, n, k);
+    case MOE_DISPATCH_FLEX: {
+        int N = (n + k - 1) / k;   /* nodes the EP group spans */
+        if (N <= 1)
+            break;                 /* one NVLink domain: the all-to-all below */
+        /* the load factor on the busiest rank, as in the rows */
+        double load = bytes / (ab * tok * m->topk * m->h);
+        double remote = (N - 1) * (1.0 - pow(1.0 - 1.0 / N, m->topk));
+        double nic = load * ab * tok * m->h * remote;
+        double nvl = bytes * (k - 1) / k;   /* every copy fanned out to its GPU in the node */
+        return lat + hw->inter.lat + fmax(nic / (hw->inter.bw * eff), nvl / (hw->intra.bw * eff));
+    }
+    case MOE_DISPATCH_ALLTOALL:
+    default: break;
+    }
+    return time_coll_alltoall(hw, bytes, n, k);
+}
+
+bool time_moe_a2a_overlap(const Layout *lo)
+{
+    char why[8];
+    return lo->moe_a2a_overlap && layout_moe_a2a_check(lo, why, sizeof why) == 0;
+}
+
 int time_ep_members_per_node(const HwProfile *hw, const Layout *lo)
 {
     /* Megatron-core's expert RankGenerator, order tp-ep-dp-pp with etp as
@@ -544,12 +582,17 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->moe_bwd = fmax(mgpu_bwd, 2.0 * mk * lat - out->moe_tp_bwd);
     out->moe_rc_full = out->moe_fwd;
     out->moe_rc_sel = out->rc_sel;
-    /* EP: dispatch and combine all-to-alls, forward and backward (and again
-     * in a full recompute's forward), exposed: Megatron's default overlaps
-     * none of them (--overlap-moe-expert-parallel-comm and
-     * --moe-shared-expert-overlap are opt-in, not modelled) */
-    double a2a = time_coll_alltoall(hw, time_moe_dispatch_bytes(m, lo), lo->ep, time_ep_members_per_node(hw, lo));
+    /* EP: dispatch and combine, forward and backward (and again in a full
+     * recompute's forward), exposed by default. With
+     * --overlap-moe-expert-parallel-comm Megatron runs one micro-batch's
+     * forward and another's backward layer by layer on two streams (the
+     * interleaved 1F1B pairs them), so the four transfers hide under the
+     * pair's compute: what is left of them is exposed, half each way.
+     * (--moe-shared-expert-overlap is not modelled.) */
+    double a2a = time_moe_a2a_s(m, hw, lo);
     out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
+    if (time_moe_a2a_overlap(lo))
+        out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, 4.0 * a2a - (out->moe_fwd + out->moe_bwd));
 }
 
 /* Kernels launched once per micro-batch outside the layers (Megatron GPT,
@@ -636,8 +679,9 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     }
     if (stage == 0)
         t += time_embed(m, hw, lo);
-    if (stage == lo->pp - 1) {
+    if (stage == lo->pp - 1)
         t += time_head(m, hw, lo);
+    if (stage == layout_mtp_stage(lo)) {
         if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
             t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt)
                                                                : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) +

@@ -45,6 +45,18 @@ double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k);
  * micro-batch: the routed rows at the busiest rank's load times h, in bf16
  * (fp32 when training in fp32); 0 with ep 1. */
 double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
+/* Seconds of one dispatch (= one combine) of an MoE layer per micro-batch
+ * with the layout's token dispatcher (docs/COSTMODEL.md §4.6): alltoall,
+ * time_coll_alltoall of time_moe_dispatch_bytes; allgather, the group's
+ * tokens all-gathered (combine: reduce-scattered); flex (DeepEP/HybridEP),
+ * hierarchical: each token crosses the NIC once to every other node holding
+ * one of its experts, (N-1)(1-(1-1/N)^topk) nodes of N on average under
+ * balanced routing, and is fanned out over NVLink inside the node; NIC and
+ * NVLink run at once. 0 with ep 1. */
+double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+/* The 1F1B A2A overlap takes effect: the switch on and
+ * layout_moe_a2a_check's requirements met. */
+bool time_moe_a2a_overlap(const Layout *lo);
 /* Members of an EP group sharing a node (expert rank order etp-ep-edp-pp). */
 int time_ep_members_per_node(const HwProfile *hw, const Layout *lo);
 /* One point-to-point send of `bytes`, within the node or across. */

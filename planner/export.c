@@ -266,6 +266,8 @@ static int megatron_split(const Layout *lo, MegatronForm *form, char *err, int e
         snprintf(err, errlen, "megatron: layers per stage %s (%s): plan with --target megatron", counts, why);
         return -1;
     }
+    if (form->pp_layout)   /* the layout string says every chunk's layers */
+        return 0;
     if (form->embed_in_split || form->loss_in_split)
         return 2;
     int uneven = 0;
@@ -289,7 +291,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
     const char *args[128];
-    char vals[128][48];
+    char vals[128][LAYOUT_PPL_LEN + 2];   /* the longest: a quoted --pipeline-model-parallel-layout */
     int n = 0;
 #define ARG(flag) (args[n] = (flag), vals[n][0] = 0, n++)
 #define ARGV(flag, ...) (args[n] = (flag), snprintf(vals[n], sizeof vals[n], __VA_ARGS__), n++)
@@ -313,7 +315,9 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
                 "(Megatron needs --overlap-grad-reduce for it)\n");
     ARGV("--tensor-model-parallel-size", "%d", lo->tp);
     ARGV("--pipeline-model-parallel-size", "%d", lo->pp);
-    if (lo->vp > 1)
+    if (form.pp_layout)   /* it sets vp: Megatron refuses --num-virtual-stages-per-pipeline-rank beside it */
+        ARGV("--pipeline-model-parallel-layout", "'%s'", lo->pp_layout);
+    else if (lo->vp > 1)
         ARGV("--num-virtual-stages-per-pipeline-rank", "%d", lo->vp);
     ARGV("--context-parallel-size", "%d", lo->cp);
     if (lo->cp > 1 && lo->cp_comm == CP_COMM_ALLGATHER)
@@ -426,7 +430,12 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARGV("--moe-layer-freq", "%s", freq);
         ARGV("--expert-model-parallel-size", "%d", lo->ep);
         ARGV("--expert-tensor-parallel-size", "%d", layout_etp(lo));
-        ARGV("--moe-token-dispatcher-type", "alltoall");   /* Megatron's default is allgather; priced: all-to-all */
+        /* Megatron's default is allgather: the plan's dispatcher is written, flex with DeepEP */
+        ARGV("--moe-token-dispatcher-type", "%s", layout_dispatcher_name(lo->moe_dispatcher));
+        if (lo->moe_dispatcher == MOE_DISPATCH_FLEX)
+            ARGV("--moe-flex-dispatcher-backend", "deepep");
+        if (lo->moe_a2a_overlap)
+            ARG("--overlap-moe-expert-parallel-comm");
         ARG("--moe-grouped-gemm");
         ARGV("--moe-router-load-balancing-type", "aux_loss");
         ARGV("--moe-aux-loss-coeff", "1e-2");
@@ -517,6 +526,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     int rc = -1, gran = 0, uniform = 0, nrc = 0, first = 0, last = 0, fsdp = 0, distopt = 0, strategy = 3;
     int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
     /* MoE and MLA as Megatron defaults them: topk 2, etp = tp (None), MLA kv-lora 32, qk 128 + 64, v 128 */
+    int disp_given = 0;   /* without --moe-token-dispatcher-type Megatron dispatches with allgather */
     int mla = 0, topk = -1, etp = -1, kv_lora = 32, qk_head = 128, qk_pos = 64, v_head = 128, pad_cap = 0;
     const char *freq_text = NULL;
     for (int i = 0; i < nt; i++) {
@@ -575,6 +585,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--overlap-grad-reduce", lo->overlap_grad = true)
         FLAG("--overlap-param-gather", lo->overlap_param = true)
         FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
+        FLAG("--overlap-moe-expert-parallel-comm", lo->moe_a2a_overlap = true)
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
         FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)
@@ -594,6 +605,17 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             else {
                 snprintf(err, errlen, "--data-parallel-sharding-strategy: \"%s\" is no ZeRO-2/3 layout this tool "
                                       "plans (optim_grads or optim_grads_params)", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--pipeline-model-parallel-layout")) {
+            took = 1;
+            size_t vl = v ? strlen(v) : 0;
+            if (vl >= 2 && (v[0] == '\'' || v[0] == '"') && v[vl - 1] == v[0])   /* the shell quotes it */
+                v[vl - 1] = 0, v++;
+            const Knob *kl = knob_get(K_PP_LAYOUT);
+            if (!v || knob_set_str(kl, lo, v, "--pipeline-model-parallel-layout", err, errlen) != 0) {
+                if (!v)
+                    snprintf(err, errlen, "--pipeline-model-parallel-layout: expected a layout string");
                 goto out;
             }
         } else if (!strcmp(f, "--recompute-granularity")) {
@@ -631,9 +653,17 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             m->capacity_factor = x;
         } else if (!strcmp(f, "--moe-token-dispatcher-type")) {
             took = 1;
-            if (!v || strcmp(v, "alltoall")) {
-                snprintf(err, errlen, "--moe-token-dispatcher-type: \"%s\" is not the all-to-all dispatch this tool "
-                                      "prices (alltoall)", v ? v : "");
+            disp_given = 1;
+            if (!v || layout_parse_dispatcher(v, &lo->moe_dispatcher) != 0) {
+                snprintf(err, errlen, "--moe-token-dispatcher-type: \"%s\" is none of the dispatchers this tool "
+                                      "prices (alltoall, allgather, flex)", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--moe-flex-dispatcher-backend")) {
+            took = 1;   /* deepep or hybridep: priced alike (time_moe_a2a_s) */
+            if (!v || (strcmp(v, "deepep") && strcmp(v, "hybridep"))) {
+                snprintf(err, errlen, "--moe-flex-dispatcher-backend: \"%s\" is neither deepep nor hybridep",
+                         v ? v : "");
                 goto out;
             }
         } else if (!strcmp(f, "--normalization")) {
@@ -706,6 +736,8 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         snprintf(err, errlen, "--expert-model-parallel-size / --expert-tensor-parallel-size need --num-experts");
         goto out;
     }
+    if (m->experts > 0 && !disp_given)
+        lo->moe_dispatcher = MOE_DISPATCH_ALLGATHER;
     if (mla) {
         m->attn = ATTN_MLA;
         m->kv_lora_rank = kv_lora, m->qk_nope_dim = qk_head, m->qk_rope_dim = qk_pos, m->v_head_dim = v_head;

@@ -110,6 +110,10 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     if (fix_stages || lo.vp > 1 || pp == 1 || lo.split_embed || lo.split_loss)
         for (int s = 0; s < pp; s++)
             p->fix_layers[s] = pp == 1 ? m->L : lo.layers[s];
+    p->chunks_given = lo.pp_layout[0] != 0;
+    for (int s = 0; s < pp && p->chunks_given; s++)
+        for (int c = 0; c < (lo.vp > 1 ? lo.vp : 1) && c * pp + s < LAYOUT_MAX_CHUNKS; c++)
+            p->chunk_t[c * pp + s] = (short)layout_chunk_layers(&lo, s, c);
 
     LayerTime lt;
     time_layer(m, hw, &lo, &lt);
@@ -121,8 +125,9 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
 
     int nmax = m->L - (pp - 1);
     for (int s = 0; s < pp; s++) {
-        /* middle stages are alike but for their in-flight micro-batches */
-        bool edge = s == 0 || s == pp - 1;
+        /* middle stages are alike but for their in-flight micro-batches (and the
+         * one a --pipeline-layout gives the MTP module) */
+        bool edge = s == 0 || s == pp - 1 || (m->mtp_layers > 0 && s == layout_mtp_stage(&lo));
         if (!edge && s > 1) {
             p->t0[s] = p->t0[1];
         } else {
@@ -321,7 +326,10 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
         return best;
     int maxchunk = 0;
     for (int s = 0; s < pp; s++)
-        maxchunk = n[s] / v > maxchunk ? n[s] / v : maxchunk;
+        for (int c = 0; c < v; c++) {
+            int ch = p->chunks_given ? p->chunk_t[c * pp + s] : n[s] / v;
+            maxchunk = ch > maxchunk ? ch : maxchunk;
+        }
     if (p->rc_forced) {
         /* --recompute full: every layer (--recompute-method uniform --recompute-num-layers 1) */
         for (int s = 0; s < pp; s++)
@@ -347,6 +355,9 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
         for (int s = 0; s < pp; s++) {
             int chunk = n[s] / v;
             tf[s] = v * (N < chunk ? N : chunk);
+            if (p->chunks_given)   /* min(N, chunk) of each of the layout string's chunks */
+                for (int c = tf[s] = 0; c < v; c++)
+                    tf[s] += N < p->chunk_t[c * pp + s] ? N : p->chunk_t[c * pp + s];
             fits &= stage_mem(p, s, n[s], tf[s], 0) <= p->cap;
         }
         if (fits) {

@@ -168,7 +168,7 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                     for (int vp = 1; vp <= m->L / pp; vp++) {
                         if ((fx & FIX_VP) ? vp != b->vp : (vp > 1 && (pp < 2 || (fx & FIX_STAGES))))
                             continue;
-                        if (vp > 1 && (!vp_splits(m, b->target, pp, vp) || mb % pp))
+                        if (vp > 1 && ((!b->pp_layout[0] && !vp_splits(m, b->target, pp, vp)) || mb % pp))
                             continue;
                         OptimShard opts[4];
                         int nopt = 0;
@@ -639,7 +639,7 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         if (G % p)
             FAULT("--pp %d does not divide the %d GPUs (--gpus); %s", p, G, ok);
     }
-    if ((fx & FIX_VP) && b->vp > 1) {
+    if ((fx & FIX_VP) && b->vp > 1 && !b->pp_layout[0]) {   /* a --pipeline-layout says its own chunks */
         int v = b->vp, pv[64];
         int np = pps_for_vp(m, b->target, left, v, pv, 64);
         char alt[200] = "";

@@ -16,7 +16,8 @@
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
-                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int),
+                   sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int) &&
+                   sizeof(MoeDispatcher) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -39,6 +40,7 @@ ENUM_WRAP(flops, FlopConvention, spec_flops_name, spec_parse_flops)
 ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
 ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
 ENUM_WRAP(cpcomm, CpComm, layout_cp_comm_name, layout_parse_cp_comm)
+ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispatcher)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -206,6 +208,22 @@ static const Knob table[KNOB_COUNT] = {
                          .help = "dropless routing: the busiest EP rank's routed tokens over the mean (1 = "
                                  "balanced; it scales expert GEMMs, dispatch and expert activations)",
                          .dflt = "1.2, COSTMODEL.md 3.4"},
+    /* Megatron's --moe-token-dispatcher-type and --overlap-moe-expert-parallel-comm: the stack's EP
+     * communication (model/timing.c time_moe_a2a_s) */
+    [K_MOE_DISPATCHER] = {K_MOE_DISPATCHER, "moe-token-dispatcher", L(moe_dispatcher),
+                          ENUM(dispatcher, MOE_DISPATCH_COUNT), .flag = "moe-token-dispatcher-type",
+                          .arg = "alltoall|allgather|flex", .json = "moe_token_dispatcher", .json_optional = true,
+                          .csv = "moe_dispatcher",
+                          .help = "MoE token dispatch: alltoall over EP, allgather, or flex (DeepEP/HybridEP: each "
+                                  "token once per remote node over the NIC, fanned out over NVLink)",
+                          .dflt = "alltoall (written by export; Megatron-LM's own default is allgather)"},
+    [K_MOE_A2A_OVERLAP] = {K_MOE_A2A_OVERLAP, "overlap-moe-expert-parallel-comm", L(moe_a2a_overlap),
+                           .type = KNOB_BOOL, .flag = "overlap-moe-expert-parallel-comm",
+                           .neg_flag = "no-overlap-moe-expert-parallel-comm", .json = "overlap_moe_expert_parallel_comm",
+                           .json_optional = true, .csv = "moe_a2a_overlap",
+                           .help = "EP dispatch/combine of one micro-batch under another's compute (1F1B A2A "
+                                   "overlap; needs ep > 1, alltoall or flex, vp > 1 when pp > 1, no full recompute)",
+                           .dflt = "off, Megatron-LM's"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,
@@ -277,6 +295,14 @@ static const Knob table[KNOB_COUNT] = {
                       .neg_flag = "no-account-for-loss-in-pipeline-split", .json = "account_for_loss",
                       .json_optional = true, .help = "the loss counts as a layer in the stage split",
                       .dflt = "off; taken under vp when the layers need it"},
+    /* Megatron's --pipeline-model-parallel-layout: sets vp and the layers of every stage and chunk */
+    [K_PP_LAYOUT] = {K_PP_LAYOUT, "pipeline-layout", L(pp_layout), .type = KNOB_STR, .flag = "pipeline-layout",
+                     .arg = "TEXT", .expect = "a layout such as \"Et|(tt|)*30mL\" (E t m L | ( ) *N)",
+                     .json = "pipeline_layout", .json_optional = true, .csv = "pp_layout",
+                     .fix = FIX_PP | FIX_VP | FIX_STAGES,
+                     .help = "Megatron's --pipeline-model-parallel-layout: pp*vp '|'-separated chunks of E "
+                             "(embedding), t (layer), m (MTP), L (loss); (..)*N and x*N repeat",
+                     .dflt = "none (the split flags)"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
@@ -343,6 +369,7 @@ int knob_get_int(const Knob *k, const void *obj)
     case KNOB_ENUM: return *(const int *)p;
     case KNOB_DERIVED: return k->json_value ? k->json_value(obj) : 0;
     case KNOB_LIST: return ((const int *)p)[0];
+    case KNOB_STR: return *(const char *)p != 0;
     }
     return 0;
 }
@@ -356,7 +383,8 @@ void knob_set_int(const Knob *k, void *obj, int v)
     case KNOB_INT:
     case KNOB_ENUM: *(int *)p = v; break;
     case KNOB_DERIVED:
-    case KNOB_LIST: break;
+    case KNOB_LIST:
+    case KNOB_STR: break;
     }
 }
 
@@ -373,8 +401,43 @@ void knob_set_double(const Knob *k, void *obj, double v)
         knob_set_int(k, obj, (int)v);
 }
 
+const char *knob_get_str(const Knob *k, const void *obj)
+{
+    return k->type == KNOB_STR ? (const char *)knob_cfield(k, obj) : "";
+}
+
+int knob_set_str(const Knob *k, void *obj, const char *text, const char *who, char *err, int errlen)
+{
+    char flag[160];
+    if (!who)
+        snprintf(flag, sizeof flag, "--%s: ", k->flag ? k->flag : k->name);
+    else
+        snprintf(flag, sizeof flag, "%s%s", who, *who ? ": " : "");
+    if (k->type != KNOB_STR) {
+        snprintf(err, errlen, "%snot a text knob", flag);
+        return -1;
+    }
+    size_t n = text ? strlen(text) : 0;
+    if (n >= LAYOUT_PPL_LEN) {
+        snprintf(err, errlen, "%sexpected %s of at most %d characters, got %zu", flag, k->expect, LAYOUT_PPL_LEN - 1, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("ELtm|()*,0123456789", text[i])) {
+            snprintf(err, errlen, "%sbad character '%c' at position %zu of \"%s\" (expected %s)", flag, text[i],
+                     i + 1, text, k->expect);
+            return -1;
+        }
+    memcpy(knob_field(k, obj), text ? text : "", n + 1);
+    return 0;
+}
+
 void knob_copy(const Knob *k, void *dst, const void *src)
 {
+    if (k->type == KNOB_STR) {
+        memcpy(knob_field(k, dst), knob_cfield(k, src), LAYOUT_PPL_LEN);
+        return;
+    }
     if (k->type == KNOB_DOUBLE)
         knob_set_double(k, dst, knob_get_double(k, src));
     else
@@ -475,8 +538,11 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
         return 0;
     case KNOB_DOUBLE:
     case KNOB_LIST:
+    case KNOB_STR:
     case KNOB_DERIVED: break;
     }
-    snprintf(err, errlen, "%s%s", who, k->type == KNOB_DOUBLE ? "a number (knob_parse_double reads it)" : "not a single value");
+    snprintf(err, errlen, "%s%s", who, k->type == KNOB_DOUBLE ? "a number (knob_parse_double reads it)"
+                                     : k->type == KNOB_STR  ? "text (knob_set_str sets it)"
+                                                            : "not a single value");
     return -1;
 }

@@ -34,17 +34,17 @@ typedef enum {
     K_EXPERTS, K_TOPK, K_MOE_FFN, K_SHARED_FFN, K_MOE_FREQ, K_MOE_FIRST_DENSE, K_MTP_LAYERS, K_ATTN,
     K_Q_LORA_RANK, K_KV_LORA_RANK, K_QK_NOPE_DIM, K_QK_ROPE_DIM, K_V_HEAD_DIM, K_CAPACITY_FACTOR,
     /* layout (Layout) */
-    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
-    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_CP_COMM, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS,
+    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_MOE_DISPATCHER, K_MOE_A2A_OVERLAP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
+    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_CP_COMM, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS, K_PP_LAYOUT,
     K_FULL_RC, K_SEL_RC, K_TARGET,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
     K_RECOMPUTE,
     KNOB_COUNT
 } KnobId;
-_Static_assert(KNOB_COUNT <= 64, "KnobSet is a 64-bit mask");
+_Static_assert(KNOB_COUNT <= 128, "KnobSet is a 128-bit mask");
 
-typedef unsigned long long KnobSet;   // bit (1ull << KnobId)
-#define KNOB_BIT(id) (1ull << (id))
+__extension__ typedef unsigned __int128 KnobSet;   // bit KNOB_BIT(KnobId); 64 knobs were not enough
+#define KNOB_BIT(id) ((KnobSet)1 << (id))
 
 typedef enum {
     KNOB_INT,      // int field, min..max
@@ -52,6 +52,7 @@ typedef enum {
     KNOB_BOOL,     // bool field; `flag` turns it on, `neg_flag` off
     KNOB_ENUM,     // enum field (int-sized), values 0..count-1 named by value_name
     KNOB_LIST,     // int array of LAYOUT_MAX_PP, one per pipeline stage (pp entries in plan.json)
+    KNOB_STR,      // char array of LAYOUT_PPL_LEN ("" = not set): knob_set_str / knob_get_str
     KNOB_DERIVED,  // computed from the others (json_value); written, never read
 } KnobType;
 
@@ -145,6 +146,13 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
 /* A KNOB_DOUBLE's text ("1.25"; strtod's forms, finite, dmin..dmax) into *v;
  * 0 ok, -1 with err as knob_parse words it. */
 int knob_parse_double(const Knob *k, const char *text, double *v, const char *who, char *err, int errlen);
+
+/* A KNOB_STR's text (never NULL), and setting it: at most LAYOUT_PPL_LEN-1
+ * characters of E, t, m, L, '|', '(', ')', '*', digits and commas (the
+ * grammar is layout_pp_parse's, checked with pp by layout_check); 0 ok, -1
+ * with err as knob_parse words it. */
+const char *knob_get_str(const Knob *k, const void *obj);
+int knob_set_str(const Knob *k, void *obj, const char *text, const char *who, char *err, int errlen);
 
 /* A value as text ("8", "zero1", "on"). */
 void knob_format(const Knob *k, int v, char *buf, int len);

@@ -29,6 +29,10 @@ static void add_knobs(cJSON *j, KnobGroup g, const void *obj, int pp)
         case KNOB_BOOL: cJSON_AddBoolToObject(j, k->json, v); break;
         case KNOB_ENUM: cJSON_AddStringToObject(j, k->json, k->value_name(v)); break;
         case KNOB_LIST: cJSON_AddItemToObject(j, k->json, cJSON_CreateIntArray(knob_cfield(k, obj), pp)); break;
+        case KNOB_STR:   /* written when set: plan files without it read back as before */
+            if (*knob_get_str(k, obj))
+                cJSON_AddStringToObject(j, k->json, knob_get_str(k, obj));
+            break;
         }
     }
 }
@@ -227,6 +231,15 @@ static int get_knobs(const cJSON *j, const char *what, KnobGroup g, void *obj, c
             if (get_int_array(j, what, sect, k, *pp, knob_field(k, obj), err, errlen))
                 return -1;
             break;
+        case KNOB_STR: {
+            char who[160];
+            snprintf(who, sizeof who, "%s: field \"%s.%s\"", what, sect, k->json);
+            if (!cJSON_IsString(v))
+                BAD("%s: expected a string", who);
+            if (knob_set_str(k, obj, v->valuestring, who, err, errlen) != 0)
+                return -1;
+            break;
+        }
         case KNOB_DERIVED: break;
         }
     }

@@ -163,9 +163,13 @@ int scenario_set_knob(Scenario *sc, const Knob *k, bool neg, const char *text, c
         if (parse_list(k, text, knob_field(k, obj), err, errlen) != 0)
             return -1;
         break;
+    case KNOB_STR:
+        if (knob_set_str(k, obj, text, NULL, err, errlen) != 0)
+            return -1;
+        break;
     case KNOB_DERIVED: BAD("%s is derived from the other knobs", k->name);
     }
-    if (k->type != KNOB_LIST && k->type != KNOB_DOUBLE)
+    if (k->type != KNOB_LIST && k->type != KNOB_DOUBLE && k->type != KNOB_STR)
         knob_set_int(k, obj, v);
     sc->given |= KNOB_BIT(k->id);
     sc->fixed |= k->fix;
@@ -278,7 +282,27 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
     }
     if (!(sc->fixed & FIX_GBS))
         lo->gbs = scenario_default_gbs(&sc->model);
-    if (sc->fixed & FIX_STAGES) {
+    if ((sc->given & KNOB_BIT(K_PP_LAYOUT)) && !lo->pp_layout[0])
+        BAD("--pipeline-layout: expected a layout such as \"Et|(tt|)*30mL\", got an empty string");
+    if (lo->pp_layout[0]) {
+        /* the string's entries are pp x vp chunks: vp follows from it, as in Megatron */
+        if (!(sc->given & KNOB_BIT(K_PP)))
+            BAD("--pipeline-layout needs --pp (its '|'-separated entries are pp x vp model chunks)");
+        PipeLayout p;
+        char why[200];
+        if (layout_pp_parse(lo->pp_layout, lo->pp, NULL, &p, why, sizeof why) != 0)
+            BAD("--pipeline-layout \"%s\": %s", lo->pp_layout, why);
+        if ((sc->given & KNOB_BIT(K_VP)) && lo->vp != p.vp)
+            BAD("--pipeline-layout \"%s\" has %d chunks per stage at --pp %d, but --vp is %d", lo->pp_layout, p.vp,
+                lo->pp, lo->vp);
+        lo->vp = p.vp;
+        for (int st = 0; st < lo->pp; st++) {   /* the stage split the planner keeps (as --stage-layers) */
+            lo->layers[st] = 0;
+            for (int c = 0; c < p.vp; c++)
+                lo->layers[st] += p.t[c * lo->pp + st];
+        }
+    }
+    if ((sc->fixed & FIX_STAGES) && !lo->pp_layout[0]) {
         int n = 0;
         while (n < LAYOUT_MAX_PP && lo->layers[n] > 0)
             n++;

@@ -72,6 +72,15 @@ expect_error "v100" predict --params 7B --gpu v100
 expect_error "missing.json" predict --params 7B --profile "$tmp/missing.json"
 expect_error "bad.json" predict --params 7B --profile "$tmp/bad.json"
 expect_error "junk.json" predict --params 7B --profile "$tmp/junk.json"
+# --pipeline-layout (Megatron's --pipeline-model-parallel-layout): the bad character and its place, a
+# missing --pp, an empty string, the model's layer count; the 1F1B A2A overlap's requirements
+ds=(--model deepseek-v3 --gpus 1024 --tp 2 --ep 64 --etp 1 --dist-opt)
+expect_error "'x' at position 5" predict "${ds[@]}" --pp 8 --pipeline-layout 'Et|tx|(tt|)*29mL'
+expect_error "needs --pp" predict "${ds[@]}" --pipeline-layout 'Et|(tt|)*30mL'
+expect_error "empty string" predict "${ds[@]}" --pp 8 --pipeline-layout ''
+expect_error "62 decoder layers 't', the model has 61" predict "${ds[@]}" --pp 8 --pipeline-layout 'Ett|(tt|)*30mL'
+expect_error "needs interleaving" predict "${ds[@]}" --pp 8 --overlap-moe-expert-parallel-comm
+expect_error "alltoall, allgather" predict "${ds[@]}" --pp 8 --moe-token-dispatcher-type deepep
 expect_error "--params" predict --params abc
 # MFU above 100 % (full FLOPs at a 1M-token sequence with flash) is explained, and only then.
 # The Hopper and Blackwell profiles' attention efficiency (0.48) keeps full-FLOP MFU below 100 %, so the

@@ -227,9 +227,15 @@ static void test_round_trip_moe(void **state)
     const char *base_args = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
                             "--global-batch-size 256 --vocab-size 32000 --num-experts 8 --swiglu ";
     char args[1024];
-    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type allgather", base_args);
+    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type deepep", base_args);
     assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
     assert_non_null(strstr(err, "--moe-token-dispatcher-type"));
+    /* allgather is priced now; and without the flag it is Megatron's default */
+    snprintf(args, sizeof args, "%s--moe-token-dispatcher-type allgather", base_args);
+    assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_ALLGATHER);
+    assert_int_equal(export_parse_megatron(base_args, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_ALLGATHER);
     snprintf(args, sizeof args, "%s--moe-layer-freq \"[0]*2+[1]*31\"", base_args);
     assert_int_equal(export_parse_megatron(args, 8, &hw, &m2, &lo2, err, sizeof err), -1);
     assert_non_null(strstr(err, "33 entries"));
@@ -432,6 +438,52 @@ static void test_slurm(void **state)
     assert_int_equal(export_parse_format("deepspeed", &f), -1);
 }
 
+
+/* --pipeline-model-parallel-layout: DeepSeek-V3 with the H100 recipe's
+ * layout exports the string quoted (and no --num-virtual-stages-per-
+ * pipeline-rank, which Megatron refuses beside it) and reads back to the
+ * same stages, vp, MTP stage, step time and memory; a full-recompute block
+ * count per chunk follows the string's chunks. */
+static void test_round_trip_pipeline_layout(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("deepseek-v3", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 64, 2, 8, 1, 1, 8192, OPT_DISTOPT);
+    lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et|(tt|)*30mL");
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX, lo.moe_a2a_overlap = true;   /* the stack's EP switches go along */
+    round_trip(&m, &hw, &lo, "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'");
+    round_trip(&m, &hw, &lo, "--moe-token-dispatcher-type flex");
+    round_trip(&m, &hw, &lo, "--overlap-moe-expert-parallel-comm");
+    char err[256];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_null(strstr(t, "--num-virtual-stages-per-pipeline-rank"));
+    assert_null(strstr(t, "--decoder-first-pipeline-num-layers"));
+    ModelSpec m2;
+    Layout lo2;
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_string_equal(lo2.pp_layout, "Et|(tt|)*30mL");
+    assert_int_equal(lo2.vp, 4);
+    assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_FLEX);
+    assert_true(lo2.moe_a2a_overlap);
+    free(t);
+    /* the standalone-MTP form: m on stage 14 of 16 */
+    base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);
+    lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
+    round_trip(&m, &hw, &lo, "'Et*3|(tt|)*29m|L'");
+    /* a bad character in the arguments is named */
+    const char *bad = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                      "--max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "
+                      "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|tx|tt|L'\n";
+    assert_int_equal(export_parse_megatron(bad, 2, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'x' at position 5"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
+        cmocka_unit_test(test_round_trip_pipeline_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

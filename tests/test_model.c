@@ -1372,6 +1372,196 @@ static void test_moe_grouped_gemm_size(void **st)
     assert_true(la.moe_fwd > lb.moe_fwd);
 }
 
+
+/* Megatron's --pipeline-model-parallel-layout, worked by hand from its
+ * grammar (pipeline_parallel_layer_layout.py): entry i is chunk i / pp of
+ * stage i % pp. DeepSeek-V3's H100 recipe "Et|(tt|)*30mL" at pp 8: 32
+ * entries, vp 4; stage 0 = "Et" + 3 x "tt" = 7 layers, embedding in chunk
+ * 0; stage 7 = 3 x "tt" + "mL" = 6 layers, MTP and loss in chunk 3; the
+ * rest 4 x "tt" = 8. 7 + 6 x 8 + 6 = 61. */
+static void test_pipeline_layout_string(void **state)
+{
+    (void)state;
+    char err[256];
+    ModelSpec d;
+    assert_int_equal(presets_find("deepseek-v3", &d, err, sizeof err), 0);
+    assert_int_equal(spec_validate(&d, err, sizeof err), 0);
+    PipeLayout p;
+    assert_int_equal(layout_pp_parse("Et|(tt|)*30mL", 8, &d, &p, err, sizeof err), 0);
+    assert_int_equal(p.n, 32);
+    assert_int_equal(p.vp, 4);
+    assert_int_equal(p.embed, 0);
+    assert_int_equal(p.loss, 31);
+    assert_int_equal(p.mtp_entry, 31);
+    assert_int_equal(p.t[0], 1);
+    assert_int_equal(p.t[31], 0);
+    assert_int_equal(p.mtp[31], 1);
+    for (int e = 1; e < 31; e++)
+        assert_int_equal(p.t[e], 2);
+
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.pp = 8, lo.dp = 64, lo.ep = 64, lo.etp = 1, lo.gbs = 8192, lo.opt = OPT_DISTOPT;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et|(tt|)*30mL");
+    if (layout_check(&lo, &d, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    assert_int_equal(lo.vp, 4);   /* from the string */
+    int want[8] = {7, 8, 8, 8, 8, 8, 8, 6};
+    for (int s = 0; s < 8; s++)
+        assert_int_equal(lo.layers[s], want[s]);
+    assert_int_equal(layout_chunk_layers(&lo, 0, 0), 1);
+    assert_int_equal(layout_chunk_layers(&lo, 0, 1), 2);
+    assert_int_equal(layout_chunk_layers(&lo, 7, 3), 0);
+    assert_int_equal(layout_mtp_stage(&lo), 7);
+    MegatronForm f;
+    assert_int_equal(layout_megatron_form(&lo, &d, &f, err, sizeof err), 0);
+    assert_true(f.pp_layout);
+    assert_false(f.embed_in_split || f.loss_in_split || f.first_layers || f.last_layers);
+
+    /* Megatron-Bridge's (16, 1) default and its standalone-MTP form "Et*3|(tt|)*29m|L" at pp 16:
+     * 32 entries (vp 2); entry 30 = "m" is chunk 1 of stage 14, entry 31 = "L" chunk 1 of stage 15 */
+    assert_int_equal(layout_pp_parse("Et*3|(tt|)*29m|L", 16, &d, &p, err, sizeof err), 0);
+    assert_int_equal(p.vp, 2);
+    assert_int_equal(p.t[0], 3);
+    assert_int_equal(p.mtp_entry, 30);
+    layout_default(&lo);
+    lo.pp = 16, lo.dp = 64, lo.ep = 64, lo.etp = 1, lo.gbs = 8192, lo.opt = OPT_DISTOPT;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
+    if (layout_check(&lo, &d, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    assert_int_equal(layout_mtp_stage(&lo), 14);
+    assert_int_equal(lo.layers[0], 3 + 2);     /* "Ettt" and entry 16 "tt" */
+    assert_int_equal(lo.layers[14], 2);        /* entry 14 "tt", entry 30 "m" */
+    assert_int_equal(lo.layers[15], 2);        /* entry 15 "tt", entry 31 "L" */
+    /* the MTP stage carries the MTP module (a layer, a projection, a second head), the last stage only the
+     * head: both hold 2 decoder layers */
+    Cost c;
+    CostOpts o;
+    cost_opts_default(&o);
+    cost(&d, &hw, &lo, &o, &c);
+    assert_true(c.stage_mb_s[14] > c.stage_mb_s[15]);
+
+    /* commas are cosmetic, x*N repeats one character */
+    assert_int_equal(layout_pp_parse("E,t*2|t,t|t|tL", 2, NULL, &p, err, sizeof err), 0);
+    assert_int_equal(p.n, 4);
+    assert_int_equal(p.t[0] + p.t[1] + p.t[2] + p.t[3], 6);
+
+    /* errors name the character and its position, or the rule */
+    assert_int_equal(layout_pp_parse("Et|tx|tL", 3, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'x' at position 5"));
+    assert_int_equal(layout_pp_parse("tE|tL", 2, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'E' at position 2"));
+    assert_int_equal(layout_pp_parse("Et|t", 2, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no loss 'L'"));
+    assert_int_equal(layout_pp_parse("Et|t|tL", 2, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "3 stages"));
+    assert_int_equal(layout_pp_parse("Et|(tt|*2tL", 2, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'(' at position 4 is never closed"));
+    assert_int_equal(layout_pp_parse("Et|(tt|)tL", 2, NULL, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs a repeat count"));
+    assert_int_equal(layout_pp_parse("Etm|tL", 2, NULL, &p, err, sizeof err), -1);   /* m then t */
+    assert_non_null(strstr(err, "'t' at position 5 after an MTP"));
+    assert_int_equal(layout_pp_parse("Et|tm||L", 2, NULL, &p, err, sizeof err), -1);   /* m in chunk 0 of stage 1 */
+    assert_non_null(strstr(err, "last chunk"));
+    assert_int_equal(layout_pp_parse("Et|(tt|)*30mL", 8, &d, &p, err, sizeof err), 0);
+    assert_int_equal(layout_pp_parse("Et|(tt|)*29mL", 8, &d, &p, err, sizeof err), -1);   /* 31 entries */
+    assert_int_equal(layout_pp_parse("Ett|(tt|)*30mL", 8, &d, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "62 decoder layers 't', the model has 61"));
+    assert_int_equal(layout_pp_parse("Et|(tt|)*30L", 8, &d, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "0 MTP layers"));
+    /* our executor splits stages into equal chunks: --target ultraplan refuses the string's */
+    lo.target = TARGET_ULTRAPLAN;
+    assert_int_equal(layout_check(&lo, &d, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unequal"));
+    lo.target = TARGET_MEGATRON;
+    /* with the other split flags, or a vp that disagrees */
+    lo.split_embed = true;
+    assert_int_equal(layout_check(&lo, &d, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot combine"));
+    lo.split_embed = false, lo.vp = 4;
+    assert_int_equal(layout_check(&lo, &d, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "but vp is 4"));
+}
+
+/* The token dispatchers and the 1F1B A2A overlap, worked by hand on the
+ * tiny MoE (h 64, top 2) over 8 EP ranks, 4 per node (2 nodes): 128 tokens
+ * a micro-batch, routed rows 256, 2 bytes each: 32768 B per dispatch. */
+static void test_moe_dispatchers(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    hw.gpus_per_node = 4;
+    hw.intra.bw = 100e9, hw.intra.lat = 1e-6, hw.inter.bw = 10e9, hw.inter.lat = 5e-6;
+    hw.a2a_lat = 3e-5, hw.a2a_eff = 0.5;
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 16, lo.tp = 1, lo.ep = 8, lo.mbs = 2, lo.gbs = 32, lo.opt = OPT_DISTOPT, lo.moe_imbalance = 1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_rel(time_moe_dispatch_bytes(&m, &lo), 32768, 1e-15);
+    /* alltoall: 3/8 over NVLink, 4/8 over the NIC at half their bandwidth; the NIC sets the pace */
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + 0.5 * 32768 / 5e9, 1e-12);
+    /* flex: a token goes to the other node once if either of its 2 experts is there, 1 - (1/2)^2 = 3/4
+     * of the time: 128 x 64 x 2 B x 0.75 = 12288 B over the NIC; the 256 rows fan out over NVLink, 3/4
+     * of them to another GPU: 24576 B */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + fmax(12288 / 5e9, 24576 / 50e9), 1e-12);
+    /* allgather: every rank's 128 tokens gathered over the 8 (131072 B in all) */
+    lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), time_coll_allgather(&hw, 131072, 8, 4), 1e-12);
+    /* in one node flex is the all-to-all */
+    lo.ep = 4, lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    double flex1 = time_moe_a2a_s(&m, &hw, &lo);
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    assert_rel(flex1, time_moe_a2a_s(&m, &hw, &lo), 1e-15);
+
+    /* the overlap: what the pair's compute (forward + backward of the layer) cannot hide of the four
+     * transfers, half each way; a slow NIC so that some is left */
+    lo.ep = 8;
+    hw.inter.bw = 1e6;
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    double x = time_moe_a2a_s(&m, &hw, &lo);
+    assert_rel(a.ep_fwd, 2 * x, 1e-15);
+    lo.moe_a2a_overlap = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_true(time_moe_a2a_overlap(&lo));
+    time_layer(&m, &hw, &lo, &b);
+    assert_rel(b.ep_fwd + b.ep_bwd, 4 * x - (b.moe_fwd + b.moe_bwd), 1e-12);
+    assert_true(b.ep_fwd > 0 && b.ep_fwd < a.ep_fwd);
+    assert_rel(b.ep_rc, a.ep_rc, 1e-15);   /* a full recompute's forward is not paired */
+    hw.inter.bw = 10e9;                      /* a fast NIC: all of it hidden */
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    /* Megatron's requirements, each named */
+    lo.pp = 2, lo.dp = 8;
+    memset(lo.layers, 0, sizeof lo.layers);   /* split again */
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs interleaving"));
+    lo.pp = 1, lo.dp = 16, lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    memset(lo.layers, 0, sizeof lo.layers);
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not allgather"));
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    assert_false(time_moe_a2a_overlap(&lo));
+    assert_int_equal(layout_megatron_check(&lo, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "full recomputation"));
+    layout_set_recompute(&lo, RECOMPUTE_NONE);
+    lo.ep = 1;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs expert parallelism"));
+    /* names round-trip */
+    MoeDispatcher d;
+    assert_int_equal(layout_parse_dispatcher("flex", &d), 0);
+    assert_int_equal(d, MOE_DISPATCH_FLEX);
+    assert_int_equal(layout_parse_dispatcher("deepep", &d), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1418,6 +1608,8 @@ int main(void)
         cmocka_unit_test(test_moe_layer_mix),
         cmocka_unit_test(test_moe_time_terms),
         cmocka_unit_test(test_moe_grouped_gemm_size),
+        cmocka_unit_test(test_pipeline_layout_string),
+        cmocka_unit_test(test_moe_dispatchers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

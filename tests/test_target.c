@@ -522,6 +522,58 @@ static void test_margin_parse(void **state)
     free(sc);
 }
 
+
+/* inner_megatron under a --pipeline-layout: a full-recompute block of N
+ * layers per chunk counts min(N, chunk) of each of the string's chunks.
+ * DeepSeek-V3, H100 recipe "Et|(tt|)*30mL" at pp 8: chunks 1,2,2,2 on stage
+ * 0, 2,2,2,2 in the middle, 2,2,2,0 on stage 7. Without recomputation it
+ * needs ~112 GiB (predict), so the 80 GB H100 takes a block N >= 1; the
+ * counts must be the string's, which layout_megatron_check accepts (it was
+ * v * min(N, layers / v) before, 4 on stage 7 where Megatron recomputes 3). */
+static void test_inner_megatron_layout_string(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("deepseek-v3", "h100-sxm", &m, &hw);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.pp = 8, lo.dp = 64, lo.ep = 64, lo.etp = 1, lo.gbs = 8192, lo.opt = OPT_DISTOPT;
+    lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et|(tt|)*30mL");
+    char err[256];
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    InnerProblem *p = malloc(sizeof *p);
+    InnerSolution sol;
+    inner_build(&m, &hw, &lo, true, false, RECOMPUTE_NONE, p);
+    inner_megatron(p, &sol);
+    assert_true(isfinite(sol.objective));
+    int N = sol.full_rc[1] / 4;   /* a middle stage: 4 chunks of 2 */
+    assert_true(N >= 1 && N <= 2);
+    assert_int_equal(sol.full_rc[0], 1 + 3 * N);   /* min(N, 1) + 3 min(N, 2) */
+    assert_int_equal(sol.full_rc[7], 3 * N);       /* 3 min(N, 2) + min(N, 0) */
+    for (int s = 0; s < 8; s++) {
+        assert_int_equal(sol.layers[s], lo.layers[s]);
+        lo.full_rc[s] = sol.full_rc[s], lo.sel_rc[s] = sol.sel_rc[s];
+    }
+    if (layout_megatron_check(&lo, &m, err, sizeof err) != 0)
+        fail_msg("megatron check: %s", err);
+    /* the standalone-MTP form puts the module on stage 14 of 16: its per-micro-batch time without layers
+     * is the MTP stage's own, not a middle stage's copy */
+    layout_default(&lo);
+    lo.pp = 16, lo.dp = 64, lo.ep = 64, lo.etp = 1, lo.gbs = 8192, lo.opt = OPT_DISTOPT, lo.prec = PREC_FP8;
+    snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    inner_build(&m, &hw, &lo, true, false, RECOMPUTE_NONE, p);
+    LayerTime lt;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_true(p->t0[14] == time_stage_mb(&m, &hw, &lo, &lt, 14, 0, 0, 0));
+    assert_true(p->t0[14] > p->t0[13]);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -529,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_megatron_moe_check),
         cmocka_unit_test(test_default_split),
         cmocka_unit_test(test_inner_megatron_equals_brute_force),
+        cmocka_unit_test(test_inner_megatron_layout_string),
         cmocka_unit_test(test_only_expressible_plans),
         cmocka_unit_test(test_issue_175b),
         cmocka_unit_test(test_margin),
