@@ -213,7 +213,7 @@ static const Knob table[KNOB_COUNT] = {
                .help = "micro-batch, sequences", .dflt = "1", .searched = true, .tui_label = "micro-batch", .tui_row = 140,
                .tui_step = TUI_DOUBLE, .tui_help = "sequences per micro-batch", .tui_text = mbs_text},
     [K_GBS] = {K_GBS, "gbs", L(gbs), INT(1, BIG), .flag = "gbs", .json = "gbs", .csv = "gbs", .fix = FIX_GBS,
-               .help = "global batch, sequences", .dflt = "the power of two nearest 4M tokens",
+               .help = "global batch, sequences", .dflt = "by model size and GPU count, see plan --help",
                .tui_help = "sequences per step", .tui_label = "global batch", .tui_row = 60, .tui_step = TUI_DOUBLE, .tui_problem = true},
     [K_MICROBATCHES] = {K_MICROBATCHES, "microbatches", L(gbs), .type = KNOB_DERIVED, .json = "microbatches",
                         .json_value = microbatches_value},
