@@ -89,8 +89,10 @@ void scenario_default_batch(const ModelSpec *m, int gpus, DefaultBatch *d)
     memset(d, 0, sizeof *d);
     /* (a) model size: the row nearest in log of parameters (the ends beyond the table) */
     double n = (double)spec_params(m, 1, PARAMS_EXACT), best = INFINITY;
+    if (!(n > 0))   /* no shape yet: the smallest row */
+        n = gpt3_batch[0].params;
     for (size_t i = 0; i < sizeof gpt3_batch / sizeof *gpt3_batch; i++) {
-        double dist = fabs(log(n > 0 ? n / gpt3_batch[i].params : 1e-9));
+        double dist = fabs(log(n / gpt3_batch[i].params));
         if (dist < best) {
             best = dist;
             d->row_params = gpt3_batch[i].params;
