@@ -275,12 +275,13 @@ static const Knob table[KNOB_COUNT] = {
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                   .json = "selective_recompute"},
     /* what the planner may search: plan files written before it load as
-     * megatron. Not a TUI row: the Inputs pane has no row to spare at the
-     * TUI's least size (64x22); `tui --target` or a plan file's target sets it */
+     * megatron. The last TUI row: at the TUI's least size (64x22) the Inputs
+     * pane scrolls to it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
                   .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
                   .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
-                  .dflt = "megatron"},
+                  .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
+                  .tui_problem = true, .tui_help = "megatron (what Megatron-LM expresses) or ultraplan (all layouts)"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",

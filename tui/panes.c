@@ -46,9 +46,13 @@ static void pane_inputs(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     canvas_box(cv, r, "Inputs", st->focus == FOCUS_INPUTS ? R_FOCUS_TITLE : R_PANE_TITLE);
     int iw = r->w - 2, x = r->x + 1;
-    int lw = 14;
-    for (int f = 0; f < state_field_count() && f < r->h - 2; f++) {
-        int y = r->y + 1 + f;
+    int lw = 14, n = state_field_count(), vis = r->h - 2;
+    /* more fields than rows (the least sizes): scroll so the selected one shows */
+    int first = n > vis && st->sel >= vis ? st->sel - vis + 1 : 0;
+    if (first > n - vis)
+        first = n - vis > 0 ? n - vis : 0;
+    for (int f = first; f < n && f < first + vis; f++) {
+        int y = r->y + 1 + f - first;
         bool sel = st->focus == FOCUS_INPUTS && st->sel == f;
         char val[64], pin[64];
         state_field_text(st, (TuiField)f, val, sizeof val);
