@@ -33,7 +33,13 @@ static void help(FILE *f)
                "Under --target megatron (default) only layouts Megatron-LM runs as exported are searched: one\n"
                "full-recompute count per model chunk on every stage or selective on all layers, uneven stages\n"
                "only first and last (solved exactly without the ILP); --target ultraplan searches every layout.\n"
-               "Every plan leaves --mem-margin (default 5%%) of each GPU's memory free.\n\n"
+               "Every plan leaves --mem-margin (default 5%%) of each GPU's memory free.\n"
+               "The global batch is kept (--gbs). Its default, in tokens, is the larger of GPT-3's batch for the\n"
+               "nearest model size (0.5M tokens at 125M-760M params, 1M at 1.3B-2.7B, 2M at 6.7B-13B, 3.2M at\n"
+               "175B and above; Brown et al. 2020, table 2.1) and 1024 tokens per GPU (Llama 3 405B: 16M tokens\n"
+               "on 16,384 GPUs), rounded in log to the nearest u x 2^k sequences, u the odd part of the GPU\n"
+               "count (3 for 3072), so that a data-parallel degree of that count divides it. The table's first\n"
+               "line says what it gave.\n\n"
                "Plan options:\n"
                "  --top K                 layouts to show (default 10)\n"
                "  --pick K                -o and --json write the K-th ranked layout as the plan instead of the\n"
@@ -153,9 +159,17 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     char na[32], act[48] = "";
     if (moe)   /* MoE: the parameters one token passes through too */
         snprintf(act, sizeof act, ", %s active", util_si((double)spec_params_active(m, 1, PARAMS_EXACT), 4, na, sizeof na));
-    printf("%s (%s params%s) on %d x %s, %d per node; global batch %d x %d = %s tokens; %s training tokens\n",
+    char rule[256] = "";
+    if (!(in->sc.fixed & FIX_GBS)) {   /* say how the default batch was chosen (scenario.h) */
+        DefaultBatch d;
+        scenario_default_batch(m, req->gpus, &d);
+        char t[200];
+        scenario_default_batch_text(&d, t, sizeof t);
+        snprintf(rule, sizeof rule, " (default: %s)", t);
+    }
+    printf("%s (%s params%s) on %d x %s, %d per node; global batch %d x %d = %s tokens%s; %s training tokens\n",
            m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, np, sizeof np), act, req->gpus, in->sc.hw.name,
-           in->sc.hw.gpus_per_node, req->base.gbs, m->s, util_si(req->base.gbs * (double)m->s, 3, nb, sizeof nb),
+           in->sc.hw.gpus_per_node, req->base.gbs, m->s, util_si(req->base.gbs * (double)m->s, 3, nb, sizeof nb), rule,
            util_si(c0->train.tokens, 3, nt, sizeof nt));
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
            res->outer_evaluated, res->ilp_solved, res->outer_pruned, res->seconds);

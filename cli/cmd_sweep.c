@@ -32,6 +32,7 @@ typedef struct {
 
 typedef struct {
     bool ok;                  // a layout fits
+    int gbs;                  // the global batch searched (--gbs, or the default for this model and GPU count)
     Plan plan;                // best plan when ok
     char reason[512];         // why not, when !ok
     char brief[160];          // the same in one clause, for the table
@@ -149,6 +150,9 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
     PlanResult res = {0};
     char err[512];
     memset(cell, 0, sizeof *cell);
+    if (!(req.fixed & FIX_GBS))   /* the default batch follows the GPU count (scenario.h) */
+        req.base.gbs = scenario_default_gbs(&sm->in.sc.model, gpus);
+    cell->gbs = req.base.gbs;
     if (planner_search(&sm->in.sc.model, &sm->in.sc.hw, &sm->in.sc.opts, &req, &res, err, sizeof err) != 0) {
         snprintf(cell->reason, sizeof cell->reason, "%s", err);   /* e.g. a fixed --tp that does not divide */
         snprintf(cell->brief, sizeof cell->brief, "%.159s", err);
@@ -180,7 +184,7 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
             if (!c->ok) {
                 /* "—" is one column but three bytes: widen its fields by two */
                 printf("%-14s %8s %6d %6d %9s %15s %11s  %-36s %s\n", ms[i].name, pb, gpus[j],
-                       ms[i].in.sc.layout.gbs, "—", "—", "—", "", c->brief);
+                       c->gbs, "—", "—", "—", "", c->brief);
                 continue;
             }
             const Plan *p = &c->plan;
@@ -223,7 +227,7 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
             const SweepCell *c = &cells[i * ng + j];
             if (!c->ok) {
                 /* the reason in quotes, its own quotes doubled */
-                fprintf(f, "%s,%.3f,%d,%d,%d,0,,,,,,,,,,,,,,,\"", ms[i].name, pb, gpus[j], ms[i].in.sc.layout.gbs, m->s);
+                fprintf(f, "%s,%.3f,%d,%d,%d,0,,,,,,,,,,,,,,,\"", ms[i].name, pb, gpus[j], c->gbs, m->s);
                 for (const char *r = c->reason; *r; r++) {
                     if (*r == '"')
                         fputc('"', f);
@@ -295,7 +299,7 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
                                                                             ? p->cost.train.dollars_with_failures : -1);
                 cJSON_AddStringToObject(o, "bottleneck", p->bottleneck);
             } else {
-                cJSON_AddNumberToObject(o, "gbs", ms[i].in.sc.layout.gbs);
+                cJSON_AddNumberToObject(o, "gbs", c->gbs);
                 cJSON_AddStringToObject(o, "reason", c->reason);
             }
             cJSON_AddItemToArray(arr, o);

@@ -232,7 +232,7 @@ static const Knob table[KNOB_COUNT] = {
                .help = "micro-batch, sequences", .dflt = "1", .searched = true, .tui_label = "micro-batch", .tui_row = 140,
                .tui_step = TUI_DOUBLE, .tui_help = "sequences per micro-batch", .tui_text = mbs_text},
     [K_GBS] = {K_GBS, "gbs", L(gbs), INT(1, BIG), .flag = "gbs", .json = "gbs", .csv = "gbs", .fix = FIX_GBS,
-               .help = "global batch, sequences", .dflt = "the power of two nearest 4M tokens",
+               .help = "global batch, sequences", .dflt = "by model size and GPU count, see plan --help",
                .tui_help = "sequences per step", .tui_label = "global batch", .tui_row = 60, .tui_step = TUI_DOUBLE, .tui_problem = true},
     [K_MICROBATCHES] = {K_MICROBATCHES, "microbatches", L(gbs), .type = KNOB_DERIVED, .json = "microbatches",
                         .json_value = microbatches_value},
@@ -308,12 +308,13 @@ static const Knob table[KNOB_COUNT] = {
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                   .json = "selective_recompute"},
     /* what the planner may search: plan files written before it load as
-     * megatron. Not a TUI row: the Inputs pane has no row to spare at the
-     * TUI's least size (64x22); `tui --target` or a plan file's target sets it */
+     * megatron. The last TUI row: at the TUI's least size (64x22) the Inputs
+     * pane scrolls to it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
                   .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
                   .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
-                  .dflt = "megatron"},
+                  .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
+                  .tui_problem = true, .tui_help = "megatron (what Megatron-LM expresses) or ultraplan (all layouts)"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "hfconfig.h"
 #include "parse.h"
 #include "presets.h"
@@ -74,11 +75,67 @@ int scenario_assumed(const Scenario *sc, char *buf, int len)
     return count;
 }
 
-int scenario_default_gbs(const ModelSpec *m)
+/* GPT-3's batch by model size (Brown et al. 2020, table 2.1): parameters and tokens per step. */
+static const struct {
+    double params;   // parameters
+    double tokens;   // tokens per step
+} gpt3_batch[] = {
+    {125e6, 0.5e6}, {350e6, 0.5e6}, {760e6, 0.5e6}, {1.3e9, 1e6},
+    {2.7e9, 1e6},   {6.7e9, 2e6},   {13e9, 2e6},    {175e9, 3.2e6},
+};
+
+void scenario_default_batch(const ModelSpec *m, int gpus, DefaultBatch *d)
 {
-    double seqs = 4194304.0 / m->s;
-    int g = (int)pow(2.0, round(log2(seqs > 1 ? seqs : 1)));
-    return g < 1 ? 1 : g;
+    memset(d, 0, sizeof *d);
+    /* (a) model size: the row nearest in log of parameters (the ends beyond the table) */
+    double n = (double)spec_params(m, 1, PARAMS_EXACT), best = INFINITY;
+    if (!(n > 0))   /* no shape yet: the smallest row */
+        n = gpt3_batch[0].params;
+    for (size_t i = 0; i < sizeof gpt3_batch / sizeof *gpt3_batch; i++) {
+        double dist = fabs(log(n / gpt3_batch[i].params));
+        if (dist < best) {
+            best = dist;
+            d->row_params = gpt3_batch[i].params;
+            d->model_tokens = gpt3_batch[i].tokens;
+        }
+    }
+    /* (b) cluster size: SCENARIO_TOKENS_PER_GPU tokens per GPU */
+    d->gpus = gpus > 0 ? gpus : 0;
+    double s = m->s > 0 ? m->s : 1;
+    d->gpu_seqs = (double)d->gpus * SCENARIO_TOKENS_PER_GPU / s;
+    double seqs = d->model_tokens / s;
+    double target = seqs > d->gpu_seqs ? seqs : d->gpu_seqs;
+    if (target < 1)
+        target = 1;
+    /* unit x 2^k nearest the target in log, unit = the odd part of the GPU count;
+     * a unit more than twice the target would overshoot: powers of two then */
+    d->unit = d->gpus > 0 ? d->gpus : 1;
+    while (d->unit % 2 == 0)
+        d->unit /= 2;
+    if (d->unit > 2 * target)
+        d->unit = 1;
+    double k = round(log2(target / d->unit));
+    if (k < 0)
+        k = 0;
+    double g = d->unit * pow(2.0, k);
+    d->gbs = g > 1e9 ? 1000000000 : (int)g;
+}
+
+int scenario_default_gbs(const ModelSpec *m, int gpus)
+{
+    DefaultBatch d;
+    scenario_default_batch(m, gpus, &d);
+    return d.gbs;
+}
+
+void scenario_default_batch_text(const DefaultBatch *d, char *buf, int len)
+{
+    char t[32], p[32], u[32] = "";
+    if (d->unit > 1)
+        snprintf(u, sizeof u, "%d x ", d->unit);
+    snprintf(buf, len, "the larger of GPT-3's %s tokens at %s params and %d tokens per GPU, as %s2^k sequences",
+             util_si(d->model_tokens, 2, t, sizeof t), util_si(d->row_params, 3, p, sizeof p),
+             SCENARIO_TOKENS_PER_GPU, u);
 }
 
 void *scenario_knob_obj(Scenario *sc, const Knob *k)
@@ -280,8 +337,10 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
             if (sc->hw.peak[order[i]] > 0)
                 lo->prec = order[i];
     }
-    if (!(sc->fixed & FIX_GBS))
-        lo->gbs = scenario_default_gbs(&sc->model);
+    if (!(sc->fixed & FIX_GBS)) {   /* the GPU count: --gpus, else the fixed layout's (dp 1 unless given) */
+        long long g = sc->gpus > 0 ? sc->gpus : (long long)lo->tp * lo->pp * lo->cp * lo->dp;
+        lo->gbs = scenario_default_gbs(&sc->model, g > 0 && g <= 100000000LL ? (int)g : 0);
+    }
     if ((sc->given & KNOB_BIT(K_PP_LAYOUT)) && !lo->pp_layout[0])
         BAD("--pipeline-layout: expected a layout such as \"Et|(tt|)*30mL\", got an empty string");
     if (lo->pp_layout[0]) {

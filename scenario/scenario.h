@@ -5,8 +5,8 @@
  * one, and the planner searches the knobs it leaves free. scenario_finish
  * turns what was given into a checked whole: the preset (or the --params
  * shape, or the Hugging Face config) plus the shape
- * knobs given over it, the hardware profile, the default global batch (the
- * power of two of sequences nearest 4M tokens), dp from the GPU count, the
+ * knobs given over it, the hardware profile, the default global batch (by
+ * model size and GPU count: scenario_default_batch), dp from the GPU count, the
  * best precision the hardware has, the stage split, the uniform
  * recomputation spread over the stages and the memory margin in bytes.
  * Errors name the flag and what was expected; nothing here prints or exits.
@@ -75,7 +75,36 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen);
  * many (0 for presets, --params and configs). */
 int scenario_assumed(const Scenario *sc, char *buf, int len);
 
-/* Default global batch for a model: the power of two of sequences nearest 4M tokens. */
-int scenario_default_gbs(const ModelSpec *m);
+/* The default global batch (when --gbs is not given), in sequences of m->s
+ * tokens: the larger of
+ *   (a) GPT-3's batch for the nearest model size in its table (Brown et al.
+ *       2020, table 2.1: 0.5M tokens at 125M-760M parameters, 1M at 1.3B and
+ *       2.7B, 2M at 6.7B and 13B, 3.2M at 175B; total parameters, nearest in
+ *       log, the ends beyond the table), and
+ *   (b) SCENARIO_TOKENS_PER_GPU tokens per GPU (Llama 3 405B: 16M tokens on
+ *       16,384 GPUs, with 8K sequences at cp 1 and 128K at cp 16: 16
+ *       micro-batches for its 16 stages either way),
+ * rounded in log to the nearest unit x 2^k sequences, where unit is the odd
+ * part of the GPU count (3 for 3,072 GPUs, 1 for 512), so that a
+ * data-parallel degree of that count divides the batch unless it holds more
+ * factors of two than the batch; a unit above twice the target falls back to
+ * 1 (a power of two). gpus <= 0: (a) alone, powers of two. */
+#define SCENARIO_TOKENS_PER_GPU 1024
+
+typedef struct {
+    int gbs;               // the default, sequences
+    int gpus;              // the GPU count it was made for (0: not known)
+    double model_tokens;   // (a) tokens per step of GPT-3's nearest row
+    double row_params;     // that row's parameters
+    double gpu_seqs;       // (b) gpus x SCENARIO_TOKENS_PER_GPU / s, sequences
+    int unit;              // the batch is unit x 2^k sequences
+} DefaultBatch;
+
+void scenario_default_batch(const ModelSpec *m, int gpus, DefaultBatch *d);
+int scenario_default_gbs(const ModelSpec *m, int gpus);
+/* The rule in words, with its numbers: "the larger of GPT-3's 3.2M tokens
+ * at 175B params and 1024 tokens per GPU, as 2^k sequences" (or "as 3 x 2^k
+ * sequences"). */
+void scenario_default_batch_text(const DefaultBatch *d, char *buf, int len);
 
 #endif

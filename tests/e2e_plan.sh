@@ -1,6 +1,6 @@
 #!/bin/bash
 # e2e_plan.sh — plan and export from the command line: the README's first
-# command, plan files that export turns into Megatron arguments and a Slurm
+# command (its header's default-batch rule), plan files that export turns into Megatron arguments and a Slurm
 # script, predict agreeing with plan, and clear one-line errors for bad input.
 set -u
 B=${ULTRAPLAN:?set ULTRAPLAN to the ultraplan binary}
@@ -29,6 +29,14 @@ echo "info: plan 175B/512 took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -q "bottleneck" "$T/table" || fail "no table header"
 [ "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9]+ ' "$T/table")" -eq 10 ] || fail "table does not have 10 rows"
 [ ! -s "$T/err" ] || fail "plan wrote to stderr: $(cat "$T/err")"
+# its first line says the default batch and the rule that gave it (scenario.h: 3.2M tokens /
+# 2048 = 1562.5 sequences -> 2^11); a given --gbs gets no rule; 3072 GPUs round to 3 x 2^k
+head -1 "$T/table" | grep -qF "global batch 2048 x 2048 = 4.19M tokens (default: the larger of GPT-3's 3.2M tokens at 175B params and 1024 tokens per GPU, as 2^k sequences)" ||
+    fail "plan header lacks the default batch rule: $(head -1 "$T/table")"
+"$B" plan --gpus 512 --params 175B --gbs 1536 --top 1 | head -1 | grep -q "global batch 1536 x 2048 = 3.15M tokens; " ||
+    fail "--gbs 1536: header not as given"
+"$B" plan --gpus 3072 --model megatron-1t --top 1 | head -1 | grep -qF "global batch 1536 x 2048 = 3.15M tokens (default: the larger of GPT-3's 3.2M tokens at 175B params and 1024 tokens per GPU, as 3 x 2^k sequences)" ||
+    fail "megatron-1t on 3072: default batch not 3 x 512"
 
 # -o plan.json, then export
 "$B" plan --gpus 512 --params 175B --top 3 -o "$T/plan.json" >/dev/null || fail "plan -o"

@@ -50,6 +50,11 @@ assert len(c) == 2, c
 assert c[0]["feasible"] and 0 < c[0]["mfu"] <= 1 and c[0]["layout"]["tp"] >= 1, c[0]
 assert not c[1]["feasible"] and "fit" in c[1]["reason"], c[1]
 PY
+# the default batch follows each cell's GPU count (scenario.h): 7B is GPT-3's 6.7B row, 2M tokens =
+# 488 sequences of 4096 -> 512 on 8 GPUs; on 24 (odd part 3) 488 / 3 = 163 -> 3 x 128 = 384
+"$U" sweep --params 7B --gpus 8,24 --gpu h100-sxm --csv "$tmp/g.csv" > /dev/null || fail "gbs sweep exited non-zero"
+[ "$(awk -F, 'NR > 1 { printf "%s ", $4 }' "$tmp/g.csv")" = "512 384 " ] ||
+    fail "default gbs per GPU count: $(awk -F, 'NR > 1 { printf "%s ", $4 }' "$tmp/g.csv"), want 512 384"
 # fp8: MFU is against the fp8 peak; mfu_bf16_peak (CSV's last column, JSON) is against bf16's,
 # empty / absent when the cell is not fp8
 "$U" sweep --params 1.3B --gpus 8 --gpu h100-sxm --precision fp8 --csv "$tmp/f8.csv" --json > "$tmp/f8.json" ||

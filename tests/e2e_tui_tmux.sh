@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_tui_tmux.sh — drive the real TUI in a tmux pane: open it, change the
 # GPU count and the layout, check that memory, MFU and days equal what
-# `predict --json` gives for the same inputs, refuse a bad value, load a plan
+# `predict --json` gives for the same inputs (the 80 % band line's step and
+# MFU ranges too), refuse a bad value, load a plan
 # from the plans pane, save the plan, quit; then quit a second one with
 # SIGTERM. Every wait polls capture-pane with a deadline (no fixed sleeps).
 # Needs tmux and python3; skips (77) without tmux.
@@ -51,8 +52,8 @@ wait_file() {
     fail "timed out waiting for $1"
 }
 
-# check_predict FLAGS...: the screen's MFU, days and peak memory equal
-# predict --json for these flags (to the two decimals the TUI prints).
+# check_predict FLAGS...: the screen's MFU, days, peak memory and 80 % band
+# equal predict --json for these flags (to the decimals the TUI prints).
 check_predict() {
     "$ULTRAPLAN" predict "$@" --json > "$work/predict.json"
     screen > "$work/screen.txt"
@@ -72,6 +73,18 @@ want = {
     "step s": (p["time"]["step_s"], shown(r"step\s+([\d.]+) s")),
 }
 bad = [f"{k}: screen {got} vs predict {w:.4f}" for k, (w, got) in want.items() if abs(round(w, 2 if k != "step s" else 3) - got) > 0.0051]
+# the 80 % band line: step and MFU ranges equal predict's time.step_s_range and
+# throughput.mfu_range to the decimals shown
+m = re.search(r"80% band +([\d.]+)-([\d.]+) s +MFU ([\d.]+)-([\d.]+) %", s)
+if not m:
+    sys.exit("no 80% band line on screen")
+ranges = [p["time"]["step_s_range"][0], p["time"]["step_s_range"][1],
+          100 * p["throughput"]["mfu_range"][0], 100 * p["throughput"]["mfu_range"][1]]
+for name, text, w in zip(["step lo", "step hi", "MFU lo", "MFU hi"], m.groups(), ranges):
+    dec = len(text.split(".")[1]) if "." in text else 0
+    if abs(round(w, dec) - float(text)) > 0.51 * 10 ** -dec:
+        bad.append(f"band {name}: screen {text} vs predict {w:.4f}")
+    want["band " + name] = (w, float(text))
 if bad:
     sys.exit(f"predict {sys.argv[3]}: " + "; ".join(bad))
 print(f"ok: {sys.argv[3]}: " + ", ".join(f"{k} {got}" for k, (w, got) in want.items()))
@@ -149,6 +162,20 @@ echo "ok: saved plan.json and megatron_args.txt"
 # 8. resizing re-lays the panes out: compact at 80x24, a message when too small
 T resize-window -t tui -x 80 -y 24
 wait_for 'W=wts G=grd'
+# at the least size (64x22) the Time pane keeps the band line, in its short form
+# (`v` cycles the lower pane until it is the Time pane)
+T resize-window -t tui -x 64 -y 22
+wait_for 'W=wts G=grd'
+band_seen=0
+for _ in 1 2 3 4; do
+    for _ in $(seq 20); do
+        if screen | grep -Eq '80%: [0-9.]+-[0-9.]+ s, MFU [0-9]+-[0-9]+%'; then band_seen=1; break 2; fi
+        sleep 0.1
+    done
+    T send-keys -t tui v
+done
+[[ $band_seen == 1 ]] || fail "no 80% band line on the Time pane at 64x22"
+echo "ok: 64x22 shows the band line"
 T resize-window -t tui -x 50 -y 15
 wait_for 'too small'
 T resize-window -t tui -x 120 -y 40

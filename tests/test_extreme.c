@@ -170,7 +170,11 @@ static void test_million_gpus(void **st)
     assert_true(isfinite(r.c.train.days_with_failures));
     assert_true(r.c.train.days_with_failures >= r.c.train.days);
     run_free(&r);
-    refused("--model gpt3-175b --gpus 1000000 --tp 8 --pp 8", "global batch");
+    refused("--model gpt3-175b --gpus 1000000 --tp 8 --pp 8 --gbs 2048", "global batch");
+    /* the default batch scales with the GPUs: 1e6 x 1024 / 2048 = 500000 = 15625 x 2^5 (scenario.h) */
+    ok("--model gpt3-175b --gpus 1000000 --tp 8 --pp 8", &r);
+    assert_int_equal(r.in.sc.layout.gbs, 500000);
+    run_free(&r);
     refused("--model gpt3-175b --gpus 1000000 --tp 8 --pp 7", "--gpus");
     refused("--model gpt3-125m --gpus 200000000", "beyond any cluster");
     refused("--model gpt3-125m --gpus 2147483647", "beyond any cluster");
@@ -204,8 +208,9 @@ static void test_million_token_seq(void **st)
     (void)st;
     Run r;
     ok("--model llama3.1-8b --seq 1048576 --cp 64 --tp 8 --gpus 512", &r);
-    assert_int_equal(r.in.sc.layout.gbs, 4);   /* ~4M tokens per step */
-    assert_true(r.c.tokens_per_step == 4.0 * 1048576);
+    /* default batch: GPT-3's 2M tokens (8B is nearest its 6.7B) = 1.9 sequences -> 2 (scenario.h) */
+    assert_int_equal(r.in.sc.layout.gbs, 2);
+    assert_true(r.c.tokens_per_step == 2.0 * 1048576);
     run_free(&r);
     /* under the causal convention the FLOPs counted are the FLOPs flash runs: MFU <= 1 */
     ok("--model llama3.1-8b --seq 1048576 --cp 64 --tp 8 --gpus 512 --flops causal", &r);

@@ -17,6 +17,7 @@
 #include "planner.h"
 #include "presets.h"
 #include "profile.h"
+#include "scenario.h"
 
 static void load(const char *model, const char *gpu, ModelSpec *m, HwProfile *hw)
 {
@@ -488,6 +489,100 @@ static void test_nearest_counts_and_batches(void **state)
     planner_result_free(&res);
 }
 
+/* The default global batch (scenario.h), worked by hand: sequences = the
+ * larger of GPT-3's tokens for the nearest size / s and gpus x 1024 / s,
+ * rounded in log to u x 2^k, u the odd part of the GPU count. */
+static void test_default_batch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int gpus, want;
+        const char *why;
+    } cases[] = {
+        {"gpt3-125m", 8, 256, "0.5M / 2048 = 244 -> 2^7.93 -> 256 (GPT-3 ran 0.5M)"},
+        {"gpt3-1.3b", 64, 512, "1M / 2048 = 488 -> 2^8.93 -> 512 (GPT-3 ran 1M); 64 x 1024 / 2048 = 32"},
+        {"gpt3-6.7b", 64, 1024, "2M / 2048 = 977 -> 1024 (GPT-3 ran 2M)"},
+        {"gpt3-175b", 8, 2048, "3.2M / 2048 = 1562.5 -> 2^10.61 -> 2048"},
+        {"gpt3-175b", 512, 2048, "1562.5 beats 512 x 1024 / 2048 = 256"},
+        {"gpt3-175b", 16384, 8192, "16384 x 1024 / 2048 = 8192 beats 1562.5 (16.8M tokens)"},
+        {"gpt3-175b", 1000, 2000, "u = 125: 1562.5 / 125 = 12.5 -> 2^3.64 -> 125 x 16"},
+        {"llama2-7b", 8, 512, "6.74B -> the 6.7B row: 2M / 4096 = 488 -> 512"},
+        {"llama2-7b", 24, 384, "u = 3: 488 / 3 = 163 -> 2^7.35 -> 3 x 128"},
+        {"llama2-70b", 512, 1024, "69B: nearer 175B than 13B in log: 3.2M / 4096 = 781 -> 2^9.61 -> 1024"},
+        {"llama3.1-405b", 512, 512, "3.2M / 8192 = 391 -> 2^8.61 -> 512 (4.2M tokens; Llama 3 began at 4M)"},
+        {"llama3.1-405b", 8192, 1024, "8192 x 1024 / 8192 = 1024 (8.4M tokens)"},
+        {"llama3.1-405b", 16384, 2048, "16384 x 1024 / 8192 = 2048 (16.8M tokens: Llama 3's 16M)"},
+        {"llama3.1-405b", 4099, 512, "prime: u = 4099 > 2 x 512.4, powers of two: 512.4 -> 512"},
+        {"megatron-1t", 3072, 1536, "u = 3: 1562.5 beats 1536; / 3 = 521 -> 2^9.02 -> 3 x 512"},
+        {"mtnlg-530b", 5128, 2564, "5128 x 1024 / 2048 = 2564 beats 1562.5; u = 641: 641 x 4"},
+        {"gpt3-175b", 0, 2048, "no GPU count: model size alone"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ModelSpec m;
+        char err[256];
+        assert_int_equal(presets_find(cases[i].model, &m, err, sizeof err), 0);
+        int got = scenario_default_gbs(&m, cases[i].gpus);
+        if (got != cases[i].want)
+            fail_msg("%s on %d GPUs: default batch %d, want %d (%s)", cases[i].model, cases[i].gpus, got,
+                     cases[i].want, cases[i].why);
+    }
+    /* divisibility: the batch is u x 2^k, so a divisor of the GPU count divides
+     * it unless it has more factors of two than the batch */
+    ModelSpec m;
+    char err[256], text[256];
+    assert_int_equal(presets_find("llama2-7b", &m, err, sizeof err), 0);
+    for (int g = 1; g <= 5000; g += 7) {
+        int b = scenario_default_gbs(&m, g), pb = b & -b, odd = g;
+        while (odd % 2 == 0)
+            odd /= 2;
+        if (odd <= 2 * 488.28125 && b % odd)
+            fail_msg("%d GPUs: batch %d is not a multiple of the odd part %d", g, b, odd);
+        for (int d = 1; d <= g; d++)
+            if (g % d == 0 && (d & -d) <= pb && b % odd == 0 && b % d)
+                fail_msg("%d GPUs: dp %d does not divide the batch %d", g, d, b);
+    }
+    /* the rule in words names its numbers */
+    DefaultBatch d;
+    scenario_default_batch(&m, 24, &d);
+    assert_int_equal(d.unit, 3);
+    scenario_default_batch_text(&d, text, sizeof text);
+    assert_non_null(strstr(text, "2M tokens at 6.7B params"));
+    assert_non_null(strstr(text, "1024 tokens per GPU"));
+    assert_non_null(strstr(text, "3 x 2^k"));
+}
+
+/* What the odd part buys: llama2-7b on 24 GPUs (3 nodes). The default 384 =
+ * 3 x 128 lets dp be 3, 6, 12 or 24; a power of two (512) leaves dp 1, 2, 4
+ * or 8 with a 3-way split of tp, pp or cp, which the plain-DP layout is not. */
+static void test_default_batch_plans(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama2-7b", "h100-sxm", &m, &hw);
+    PlanRequest r;
+    request(&r, &m, 24);
+    r.base.gbs = scenario_default_gbs(&m, 24);
+    assert_int_equal(r.base.gbs, 384);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanResult res;
+    char err[256];
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n > 0);
+    assert_int_equal(res.plans[0].layout.dp % 3, 0);
+    double best = res.plans[0].cost.thr.tokens_per_s;
+    planner_result_free(&res);
+    r.base.gbs = 512;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n > 0);
+    for (int i = 0; i < res.n; i++)
+        assert_int_not_equal(res.plans[i].layout.dp % 3, 0);
+    assert_true(best > res.plans[0].cost.thr.tokens_per_s);
+    planner_result_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +595,8 @@ int main(void)
         cmocka_unit_test(test_fixed_knob_at_fault), cmocka_unit_test(test_interleaved_405b),
         cmocka_unit_test(test_nearest_counts_and_batches),
         cmocka_unit_test(test_no_cp_at_8k),
+        cmocka_unit_test(test_default_batch),
+        cmocka_unit_test(test_default_batch_plans),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
     };

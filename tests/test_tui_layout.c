@@ -1,7 +1,8 @@
 /* test_tui_layout.c — the TUI's pure parts: pane rectangles for terminal
  * sizes (80x24, 120x40, tiny ones, every size in a range), the key table,
- * knob editing with refusal, evaluation against cost(), the pin, panes drawn
- * into a canvas, and the run.json reader. No terminal is needed. */
+ * knob editing with refusal, evaluation against cost(), the default batch
+ * following the GPUs, the pin, panes drawn into a canvas with the error band
+ * line, and the run.json reader. No terminal is needed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "args.h"
+#include "band.h"
 #include "canvas.h"
 #include "fmt.h"
 #include "follow.h"
@@ -62,7 +64,8 @@ static void check_layout(int rows, int cols, bool mon, TuiView view)
                 fail();
             }
     }
-    assert_true(l.inputs.h >= TUI_INPUTS_ROWS);
+    /* every field has a row, except at the least sizes where the pane takes the whole column and scrolls */
+    assert_true(l.inputs.h >= TUI_INPUTS_ROWS || (l.compact && l.inputs.h == rows - 2 && rows < 24));
     assert_true(l.memory.h >= 6);
     assert_int_equal(l.title.h, 1);
     assert_int_equal(l.status.y, rows - 1);
@@ -283,6 +286,17 @@ static void test_edit_gpus_and_layout(void **unused)
     assert_int_equal(state_set(st, state_field_own(TF_GPU), "h200"), 0);
     assert_cost_of_inputs(st);
     free(st);
+    /* the default global batch follows the GPUs (scenario.h): 175B at 512 GPUs, 3.2M tokens of 2048 ->
+     * 2048; at 8192, 8192 x 1024 / 2048 = 4096 sequences; once set, it stays */
+    st = new_state();
+    assert_int_equal(st->in.layout.gbs, 2048);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "8192"), 0);
+    assert_int_equal(st->in.layout.gbs, 4096);
+    assert_cost_of_inputs(st);
+    assert_int_equal(state_set(st, state_field_knob(K_GBS), "2048"), 0);
+    assert_int_equal(state_set(st, state_field_own(TF_GPUS), "16384"), 0);
+    assert_int_equal(st->in.layout.gbs, 2048);
+    free(st);
 }
 
 static void test_pin(void **unused)
@@ -432,6 +446,83 @@ static void test_panes_render(void **unused)
     assert_true(canvas_has(&cv, "OVER by"));
     assert_true(canvas_has(&cv, "!!!"));
     canvas_free(&cv);
+    free(st);
+}
+
+/* At 64x22 the Inputs pane is one row short of its fields: it scrolls so the
+ * selected field shows; the last field, target, cycles and re-plans. */
+static void test_inputs_scroll(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    TuiField tf = state_field_knob(K_TARGET);
+    assert_int_equal(tf, state_field_count() - 1);
+    assert_true(TUI_INPUTS_ROWS > TUI_MIN_ROWS - 2);   /* the case this test is for */
+    Canvas cv;
+    TuiLayout l;
+    assert_int_equal(canvas_init(&cv, TUI_MIN_ROWS, TUI_MIN_COLS), 0);
+    tui_layout(cv.rows, cv.cols, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, ">model"));
+    assert_false(canvas_has(&cv, "target "));
+    st->sel = tf;
+    panes_render(st, &l, &cv);
+    assert_true(canvas_has(&cv, ">target"));
+    assert_true(canvas_has(&cv, "megatron"));
+    assert_false(canvas_has(&cv, "model        gpt3"));   /* scrolled off */
+    canvas_free(&cv);
+    unsigned gen = st->problem_gen;
+    assert_int_equal(state_step(st, tf, +1), 0);
+    assert_int_equal(st->in.layout.target, TARGET_ULTRAPLAN);
+    assert_true(st->problem_gen != gen);   /* the planner searches again */
+    free(st);
+}
+
+/* The Time pane's 80 % band line: the band predict gives (band_of_cost of
+ * the same inputs), the step's and MFU's, at the least size (64x22, its
+ * short form), at 80x24 and 120x40 (the aligned form), pinned or not; it
+ * follows an edit. */
+static void expect_band(const TuiState *st, int rows, int cols, bool wide_form)
+{
+    Band b;
+    assert_int_equal(band_of_cost(&st->in.model, &st->in.hw, &st->in.layout, &st->cost, &b), 0);
+    assert_true(b.runs > 0);
+    assert_true(st->band.step_lo == b.step_lo && st->band.step_hi == b.step_hi);
+    assert_true(b.step_hi >= 10 && b.step_hi < 100);   /* one decimal: "20.0-31.4 s" */
+    char step[64], mfu[64];
+    snprintf(step, sizeof step, "%.1f-%.1f s", b.step_lo, b.step_hi);
+    if (wide_form)
+        snprintf(mfu, sizeof mfu, "MFU %.1f-%.1f %%", 100 * b.mfu_lo, 100 * b.mfu_hi);
+    else
+        snprintf(mfu, sizeof mfu, "MFU %.0f-%.0f%%", 100 * b.mfu_lo, 100 * b.mfu_hi);
+    Canvas cv;
+    assert_int_equal(canvas_init(&cv, rows, cols), 0);
+    TuiLayout l;
+    tui_layout(rows, cols, false, VIEW_TIME, &l);
+    panes_render(st, &l, &cv);
+    bool ok = canvas_has(&cv, step) && canvas_has(&cv, mfu) && canvas_has(&cv, wide_form ? "80% band" : "80%: ");
+    if (!ok) {
+        char line[512];
+        for (int yy = 0; yy < cv.rows; yy++) {
+            canvas_row_text(&cv, yy, line, sizeof line);
+            print_message("%s\n", line);
+        }
+        fail_msg("%dx%d: no \"%s\" and \"%s\" on the Time pane", cols, rows, step, mfu);
+    }
+    canvas_free(&cv);
+}
+
+static void test_band_line(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();   /* 175B, 512 GPUs, tp 8 pp 8 */
+    expect_band(st, TUI_MIN_ROWS, TUI_MIN_COLS, false);
+    expect_band(st, 24, 80, true);
+    expect_band(st, 40, 120, true);
+    state_pin(st);
+    expect_band(st, TUI_MIN_ROWS, TUI_MIN_COLS, false);   /* the band row has no difference column */
+    assert_int_equal(state_set(st, state_field_knob(K_TP), "4"), 0);
+    expect_band(st, 24, 80, true);
     free(st);
 }
 
@@ -623,6 +714,8 @@ int main(void)
         cmocka_unit_test(test_pin),
         cmocka_unit_test(test_load_plan),
         cmocka_unit_test(test_panes_render),
+        cmocka_unit_test(test_band_line),
+        cmocka_unit_test(test_inputs_scroll),
         cmocka_unit_test(test_follow_parse),
         cmocka_unit_test(test_follow_predicts_the_run),
         cmocka_unit_test(test_save_and_best),

@@ -3,8 +3,9 @@
  * Two arrangements: wide (>= 110 columns and >= 34 rows) shows every pane at
  * once; compact (down to TUI_MIN_COLS x TUI_MIN_ROWS, which includes 80x24)
  * keeps Inputs and Memory and shows one of Time / Plans / Run below Memory,
- * chosen by the view. Below the minimum only a message fits. No curses here:
- * tests/test_tui_layout.c checks the rectangles.
+ * chosen by the view. Below the minimum only a message fits. At 22 and 23
+ * rows the Inputs pane is a row or two short of its fields and scrolls
+ * (panes.c). No curses here: tests/test_tui_layout.c checks the rectangles.
  */
 #ifndef ULTRAPLAN_TUI_LAYOUT_H
 #define ULTRAPLAN_TUI_LAYOUT_H

@@ -46,9 +46,13 @@ static void pane_inputs(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     canvas_box(cv, r, "Inputs", st->focus == FOCUS_INPUTS ? R_FOCUS_TITLE : R_PANE_TITLE);
     int iw = r->w - 2, x = r->x + 1;
-    int lw = 14;
-    for (int f = 0; f < state_field_count() && f < r->h - 2; f++) {
-        int y = r->y + 1 + f;
+    int lw = 14, n = state_field_count(), vis = r->h - 2;
+    /* more fields than rows (the least sizes): scroll so the selected one shows */
+    int first = n > vis && st->sel >= vis ? st->sel - vis + 1 : 0;
+    if (first > n - vis)
+        first = n - vis > 0 ? n - vis : 0;
+    for (int f = first; f < n && f < first + vis; f++) {
+        int y = r->y + 1 + f - first;
         bool sel = st->focus == FOCUS_INPUTS && st->sel == f;
         char val[64], pin[64];
         state_field_text(st, (TuiField)f, val, sizeof val);
@@ -233,6 +237,36 @@ static void summary_line(Canvas *cv, int y, int x, int w, int left, const char *
     summary_text(cv, y, x, w, left, label, p, secondary);
 }
 
+/* "16.9-26.9": both ends with the decimals the larger needs for 3 digits. */
+static void range_text(double lo, double hi, char *buf, int len)
+{
+    int dec = hi >= 100 ? 0 : hi >= 10 ? 1 : hi >= 1 ? 2 : 3;
+    snprintf(buf, len, "%.*f-%.*f", dec, lo, dec, hi);
+}
+
+/* The 80 % band of the step and of MFU (calib/band.h) on one row of width w:
+ * "80% band  16.9-26.9 s  MFU 33.1-52.0 %" aligned with the rows above when
+ * it fits, else "80%: 16.9-26.9 s, MFU 33-52%", else the step's band alone.
+ * The row has no pinned difference, so w is the pane's whole width. False
+ * when there is no band (nothing drawn, no row taken). */
+static bool band_line(const Band *b, Canvas *cv, int y, int x, int w, int left)
+{
+    if (b->runs <= 0)
+        return false;
+    if (left <= 0)
+        return true;
+    char step[40], line[128];
+    range_text(b->step_lo, b->step_hi, step, sizeof step);
+    int n = snprintf(line, sizeof line, "%-9s %11s s  MFU %.1f-%.1f %%", "80% band", step, 100 * b->mfu_lo,
+                     100 * b->mfu_hi);
+    if (n > w)
+        n = snprintf(line, sizeof line, "80%%: %s s, MFU %.0f-%.0f%%", step, 100 * b->mfu_lo, 100 * b->mfu_hi);
+    if (n > w)
+        snprintf(line, sizeof line, "80%%: %s s", step);
+    canvas_put(cv, y, x, w, R_VALUE, line);
+    return true;
+}
+
 static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
 {
     const Cost *c = &st->cost, *p = &st->pin_cost;
@@ -253,27 +287,31 @@ static void pane_time(const TuiState *st, const TuiRect *r, Canvas *cv)
     } else
         snprintf(sec, sizeof sec, "  HFU %.2f %%", 100 * c->thr.hfu);
     summary_line(cv, y + row, x, tw, ih - row, "step", "%9.3f s", c->step_s, "");
+    if (pin && row < ih)
+        diff(cv, y + row, xe, c->step_s, p->step_s, true, true, "");
     row++;
     summary_line(cv, y + row, x, tw, ih - row, "MFU", "%8.2f %%", 100 * c->thr.mfu, sec);
+    if (pin && row < ih)
+        diff(cv, y + row, xe, 100 * c->thr.mfu, 100 * p->thr.mfu, false, false, "pt");
     row++;
+    if (band_line(&st->band, cv, y + row, x, iw, ih - row))
+        row++;
     snprintf(sec, sizeof sec, "  %.0f TFLOP/s/GPU", c->thr.tflops_per_gpu);
     summary_text(cv, y + row, x, tw, ih - row, "tokens/s", human(c->thr.tokens_per_s, b1, sizeof b1), sec);
+    if (pin && row < ih)
+        diff(cv, y + row, xe, c->thr.tokens_per_s, p->thr.tokens_per_s, false, true, "");
     row++;
     snprintf(sec, sizeof sec, "  (%.1f w/ failures)", c->train.days_with_failures);
     summary_line(cv, y + row, x, tw, ih - row, "days", "%9.2f", c->train.days, sec);
+    if (pin && row < ih)
+        diff(cv, y + row, xe, c->train.days, p->train.days, true, false, "d");
     row++;
     snprintf(money, sizeof money, "$%s", util_si(dollars, 4, b2, sizeof b2));   /* as the difference beside it */
     snprintf(sec, sizeof sec, "  at $%.2f/GPU-h", st->price);
     summary_text(cv, y + row, x, tw, ih - row, "cost", money, sec);
+    if (pin && row < ih)
+        diff(cv, y + row, xe, dollars, state_cost_dollars(p, st->pin_price), true, true, "");
     row++;
-    if (pin) {
-        int d = 0;
-        if (d < ih) diff(cv, y + d, xe, c->step_s, p->step_s, true, true, "");
-        if (++d < ih) diff(cv, y + d, xe, 100 * c->thr.mfu, 100 * p->thr.mfu, false, false, "pt");
-        if (++d < ih) diff(cv, y + d, xe, c->thr.tokens_per_s, p->thr.tokens_per_s, false, true, "");
-        if (++d < ih) diff(cv, y + d, xe, c->train.days, p->train.days, true, false, "d");
-        if (++d < ih) diff(cv, y + d, xe, dollars, state_cost_dollars(p, st->pin_price), true, true, "");
-    }
     if (row > ih)
         row = ih;
     int nz = 0;

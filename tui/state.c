@@ -264,6 +264,9 @@ static int resolve(Scenario *in, bool reset_stages, bool rc_mixed, char *err, in
         return -1;
     }
     lo->dp = (int)(in->gpus / mp);
+    /* the default global batch follows the model and the GPUs until it is set (scenario.h) */
+    if (!(in->fixed & FIX_GBS))
+        lo->gbs = scenario_default_gbs(&in->model, in->gpus);
     /* sequence parallel follows tp unless the user set it */
     if (lo->tp > 1 && !(in->fixed & FIX_SP))
         lo->sp = true;
@@ -278,7 +281,15 @@ static int resolve(Scenario *in, bool reset_stages, bool rc_mixed, char *err, in
     return 0;
 }
 
-void state_eval(TuiState *st) { cost(&st->in.model, &st->in.hw, &st->in.layout, &st->in.opts, &st->cost); }
+void state_eval(TuiState *st)
+{
+    cost(&st->in.model, &st->in.hw, &st->in.layout, &st->in.opts, &st->cost);
+    /* the band as predict prints it: none for a step that is not a finite time */
+    const Cost *c = &st->cost;
+    if (!isfinite(c->step_s) || !(c->step_s > 0) || band_of_cost(&st->in.model, &st->in.hw, &st->in.layout, c,
+                                                                 &st->band) != 0)
+        st->band.runs = 0;
+}
 
 /* a loaded plan's per-stage recomputation survives until the stage split
  * changes or the recompute knob is set; then the uniform mode (the plan's

@@ -1,7 +1,7 @@
 /* state.h — what the TUI shows and edits, without a terminal.
  *
  * A TuiState holds the inputs (model, hardware, layout knobs, budget, price),
- * their evaluated Cost, an optional pinned baseline, the planner's plans as
+ * their evaluated Cost and its 80 % error band, an optional pinned baseline, the planner's plans as
  * plain rows and the run being followed. Keys arrive as TuiKey codes (not
  * curses codes) and go through one key table; every edit is applied to a
  * copy, checked with layout_check and committed only when it passes, so a
@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 
+#include "band.h"
 #include "cost.h"
 #include "knobs.h"
 #include "scenario.h"
@@ -103,6 +104,7 @@ typedef struct {
     double price;                // $ per GPU-hour
     bool rc_mixed;               // per-stage recomputation from a plan (not one uniform mode)
     Cost cost;                   // of `in`
+    Band band;                   // its 80 % error band (calib/band.h); runs 0 = none
 
     bool pinned;
     Scenario pin_in;
@@ -138,7 +140,7 @@ typedef struct {
 /* Take over a resolved Scenario (scenario_finish done, layout checked) and evaluate. */
 void state_init(TuiState *st, const Scenario *in, double price);
 
-/* Re-evaluate cost() of the current inputs (the per-key work). */
+/* Re-evaluate cost() of the current inputs and its error band (the per-key work). */
 void state_eval(TuiState *st);
 
 /* Handle one key. Returns the action the caller must carry out (A_QUIT,
