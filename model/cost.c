@@ -23,6 +23,20 @@ static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allr
     return allreduce ? time_coll_allreduce(hw, bytes, n, k) : time_coll_allgather(hw, bytes, n, k);
 }
 
+/* ZeRO-3's gathers (or reduce-scatters) of `bytes` of a stage of `layers`
+ * layers in one pass, as the stack issues them: one call (the profile's
+ * default), or zero3_gathers_per_layer calls per layer, each paying
+ * zero3_call_s of host time and, over a flat NCCL ring, n-1 latencies of
+ * the slowest link it crosses (the alpha-beta call prices log2(nodes)). */
+static double zero3_coll(const HwProfile *hw, double bytes, int n, int k, int layers)
+{
+    int calls = hw->zero3_gathers_per_layer > 0 ? hw->zero3_gathers_per_layer * (layers > 0 ? layers : 1) : 1;
+    double one = time_coll_allgather(hw, bytes / calls, n, k) + hw->zero3_call_s;
+    if (hw->zero3_flat_ring && n > 1)
+        one += (n - 1) * (n > k ? hw->inter.lat : hw->intra.lat);
+    return calls * one;
+}
+
 /* Megatron DDP's gradient bucket: max(4e7, 1e6 dp) parameters, at most the
  * stage's; the last one to be reduced is exposed after the backward. */
 static double dp_bucket_params(const Layout *lo, double P) { return fmin(P, fmax(4e7, 1e6 * lo->dp)); }
@@ -121,9 +135,10 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     case OPT_ZERO3:
     default: {
         /* parameters gathered for forward and backward of every micro-batch */
-        double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
-        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
-        t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - bwd_hide));
+        double rs = zero3_coll(hw, P * gb, D, k, lo->layers[s]) + XC(gb, false);
+        double ag = zero3_coll(hw, P * wb, D, k, lo->layers[s]) + XC(wb, false);
+        double hide = 1 - hw->zero3_exposed;
+        t = mb * (fmax(0.0, ag - hide * hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hide * bwd_hide));
         break;
     }
     }
