@@ -26,12 +26,12 @@ static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allr
 /* ZeRO-3's gathers (or reduce-scatters) of `bytes` of a stage of `layers`
  * layers in one pass, as the stack issues them: one call (the profile's
  * default), or zero3_gathers_per_layer calls per layer, each paying
- * zero3_call_s of host time and, over a flat NCCL ring, n-1 latencies of
+ * zero3_call_s + n zero3_rank_s of host time and, over a flat NCCL ring, n-1 latencies of
  * the slowest link it crosses (the alpha-beta call prices log2(nodes)). */
 static double zero3_coll(const HwProfile *hw, double bytes, int n, int k, int layers)
 {
     int calls = hw->zero3_gathers_per_layer > 0 ? hw->zero3_gathers_per_layer * (layers > 0 ? layers : 1) : 1;
-    double one = time_coll_allgather(hw, bytes / calls, n, k) + hw->zero3_call_s;
+    double one = time_coll_allgather(hw, bytes / calls, n, k) + hw->zero3_call_s + n * hw->zero3_rank_s;
     if (hw->zero3_flat_ring && n > 1)
         one += (n - 1) * (n > k ? hw->inter.lat : hw->intra.lat);
     return calls * one;
@@ -137,7 +137,9 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         /* parameters gathered for forward and backward of every micro-batch */
         double rs = zero3_coll(hw, P * gb, D, k, lo->layers[s]) + XC(gb, false);
         double ag = zero3_coll(hw, P * wb, D, k, lo->layers[s]) + XC(wb, false);
-        double hide = 1 - hw->zero3_exposed;
+        /* a prefetch of fewer parameters than a layer holds hides only that share */
+        double per_layer = lo->layers[s] > 0 ? P / lo->layers[s] : P;
+        double hide = hw->zero3_prefetch_params > 0 ? fmin(1.0, hw->zero3_prefetch_params / per_layer) : 1.0;
         t = mb * (fmax(0.0, ag - hide * hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hide * bwd_hide));
         break;
     }

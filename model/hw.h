@@ -69,8 +69,9 @@ typedef struct {
      * hierarchical collective per stage and pass, prefetched behind compute at dp_overlap) */
     int zero3_gathers_per_layer;   // gathers (and reduce-scatters) per layer per pass; 0 = one per stage
     bool zero3_flat_ring;          // each call pays (n-1) latencies of its slowest link (NCCL ring)
-    double zero3_exposed;          // fraction of the gather/reduce time no prefetch hides, 0..1
+    double zero3_prefetch_params;  // parameters gathered ahead of the layer computing; 0 = unlimited (a whole layer or more: hidden at dp_overlap)
     double zero3_call_s;           // seconds of host time per gather or reduce-scatter call
+    double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

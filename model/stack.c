@@ -91,8 +91,10 @@ void stack_apply(HwProfile *hw, const Stack *st)
         hw->zero3_gathers_per_layer = st->zero3_gathers_per_layer;
     if (st->zero3_flat_ring)
         hw->zero3_flat_ring = true;
-    if (st->zero3_exposed > 0)
-        hw->zero3_exposed = st->zero3_exposed;
+    if (st->zero3_prefetch_params > 0)
+        hw->zero3_prefetch_params = st->zero3_prefetch_params;
     if (st->zero3_call_s > 0)
         hw->zero3_call_s = st->zero3_call_s;
+    if (st->zero3_rank_s > 0)
+        hw->zero3_rank_s = st->zero3_rank_s;
 }

@@ -43,8 +43,9 @@ typedef struct {
     /* ZeRO-3 (HwProfile fields of the same names) */
     int zero3_gathers_per_layer;  // parameter gathers per layer per pass; 0 = one per stage
     bool zero3_flat_ring;         // each gather pays (n-1) link latencies (NCCL ring over n ranks)
-    double zero3_exposed;         // fraction of gather/reduce time no prefetch hides, 0..1
+    double zero3_prefetch_params; // parameters gathered ahead of the computing layer; 0 = a layer or more
     double zero3_call_s;          // host seconds per gather call (hooks, allocation), >= 0
+    double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
 } Stack;
 
 /* megatron-lm: every scale 1, kernel of the profile, overlaps and ZeRO-3 as

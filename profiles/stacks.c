@@ -93,9 +93,11 @@ static int read_zero3(Ctx *c, const cJSON *root, Stack *st)
     if (r && !cJSON_IsBool(r))
         return fail(c, "zero3.flat_ring", "true or false", r);
     st->zero3_flat_ring = r && cJSON_IsTrue(r);
-    if (opt_number(c, z, "exposed", "zero3.exposed", 0, 1, false, &st->zero3_exposed))
+    if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
         return -1;
-    return opt_number(c, z, "call_s", "zero3.call_s", 0, 1, false, &st->zero3_call_s);
+    if (opt_number(c, z, "call_s", "zero3.call_s", 0, 1, false, &st->zero3_call_s))
+        return -1;
+    return opt_number(c, z, "rank_s", "zero3.rank_s", 0, 1e-3, false, &st->zero3_rank_s);
 }
 
 static int read_stack(Ctx *c, const cJSON *root, Stack *st)

@@ -18,8 +18,9 @@
  *   zero3             object, optional:
  *     gathers_per_layer  integer 0..1000 (0 = one call per stage)
  *     flat_ring          true | false
- *     exposed            in [0, 1]
- *     call_s             seconds, 0..1
+ *     prefetch_params    parameters gathered ahead, 0..1e15 (0 = a layer or more)
+ *     call_s             seconds, 0..1 (host time per call)
+ *     rank_s             seconds, 0..1e-3 (host time per call per rank of the group)
  *
  * All functions returning int return 0 on success or -1 with err filled.
  */
