@@ -181,6 +181,39 @@ int stacks_load_name(const char *name, Stack *out, char *err, int errlen)
     return i < 0 ? unknown(name, err, errlen) : stacks_load(i, out, err, errlen);
 }
 
+char *stacks_to_json(const Stack *st)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "format", STACK_FORMAT);
+    cJSON_AddStringToObject(j, "name", st->name);
+    cJSON_AddStringToObject(j, "desc", st->desc);
+    cJSON_AddNumberToObject(j, "gemm_scale", st->gemm_scale);
+    cJSON_AddNumberToObject(j, "mem_scale", st->mem_scale);
+    cJSON_AddNumberToObject(j, "attn_scale", st->attn_scale);
+    cJSON_AddStringToObject(j, "attn_kernel", stack_attn_kernel_name(st->attn_kernel));
+    cJSON_AddNumberToObject(j, "kernel_lat_scale", st->kernel_lat_scale);
+    /* an overlap the stack leaves to the profile is absent, as in the files */
+    if (st->tp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "tp_overlap", st->tp_overlap);
+    if (st->dp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "dp_overlap", st->dp_overlap);
+    if (st->pp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "pp_overlap", st->pp_overlap);
+    cJSON *z = cJSON_AddObjectToObject(j, "zero3");
+    if (z) {
+        cJSON_AddNumberToObject(z, "gathers_per_layer", st->zero3_gathers_per_layer);
+        cJSON_AddBoolToObject(z, "flat_ring", st->zero3_flat_ring);
+        cJSON_AddNumberToObject(z, "prefetch_params", st->zero3_prefetch_params);
+        cJSON_AddNumberToObject(z, "call_s", st->zero3_call_s);
+        cJSON_AddNumberToObject(z, "rank_s", st->zero3_rank_s);
+    }
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    return text;
+}
+
 int stacks_apply(HwProfile *hw, int i, char *err, int errlen)
 {
     if (i == 0)

@@ -45,6 +45,10 @@ int stacks_load_name(const char *name, Stack *out, char *err, int errlen);
 /* Parse JSON text; origin names it in errors. */
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen);
 
+/* The stack as JSON text in its own format (no _src fields); malloc'd,
+ * caller frees; NULL only when out of memory. */
+char *stacks_to_json(const Stack *st);
+
 /* The profile as builtin stack i runs on it (i 0: unchanged). 0 ok. */
 int stacks_apply(HwProfile *hw, int i, char *err, int errlen);
 
