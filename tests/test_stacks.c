@@ -137,8 +137,9 @@ static void test_scales_by_hand(void **state)
     assert_true(y.time[T_COMPUTE] > 1.3 * x.time[T_COMPUTE] && y.time[T_COMPUTE] < 2.0 * x.time[T_COMPUTE] + 1e-12);
 }
 
-/* The published kernel ratios: FA1/FA2 = 32.5/61.5 of A100 peak (Dao 2023),
- * FA2/FA3 = 35/75 of H100 peak (Shah et al. 2024), rounded to 0.53, 0.47. */
+/* The published kernel ratios: FA1/FA2 = 32.5/61.5 of A100 peak (Dao 2023,
+ * abstract), FA2/FA3 = 335/616 to 370/648 TFLOP/s on H100 (Shah et al. 2024,
+ * forward benchmark at head dim 128, 16K), rounded to 0.53 and 0.55. */
 static void test_attention_kernels(void **state)
 {
     (void)state;
@@ -146,8 +147,8 @@ static void test_attention_kernels(void **state)
     assert_rel(stack_attn_ratio(ATTN_KERNEL_FA1, &a), 0.53, 1e-12);
     assert_rel(stack_attn_ratio(ATTN_KERNEL_FA2, &a), 1.0, 1e-12);
     assert_rel(stack_attn_ratio(ATTN_KERNEL_FA3, &a), 1.0, 1e-12);   // no FA3 before Hopper: FA2 runs
-    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA1, &h), 0.53 * 0.47, 1e-12);
-    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA2, &h), 0.47, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA1, &h), 0.53 * 0.55, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA2, &h), 0.55, 1e-12);
     assert_rel(stack_attn_ratio(ATTN_KERNEL_FA3, &h), 1.0, 1e-12);
     assert_rel(stack_attn_ratio(ATTN_KERNEL_CUDNN, &h), 1.0, 1e-12);
     Stack st;
@@ -156,7 +157,7 @@ static void test_attention_kernels(void **state)
     HwProfile h2 = h;
     stack_apply(&h2, &st);
     for (int i = 0; i < h.attn_eff.n; i++)
-        assert_true(h2.attn_eff.pt[i].eff == h.attn_eff.pt[i].eff * 0.47);
+        assert_true(h2.attn_eff.pt[i].eff == h.attn_eff.pt[i].eff * 0.55);
     /* a long sequence is attention-bound: FA2 on H100 costs more than the profile's kernel */
     ModelSpec m = model("llama2-7b");
     m.s = 32768;
