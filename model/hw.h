@@ -72,6 +72,7 @@ typedef struct {
     double zero3_prefetch_params;  // parameters gathered ahead of the layer computing; 0 = unlimited (a whole layer or more: hidden at dp_overlap)
     double zero3_call_s;           // seconds of host time per gather or reduce-scatter call
     double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
+    char stack[32];                // the builtin software stack applied (profiles/stacks.h), "" = the default; for the error band's nearest runs
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

@@ -222,5 +222,6 @@ int stacks_apply(HwProfile *hw, int i, char *err, int errlen)
     if (stacks_load(i, &st, err, errlen))
         return -1;
     stack_apply(hw, &st);
+    snprintf(hw->stack, sizeof hw->stack, "%s", builtin[i]);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "band.h"
 #include "cost.h"
 #include "presets.h"
 #include "profile.h"
@@ -303,6 +304,22 @@ static void test_loader_errors(void **state)
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
 }
 
+/* A named stack travels to the error band's query: its runs are nearer. */
+static void test_band_query_stack(void **state)
+{
+    (void)state;
+    ModelSpec m = model("llama2-7b");
+    HwProfile hw = gpu("h100-sxm");
+    Layout lo = layout(&m, &hw, 8, 1, 1, OPT_ZERO3, 1, 8);
+    BandQuery q;
+    band_query(&m, &hw, &lo, &q);
+    assert_string_equal(q.stack, "");   // the default: not known, matches every stack
+    char err[400];
+    assert_int_equal(stacks_apply(&hw, stacks_index("composer-fsdp"), err, sizeof err), 0);
+    band_query(&m, &hw, &lo, &q);
+    assert_string_equal(q.stack, "composer-fsdp");
+}
+
 static void test_unknown_name(void **state)
 {
     (void)state;
@@ -321,7 +338,7 @@ int main(void)
         cmocka_unit_test(test_scales_by_hand),  cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_overlaps),        cmocka_unit_test(test_zero3_by_hand),
         cmocka_unit_test(test_zero3_prefetch),  cmocka_unit_test(test_loader_errors),
-        cmocka_unit_test(test_unknown_name),
+        cmocka_unit_test(test_unknown_name),    cmocka_unit_test(test_band_query_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
