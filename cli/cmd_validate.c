@@ -80,7 +80,7 @@ static void help(FILE *f)
         "             and time_ms (ms per step) or tokens_per_s_gpu (the step is gbs*seq/(that*GPUs));\n"
         "             optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
         "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
-        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label; MoE: experts,topk,\n"
+        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,stack,label; MoE: experts,topk,\n"
         "             moe_ffn,shared_ffn,moe_layer_freq,moe_first_dense,capacity_factor,mtp_layers,\n"
         "             attn,q_lora_rank,kv_lora_rank,qk_nope_dim,qk_rope_dim,v_head_dim,ep,etp,\n"
         "             moe_imbalance (defaults as\n"

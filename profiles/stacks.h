@@ -21,6 +21,8 @@
  *     prefetch_params    parameters gathered ahead, 0..1e15 (0 = a layer or more)
  *     call_s             seconds, 0..1 (host time per call)
  *     rank_s             seconds, 0..1e-3 (host time per call per rank of the group)
+ *   validated         string, optional: what the stack was fitted on and held out
+ *                     (documentation, like the _src strings; not read)
  *
  * All functions returning int return 0 on success or -1 with err filled.
  */
