@@ -3,7 +3,8 @@
  * (docs/COSTMODEL.md §4.2, §4.4, §4.5). The DP overlaps are layout switches
  * (overlap_grad, overlap_param) and the profile's dp_overlap is what they
  * achieve when on; ZeRO-3's per-layer gathers are prefetched whatever the
- * switches say (FSDP always prefetches). */
+ * switches say (FSDP always prefetches), as far as the software stack's
+ * prefetch reaches (HwProfile zero3_*, set by model/stack.h). */
 #include "cost.h"
 
 #include <math.h>
@@ -26,8 +27,9 @@ static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allr
 /* ZeRO-3's gathers (or reduce-scatters) of `bytes` of a stage of `layers`
  * layers in one pass, as the stack issues them: one call (the profile's
  * default), or zero3_gathers_per_layer calls per layer, each paying
- * zero3_call_s + n zero3_rank_s of host time and, over a flat NCCL ring, n-1 latencies of
- * the slowest link it crosses (the alpha-beta call prices log2(nodes)). */
+ * zero3_call_s + n zero3_rank_s of host time and, over a flat NCCL ring,
+ * n-1 latencies of the slowest link it crosses (the alpha-beta call prices
+ * log2(nodes) of them). */
 static double zero3_coll(const HwProfile *hw, double bytes, int n, int k, int layers)
 {
     int calls = hw->zero3_gathers_per_layer > 0 ? hw->zero3_gathers_per_layer * (layers > 0 ? layers : 1) : 1;
