@@ -56,6 +56,7 @@ void band_query(const ModelSpec *m, const HwProfile *hw, const Layout *lo, BandQ
     q->moe = spec_is_moe(m);
     q->zero = band_zero_class(lo->opt);
     q->params_b = (double)spec_params(m, 1, PARAMS_EXACT) / 1e9;
+    snprintf(q->stack, sizeof q->stack, "%s", hw->stack);   /* --stack: that stack's runs are nearer */
 }
 
 /* ---- text form ---- */

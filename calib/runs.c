@@ -12,6 +12,7 @@
 
 #include "fileio.h"
 #include "knobs.h"
+#include "stacks.h"
 #include "parse.h"
 #include "scenario.h"
 /* ---- columns -------------------------------------------------------------- */
@@ -254,6 +255,8 @@ static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const cha
         knob_set_int(k, &r->model, v);
     } else if (k->group == KNOB_LAYOUT) {
         knob_set_int(k, &r->layout, v);
+        if (k->id == K_STACK)
+            r->stack_given = true;
     } else {   /* the scenario's knobs: the uniform recomputation */
         Scenario sc = {.recompute = r->recompute};
         knob_set_int(k, &sc, v);
@@ -603,6 +606,12 @@ void runs_row_hw(const RunRow *r, const HwProfile *base, HwProfile *out)
         out->intra.bw = r->intra_bw;
     if (r->inter_bw > 0)
         out->inter.bw = r->inter_bw;
+    /* the row's software stack, then what the row itself says of the overlap */
+    if (r->layout.stack > 0) {
+        char e[256];
+        if (stacks_apply(out, r->layout.stack, e, sizeof e) != 0)
+            out->name[0] = 0;   /* only a build without its stacks/NAME.json fails here; test_stacks loads each */
+    }
     if (r->dp_overlap >= 0)
         out->dp_overlap = r->dp_overlap;
     if (r->tp_overlap >= 0)
@@ -615,7 +624,8 @@ int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, doubl
     /* the profile itself when the row overrides nothing of it (a copy is 1.2 KB a row) */
     HwProfile h;
     const HwProfile *use = hw;
-    if (r->gpus_per_node > 0 || r->intra_bw > 0 || r->inter_bw > 0 || r->dp_overlap >= 0 || r->tp_overlap >= 0) {
+    if (r->gpus_per_node > 0 || r->intra_bw > 0 || r->inter_bw > 0 || r->dp_overlap >= 0 || r->tp_overlap >= 0 ||
+        r->layout.stack > 0) {
         runs_row_hw(r, hw, &h);
         use = &h;
     }

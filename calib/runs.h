@@ -30,7 +30,8 @@
  *    direction: the cluster the run was measured on), dp_overlap (0..1; 0
  *    when gradients are reduced after the backward, unbucketed), tp_overlap
  *    (0..1; the fraction of TP communication hidden, e.g. 1 with Megatron's
- *    --tp-comm-overlap / NeMo's userbuffers), label.
+ *    --tp-comm-overlap / NeMo's userbuffers), stack (the software stack the
+ *    run used: megatron-lm, nemo, ...; `ultraplan models` lists them), label.
  *
  * In both, lines starting with '#' after the header and blank lines are
  * skipped; a UTF-8 byte-order mark, CRLF line ends, spaces around fields and
@@ -60,6 +61,7 @@ typedef struct {
     double inter_bw;        // bytes/s per GPU; 0 = the profile's
     double dp_overlap;      // fraction of the backward that hides the DP reduction; < 0 = the profile's
     double tp_overlap;      // fraction of TP communication hidden; < 0 = the profile's
+    bool stack_given;       // the file has a stack column (layout.stack: the software stack, model/stack.h)
     double measured_s;      // seconds per iteration
     double tok_s_gpu;       // tokens/s per GPU as given (0 = time_ms given instead)
     char label[48];

@@ -12,6 +12,7 @@
 #include "planfile.h"
 #include "presets.h"
 #include "profile.h"
+#include "stacks.h"
 
 /* presets[] as plan.json's model objects plus their source; gpus[] as the profiles. */
 static int models_json(void)
@@ -38,6 +39,20 @@ static int models_json(void)
         free(text);
         cJSON_AddItemToArray(ga, g ? g : cJSON_CreateNull());
     }
+    cJSON *sa = cJSON_AddArrayToObject(j, "stacks");
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack st;
+        char err[400];
+        if (stacks_load(i, &st, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan models: %s\n", err);
+            cJSON_Delete(j);
+            return 1;
+        }
+        char *text = stacks_to_json(&st);
+        cJSON *s = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON_AddItemToArray(sa, s ? s : cJSON_CreateNull());
+    }
     char *out = cJSON_Print(j);
     cJSON_Delete(j);
     char err[256];
@@ -50,9 +65,10 @@ static int models_main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: ultraplan models [--json]\n\nLists the model presets (for --model) with their sources, and the\n"
-               "built-in GPU profiles (for --gpu).\n\n"
+               "built-in GPU profiles (for --gpu) and software stacks (for --stack).\n\n"
                "  --json   one JSON document (ultraplan.models/1): presets[] with the shape fields of plan.json's\n"
-               "           \"model\" and their source, gpus[] with the whole profile of each\n");
+               "           \"model\" and their source, gpus[] with the whole profile of each, stacks[] with\n"
+               "           every field of each stack (profiles/stacks/NAME.json without its sources)\n");
         return 0;
     }
     bool json = argc == 2 && !strcmp(argv[1], "--json");
@@ -84,7 +100,24 @@ static int models_main(int argc, char **argv)
         printf("%-10s %9.0f %9.1f %8.2f %10d  %s\n", hw.name, hw.peak[PREC_BF16] / 1e12, hw.hbm_bytes / 1073741824.0,
                hw.hbm_bw / 1e12, hw.gpus_per_node, hw.desc);
     }
+    printf("\n%-18s %5s %5s %-7s %4s %4s %6s  %s\n", "stack", "gemm", "mem", "attn", "tp", "dp", "zero3", "description");
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack st;
+        char err[400], tp[16] = "-", dp[16] = "-", z3[16] = "-";
+        if (stacks_load(i, &st, err, sizeof err) != 0) {
+            fprintf(stderr, "ultraplan models: %s\n", err);
+            return 1;
+        }
+        if (st.tp_overlap >= 0)
+            snprintf(tp, sizeof tp, "%g", st.tp_overlap);
+        if (st.dp_overlap >= 0)
+            snprintf(dp, sizeof dp, "%g", st.dp_overlap);
+        if (st.zero3_gathers_per_layer > 0)
+            snprintf(z3, sizeof z3, "%d/L", st.zero3_gathers_per_layer);
+        printf("%-18s %5.3g %5.3g %-7s %4s %4s %6s  %s\n", st.name, st.gemm_scale, st.mem_scale,
+               stack_attn_kernel_name(st.attn_kernel), tp, dp, z3, st.desc);
+    }
     return 0;
 }
 
-const Command cmd_models = {"models", "list model presets and GPU profiles", models_main};
+const Command cmd_models = {"models", "list model presets, GPU profiles and software stacks", models_main};

@@ -32,6 +32,7 @@
 #include "profile.h"
 #include "knobs.h"
 #include "runs.h"
+#include "stacks.h"
 #include "stats.h"
 
 static void help(FILE *f)
@@ -39,7 +40,7 @@ static void help(FILE *f)
     fprintf(f,
         "usage: ultraplan validate FILE.csv [FILE.csv ...] [--gpu NAME | --profile FILE] [--json]\n"
         "                          [--summary] [--plot FILE.png] [--max-mape PCT] [--max-regret PCT]\n"
-        "                          [--bands-out FILE [--bands-stack NAME]]\n"
+        "                          [--stack NAME] [--bands-out FILE [--bands-stack NAME]]\n"
         "       ultraplan validate --bands-coverage builtin|TABLE.csv [--json]\n\n"
         "Predicts the iteration time of every measured run in the files and reports predicted,\n"
         "measured and absolute percentage error (APE) per row, then mean (MAPE), median, 90th\n"
@@ -60,7 +61,10 @@ static void help(FILE *f)
         "  --bands-out FILE  write the residual table predict's error band is made from (one line per\n"
         "                    run: source, profile, stack, parallel dims, size, measured and predicted\n"
         "                    step; scripts/gen-bands.sh makes profiles/bands.csv with it)\n"
-        "  --bands-stack S   the software stack the files' runs used, for --bands-out\n"
+        "  --bands-stack S   the software stack the files' runs used, for --bands-out (default: each\n"
+        "                    row's stack, from its column or --stack)\n"
+        "  --stack NAME      the software stack of rows in files without a stack column (vTrain's CSVs:\n"
+        "                    megatron-deepspeed); `ultraplan models` lists the stacks. Default megatron-lm\n"
         "  --bands-coverage TABLE  no CSV of runs: the calibration of the error band on a residual table\n"
         "                    (builtin: the shipped profiles/bands.csv): for each run, whether its measured\n"
         "                    step lies inside the 80%% band made without its own file (and without itself\n"
@@ -76,7 +80,7 @@ static void help(FILE *f)
         "             and time_ms (ms per step) or tokens_per_s_gpu (the step is gbs*seq/(that*GPUs));\n"
         "             optional: gpus,params_b,kv_heads,head_dim,ffn,vocab,mlp,norm,pos,bias,\n"
         "             tied,dropout,sp,flash,recompute,zero,precision,grad_fp32,vp,cp,gpus_per_node,\n"
-        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,label; MoE: experts,topk,\n"
+        "             intra_bw_gbs,inter_bw_gbs,dp_overlap,tp_overlap,stack,label; MoE: experts,topk,\n"
         "             moe_ffn,shared_ffn,moe_layer_freq,moe_first_dense,capacity_factor,mtp_layers,\n"
         "             attn,q_lora_rank,kv_lora_rank,qk_nope_dim,qk_rope_dim,v_head_dim,ep,etp,\n"
         "             moe_imbalance (defaults as\n"
@@ -92,6 +96,7 @@ typedef struct {
     bool json, summary;
     double max_mape, max_regret;   // < 0 = no limit
     double moe_imbalance;          // --moe-imbalance: for rows without the column; 0 = the layout's default
+    int stack;                     // --stack: for files without a stack column; -1 = not given (megatron-lm)
 } Opts;
 
 /* What validate keeps of a row beside its StatsRow, predicted time and
@@ -112,6 +117,7 @@ typedef struct {
     const HwProfile *hw;
     const char *origin;            // names the file in prediction errors (as before: the last one given)
     double moe_imbalance;          // Opts.moe_imbalance
+    int stack;                     // Opts.stack
     char perr[512];                // the first prediction error (reported after every file is read)
     const char *bands_stack;       // --bands-out: the stack column
     char source[48];               // --bands-out: the base name of the file being read
@@ -161,6 +167,12 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
         adj.layout.moe_imbalance = v->moe_imbalance;
         r = &adj;
     }
+    if (v->stack >= 0 && !r->stack_given) {   /* --stack for files that have no stack column */
+        if (r != &adj)
+            adj = *r;
+        adj.layout.stack = v->stack;
+        r = &adj;
+    }
     if (runs_predict(r, v->hw, v->origin, &v->pred[i], &c, e, sizeof e)) {
         if (!v->perr[0])
             snprintf(v->perr, sizeof v->perr, "%s", e);
@@ -184,7 +196,10 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
                      .measured_s = r->measured_s, .predicted_s = v->pred[i]};
         snprintf(b.source, sizeof b.source, "%s", v->source);
         snprintf(b.gpu, sizeof b.gpu, "%s", v->hw->name);
-        snprintf(b.stack, sizeof b.stack, "%s", v->bands_stack ? v->bands_stack : "");
+        /* one notion of stack: --bands-stack, else the row's own (its column or --stack) */
+        const char *stk = v->bands_stack ? v->bands_stack
+                          : r->stack_given || v->stack >= 0 ? stacks_name(r->layout.stack) : "";
+        snprintf(b.stack, sizeof b.stack, "%s", stk ? stk : "");
         v->bands_oom |= band_append_row(&v->bands, &v->bands_len, &v->bands_cap, &b) != 0;
     }
     return 0;
@@ -586,7 +601,8 @@ static int run(const Opts *o, char **files, int nfiles)
     /* prediction errors name the last file given, as when every file was read first */
     char origin[256];
     snprintf(origin, sizeof origin, "%s", files[nfiles - 1]);
-    VSet set = {.hw = &hw, .origin = origin, .moe_imbalance = o->moe_imbalance, .bands_stack = o->bands_stack};
+    VSet set = {.hw = &hw, .origin = origin, .moe_imbalance = o->moe_imbalance, .bands_stack = o->bands_stack,
+                 .stack = o->stack};
     StatsGroupStats *groups[STATS_GROUP_COUNT] = {0};
     if (o->bands_out && band_append_header(&set.bands, &set.bands_len, &set.bands_cap)) {
         fprintf(stderr, "ultraplan validate: out of memory\n");
@@ -786,7 +802,7 @@ static int parse_pct(const char *flag, const char *s, double *out)
 static int validate_main(int argc, char **argv)
 {
     enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET, O_MOE_IMBALANCE, O_BANDS_OUT, O_BANDS_STACK,
-           O_BANDS_COVERAGE };
+           O_BANDS_COVERAGE, O_STACK };
     static const struct option opts[] = {
         {"help", no_argument, 0, 'h'},          {"gpu", required_argument, 0, O_GPU},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
@@ -794,10 +810,10 @@ static int validate_main(int argc, char **argv)
         {"max-mape", required_argument, 0, O_MAX_MAPE}, {"max-regret", required_argument, 0, O_MAX_REGRET},
         {"moe-imbalance", required_argument, 0, O_MOE_IMBALANCE},
         {"bands-out", required_argument, 0, O_BANDS_OUT}, {"bands-stack", required_argument, 0, O_BANDS_STACK},
-        {"bands-coverage", required_argument, 0, O_BANDS_COVERAGE},
+        {"bands-coverage", required_argument, 0, O_BANDS_COVERAGE}, {"stack", required_argument, 0, O_STACK},
         {0, 0, 0, 0},
     };
-    Opts o = {.max_mape = -1, .max_regret = -1};
+    Opts o = {.max_mape = -1, .max_regret = -1, .stack = -1};
     int c;
     optind = 1;
     opterr = 0;
@@ -820,6 +836,16 @@ static int validate_main(int argc, char **argv)
             break;
         }
         case O_BANDS_OUT: o.bands_out = optarg; break;
+        case O_STACK: {
+            char e[400];
+            Stack st;
+            if (stacks_load_name(optarg, &st, e, sizeof e)) {
+                fprintf(stderr, "ultraplan validate: --stack: %s\n", e);
+                return 2;
+            }
+            o.stack = stacks_index(optarg);
+            break;
+        }
         case O_BANDS_COVERAGE: o.bands_coverage = optarg; break;
         case O_BANDS_STACK:
             if (strlen(optarg) >= sizeof ((BandRun *)0)->stack || strpbrk(optarg, ",\n\r\"")) {

@@ -3,7 +3,8 @@
  * (docs/COSTMODEL.md §4.2, §4.4, §4.5). The DP overlaps are layout switches
  * (overlap_grad, overlap_param) and the profile's dp_overlap is what they
  * achieve when on; ZeRO-3's per-layer gathers are prefetched whatever the
- * switches say (FSDP always prefetches). */
+ * switches say (FSDP always prefetches), as far as the software stack's
+ * prefetch reaches (HwProfile zero3_*, set by model/stack.h). */
 #include "cost.h"
 
 #include <math.h>
@@ -21,6 +22,21 @@ void cost_opts_default(CostOpts *o)
 static double dp_coll(const HwProfile *hw, double bytes, int n, int k, bool allreduce)
 {
     return allreduce ? time_coll_allreduce(hw, bytes, n, k) : time_coll_allgather(hw, bytes, n, k);
+}
+
+/* ZeRO-3's gathers (or reduce-scatters) of `bytes` of a stage of `layers`
+ * layers in one pass, as the stack issues them: one call (the profile's
+ * default), or zero3_gathers_per_layer calls per layer, each paying
+ * zero3_call_s + n zero3_rank_s of host time and, over a flat NCCL ring,
+ * n-1 latencies of the slowest link it crosses (the alpha-beta call prices
+ * log2(nodes) of them). */
+static double zero3_coll(const HwProfile *hw, double bytes, int n, int k, int layers)
+{
+    int calls = hw->zero3_gathers_per_layer > 0 ? hw->zero3_gathers_per_layer * (layers > 0 ? layers : 1) : 1;
+    double one = time_coll_allgather(hw, bytes / calls, n, k) + hw->zero3_call_s + n * hw->zero3_rank_s;
+    if (hw->zero3_flat_ring && n > 1)
+        one += (n - 1) * (n > k ? hw->inter.lat : hw->intra.lat);
+    return calls * one;
 }
 
 /* Megatron DDP's gradient bucket: max(4e7, 1e6 dp) parameters, at most the
@@ -121,9 +137,12 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     case OPT_ZERO3:
     default: {
         /* parameters gathered for forward and backward of every micro-batch */
-        double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
-        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
-        t = mb * (fmax(0.0, ag - hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - bwd_hide));
+        double rs = zero3_coll(hw, P * gb, D, k, lo->layers[s]) + XC(gb, false);
+        double ag = zero3_coll(hw, P * wb, D, k, lo->layers[s]) + XC(wb, false);
+        /* a prefetch of fewer parameters than a layer holds hides only that share */
+        double per_layer = lo->layers[s] > 0 ? P / lo->layers[s] : P;
+        double hide = hw->zero3_prefetch_params > 0 ? fmin(1.0, hw->zero3_prefetch_params / per_layer) : 1.0;
+        t = mb * (fmax(0.0, ag - hide * hw->dp_overlap * fwd_mb) + fmax(0.0, ag + rs - hide * bwd_hide));
         break;
     }
     }

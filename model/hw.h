@@ -65,6 +65,14 @@ typedef struct {
     double gemm_tile_n;            // columns of that tile; the tile may lie either way round (cuBLAS picks the better)
     double eff_ref_peak;           // FLOP/s (bf16) of the GPU the gemm/attn curves' sizes are stated for; 0 = this GPU's bf16 peak
     double eff_ref_hbm_bw;         // bytes/s of the GPU the mem_eff curve's sizes are stated for; 0 = this GPU's hbm_bw
+    /* how the software stack's ZeRO-3 gathers (model/stack.h sets them; profiles leave them 0 = one
+     * hierarchical collective per stage and pass, prefetched behind compute at dp_overlap) */
+    int zero3_gathers_per_layer;   // gathers (and reduce-scatters) per layer per pass; 0 = one per stage
+    bool zero3_flat_ring;          // each call pays (n-1) latencies of its slowest link (NCCL ring)
+    double zero3_prefetch_params;  // parameters gathered ahead of the layer computing; 0 = unlimited (a whole layer or more: hidden at dp_overlap)
+    double zero3_call_s;           // seconds of host time per gather or reduce-scatter call
+    double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
+    char stack[32];                // the builtin software stack applied (profiles/stacks.h), "" = the default; for the error band's nearest runs
 } HwProfile;
 
 /* Efficiency from a curve at `size`; a curve with no points gives 1. */

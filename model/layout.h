@@ -85,6 +85,7 @@ typedef struct {
                                    // layers per stage and chunk, where embedding, MTP and loss sit (layout_pp_parse)
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
+    int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
     int layers[LAYOUT_MAX_PP];     // layers per pipeline stage; all 0 = even split
     int full_rc[LAYOUT_MAX_PP];    // fully recomputed layers per stage
     int sel_rc[LAYOUT_MAX_PP];     // selectively recomputed layers per stage

@@ -6,5 +6,9 @@
 extern const int profile_embed_count;
 extern const char *const profile_embed_names[];   // file name without .json, sorted
 extern const char *const profile_embed_texts[];   // NUL-terminated JSON text
+/* the same for profiles/stacks/NAME.json (only stacks.c reads these) */
+extern const int stack_embed_count;
+extern const char *const stack_embed_names[];
+extern const char *const stack_embed_texts[];
 
 #endif

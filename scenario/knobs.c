@@ -11,6 +11,8 @@
 
 #include "parse.h"
 #include "scenario.h"
+#include "stacks.h"
+#include "suggest.h"
 
 /* Enum fields are read and written as ints. */
 _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int) && sizeof(PosKind) == sizeof(int) &&
@@ -57,6 +59,17 @@ static int opt_parse(const char *s, int *v)
         return -1;
     *v = (int)o;
     return 0;
+}
+
+static const char *stack_kname(int v)
+{
+    const char *n = stacks_name(v);
+    return n ? n : "?";
+}
+static int stack_kparse(const char *s, int *v)
+{
+    *v = stacks_index(s);
+    return *v < 0 ? -1 : 0;
 }
 
 static void mbs_text(const void *lo, int v, char *buf, int len)
@@ -316,6 +329,11 @@ static const Knob table[KNOB_COUNT] = {
                   .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
                   .tui_problem = true, .tui_help = "megatron (what Megatron-LM expresses) or ultraplan (all layouts)"},
 
+    [K_STACK] = {K_STACK, "stack", L(stack), .type = KNOB_ENUM, .count = STACK_BUILTIN_COUNT, .value_name = stack_kname,
+                 .value_parse = stack_kparse, .flag = "stack", .arg = "NAME", .json = "stack", .json_optional = true,
+                 .csv = "stack", .help = "software stack the run uses: its kernel efficiency, attention kernel, overlap and "
+                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm"},
+
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",
                      .arg = "none|selective|full", .fix = FIX_RC, .csv = "recompute",
@@ -520,9 +538,17 @@ int knob_parse(const Knob *k, const char *text, int *v, const char *who, char *e
         return 0;
     case KNOB_ENUM:
         if (k->value_parse(text, v) != 0 || *v < 0 || *v >= k->count) {
-            char list[160];
+            char list[256];
             knob_enum_list(k, false, list, sizeof list);
-            snprintf(err, errlen, "%sexpected %s, got \"%s\"", who, k->expect ? k->expect : list, text);
+            const char *names[32];
+            int n = k->count < 32 ? k->count : 32;
+            for (int i = 0; i < n; i++)
+                names[i] = k->value_name(i);
+            const char *near = util_closest(text, names, n);
+            char hint[64] = "";
+            if (near)
+                snprintf(hint, sizeof hint, " (did you mean \"%s\"?)", near);
+            snprintf(err, errlen, "%sexpected %s, got \"%s\"%s", who, k->expect ? k->expect : list, text, hint);
             return -1;
         }
         return 0;

@@ -36,7 +36,7 @@ typedef enum {
     /* layout (Layout) */
     K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_MOE_DISPATCHER, K_MOE_A2A_OVERLAP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
     K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_CP_COMM, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS, K_PP_LAYOUT,
-    K_FULL_RC, K_SEL_RC, K_TARGET,
+    K_FULL_RC, K_SEL_RC, K_TARGET, K_STACK,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
     K_RECOMPUTE,
     KNOB_COUNT

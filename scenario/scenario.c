@@ -1,5 +1,6 @@
 /* scenario.c — setting knobs and resolving a Scenario (see scenario.h). */
 #include "scenario.h"
+#include "stacks.h"
 
 #include <errno.h>
 #include <math.h>
@@ -314,6 +315,9 @@ static int resolve_hw(Scenario *sc, char *err, int errlen)
     }
     if (sc->gpus_per_node > 0)
         sc->hw.gpus_per_node = sc->gpus_per_node;
+    /* the software stack, once, on the freshly loaded profile (model/stack.h) */
+    if (stacks_apply(&sc->hw, sc->layout.stack, err, errlen) != 0)
+        return -1;
     scenario_resolve_margin(sc);
     if (!(sc->mem_margin_bytes < sc->hw.hbm_bytes))
         BAD("--mem-margin: %.1f GiB leaves nothing of the %.1f GiB of a %s", sc->mem_margin_bytes / 1073741824.0,

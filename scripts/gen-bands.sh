@@ -4,7 +4,8 @@
 # `ultraplan validate FILE --gpu PROFILE --bands-out ... --bands-stack STACK`
 # over the shipped corpus (the list below: each file, the profile its runs
 # are predicted with, as in the README's Accuracy commands, and the software
-# stack they ran under) and concatenates the tables into OUT (default
+# stack they ran under, or "-" where the file's own `stack` column says it
+# row by row: one notion of stack, profiles/stacks/) and concatenates the tables into OUT (default
 # profiles/bands.csv, embedded at build time: rebuild after running this).
 # A file `validate` cannot read yet (the MoE corpus before the MoE knobs)
 # is left out and named in OUT's header, so a build that reads it produces a
@@ -18,12 +19,13 @@ OUT=${2:-$here/profiles/bands.csv}
 corpus='
 validation/vtrain/single_node.csv        a100-80g  megatron-deepspeed
 validation/vtrain/multi_node.csv         a100-80g  megatron-deepspeed
-docs/accuracy/a100_published.csv         a100-80g  megatron-deepspeed-2021
-docs/accuracy/mosaic_a100_published.csv  a100-80g  composer-fsdp
-docs/accuracy/h100_published.csv         h100-sxm  nemo
-docs/accuracy/mosaic_h100_published.csv  h100-sxm  composer-fsdp
-docs/accuracy/b200_published.csv         b200      nemo
-docs/accuracy/gb200_published.csv        gb200     nemo
+docs/accuracy/a100_published.csv         a100-80g  -
+docs/accuracy/selene2021_published.csv   a100-80g  -
+docs/accuracy/mosaic_a100_published.csv  a100-80g  -
+docs/accuracy/h100_published.csv         h100-sxm  -
+docs/accuracy/mosaic_h100_published.csv  h100-sxm  -
+docs/accuracy/b200_published.csv         b200      -
+docs/accuracy/gb200_published.csv        gb200     -
 docs/accuracy/moe_h100_published.csv     h100-sxm  megatron-bridge
 docs/accuracy/moe_h800_published.csv     h100-sxm  megatron-bridge
 docs/accuracy/moe_b200_published.csv     b200      megatron-bridge
@@ -42,7 +44,8 @@ while read -r f gpu stack; do
     [ -n "$f" ] || continue
     n=$((n + 1))
     part=$tmp/$n.csv
-    if msg=$("$U" validate "$here/$f" --gpu "$gpu" --summary --bands-out "$part" --bands-stack "$stack" 2>&1 >/dev/null); then
+    if [ "$stack" = - ]; then set -- ; else set -- --bands-stack "$stack"; fi
+    if msg=$("$U" validate "$here/$f" --gpu "$gpu" --summary --bands-out "$part" "$@" 2>&1 >/dev/null); then
         rows=$(($(wc -l <"$part") - 1))
         cols=$(head -n1 "$part")   # the header validate writes (calib/band.c)
         sum=$(sha256sum "$here/$f" | cut -c1-16)

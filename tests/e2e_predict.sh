@@ -111,6 +111,20 @@ expect_error "stage-layers" predict --model gpt3-175b --stage-layers 10,x
 expect_error "sum to 90" predict --model gpt3-175b --pp 8 --stage-layers 20,10,10,10,10,10,10,10
 expect_error "--gpus: expected" predict --params 7B --gpus -3
 expect_error "unknown command" frobnicate
+expect_error "--stack: expected .*did you mean \"nemo\"" predict --params 7B --stack nemoo
+
+# software stacks: the default is megatron-lm and changes nothing; a 2021 ZeRO-3 at 1,536 GPUs
+# (per-tensor gathers over a flat ring) is several times slower than the default's prefetched
+# hierarchical gathers; the stack is written to and read back from plan.json
+z3=(--model gpt3-175b --gpu a100-80g --gpus 1536 --zero 3 --mbs 1 --gbs 1536 --recompute full --no-flash)
+step() { "$U" predict "$@" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["time"]["step_s"])'; }
+s0=$(step "${z3[@]}"); s1=$(step "${z3[@]}" --stack megatron-lm); s2=$(step "${z3[@]}" --stack deepspeed-zero3)
+[ -n "$s0" ] && [ "$s0" = "$s1" ] && ok "--stack megatron-lm = no --stack ($s0 s)" || bad "--stack megatron-lm: $s1 vs $s0"
+python3 -c "import sys; sys.exit(not (float('$s2') > 2 * float('$s0')))" 2>/dev/null \
+  && ok "deepspeed-zero3 at 1536 GPUs: $s2 s > 2 x $s0 s" || bad "deepspeed-zero3 at 1536 GPUs: $s2 s vs $s0 s"
+"$U" predict "${z3[@]}" --stack deepspeed-zero3 -o "$tmp/z3.json" >/dev/null 2>&1 &&
+  python3 -c "import json; assert json.load(open('$tmp/z3.json'))['layout']['stack'] == 'deepspeed-zero3'" 2>/dev/null \
+  && ok "plan.json carries layout.stack" || bad "plan.json has no layout.stack"
 [ -z "$(ls "$tmp/no" 2>/dev/null)" ] && ok "no partial file" || bad "partial file left"
 
 echo "$passes passed, $fails failed"

@@ -1,0 +1,102 @@
+/* stack.c — a software stack applied to a hardware profile (see stack.h). */
+#include "stack.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+void stack_default(Stack *st)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->name, sizeof st->name, "megatron-lm");
+    st->gemm_scale = st->mem_scale = st->attn_scale = 1;
+    st->attn_kernel = ATTN_KERNEL_PROFILE;
+    st->kernel_lat_scale = 1;
+    st->tp_overlap = st->dp_overlap = st->pp_overlap = -1;
+}
+
+static const char *const kernel_names[ATTN_KERNEL_COUNT] = {"profile", "fa1", "fa2", "fa3", "cudnn"};
+
+const char *stack_attn_kernel_name(AttnKernel k)
+{
+    return k >= 0 && k < ATTN_KERNEL_COUNT ? kernel_names[k] : "?";
+}
+
+int stack_parse_attn_kernel(const char *s, AttnKernel *out)
+{
+    for (int k = 0; k < ATTN_KERNEL_COUNT; k++)
+        if (!strcasecmp(s, kernel_names[k])) {
+            *out = (AttnKernel)k;
+            return 0;
+        }
+    return -1;
+}
+
+/* Fractions of the dense bf16 peak the kernels reach in their papers' own
+ * forward+backward benchmarks, mid-range:
+ *  - A100: FlashAttention 25-40 %, FlashAttention-2 50-73 % (Dao 2023,
+ *    arXiv:2307.08691, abstract): FA1 / FA2 = 32.5 / 61.5 = 0.53.
+ *  - H100: the FlashAttention-3 paper's forward benchmark (Shah et al. 2024,
+ *    arXiv:2407.08608, H100 SXM5, head dim 128, 16K tokens) has FA2 at
+ *    335-370 TFLOP/s and FA3 at 616-648: FA2 / FA3 = 0.54-0.57, taken as
+ *    0.55. cuDNN's fused attention is of FA3's class there (529-600 in the
+ *    same figure; Transformer Engine picks it).
+ * The profiles' attn_eff curves describe FA2 on A100 (0.60-0.65 of peak)
+ * and NeMo's cuDNN attention from Hopper on (h100-sxm is fitted on it). */
+#define FA1_OVER_FA2 0.53
+#define FA2_OVER_FA3_HOPPER 0.55
+
+double stack_attn_ratio(AttnKernel k, const HwProfile *hw)
+{
+    bool hopper = hw->peak[PREC_FP8] > 0;   // fp8 tensor cores came with Hopper, as did FA3's wgmma/TMA
+    double fa2 = hopper ? FA2_OVER_FA3_HOPPER : 1.0;
+    switch (k) {
+    case ATTN_KERNEL_FA1: return FA1_OVER_FA2 * fa2;
+    case ATTN_KERNEL_FA2: return fa2;
+    case ATTN_KERNEL_FA3: return hopper ? 1.0 : fa2;   // FA3 needs Hopper: FA2 runs instead
+    case ATTN_KERNEL_CUDNN:
+    case ATTN_KERNEL_PROFILE:
+    default: return 1.0;
+    }
+}
+
+/* Multiply a curve's efficiencies by f, capped at 1; an empty curve (which
+ * reads as 1) becomes one point at f. */
+static void scale_curve(EffCurve *c, double f)
+{
+    if (f == 1)
+        return;
+    if (c->n == 0) {
+        c->n = 1;
+        c->pt[0].size = 1;
+        c->pt[0].eff = fmin(1.0, f);
+        return;
+    }
+    for (int i = 0; i < c->n; i++)
+        c->pt[i].eff = fmin(1.0, c->pt[i].eff * f);
+}
+
+void stack_apply(HwProfile *hw, const Stack *st)
+{
+    scale_curve(&hw->gemm_eff, st->gemm_scale);
+    scale_curve(&hw->mem_eff, st->mem_scale);
+    scale_curve(&hw->attn_eff, st->attn_scale * stack_attn_ratio(st->attn_kernel, hw));
+    hw->kernel_lat *= st->kernel_lat_scale;
+    if (st->tp_overlap >= 0)
+        hw->tp_overlap = st->tp_overlap;
+    if (st->dp_overlap >= 0)
+        hw->dp_overlap = st->dp_overlap;
+    if (st->pp_overlap >= 0)
+        hw->pp_overlap = st->pp_overlap;
+    if (st->zero3_gathers_per_layer > 0)
+        hw->zero3_gathers_per_layer = st->zero3_gathers_per_layer;
+    if (st->zero3_flat_ring)
+        hw->zero3_flat_ring = true;
+    if (st->zero3_prefetch_params > 0)
+        hw->zero3_prefetch_params = st->zero3_prefetch_params;
+    if (st->zero3_call_s > 0)
+        hw->zero3_call_s = st->zero3_call_s;
+    if (st->zero3_rank_s > 0)
+        hw->zero3_rank_s = st->zero3_rank_s;
+}

@@ -1,0 +1,227 @@
+/* stacks.c — read "ultraplan.stack/1" JSON and the builtin stacks (see stacks.h). */
+#include "stacks.h"
+#include "json.h"
+#include "profile_embed.h"
+#include "suggest.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const builtin[STACK_BUILTIN_COUNT] = {
+    "megatron-lm", "nemo", "megatron-2021", "megatron-deepspeed", "composer-fsdp", "torchtitan", "deepspeed-zero3",
+};
+
+const char *stacks_name(int i) { return i >= 0 && i < STACK_BUILTIN_COUNT ? builtin[i] : NULL; }
+
+int stacks_index(const char *name)
+{
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++)
+        if (!strcasecmp(name, builtin[i]))
+            return i;
+    return -1;
+}
+
+typedef struct {
+    const char *origin;
+    char *err;
+    int errlen;
+} Ctx;
+
+static int fail(Ctx *c, const char *field, const char *expected, const cJSON *got)
+{
+    char g[80];
+    if (!got)
+        snprintf(g, sizeof g, "nothing (field missing)");
+    else if (cJSON_IsString(got))
+        snprintf(g, sizeof g, "\"%.50s\"", got->valuestring);
+    else if (cJSON_IsNumber(got))
+        snprintf(g, sizeof g, "%.6g", got->valuedouble);
+    else
+        snprintf(g, sizeof g, "a value of another kind");
+    snprintf(c->err, c->errlen, "stack %s: field \"%s\": expected %s, got %s", c->origin, field, expected, g);
+    return -1;
+}
+
+/* An optional number in [lo, hi] (lo excluded when open_lo); absent keeps *out. */
+static int opt_number(Ctx *c, const cJSON *obj, const char *key, const char *field, double lo, double hi,
+                      bool open_lo, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return 0;
+    char want[64];
+    snprintf(want, sizeof want, "a number in %c%g, %g]", open_lo ? '(' : '[', lo, hi);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > hi ||
+        (open_lo ? v->valuedouble <= lo : v->valuedouble < lo))
+        return fail(c, field, want, v);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_string(Ctx *c, const cJSON *obj, const char *key, char *out, size_t cap, bool required)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v && !required)
+        return 0;
+    char want[64];
+    snprintf(want, sizeof want, "a %sstring of at most %zu characters", required ? "non-empty " : "", cap - 1);
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap || (required && !v->valuestring[0]))
+        return fail(c, key, want, v);
+    snprintf(out, cap, "%s", v->valuestring);
+    return 0;
+}
+
+static int read_zero3(Ctx *c, const cJSON *root, Stack *st)
+{
+    const cJSON *z = cJSON_GetObjectItemCaseSensitive(root, "zero3");
+    if (!z)
+        return 0;
+    if (!cJSON_IsObject(z))
+        return fail(c, "zero3", "an object", z);
+    double g = 0;
+    if (opt_number(c, z, "gathers_per_layer", "zero3.gathers_per_layer", 0, 1000, false, &g))
+        return -1;
+    if (g != floor(g))
+        return fail(c, "zero3.gathers_per_layer", "a whole number from 0 to 1000",
+                    cJSON_GetObjectItemCaseSensitive(z, "gathers_per_layer"));
+    st->zero3_gathers_per_layer = (int)g;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(z, "flat_ring");
+    if (r && !cJSON_IsBool(r))
+        return fail(c, "zero3.flat_ring", "true or false", r);
+    st->zero3_flat_ring = r && cJSON_IsTrue(r);
+    if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
+        return -1;
+    if (opt_number(c, z, "call_s", "zero3.call_s", 0, 1, false, &st->zero3_call_s))
+        return -1;
+    return opt_number(c, z, "rank_s", "zero3.rank_s", 0, 1e-3, false, &st->zero3_rank_s);
+}
+
+static int read_stack(Ctx *c, const cJSON *root, Stack *st)
+{
+    if (!cJSON_IsObject(root))
+        return fail(c, "(document)", "a JSON object", root);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, STACK_FORMAT))
+        return fail(c, "format", "\"" STACK_FORMAT "\"", fmt);
+    if (get_string(c, root, "name", st->name, sizeof st->name, true) ||
+        get_string(c, root, "desc", st->desc, sizeof st->desc, false))
+        return -1;
+    static const struct { const char *key; size_t off; double hi; } scales[] = {
+        {"gemm_scale", offsetof(Stack, gemm_scale), 4},
+        {"mem_scale", offsetof(Stack, mem_scale), 4},
+        {"attn_scale", offsetof(Stack, attn_scale), 4},
+    };
+    for (size_t i = 0; i < sizeof scales / sizeof *scales; i++)
+        if (opt_number(c, root, scales[i].key, scales[i].key, 0, scales[i].hi, true,
+                       (double *)((char *)st + scales[i].off)))
+            return -1;
+    if (opt_number(c, root, "kernel_lat_scale", "kernel_lat_scale", 0, 100, false, &st->kernel_lat_scale) ||
+        opt_number(c, root, "tp_overlap", "tp_overlap", 0, 1, false, &st->tp_overlap) ||
+        opt_number(c, root, "dp_overlap", "dp_overlap", 0, 1, false, &st->dp_overlap) ||
+        opt_number(c, root, "pp_overlap", "pp_overlap", 0, 1, false, &st->pp_overlap))
+        return -1;
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "attn_kernel");
+    if (k && (!cJSON_IsString(k) || stack_parse_attn_kernel(k->valuestring, &st->attn_kernel)))
+        return fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
+    return read_zero3(c, root, st);
+}
+
+int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
+{
+    Ctx c = {origin, err, errlen};
+    cJSON *root = util_json_parse(text, origin, err, errlen);
+    if (!root)
+        return -1;
+    Stack st;
+    stack_default(&st);
+    st.name[0] = 0;
+    int rc = read_stack(&c, root, &st);
+    cJSON_Delete(root);
+    if (rc == 0)
+        *out = st;
+    return rc;
+}
+
+static int unknown(const char *name, char *err, int errlen)
+{
+    const char *near = util_closest(name, builtin, STACK_BUILTIN_COUNT);
+    char known[256] = "";
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", builtin[i]);
+    if (near)
+        snprintf(err, errlen, "unknown software stack \"%s\" (did you mean \"%s\"?); known: %s", name, near, known);
+    else
+        snprintf(err, errlen, "unknown software stack \"%s\"; known: %s", name, known);
+    return -1;
+}
+
+int stacks_load(int i, Stack *out, char *err, int errlen)
+{
+    if (i < 0 || i >= STACK_BUILTIN_COUNT) {
+        snprintf(err, errlen, "software stack %d: expected 0..%d", i, STACK_BUILTIN_COUNT - 1);
+        return -1;
+    }
+    for (int e = 0; e < stack_embed_count; e++)
+        if (!strcmp(stack_embed_names[e], builtin[i])) {
+            char origin[64];
+            snprintf(origin, sizeof origin, "%s.json", builtin[i]);
+            return stacks_parse_json(stack_embed_texts[e], origin, out, err, errlen);
+        }
+    snprintf(err, errlen, "software stack %s: no profiles/stacks/%s.json was built in", builtin[i], builtin[i]);
+    return -1;
+}
+
+int stacks_load_name(const char *name, Stack *out, char *err, int errlen)
+{
+    int i = stacks_index(name);
+    return i < 0 ? unknown(name, err, errlen) : stacks_load(i, out, err, errlen);
+}
+
+char *stacks_to_json(const Stack *st)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    cJSON_AddStringToObject(j, "format", STACK_FORMAT);
+    cJSON_AddStringToObject(j, "name", st->name);
+    cJSON_AddStringToObject(j, "desc", st->desc);
+    cJSON_AddNumberToObject(j, "gemm_scale", st->gemm_scale);
+    cJSON_AddNumberToObject(j, "mem_scale", st->mem_scale);
+    cJSON_AddNumberToObject(j, "attn_scale", st->attn_scale);
+    cJSON_AddStringToObject(j, "attn_kernel", stack_attn_kernel_name(st->attn_kernel));
+    cJSON_AddNumberToObject(j, "kernel_lat_scale", st->kernel_lat_scale);
+    /* an overlap the stack leaves to the profile is absent, as in the files */
+    if (st->tp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "tp_overlap", st->tp_overlap);
+    if (st->dp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "dp_overlap", st->dp_overlap);
+    if (st->pp_overlap >= 0)
+        cJSON_AddNumberToObject(j, "pp_overlap", st->pp_overlap);
+    cJSON *z = cJSON_AddObjectToObject(j, "zero3");
+    if (z) {
+        cJSON_AddNumberToObject(z, "gathers_per_layer", st->zero3_gathers_per_layer);
+        cJSON_AddBoolToObject(z, "flat_ring", st->zero3_flat_ring);
+        cJSON_AddNumberToObject(z, "prefetch_params", st->zero3_prefetch_params);
+        cJSON_AddNumberToObject(z, "call_s", st->zero3_call_s);
+        cJSON_AddNumberToObject(z, "rank_s", st->zero3_rank_s);
+    }
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    return text;
+}
+
+int stacks_apply(HwProfile *hw, int i, char *err, int errlen)
+{
+    if (i == 0)
+        return 0;
+    Stack st;
+    if (stacks_load(i, &st, err, errlen))
+        return -1;
+    stack_apply(hw, &st);
+    snprintf(hw->stack, sizeof hw->stack, "%s", builtin[i]);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* stacks.h — software stacks as JSON: the builtin ones embedded from
+ * profiles/stacks/NAME.json at build time (model/stack.h says what a stack
+ * does to the cost model).
+ *
+ * Format "ultraplan.stack/1": one object; every number may carry its source
+ * in a sibling "<field>_src" string (the builtin files always do, saying
+ * where it was published or which runs it was fitted on and which were held
+ * out). Unknown fields are ignored. A bad file gives one error line naming
+ * the origin, the field and what was expected, and fills nothing.
+ *
+ *   format            "ultraplan.stack/1"                         required
+ *   name              string, < 32 chars                          required
+ *   desc              string, < 160 chars                         optional
+ *   gemm_scale, mem_scale, attn_scale   > 0 (at most 4)           optional, 1
+ *   attn_kernel       "profile" | "fa1" | "fa2" | "fa3" | "cudnn"  optional, "profile"
+ *   kernel_lat_scale  >= 0 (at most 100)                          optional, 1
+ *   tp_overlap, dp_overlap, pp_overlap  in [0, 1]                 optional (the profile's)
+ *   zero3             object, optional:
+ *     gathers_per_layer  integer 0..1000 (0 = one call per stage)
+ *     flat_ring          true | false
+ *     prefetch_params    parameters gathered ahead, 0..1e15 (0 = a layer or more)
+ *     call_s             seconds, 0..1 (host time per call)
+ *     rank_s             seconds, 0..1e-3 (host time per call per rank of the group)
+ *   validated         string, optional: what the stack was fitted on and held out
+ *                     (documentation, like the _src strings; not read)
+ *
+ * All functions returning int return 0 on success or -1 with err filled.
+ */
+#ifndef ULTRAPLAN_PROFILES_STACKS_H
+#define ULTRAPLAN_PROFILES_STACKS_H
+
+#include "stack.h"
+
+#define STACK_FORMAT "ultraplan.stack/1"
+
+/* The builtin stacks, in a fixed order (the --stack knob's values); 0 is
+ * megatron-lm, the default, which changes nothing. */
+#define STACK_BUILTIN_COUNT 7
+const char *stacks_name(int i);          // NULL when i is out of range
+int stacks_index(const char *name);      // case-insensitive; -1 when unknown
+
+/* Builtin i, or a builtin by name (unknown: "unknown software stack "x"
+ * (did you mean "y"?); known: ..."). */
+int stacks_load(int i, Stack *out, char *err, int errlen);
+int stacks_load_name(const char *name, Stack *out, char *err, int errlen);
+
+/* Parse JSON text; origin names it in errors. */
+int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen);
+
+/* The stack as JSON text in its own format (no _src fields); malloc'd,
+ * caller frees; NULL only when out of memory. */
+char *stacks_to_json(const Stack *st);
+
+/* The profile as builtin stack i runs on it (i 0: unchanged). 0 ok. */
+int stacks_apply(HwProfile *hw, int i, char *err, int errlen);
+
+#endif

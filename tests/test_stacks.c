@@ -1,0 +1,344 @@
+/* test_stacks.c — software stacks (model/stack.h, profiles/stacks.h): the
+ * default changes no prediction, each field moves it as worked out by hand,
+ * the published kernel ratios, and the loader's errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "band.h"
+#include "cost.h"
+#include "presets.h"
+#include "profile.h"
+#include "stacks.h"
+
+#define assert_rel(got, want, rel) do { \
+        double g_ = (got), w_ = (want); \
+        if (!(fabs(g_ - w_) <= (rel) * fabs(w_))) \
+            fail_msg("%s = %.9g, expected %.9g (rel tol %g)", #got, g_, w_, (double)(rel)); \
+    } while (0)
+
+static HwProfile gpu(const char *name)
+{
+    HwProfile hw;
+    char err[256];
+    if (profile_load_builtin(name, &hw, err, sizeof err))
+        fail_msg("%s", err);
+    return hw;
+}
+
+static ModelSpec model(const char *name)
+{
+    ModelSpec m;
+    char err[256];
+    if (presets_find(name, &m, err, sizeof err))
+        fail_msg("%s", err);
+    return m;
+}
+
+static Layout layout(const ModelSpec *m, const HwProfile *hw, int dp, int tp, int pp, OptimShard opt, int mbs, int gbs)
+{
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = dp, lo.tp = tp, lo.pp = pp, lo.opt = opt, lo.mbs = mbs, lo.gbs = gbs;
+    lo.sp = tp > 1;
+    char err[256];
+    if (layout_check(&lo, m, hw, err, sizeof err))
+        fail_msg("layout_check: %s", err);
+    return lo;
+}
+
+/* Every builtin loads under its own name, and every embedded file is one. */
+static void test_builtins_load(void **state)
+{
+    (void)state;
+    char err[400];
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack st;
+        if (stacks_load(i, &st, err, sizeof err))
+            fail_msg("%s", err);
+        assert_string_equal(st.name, stacks_name(i));
+        assert_int_equal(stacks_index(st.name), i);
+        assert_true(st.desc[0] != 0);
+    }
+    assert_string_equal(stacks_name(0), "megatron-lm");
+    assert_null(stacks_name(STACK_BUILTIN_COUNT));
+}
+
+/* megatron-lm, applied from its JSON, leaves every builtin profile bit for
+ * bit as it was, so every prediction without --stack is today's. */
+static void test_default_is_identity(void **state)
+{
+    (void)state;
+    char err[400];
+    Stack st;
+    assert_int_equal(stacks_load_name("megatron-lm", &st, err, sizeof err), 0);
+    Stack d;
+    stack_default(&d);
+    for (int i = 0; i < profile_builtin_count(); i++) {
+        HwProfile a = gpu(profile_builtin_name(i)), b = a, c = a;
+        stack_apply(&b, &st);
+        stack_apply(&c, &d);
+        assert_memory_equal(&a, &b, sizeof a);
+        assert_memory_equal(&a, &c, sizeof a);
+        assert_int_equal(stacks_apply(&c, 0, err, sizeof err), 0);
+        assert_memory_equal(&a, &c, sizeof a);
+    }
+    /* and so the cost: a ZeRO-3 and a tp/pp layout, step time equal to the last bit */
+    ModelSpec m = model("llama2-7b");
+    HwProfile hw = gpu("h100-sxm"), hs = hw;
+    stack_apply(&hs, &st);
+    Layout los[2] = {layout(&m, &hw, 16, 1, 1, OPT_ZERO3, 1, 64), layout(&m, &hw, 2, 4, 2, OPT_DISTOPT, 1, 64)};
+    for (int k = 0; k < 2; k++) {
+        CostOpts o;
+        cost_opts_default(&o);
+        Cost x, y;
+        cost(&m, &hw, &los[k], &o, &x);
+        cost(&m, &hs, &los[k], &o, &y);
+        assert_true(x.step_s == y.step_s);
+        assert_memory_equal(x.time, y.time, sizeof x.time);
+    }
+}
+
+/* Scales multiply each curve point, capped at 1: by hand on the a100 curve. */
+static void test_scales_by_hand(void **state)
+{
+    (void)state;
+    HwProfile a = gpu("a100-80g"), b = a;
+    Stack st;
+    stack_default(&st);
+    st.gemm_scale = 0.5;
+    st.mem_scale = 2;
+    st.kernel_lat_scale = 3;
+    stack_apply(&b, &st);
+    for (int i = 0; i < a.gemm_eff.n; i++)
+        assert_true(b.gemm_eff.pt[i].eff == a.gemm_eff.pt[i].eff * 0.5);
+    for (int i = 0; i < a.mem_eff.n; i++)
+        assert_true(b.mem_eff.pt[i].eff == fmin(1.0, a.mem_eff.pt[i].eff * 2));
+    assert_true(b.kernel_lat == a.kernel_lat * 3);
+    assert_memory_equal(&a.attn_eff, &b.attn_eff, sizeof a.attn_eff);
+    /* halving GEMM efficiency slows the step, but by less than 2x (not everything is a GEMM) */
+    ModelSpec m = model("llama2-7b");
+    Layout lo = layout(&m, &a, 8, 1, 1, OPT_DISTOPT, 1, 32);
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost x, y;
+    HwProfile g = a;
+    Stack gs;
+    stack_default(&gs);
+    gs.gemm_scale = 0.5;
+    stack_apply(&g, &gs);
+    cost(&m, &a, &lo, &o, &x);
+    cost(&m, &g, &lo, &o, &y);
+    assert_true(y.time[T_COMPUTE] > 1.3 * x.time[T_COMPUTE] && y.time[T_COMPUTE] < 2.0 * x.time[T_COMPUTE] + 1e-12);
+}
+
+/* The published kernel ratios: FA1/FA2 = 32.5/61.5 of A100 peak (Dao 2023,
+ * abstract), FA2/FA3 = 335/616 to 370/648 TFLOP/s on H100 (Shah et al. 2024,
+ * forward benchmark at head dim 128, 16K), rounded to 0.53 and 0.55. */
+static void test_attention_kernels(void **state)
+{
+    (void)state;
+    HwProfile a = gpu("a100-80g"), h = gpu("h100-sxm");
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA1, &a), 0.53, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA2, &a), 1.0, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA3, &a), 1.0, 1e-12);   // no FA3 before Hopper: FA2 runs
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA1, &h), 0.53 * 0.55, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA2, &h), 0.55, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_FA3, &h), 1.0, 1e-12);
+    assert_rel(stack_attn_ratio(ATTN_KERNEL_CUDNN, &h), 1.0, 1e-12);
+    Stack st;
+    stack_default(&st);
+    st.attn_kernel = ATTN_KERNEL_FA2;
+    HwProfile h2 = h;
+    stack_apply(&h2, &st);
+    for (int i = 0; i < h.attn_eff.n; i++)
+        assert_true(h2.attn_eff.pt[i].eff == h.attn_eff.pt[i].eff * 0.55);
+    /* a long sequence is attention-bound: FA2 on H100 costs more than the profile's kernel */
+    ModelSpec m = model("llama2-7b");
+    m.s = 32768;
+    Layout lo = layout(&m, &h, 8, 1, 1, OPT_ZERO3, 1, 8);
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost x, y;
+    cost(&m, &h, &lo, &o, &x);
+    cost(&m, &h2, &lo, &o, &y);
+    assert_true(y.time[T_COMPUTE] > 1.2 * x.time[T_COMPUTE]);
+}
+
+/* Overlaps replace the profile's; a negative one keeps it. */
+static void test_overlaps(void **state)
+{
+    (void)state;
+    HwProfile a = gpu("a100-80g"), b = a;
+    Stack st;
+    stack_default(&st);
+    st.tp_overlap = 0;
+    st.pp_overlap = 0.25;
+    stack_apply(&b, &st);
+    assert_true(b.tp_overlap == 0 && b.pp_overlap == 0.25 && b.dp_overlap == a.dp_overlap);
+}
+
+/* ZeRO-3 by hand. gpt3-125m (12 layers) on dp 16 over two nodes of 8, no
+ * overlap (dp_overlap 0), NVLink latency 0, inter-node latency l, no fixed
+ * cost per call. One alpha-beta gather of B bytes costs log2(2) l plus a
+ * term linear in B, so c calls of B/c cost (c-1) l more than one call of B.
+ * A stack of g gathers per layer, host time h per call and a flat ring adds
+ * per call h + (n-1) l. Each of the three passes (forward gather, backward
+ * gather, gradient reduce-scatter) therefore grows by
+ *   (c-1) l + c (h + 15 l),   c = 12 g,
+ * and the step's DP time by m times three of that (m micro-batches). */
+static void test_zero3_by_hand(void **state)
+{
+    (void)state;
+    ModelSpec m = model("gpt3-125m");
+    HwProfile hw = gpu("a100-80g");
+    hw.gpus_per_node = 8;
+    hw.intra.lat = 0;
+    hw.inter.lat = 1e-5;
+    hw.coll_lat = 0;
+    hw.dp_overlap = 0;
+    Layout lo = layout(&m, &hw, 16, 1, 1, OPT_ZERO3, 1, 64);
+    int mb = layout_microbatches(&lo);
+    assert_int_equal(mb, 4);
+    Stack st;
+    stack_default(&st);
+    st.zero3_gathers_per_layer = 2;
+    st.zero3_call_s = 1e-3;
+    st.zero3_flat_ring = true;
+    HwProfile z = hw;
+    stack_apply(&z, &st);
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost x, y;
+    cost(&m, &hw, &lo, &o, &x);
+    cost(&m, &z, &lo, &o, &y);
+    double c = 24, l = 1e-5, per_pass = (c - 1) * l + c * (1e-3 + 15 * l);   // 9.83e-3 s
+    assert_rel(y.time[T_DP] - x.time[T_DP], 4 * 3 * per_pass, 1e-9);
+    /* nothing but the DP phase moves */
+    assert_true(y.time[T_COMPUTE] == x.time[T_COMPUTE]);
+    /* per rank: n h' more per call: 16 ranks x 1e-6 s x 24 calls x 3 passes x 4 micro-batches */
+    Stack r = st;
+    r.zero3_rank_s = 1e-6;
+    HwProfile zr = hw;
+    stack_apply(&zr, &r);
+    Cost w;
+    cost(&m, &zr, &lo, &o, &w);
+    assert_rel(w.time[T_DP] - y.time[T_DP], 16 * 1e-6 * 24 * 3 * 4, 1e-9);
+}
+
+/* Prefetch: with dp_overlap 1 the default hides gathers behind compute; a
+ * prefetch of a whole layer's parameters or more changes nothing, a smaller
+ * one hides its share only, none hides nothing (the same as dp_overlap 0). */
+static void test_zero3_prefetch(void **state)
+{
+    (void)state;
+    ModelSpec m = model("llama2-7b");
+    HwProfile hw = gpu("a100-80g");
+    hw.dp_overlap = 1;
+    Layout lo = layout(&m, &hw, 64, 1, 1, OPT_ZERO3, 1, 64);
+    CostOpts o;
+    cost_opts_default(&o);
+    double per_layer = 202e6;   // llama2-7b: 4 h^2 + 3 h f = 4*4096^2 + 3*4096*11008 = 2.02e8 (+ norms)
+    double dp[4];
+    double pre[4] = {0, 2 * per_layer, per_layer / 4, 1};
+    for (int i = 0; i < 4; i++) {
+        HwProfile z = hw;
+        z.zero3_prefetch_params = pre[i];
+        Cost c;
+        cost(&m, &z, &lo, &o, &c);
+        dp[i] = c.time[T_DP];
+    }
+    assert_true(dp[1] == dp[0]);
+    assert_true(dp[2] > dp[0]);
+    assert_true(dp[3] > dp[2]);
+    HwProfile none = hw;
+    none.dp_overlap = 0;
+    Cost c;
+    cost(&m, &none, &lo, &o, &c);
+    assert_rel(dp[3], c.time[T_DP], 1e-6);
+}
+
+/* Bad files: -1, one line naming the field, nothing filled. */
+static void test_loader_errors(void **state)
+{
+    (void)state;
+    static const struct { const char *json, *want; } bad[] = {
+        {"{\"format\": \"ultraplan.stack/2\", \"name\": \"x\"}", "\"format\""},
+        {"{\"format\": \"ultraplan.stack/1\"}", "\"name\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"gemm_scale\": -1}", "\"gemm_scale\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"gemm_scale\": \"1\"}", "\"gemm_scale\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"mem_scale\": 0}", "\"mem_scale\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"attn_kernel\": \"fa9\"}", "\"attn_kernel\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"tp_overlap\": 1.5}", "\"tp_overlap\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"kernel_lat_scale\": -2}", "\"kernel_lat_scale\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": 3}", "\"zero3\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"gathers_per_layer\": 1.5}}",
+         "\"zero3.gathers_per_layer\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"flat_ring\": \"yes\"}}", "\"zero3.flat_ring\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"call_s\": 5}}", "\"zero3.call_s\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"prefetch_params\": -1}}",
+         "\"zero3.prefetch_params\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        Stack st;
+        memset(&st, 0x5a, sizeof st);
+        Stack before = st;
+        char err[400] = "";
+        assert_int_equal(stacks_parse_json(bad[i].json, "t.json", &st, err, sizeof err), -1);
+        if (!strstr(err, bad[i].want) || !strstr(err, "t.json"))
+            fail_msg("case %zu: error \"%s\" does not name %s", i, err, bad[i].want);
+        assert_memory_equal(&st, &before, sizeof st);
+    }
+    /* a good minimal file: defaults for what it leaves out */
+    Stack st;
+    char err[400];
+    assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"unknown\": 1}", "t.json",
+                                       &st, err, sizeof err), 0);
+    assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
+}
+
+/* A named stack travels to the error band's query: its runs are nearer. */
+static void test_band_query_stack(void **state)
+{
+    (void)state;
+    ModelSpec m = model("llama2-7b");
+    HwProfile hw = gpu("h100-sxm");
+    Layout lo = layout(&m, &hw, 8, 1, 1, OPT_ZERO3, 1, 8);
+    BandQuery q;
+    band_query(&m, &hw, &lo, &q);
+    assert_string_equal(q.stack, "");   // the default: not known, matches every stack
+    char err[400];
+    assert_int_equal(stacks_apply(&hw, stacks_index("composer-fsdp"), err, sizeof err), 0);
+    band_query(&m, &hw, &lo, &q);
+    assert_string_equal(q.stack, "composer-fsdp");
+}
+
+static void test_unknown_name(void **state)
+{
+    (void)state;
+    Stack st;
+    char err[400];
+    assert_int_equal(stacks_load_name("composer-fdsp", &st, err, sizeof err), -1);
+    assert_non_null(strstr(err, "did you mean \"composer-fsdp\""));
+    assert_int_equal(stacks_load_name("NeMo", &st, err, sizeof err), 0);   // case-insensitive
+    assert_string_equal(st.name, "nemo");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builtins_load),   cmocka_unit_test(test_default_is_identity),
+        cmocka_unit_test(test_scales_by_hand),  cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_overlaps),        cmocka_unit_test(test_zero3_by_hand),
+        cmocka_unit_test(test_zero3_prefetch),  cmocka_unit_test(test_loader_errors),
+        cmocka_unit_test(test_unknown_name),    cmocka_unit_test(test_band_query_stack),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
