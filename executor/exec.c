@@ -55,8 +55,16 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    if (m->attn == ATTN_MLA)
-        FAIL("the executor has no multi-head latent attention (model.attn mla); plan it with --attn mha");
+    if (m->attn == ATTN_MLA) {
+        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE || m->bias)
+            FAIL("the executor's multi-head latent attention needs an RMSNorm, RoPE model without biases "
+                 "(model.norm %s, model.pos %s, model.bias %s)", m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
+                 m->pos == POS_ROPE ? "rope" : "learned", m->bias ? "true" : "false");
+        if (m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim)
+            FAIL("the executor's multi-head latent attention needs an even qk-rope-dim (got %d) and v-head-dim %d "
+                 "<= qk-nope-dim + qk-rope-dim = %d", m->qk_rope_dim, m->v_head_dim,
+                 m->qk_nope_dim + m->qk_rope_dim);
+    }
     if (m->mtp_layers > 0)
         FAIL("the executor has no multi-token prediction (model.mtp_layers %d); plan it with --mtp-layers 0",
              m->mtp_layers);
@@ -151,6 +159,14 @@ static void carve_layer(Exec *e, Carver *c, LayerActs *A, int li, int full_rc, i
     A->v = take(c, N * e->kvl);
     A->o = take(c, N * e->ql);
     A->lse = take(c, N * e->NHl);
+    if (e->mla) {
+        A->cq = take(c, Nl * e->qr);
+        A->ckv = take(c, Nl * (e->kr + e->rope));
+        A->rq = take(c, Nl);
+        A->rkv = take(c, Nl);
+        A->cqn = take(c, N * e->qr);
+        A->ckvn = take(c, N * e->kr);
+    }
     A->x2 = take(c, Nl * C);
     A->a2 = take(c, Nl * C);
     A->mean2 = take(c, Nl);
@@ -220,6 +236,17 @@ static void carve(Exec *e, float *acts, float *bufs)
     e->dk = take(&b, N * e->kvl);
     e->dv = take(&b, N * e->kvl);
     e->drope = e->m.pos == POS_ROPE ? take(&b, N * e->ql) : NULL;
+    if (e->mla) {
+        size_t H = e->NHl;
+        e->mpack = take(&b, Nl * e->mD);
+        e->mlat = take(&b, N * e->mD);
+        e->mkv = take(&b, N * H * (e->nope + e->vd));
+        e->mkpe = take(&b, N * e->rope);
+        e->mqr = take(&b, N * H * e->rope);
+        e->mo = take(&b, N * H * e->vd);
+        e->mdq = take(&b, N * e->qr);
+        e->mdkv = take(&b, N * (e->kr + e->rope));
+    }
     size_t f1, f;
     mlp_widths(e, -1, &f1, &f);
     e->dhpre = take(&b, N * f1);
@@ -374,6 +401,10 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->NHl = m->a / tp;
     e->NKVl = (m->g > 0 ? m->g : m->a) / tp;
     e->ql = e->NHl * e->HS, e->kvl = e->NKVl * e->HS;
+    if (m->attn == ATTN_MLA) {
+        e->mla = 1, e->nope = m->qk_nope_dim, e->rope = m->qk_rope_dim, e->vd = m->v_head_dim;
+        e->qr = m->q_lora_rank, e->kr = m->kv_lora_rank, e->mD = e->qr + e->kr + e->rope;
+    }
     e->Fl = m->f / tp;
     e->F1l = m->mlp == MLP_SWIGLU ? 2 * e->Fl : e->Fl;
     e->Vl = (int)(spec_padded_vocab(m, tp) / tp);

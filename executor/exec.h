@@ -60,8 +60,19 @@
  * 1, whatever dp·cp is). The optimizer arrays are [dense shard | expert
  * shard]. The router's load-balancing loss (moe.h) is added to the
  * objective and reported apart (StepStats.aux_loss). MoE with tp > 1 needs
- * sequence parallel, as in Megatron-LM; ZeRO-2/3, biases, MLA and MTP are
- * refused for MoE models.
+ * sequence parallel, as in Megatron-LM; ZeRO-2/3 and biases are refused
+ * for MoE models.
+ *
+ * Multi-head latent attention (DeepSeek-V2/V3; net.c): the down-projections
+ * of q and kv run on this rank's rows (replicated weights, their gradients
+ * summed over tp under SP like the norms'), the normed latents and the
+ * shared RoPE key are gathered to all N rows as one packed tensor, the
+ * up-projections and the output projection are split by heads. Attention
+ * runs at head size nope + rope with v zero-padded to it (the cost model
+ * counts q, k, v and o at that width), so the context-parallel ring works
+ * unchanged. The latent gradients come back as one packed reduce over tp.
+ * MLA needs RMSNorm, RoPE, no biases and v_head_dim <= nope + rope.
+ * Multi-token prediction is refused.
  *
  * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
  * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the
@@ -98,6 +109,11 @@ typedef struct {
     float *x2;                   // (Nl, C) after the attention residual
     float *a2, *mean2, *rstd2;   // second norm
     float *hpre, *hact;          // (N, F1l) FC1 output, (N, Fl) activation (MoE: the shared expert's)
+    /* MLA layers (net.c): q, k, v, o are (N, NHl·HS) with HS = nope + rope,
+     * v and o zero past v_head_dim in every head */
+    float *cq, *ckv;             // (Nl, q_lora), (Nl, kv_lora + rope) down-projections of a1
+    float *rq, *rkv;             // (Nl) rstd of the q and kv latent norms
+    float *cqn, *ckvn;           // (N, q_lora), (N, kv_lora) normed latents (gathered under SP)
     /* MoE layers (moe.h) */
     float *probs;                // (Nl, E) router softmax over all experts
     float *tki, *tkw;            // (Nl, k) top-k experts (as floats) and combine weights
@@ -130,6 +146,11 @@ typedef struct {
     /* shapes, local to this rank */
     int B, T, N, Nl, C, HS, NHl, NKVl, ql, kvl, F1l, Fl, Vl, vstart, nmb;
     int Tl;                      // tokens of a row on this rank: T/cp (N = B·Tl)
+    /* multi-head latent attention (model.attn mla): per head widths, latent ranks */
+    int mla, nope, rope, vd, qr, kr, mD;   // mD = qr + kr + rope: one packed latent row
+    float *mpack, *mlat;         // (Nl, mD) this rank's latent rows, (N, mD) gathered; bwd: their grads
+    float *mkv, *mkpe, *mqr;     // (N, NHl·(nope+vd)) kv_b output, (N, rope) shared key, (N, NHl·rope)
+    float *mo, *mdq, *mdkv;      // (N, NHl·vd) packed o; (N, qr), (N, kr + rope) latent grads
     /* mixture of experts (moe.h); E 0 for a dense model */
     int E, El, K, Fe, F1e, Fs, F1s;   // experts, local experts, top-k, expert widths /etp, shared /tp
     int xzero;                   // expert moments sharded over edp (ZeRO-1 / dist-opt with edp > 1)

@@ -22,6 +22,12 @@ const ParamDesc param_desc[P_COUNT] = {
     [P_ROUTW] = {"router.w", SPLIT_REP, INIT_NORMAL},
     [P_EFC1W] = {"efc1.w", SPLIT_ECOL, INIT_NORMAL},
     [P_EFC2W] = {"efc2.w", SPLIT_EROW, INIT_NORMAL_SCALED},
+    [P_QAW] = {"q_a.w", SPLIT_REP, INIT_NORMAL},
+    [P_QANW] = {"q_a.norm", SPLIT_REP, INIT_ONE},
+    [P_QBW] = {"q_b.w", SPLIT_COL, INIT_NORMAL},
+    [P_KVAW] = {"kv_a.w", SPLIT_REP, INIT_NORMAL},
+    [P_KVANW] = {"kv_a.norm", SPLIT_REP, INIT_ONE},
+    [P_KVBW] = {"kv_b.w", SPLIT_COL, INIT_NORMAL},
     [P_WTE] = {"wte", SPLIT_VOCAB, INIT_NORMAL},
     [P_WPE] = {"wpe", SPLIT_REP, INIT_NORMAL},
     [P_LNFW] = {"lnf.w", SPLIT_REP, INIT_ONE},
@@ -36,8 +42,22 @@ int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t par
     int64_t f = moe ? m->shared_ffn : m->f, fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
     int64_t V = spec_padded_vocab(m, tp);
     int ln_bias = m->norm == NORM_LAYERNORM, swi = m->mlp == MLP_SWIGLU;
+    int mla = m->attn == ATTN_MLA;
+    int64_t a = m->a, qr = m->q_lora_rank, kr = m->kv_lora_rank, nope = m->qk_nope_dim, rope = m->qk_rope_dim;
     parts[0] = parts[1] = parts[2] = 0;
     *cols = 1;
+    switch (id) {
+    case P_QKVW: case P_QKVB: if (mla) return 0; break;
+    case P_PROJW: if (mla) { parts[0] = h, *cols = a * m->v_head_dim; return 1; } break;
+    case P_PROJB: if (mla) return 0; break;
+    case P_QAW: parts[0] = qr, *cols = h; return mla && qr > 0;
+    case P_QANW: parts[0] = qr; return mla && qr > 0;
+    case P_QBW: parts[0] = a * (nope + rope), *cols = qr > 0 ? qr : h; return mla;
+    case P_KVAW: parts[0] = kr + rope, *cols = h; return mla;
+    case P_KVANW: parts[0] = kr; return mla;
+    case P_KVBW: parts[0] = a * (nope + m->v_head_dim), *cols = kr; return mla;
+    default: break;
+    }
     switch (id) {
     case P_LN1W: case P_LN2W: case P_LNFW: parts[0] = h; return 1;
     case P_LN1B: case P_LN2B: case P_LNFB: parts[0] = h; return ln_bias;
@@ -182,6 +202,14 @@ static float normal_at(uint64_t seed, int id, int layer, uint64_t idx)
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
+/* The tensor's key in the initial values: the ids before the MLA tensors
+ * were added, so a model without them starts from the same values. */
+static int seed_key(ParamId id)
+{
+    int added = P_LAYER_COUNT - P_QAW;
+    return id < P_QAW ? (int)id : id >= P_LAYER_COUNT ? (int)id - added : (int)id + 64;
+}
+
 /* Global row of local row r under the split rule. */
 static int64_t global_row(SplitRule split, const int64_t parts[3], int tp, int tp_rank, int64_t r)
 {
@@ -214,7 +242,7 @@ static void init_tensor(float *w, ParamId id, int layer, const ModelSpec *m, con
     int nx = ex ? local_experts(m, sm) : 1;
     float std = d->init == INIT_NORMAL_SCALED ? 0.02f / sqrtf(2.0f * m->L) : 0.02f;
     /* a tied head starts as a copy of the embedding */
-    int hid = id == P_HEAD && m->tied ? P_WTE : id;
+    ParamId hid = id == P_HEAD && m->tied ? P_WTE : id;
     for (int x = 0; x < nx; x++) {
         /* a routed expert's values: its global index in the high bits */
         uint64_t gx = ex ? (uint64_t)(sm->ep_rank * nx + x) << 44 : 0;
@@ -227,7 +255,7 @@ static void init_tensor(float *w, ParamId id, int layer, const ModelSpec *m, con
             for (int64_t c = 0; c < lcols; c++) {
                 int64_t gc = split == SPLIT_ROW ? sr * lcols + c : c;
                 float v = d->init == INIT_ONE ? 1.0f : d->init == INIT_ZERO ? 0.0f
-                        : std * normal_at(seed, hid, layer, gx ^ (uint64_t)(gr * cols + gc));
+                        : std * normal_at(seed, seed_key(hid), layer, gx ^ (uint64_t)(gr * cols + gc));
                 wx[r * lcols + c] = v;
             }
         }

@@ -23,6 +23,14 @@
  * An expert value is a function of (seed, tensor, layer, global expert,
  * index in that expert's full tensor). No biases in MoE layers (the
  * executor refuses them).
+ *
+ * Multi-head latent attention (model.attn mla, DeepSeek-V2/V3): qkv.w and
+ * its bias are absent; q_a.w (q_lora x h) and kv_a.w ((kv_lora + rope) x h)
+ * and the latent norms q_a.norm, kv_a.norm are replicated over tp, as in
+ * Megatron-LM; q_b.w (a·(nope + rope) x q_lora, or x h without q
+ * compression) and kv_b.w (a·(nope + v) x kv_lora) are column-parallel by
+ * heads (rows head-major, each head's [nope | rope] or [nope | v]), and
+ * proj.w (h x a·v) is row-parallel. No biases (the executor refuses them).
  */
 #ifndef ULTRAPLAN_EXECUTOR_PARAMS_H
 #define ULTRAPLAN_EXECUTOR_PARAMS_H
@@ -37,6 +45,8 @@ typedef enum {
     P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
     P_LN2W, P_LN2B, P_FC1W, P_FC1B, P_FC2W, P_FC2B,
     P_ROUTW, P_EFC1W, P_EFC2W,           // MoE layers: router, routed experts (expert region)
+    P_QAW, P_QANW, P_QBW,                // MLA: q down-projection, its norm, q up-projection
+    P_KVAW, P_KVANW, P_KVBW,             // MLA: kv down-projection, its norm, kv up-projection
     P_LAYER_COUNT,                       // tensors of one transformer layer
     P_WTE = P_LAYER_COUNT, P_WPE, P_LNFW, P_LNFB, P_HEAD,
     P_COUNT

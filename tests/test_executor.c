@@ -1,7 +1,8 @@
 /* test_executor.c — the whole model's gradients against central finite
  * differences of its loss (single rank, MPI singleton), for GPT and Llama
  * and a mixture of experts (loss + load-balancing loss; router, shared and
- * routed experts); the MoE router (top-k, its softmax and their backward,
+ * routed experts) and multi-head latent attention (with and without q
+ * compression); the MoE router (top-k, its softmax and their backward,
  * capacity) against naive references and finite differences; and the
  * schedules' shape. Returns non-zero on any failed check. */
 #include <math.h>
@@ -36,6 +37,10 @@ static void grad_check(const char *kind, const char *data)
     else if (!strcmp(kind, "moe"))   /* llama-shaped, 4 experts top 2, a shared expert, layer 0 dense */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 4,
         m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1;
+    else if (!strncmp(kind, "mla", 3))   /* llama-shaped; v narrower than q·k, "mla0" without q compression */
+        m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.attn = ATTN_MLA,
+        m.q_lora_rank = strcmp(kind, "mla0") ? 8 : 0, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
+        m.v_head_dim = 6;
     else
         m.g = 2, m.f = 64, m.bias = true, m.tied = true;
     char err[256];
@@ -54,21 +59,44 @@ static void grad_check(const char *kind, const char *data)
         return;
     }
     DataPos p0 = data_get_pos(&e.dl);
+    if (e.mla)   /* attention far from uniform, so q and k get gradients worth checking */
+        for (int l = 0; l < e.ps.nlayers; l++)
+            for (int id = P_QAW; id <= P_KVBW; id++)
+                if (e.ps.layer_off[l][id] != PARAM_NONE && param_desc[id].init == INIT_NORMAL)
+                    for (size_t j = 0; j < e.ps.layer_len[l][id]; j++)
+                        e.ps.w[e.ps.layer_off[l][id] + j] *= 15.0f;
     loss_at(&e, p0);
     size_t n = e.ps.n_alloc;   // the routed experts too
     float g[n];
     memcpy(g, e.ps.g, sizeof g);
-    /* the 12 largest gradients, and a spread of others */
+    /* the largest gradient of each of 40 spans; MLA: also of each MLA
+     * tensor of each layer, and of kv_a's shared-key rows */
+    size_t cand[80][2];
+    int nc = 0;
+    for (size_t i = 0; i < n; i += n / 40 + 1)
+        cand[nc][0] = i, cand[nc][1] = i + n / 40 < n ? i + n / 40 : n, nc++;
+    for (int l = 0; e.mla && l < e.ps.nlayers; l++)
+        for (int id = P_QAW; id <= P_KVBW + 1; id++) {
+            ParamId t = id == P_KVBW + 1 ? P_PROJW : (ParamId)id;
+            size_t o = e.ps.layer_off[l][t], len = e.ps.layer_len[l][t];
+            if (o == PARAM_NONE)
+                continue;
+            cand[nc][0] = o, cand[nc][1] = o + len, nc++;
+            if (t == P_KVAW)   /* rows kv_lora .. kv_lora + rope: the RoPE key */
+                cand[nc][0] = o + (size_t)e.kr * e.C, cand[nc][1] = o + len, nc++;
+        }
     int checked = 0, bad = 0;
-    for (size_t i = 0; i < n; i += n / 40 + 1) {
-        size_t best = i;
-        for (size_t j = i; j < i + n / 40 && j < n; j++)
+    for (int c = 0; c < nc; c++) {
+        size_t best = cand[c][0];
+        for (size_t j = cand[c][0]; j < cand[c][1]; j++)
             if (fabsf(g[j]) > fabsf(g[best]))
                 best = j;
         if (fabsf(g[best]) < 1e-3f)
             continue;
-        /* MoE: a smaller step, so the top-k choice does not flip inside it */
-        float w0 = e.ps.w[best], h = (e.E > 0 ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
+        /* MoE: a smaller step, so the top-k choice does not flip inside it;
+         * MLA: so the sharper attention stays near linear over it */
+        int small = e.E > 0 || e.mla;
+        float w0 = e.ps.w[best], h = (small ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
         e.ps.w[best] = w0 + h;
         double lp = loss_at(&e, p0);
         e.ps.w[best] = w0 - h;
@@ -77,8 +105,8 @@ static void grad_check(const char *kind, const char *data)
         double fd = (lp - lm) / (2.0 * h);
         double rel = fabs(fd - g[best]) / fmax(fabs(fd), fabs(g[best]));
         checked++;
-        /* the MoE step is 10x smaller: allow fp32 rounding of 1e-4 in its difference */
-        if (rel > 0.05 && !(e.E > 0 && fabs(fd - g[best]) < 1e-4)) {
+        /* the smaller step: allow fp32 rounding of 1e-4 in its difference */
+        if (rel > 0.05 && !(small && fabs(fd - g[best]) < 1e-4)) {
             bad++;
             printf("  %s param %zu (%s): analytic %.6g, finite difference %.6g (rel %.3f)\n", kind, best, best >= e.ps.x_off && e.ps.x_n ? "routed expert" : "dense", g[best], fd, rel);
         }
@@ -194,6 +222,8 @@ int main(int argc, char **argv)
     grad_check("llama", path);
     router_checks();
     grad_check("moe", path);
+    grad_check("mla", path);
+    grad_check("mla0", path);
     remove(path);
     MPI_Finalize();
     printf("%s\n", fails ? "FAILED" : "ok");

@@ -10,7 +10,9 @@
  * leading layers, --capacity F a capacity factor) laid out with --ep and
  * --etp; it checks the load-balancing loss against the reference too.
  * The MoE expectations are model/memory.c's at the imbalance the executor
- * sized its expert buffers for.
+ * sized its expert buffers for. --mla Q gives a llama model multi-head
+ * latent attention (q_lora_rank Q, 0 for no q compression; kv_lora_rank
+ * 32, qk nope 16 + rope 8 per head, v_head_dim 16).
  * Exit 0 when every check passes, 1 otherwise (on every rank).
  *
  * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --cp N --sp
@@ -79,7 +81,7 @@ int main(int argc, char **argv)
     const char *kind = "gpt", *dir = "/tmp", *wfile = NULL, *rfile = NULL;
     int steps = 5, full[LAYOUT_MAX_PP] = {0}, sel[LAYOUT_MAX_PP] = {0}, stages[LAYOUT_MAX_PP] = {0};
     double rtol = 1e-5, acts_tol = 0.10, capacity = 0;
-    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0;
+    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0, mla = -1;
     Layout lo;
     layout_default(&lo);
     lo.prec = PREC_FP32;
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--zero3")) lo.opt = OPT_ZERO3;
         else if (!strcmp(a, "--distopt")) lo.opt = OPT_DISTOPT;
         else if (!strcmp(a, "--moe")) moe = 1;
+        else if (!strcmp(a, "--mla")) mla = atoi(v), i++;
         else if (!strcmp(a, "--shared")) shared = atoi(v), i++;
         else if (!strcmp(a, "--first-dense")) first_dense = atoi(v), i++;
         else if (!strcmp(a, "--capacity")) capacity = atof(v), i++;
@@ -133,6 +136,9 @@ int main(int argc, char **argv)
         m.moe_first_dense = first_dense, m.capacity_factor = capacity;
         lo.ep = ep, lo.etp = etp;
     }
+    if (mla >= 0)
+        m.attn = ATTN_MLA, m.q_lora_rank = mla, m.kv_lora_rank = 32, m.qk_nope_dim = 16, m.qk_rope_dim = 8,
+        m.v_head_dim = 16;
     char err[512];
     if (spec_validate(&m, err, sizeof err) != 0 || spec_validate(&dense, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -229,7 +235,7 @@ int main(int argc, char **argv)
         fclose(wf);
     MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("%s%s: dp %d tp %d pp %d vp %d cp %d sp %d ep %d etp %d %s%s — %s\n", kind, moe ? " moe" : "", lo.dp,
+        printf("%s%s%s: dp %d tp %d pp %d vp %d cp %d sp %d ep %d etp %d %s%s — %s\n", kind, moe ? " moe" : "", mla >= 0 ? " mla" : "", lo.dp,
                lo.tp, lo.pp, lo.vp, lo.cp, e.lo.sp, lo.ep, layout_etp(&lo), layout_opt_name(lo.opt),
                lo.overlap_grad ? "" : " no-overlap-grad", fails ? "FAILED" : "ok");
     exec_free(&e);
