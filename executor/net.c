@@ -506,15 +506,17 @@ static double vocab_parallel_ce(Exec *e, const int *targets, float scale)
     return sum;
 }
 
-double net_head(Exec *e, const int *targets, float scale, float *dlast)
+/* The final norm (weights lw, lb; their grads glw, glb) of x (Nl, C), the
+ * LM head and the loss; then their backward, d(x) into dx. The token sum. */
+static double head_loss(Exec *e, const float *x, const float *lw, const float *lb, float *glw, float *glb,
+                        const int *targets, float scale, float *dx)
 {
     ParamSet *ps = &e->ps;
     int N = e->N, C = e->C;
     ParamId hid = ps->off[P_HEAD] != PARAM_NONE ? P_HEAD : P_WTE;   // tied, pp 1: the embedding itself
     const float *wh = exec_sw(e, hid);
     float *gh = exec_sg(e, hid);
-    const float *lw = exec_sw(e, P_LNFW), *lb = exec_sw(e, P_LNFB);
-    norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, e->head_in, lw, lb);
+    norm_fwd(e, e->head_n, e->head_mean, e->head_rstd, x, lw, lb);
     const float *in = col_input(e, e->head_n);
     k_matmul_fwd(e->logits, in, wh, NULL, N, C, e->Vl);
     double sum = 0;
@@ -530,11 +532,154 @@ double net_head(Exec *e, const int *targets, float scale, float *dlast)
     k_zero(e->dcol, (size_t)N * C);
     k_matmul_bwd(e->dcol, gh, NULL, e->logits, in, wh, N, C, e->Vl);
     col_grad_reduce(e, e->dout);
-    k_zero(dlast, (size_t)e->Nl * C);
-    norm_bwd(e, dlast, exec_sg(e, P_LNFW), exec_sg(e, P_LNFB), e->dout,
-             e->head_in, lw, e->head_mean, e->head_rstd);
+    k_zero(dx, (size_t)e->Nl * C);
+    norm_bwd(e, dx, glw, glb, e->dout, x, lw, e->head_mean, e->head_rstd);
     /* the loss backward is backward work even though it runs inside a forward
      * action; run_forward leaves out of PH_FWD whatever lands in PH_BWD */
     e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] - tp0);
     return sum;
 }
+
+double net_head(Exec *e, const int *targets, float scale, float *dlast)
+{
+    return head_loss(e, e->head_in, exec_sw(e, P_LNFW), exec_sw(e, P_LNFB), exec_sg(e, P_LNFW),
+                     exec_sg(e, P_LNFB), targets, scale, dlast);
+}
+
+/* ---- multi-token prediction (DeepSeek-V3 §2.2) ---- */
+
+#define W(id) exec_lw(e, li, id)
+#define G(id) exec_lg(e, li, id)
+
+/* The embedding for MTP on the last stage: stage 0's own (pp 1), a tied
+ * model's head (its copy there), or an untied model's copy. */
+static ParamId mtp_embedding(const Exec *e) { return e->ps.off[P_WTE] != PARAM_NONE ? P_WTE : P_HEAD; }
+
+/* out (Nl, C) = rows of tok (N) in w, vocab-parallel like net_embed_fwd, no positions. */
+static void mtp_embed_fwd(Exec *e, const float *w, const int *tok, float *out)
+{
+    int C = e->C;
+    float *p = tp_on(e) ? e->part : out;
+    for (int i = 0; i < e->N; i++) {
+        int v = tok[i] - e->vstart;
+        float *row = p + (size_t)i * C;
+        if (v >= 0 && v < e->Vl)
+            memcpy(row, w + (size_t)v * C, (size_t)C * sizeof *row);
+        else
+            memset(row, 0, (size_t)C * sizeof *row);
+    }
+    if (!tp_on(e))
+        return;
+    if (e->lo.sp) {
+        dist_reduce_scatter(out, p, e->Nl * C, e->d.tp_comm, &e->t[PH_TP]);
+    } else {
+        dist_allreduce(p, e->N * C, e->d.tp_comm, &e->t[PH_TP]);
+        memcpy(out, p, (size_t)e->N * C * sizeof *out);
+    }
+}
+
+static void mtp_embed_bwd(Exec *e, float *gw, const int *tok, const float *d)
+{
+    const float *dd = row_dout(e, d);
+    int C = e->C;
+    for (int i = 0; i < e->N; i++) {
+        int v = tok[i] - e->vstart;
+        if (v >= 0 && v < e->Vl)
+            for (int c = 0; c < C; c++)
+                gw[(size_t)v * C + c] += dd[(size_t)i * C + c];
+    }
+}
+
+/* Module li's input: cat = [norm(emb) | norm(h)] gathered to N rows, the
+ * column-parallel projection 2h -> h/tp, gathered over tp to whole rows. */
+static void mtp_proj_fwd(Exec *e, int li, MtpActs *M, const float *h)
+{
+    int N = e->N, Nl = e->Nl, C = e->C, tp = e->d.tp, Cl = C / tp;
+    float *catl = e->lo.sp ? e->mcatl : M->cat;
+    k_rmsnorm_fwd(e->mtmp, M->rse, M->emb, W(P_MTPEN), Nl, C, NORM_EPS);
+    cols_copy(catl, 2 * C, e->mtmp, C, Nl, C);
+    k_rmsnorm_fwd(e->mtmp, M->rsh, h, W(P_MTPHN), Nl, C, NORM_EPS);
+    cols_copy(catl + C, 2 * C, e->mtmp, C, Nl, C);
+    if (e->lo.sp)
+        dist_allgather(M->cat, catl, Nl * 2 * C, e->d.tp_comm, &e->t[PH_TP]);
+    if (!tp_on(e)) {
+        k_matmul_fwd(M->la.x, M->cat, W(P_MTPEH), NULL, N, 2 * C, C);
+        return;
+    }
+    k_matmul_fwd(e->mpart, M->cat, W(P_MTPEH), NULL, N, 2 * C, Cl);
+    dist_allgather(e->mgat, e->mpart, N * Cl, e->d.tp_comm, &e->t[PH_TP]);
+    int r0 = e->lo.sp ? e->d.tp_rank * Nl : 0;   /* this rank's rows of the residual stream */
+    for (int r = 0; r < tp; r++)
+        cols_copy(M->la.x + (size_t)r * Cl, C, e->mgat + ((size_t)r * N + r0) * Cl, Cl, Nl, Cl);
+}
+
+/* e->dres (Nl, C) at the projection's output: its weight gradient, the
+ * norms' backward; d(emb) into the embedding's gradient, d(h) added into dh. */
+static void mtp_proj_bwd(Exec *e, int li, MtpActs *M, const float *h, float *dh, const int *tok)
+{
+    int N = e->N, Nl = e->Nl, C = e->C, Cl = C / e->d.tp;
+    const float *dy = row_dout(e, e->dres);
+    const float *dyl = dy;
+    if (tp_on(e)) {   /* this rank's columns of the gathered output */
+        cols_copy(e->mpart, Cl, dy + (size_t)e->d.tp_rank * Cl, C, N, Cl);
+        dyl = e->mpart;
+    }
+    k_zero(e->mdcat, (size_t)N * 2 * C);
+    k_matmul_bwd(e->mdcat, G(P_MTPEH), NULL, dyl, M->cat, W(P_MTPEH), N, 2 * C, Cl);
+    if (tp_on(e) && e->lo.sp)
+        dist_reduce_scatter(e->mdcat, e->mdcat, Nl * 2 * C, e->d.tp_comm, &e->t[PH_TP]);
+    else if (tp_on(e))
+        dist_allreduce(e->mdcat, N * 2 * C, e->d.tp_comm, &e->t[PH_TP]);
+    cols_copy(e->mtmp, C, e->mdcat, 2 * C, Nl, C);
+    k_zero(e->memb, (size_t)Nl * C);
+    k_rmsnorm_bwd(e->memb, G(P_MTPEN), e->mtmp, M->emb, W(P_MTPEN), M->rse, Nl, C);
+    mtp_embed_bwd(e, exec_sg(e, mtp_embedding(e)), tok, e->memb);
+    cols_copy(e->mtmp, C, e->mdcat + C, 2 * C, Nl, C);
+    k_rmsnorm_bwd(dh, G(P_MTPHN), e->mtmp, h, W(P_MTPHN), M->rsh, Nl, C);
+}
+
+void net_mtp(Exec *e, int mb, float *dlast)
+{
+    int D = e->nmtp, T = e->T, N = e->N, Nl = e->Nl;
+    const int *tok = e->tokens + (size_t)mb * N, *tgt = e->targets + (size_t)mb * N;
+    int *mtok = e->mtok, *mtgt = e->mtgt;
+    const float *emb = exec_sw(e, mtp_embedding(e));
+    for (int k = 1; k <= D; k++) {
+        int li = e->sm.nlayers + k - 1;
+        MtpActs *M = &e->mtp[k - 1];
+        const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
+        for (int i = 0; i < N; i++) {   /* token i+k (as input) and its target, within the row */
+            int t = i % T, in = t + k < T;
+            mtok[i] = in ? tok[i + k] : 0;
+            mtgt[i] = in ? tgt[i + k] : -1;
+        }
+        mtp_embed_fwd(e, emb, mtok, M->emb);
+        mtp_proj_fwd(e, li, M, h);
+        net_layer_fwd(e, li, &M->la, M->out);
+        /* the module's share of the objective: scale / D x the mean over its gbs·(T−k) targets */
+        double denom = (double)e->lo.gbs * (T - k);
+        float scale = (float)(e->opt.mtp_scale / D / denom);
+        double l = head_loss(e, M->out, W(P_MTPFN), NULL, G(P_MTPFN), NULL, mtgt, scale, M->dh);
+        if (e->d.tp_rank == 0)
+            e->mtp_sum += e->opt.mtp_scale / D * l / denom;
+    }
+    /* backward work inside a forward action, as the head's */
+    double tb = dist_now(), tp0 = e->t[PH_TP];
+    for (int k = D; k >= 1; k--) {
+        int li = e->sm.nlayers + k - 1;
+        MtpActs *M = &e->mtp[k - 1];
+        const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
+        float *dh = k == 1 ? dlast : e->mtp[k - 2].dh;
+        for (int i = 0; i < N; i++) {
+            int t = i % T;
+            mtok[i] = t + k < T ? tok[i + k] : 0;
+        }
+        memcpy(e->dres, M->dh, (size_t)Nl * e->C * sizeof *e->dres);
+        net_layer_bwd(e, li, &M->la);
+        mtp_proj_bwd(e, li, M, h, dh, mtok);
+    }
+    e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] - tp0);
+}
+
+#undef W
+#undef G

@@ -28,4 +28,9 @@ void net_embed_bwd(Exec *e, const int *tok);
  * Returns the sum of the N token losses. */
 double net_head(Exec *e, const int *targets, float scale, float *dlast);
 
+/* Multi-token prediction for micro-batch mb (after net_head, last stage):
+ * every module's forward, loss and backward; adds the gradient at the main
+ * output (e->head_in) into dlast and the loss into e->mtp_sum (tp rank 0). */
+void net_mtp(Exec *e, int mb, float *dlast);
+
 #endif

@@ -28,6 +28,10 @@ const ParamDesc param_desc[P_COUNT] = {
     [P_KVAW] = {"kv_a.w", SPLIT_REP, INIT_NORMAL},
     [P_KVANW] = {"kv_a.norm", SPLIT_REP, INIT_ONE},
     [P_KVBW] = {"kv_b.w", SPLIT_COL, INIT_NORMAL},
+    [P_MTPEN] = {"mtp.enorm", SPLIT_REP, INIT_ONE},
+    [P_MTPHN] = {"mtp.hnorm", SPLIT_REP, INIT_ONE},
+    [P_MTPEH] = {"mtp.eh.w", SPLIT_COL, INIT_NORMAL},
+    [P_MTPFN] = {"mtp.norm", SPLIT_REP, INIT_ONE},
     [P_WTE] = {"wte", SPLIT_VOCAB, INIT_NORMAL},
     [P_WPE] = {"wpe", SPLIT_REP, INIT_NORMAL},
     [P_LNFW] = {"lnf.w", SPLIT_REP, INIT_ONE},
@@ -56,6 +60,8 @@ int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t par
     case P_KVAW: parts[0] = kr + rope, *cols = h; return mla;
     case P_KVANW: parts[0] = kr; return mla;
     case P_KVBW: parts[0] = a * (nope + m->v_head_dim), *cols = kr; return mla;
+    case P_MTPEN: case P_MTPHN: case P_MTPFN: parts[0] = h; return m->mtp_layers > 0;
+    case P_MTPEH: parts[0] = h, *cols = 2 * h; return m->mtp_layers > 0;
     default: break;
     }
     switch (id) {
@@ -108,6 +114,7 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
     sm->stage = stage, sm->nstages = lo->pp, sm->vp = lo->vp;
     sm->tp = lo->tp, sm->tp_rank = tp_rank;
     sm->ep = lo->ep > 0 ? lo->ep : 1, sm->etp = layout_etp(lo), sm->expert_pad = 1;
+    sm->nmtp = stage == lo->pp - 1 ? m->mtp_layers : 0;
     if (lo->vp > 16) {
         snprintf(err, errlen, "interleaving vp %d: the executor supports at most 16 chunks", lo->vp);
         return -1;
@@ -130,25 +137,27 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
             }
             start += n;
         }
-    (void)m;
     return 0;
 }
 
 void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad_to)
 {
     memset(ps, 0, sizeof *ps);
-    ps->nlayers = sm->nlayers;
-    ps->layer_off = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_off);
-    ps->layer_len = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_len);
-    ps->glayer = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->glayer);
+    int nl = ps->nlayers = sm->nlayers + sm->nmtp;
+    ps->layer_off = calloc(nl ? nl : 1, sizeof *ps->layer_off);
+    ps->layer_len = calloc(nl ? nl : 1, sizeof *ps->layer_len);
+    ps->glayer = calloc(nl ? nl : 1, sizeof *ps->glayer);
     for (int c = 0, i = 0; c < sm->vp; c++)
         for (int j = 0; j < sm->nchunk_layers[c]; j++, i++)
             ps->glayer[i] = sm->first_layer[c] + j;
+    for (int k = 0; k < sm->nmtp; k++)
+        ps->glayer[sm->nlayers + k] = m->L + k;
     size_t n = 0;
-    for (int i = 0; i < sm->nlayers; i++) {
-        bool moe = spec_layer_is_moe(m, ps->glayer[i]);
+    for (int i = 0; i < nl; i++) {
+        bool moe = spec_layer_is_moe(m, ps->glayer[i]), mtp = ps->glayer[i] >= m->L;
         for (int id = 0; id < P_LAYER_COUNT; id++) {
-            size_t len = local_len(id, m, sm, moe);
+            bool mtp_only = id >= P_MTPEN && id <= P_MTPFN;
+            size_t len = mtp_only && !mtp ? PARAM_NONE : local_len(id, m, sm, moe);
             ps->layer_len[i][id] = len;
             ps->layer_off[i][id] = PARAM_NONE;
             if (len != PARAM_NONE && !param_is_expert(id)) {
@@ -160,7 +169,9 @@ void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad
     ps->layers_end = n;
     int first = sm->stage == 0, last = sm->stage == sm->nstages - 1;
     for (int id = P_LAYER_COUNT; id < P_COUNT; id++) {
-        int held = id == P_WTE || id == P_WPE ? first
+        /* MTP on an untied model's last stage of several: a copy of the embedding */
+        int held = id == P_WTE ? first || (last && sm->nmtp > 0 && !m->tied)
+                 : id == P_WPE ? first
                  : id == P_HEAD ? last && (!m->tied || sm->nstages > 1)
                  : last;
         size_t len = held ? local_len(id, m, sm, false) : PARAM_NONE;
@@ -173,7 +184,7 @@ void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad
     ps->dense_alloc = pad_to > 1 ? (n + pad_to - 1) / pad_to * pad_to : n;
     /* the routed experts after the (padded) dense region */
     size_t x = ps->x_off = ps->dense_alloc;
-    for (int i = 0; i < sm->nlayers; i++)
+    for (int i = 0; i < nl; i++)
         for (int id = 0; id < P_LAYER_COUNT; id++)
             if (param_is_expert(id) && ps->layer_len[i][id] != PARAM_NONE) {
                 ps->layer_off[i][id] = x;
@@ -271,6 +282,10 @@ void params_init(ParamSet *ps, const ModelSpec *m, const StageMap *sm, uint64_t 
             for (int id = 0; id < P_LAYER_COUNT; id++)
                 if (ps->layer_off[i][id] != PARAM_NONE)
                     init_tensor(ps->w + ps->layer_off[i][id], id, sm->first_layer[c] + j, m, sm, seed);
+    for (; i < ps->nlayers; i++)   /* the MTP modules' layers */
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (ps->layer_off[i][id] != PARAM_NONE)
+                init_tensor(ps->w + ps->layer_off[i][id], id, ps->glayer[i], m, sm, seed);
     for (int id = P_LAYER_COUNT; id < P_COUNT; id++)
         if (ps->off[id] != PARAM_NONE)
             init_tensor(ps->w + ps->off[id], id, -1, m, sm, seed);

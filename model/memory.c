@@ -218,6 +218,9 @@ double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage
         /* untied head, or Megatron's copy of a tied embedding on the last stage */
         if (!m->tied || lo->pp > 1)
             n += V * h / t;
+        /* MTP needs the embedding on the last stage: an untied model keeps a copy there (Megatron-LM) */
+        if (m->mtp_layers > 0 && !m->tied && lo->pp > 1)
+            n += V * h / t;
         double mex = 0;
         n += mtp_params(m, lo, &mex);
         ex += mex;

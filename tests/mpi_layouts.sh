@@ -123,11 +123,24 @@ run_mla mla32 2 --mla 32 --cp 2
 run_mla mla32 2 --mla 32 --dp 2 --zero3 --full 1
 run_mla mla32 4 --mla 32 --pp 2 --vp 2 --tp 2 --sp --mbs 1
 run_mla mla32 8 --mla 32 --dp 2 --tp 2 --pp 2 --sp
-# DeepSeek-shaped: MLA, layer 0 dense, then 4 routed experts top 2 and a shared expert
-moe_ref ds llama --mla 32 --shared 64 --first-dense 1
-run_moe ds 2 llama --mla 32 --shared 64 --first-dense 1 --dp 2 --ep 2
-run_moe ds 2 llama --mla 32 --shared 64 --first-dense 1 --tp 2 --sp --ep 2 --etp 1
-run_moe ds 4 llama --mla 32 --shared 64 --first-dense 1 --tp 2 --sp --dp 2 --ep 2
-run_moe ds 4 llama --mla 32 --shared 64 --first-dense 1 --pp 2 --dp 2 --ep 2 --zero1
+# multi-token prediction on the last stage (untied: pp > 1 keeps an embedding copy there)
+"$BIN" --model llama --mtp 2 --dir "$DIR" --write "$DIR/ref_mtp.txt" --acts-tol 0.10 \
+    || { echo "single-rank mtp failed"; fails=$((fails + 1)); }
+run_mla mtp 2 --mtp 2 --tp 2 --sp
+run_mla mtp 2 --mtp 2 --pp 2
+run_mla mtp 2 --mtp 2 --dp 2 --zero1
+# interleaved, the last stage holds 2 micro-batches in flight: model/memory.c
+# keeps MTP's activations for each (as Megatron-LM's autograd does), the
+# executor runs MTP's backward at once and keeps one set (15 % fewer bytes)
+run_mla mtp 4 --mtp 2 --pp 2 --vp 2 --mbs 1 --tp 2 --acts-tol 0.20
+# DeepSeek-shaped: MLA, layer 0 dense, then 4 routed experts top 2 and a
+# shared expert, one MTP module (an MoE layer, as the last layer is)
+DS="--mla 32 --shared 64 --first-dense 1 --mtp 1"
+moe_ref ds llama $DS
+run_moe ds 2 llama $DS --dp 2 --ep 2
+run_moe ds 2 llama $DS --tp 2 --sp --ep 2 --etp 1
+run_moe ds 4 llama $DS --tp 2 --sp --dp 2 --ep 2
+run_moe ds 4 llama $DS --pp 2 --dp 2 --ep 2 --zero1
+run_moe ds 8 llama $DS --tp 2 --sp --pp 2 --dp 2 --ep 2
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]
