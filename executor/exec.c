@@ -73,9 +73,9 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         if (lo->cp > 1)
             FAIL("the executor's multi-token prediction needs layout.cp 1 (got %d): the tokens k ahead may lie "
                  "on another cp rank", lo->cp);
-        if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-            FAIL("plan: layout.optimizer %s with multi-token prediction: the executor runs MTP under zero0, "
-                 "zero1 or distopt", layout_opt_name(lo->opt));
+        if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && m->mtp_layers > 2)
+            FAIL("plan: layout.optimizer %s with model.mtp_layers %d: the executor's ZeRO-2/3 buckets hold at "
+                 "most 2 MTP modules at once", layout_opt_name(lo->opt), m->mtp_layers);
         if (m->mtp_layers >= m->s)
             FAIL("model.mtp_layers %d leaves no token to predict in a sequence of %d", m->mtp_layers, m->s);
     }
@@ -691,9 +691,10 @@ static void bucket_close(Exec *e, int u)
     if (stage) {
         dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zbs_req);
         e->zbs_busy = 1;
-    } else {
-        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[e->zb_cur]);
-        e->zb_unit[e->zb_cur] = u;
+    } else {   /* the bucket that holds u (two MTP modules hold both at once) */
+        int k = buf == e->zb[1];
+        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[k]);
+        e->zb_unit[k] = u;
     }
     e->t[PH_DP] += dist_now() - t0;
     e->ug[u] = NULL;
@@ -809,6 +810,34 @@ static void layer_done(Exec *e, int li)
     }
 }
 
+/* The MTP modules of micro-batch mb, forward then backward at once (inside
+ * the last chunk's forward, after the head), with their units' ZeRO-3
+ * gathers and ZeRO-2/3 buckets: a module's bucket is open from its loss
+ * (in the forward) to the end of its backward. */
+static void run_mtp(Exec *e, int mb, float *dlast)
+{
+    int u0 = e->sm.nlayers, keep = u0 - 1;   // the last layer, held for its backward
+    for (int k = 1; k <= e->nmtp; k++) {
+        if (e->zero == 3)
+            gather_wait(e, u0 + k - 1, keep);
+        if (e->zero >= 2)
+            bucket_open(e, u0 + k - 1);
+        net_mtp_fwd(e, mb, k);
+    }
+    double tb = dist_now(), c0 = e->t[PH_TP] + e->t[PH_DP];
+    for (int k = e->nmtp; k >= 1; k--) {
+        if (e->zero == 3)
+            gather_wait(e, u0 + k - 1, keep);
+        net_mtp_bwd(e, mb, k, dlast);
+        if (e->zero >= 2)
+            bucket_close(e, u0 + k - 1);
+        else if (mb == e->nmb - 1)
+            layer_done(e, u0 + k - 1);
+    }
+    /* backward work inside a forward action, as the head's */
+    e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] + e->t[PH_DP] - c0);
+}
+
 static void run_forward(Exec *e, int mb, int c)
 {
     int vs = c * e->lo.pp + e->d.pp_rank, slot = e->slot_free[--e->nslots];
@@ -851,11 +880,8 @@ static void run_forward(Exec *e, int mb, int c)
         double l = net_head(e, e->targets + (size_t)mb * e->N, scale, e->slots[slot].dlast);
         if (e->d.tp_rank == 0)
             e->loss_sum += l;
-        if (e->nmtp) {   /* MTP's forward and backward, into dlast; its gradients are whole after the last mb */
-            net_mtp(e, mb, e->slots[slot].dlast);
-            for (int k = 0; mb == e->nmb - 1 && k < e->nmtp; k++)
-                layer_done(e, e->sm.nlayers + k);
-        }
+        if (e->nmtp)
+            run_mtp(e, mb, e->slots[slot].dlast);
     } else {
         pp_send(e, k, vs + 1, mb, 0);
     }

@@ -82,7 +82,8 @@
  * mtp_scale / D x Σ_k (the mean over the gbs·(T−k) predicted tokens), and
  * its backward runs at once, adding into the main output's gradient, so
  * one micro-batch's MTP tensors are live at a time. MTP needs RMSNorm,
- * RoPE, cp 1 and ZeRO-0/1/dist-opt.
+ * RoPE, cp 1, and under ZeRO-2/3 at most 2 modules (a module's gradient
+ * bucket is open from its loss to the end of its backward).
  *
  * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
  * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the

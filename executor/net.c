@@ -638,47 +638,45 @@ static void mtp_proj_bwd(Exec *e, int li, MtpActs *M, const float *h, float *dh,
     k_rmsnorm_bwd(dh, G(P_MTPHN), e->mtmp, h, W(P_MTPHN), M->rsh, Nl, C);
 }
 
-void net_mtp(Exec *e, int mb, float *dlast)
+/* The tokens k ahead of micro-batch mb's (0 past the row's end) into
+ * e->mtok, and their targets (−1 there) into e->mtgt. */
+static void mtp_shift(Exec *e, int mb, int k)
 {
-    int D = e->nmtp, T = e->T, N = e->N, Nl = e->Nl;
-    const int *tok = e->tokens + (size_t)mb * N, *tgt = e->targets + (size_t)mb * N;
-    int *mtok = e->mtok, *mtgt = e->mtgt;
-    const float *emb = exec_sw(e, mtp_embedding(e));
-    for (int k = 1; k <= D; k++) {
-        int li = e->sm.nlayers + k - 1;
-        MtpActs *M = &e->mtp[k - 1];
-        const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
-        for (int i = 0; i < N; i++) {   /* token i+k (as input) and its target, within the row */
-            int t = i % T, in = t + k < T;
-            mtok[i] = in ? tok[i + k] : 0;
-            mtgt[i] = in ? tgt[i + k] : -1;
-        }
-        mtp_embed_fwd(e, emb, mtok, M->emb);
-        mtp_proj_fwd(e, li, M, h);
-        net_layer_fwd(e, li, &M->la, M->out);
-        /* the module's share of the objective: scale / D x the mean over its gbs·(T−k) targets */
-        double denom = (double)e->lo.gbs * (T - k);
-        float scale = (float)(e->opt.mtp_scale / D / denom);
-        double l = head_loss(e, M->out, W(P_MTPFN), NULL, G(P_MTPFN), NULL, mtgt, scale, M->dh);
-        if (e->d.tp_rank == 0)
-            e->mtp_sum += e->opt.mtp_scale / D * l / denom;
+    const int *tok = e->tokens + (size_t)mb * e->N, *tgt = e->targets + (size_t)mb * e->N;
+    for (int i = 0; i < e->N; i++) {
+        int in = i % e->T + k < e->T;
+        e->mtok[i] = in ? tok[i + k] : 0;
+        e->mtgt[i] = in ? tgt[i + k] : -1;
     }
-    /* backward work inside a forward action, as the head's */
-    double tb = dist_now(), tp0 = e->t[PH_TP];
-    for (int k = D; k >= 1; k--) {
-        int li = e->sm.nlayers + k - 1;
-        MtpActs *M = &e->mtp[k - 1];
-        const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
-        float *dh = k == 1 ? dlast : e->mtp[k - 2].dh;
-        for (int i = 0; i < N; i++) {
-            int t = i % T;
-            mtok[i] = t + k < T ? tok[i + k] : 0;
-        }
-        memcpy(e->dres, M->dh, (size_t)Nl * e->C * sizeof *e->dres);
-        net_layer_bwd(e, li, &M->la);
-        mtp_proj_bwd(e, li, M, h, dh, mtok);
-    }
-    e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] - tp0);
+}
+
+void net_mtp_fwd(Exec *e, int mb, int k)
+{
+    int li = e->sm.nlayers + k - 1, D = e->nmtp;
+    MtpActs *M = &e->mtp[k - 1];
+    const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
+    mtp_shift(e, mb, k);
+    mtp_embed_fwd(e, exec_sw(e, mtp_embedding(e)), e->mtok, M->emb);
+    mtp_proj_fwd(e, li, M, h);
+    net_layer_fwd(e, li, &M->la, M->out);
+    /* the module's share of the objective: scale / D x the mean over its gbs·(T−k) targets */
+    double denom = (double)e->lo.gbs * (e->T - k);
+    float scale = (float)(e->opt.mtp_scale / D / denom);
+    double l = head_loss(e, M->out, W(P_MTPFN), NULL, G(P_MTPFN), NULL, e->mtgt, scale, M->dh);
+    if (e->d.tp_rank == 0)
+        e->mtp_sum += e->opt.mtp_scale / D * l / denom;
+}
+
+void net_mtp_bwd(Exec *e, int mb, int k, float *dlast)
+{
+    int li = e->sm.nlayers + k - 1;
+    MtpActs *M = &e->mtp[k - 1];
+    const float *h = k == 1 ? e->head_in : e->mtp[k - 2].out;
+    float *dh = k == 1 ? dlast : e->mtp[k - 2].dh;
+    mtp_shift(e, mb, k);
+    memcpy(e->dres, M->dh, (size_t)e->Nl * e->C * sizeof *e->dres);
+    net_layer_bwd(e, li, &M->la);
+    mtp_proj_bwd(e, li, M, h, dh, e->mtok);
 }
 
 #undef W

@@ -129,6 +129,8 @@ run_mla mla32 8 --mla 32 --dp 2 --tp 2 --pp 2 --sp
 run_mla mtp 2 --mtp 2 --tp 2 --sp
 run_mla mtp 2 --mtp 2 --pp 2
 run_mla mtp 2 --mtp 2 --dp 2 --zero1
+run_mla mtp 2 --mtp 2 --dp 2 --zero2 --full 1
+run_mla mtp 4 --mtp 2 --dp 2 --tp 2 --sp --zero3
 # interleaved, the last stage holds 2 micro-batches in flight: model/memory.c
 # keeps MTP's activations for each (as Megatron-LM's autograd does), the
 # executor runs MTP's backward at once and keeps one set (15 % fewer bytes)
