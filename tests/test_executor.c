@@ -3,9 +3,10 @@
  * and a mixture of experts (loss + load-balancing loss; router, shared and
  * routed experts), multi-head latent attention (with and without q
  * compression), multi-token prediction (two modules) and a DeepSeek-shaped
- * model (MLA, experts, one MTP module); the MoE router (top-k, its softmax and their backward,
- * capacity) against naive references and finite differences; and the
- * schedules' shape. Returns non-zero on any failed check. */
+ * model (MLA, experts, one MTP module), and what MLA and MTP refuse; the
+ * MoE router (top-k, its softmax and their backward, capacity) against
+ * naive references and finite differences; and the schedules' shape.
+ * Returns non-zero on any failed check. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -238,6 +239,56 @@ static void router_checks(void)
     printf("router: top-k, backward and capacity checked\n");
 }
 
+/* What the executor's MLA and MTP do not run is refused by name. */
+static void refusals(const char *data)
+{
+    static const struct {
+        const char *what, *expect;
+    } cases[] = {
+        {"mla layernorm", "needs an RMSNorm, RoPE model without biases (model.norm layernorm"},
+        {"mla learned", "model.pos learned"},
+        {"mla wide v", "v-head-dim 12 <= qk-nope-dim + qk-rope-dim = 10"},
+        {"mtp cp", "multi-token prediction needs layout.cp 1 (got 2)"},
+        {"mtp zero3", "layout.optimizer zero3 with model.mtp_layers 3"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *w = cases[c].what;
+        ModelSpec m;
+        memset(&m, 0, sizeof m);
+        m.L = 2, m.h = 16, m.a = 2, m.s = 8, m.vocab = 256, m.vocab_div = 1, m.f = 32;
+        m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+        if (!strncmp(w, "mla", 3))
+            m.attn = ATTN_MLA, m.q_lora_rank = 8, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
+            m.v_head_dim = 6;
+        else
+            m.mtp_layers = strstr(w, "zero3") ? 3 : 1;
+        if (strstr(w, "layernorm"))
+            m.norm = NORM_LAYERNORM;
+        if (strstr(w, "learned"))
+            m.pos = POS_LEARNED;
+        if (strstr(w, "wide v"))
+            m.v_head_dim = 12;
+        char err[256] = "";
+        CHECK(spec_validate(&m, err, sizeof err) == 0, "%s: spec: %s", w, err);
+        Layout lo;
+        layout_default(&lo);
+        lo.prec = PREC_FP32, lo.mbs = 2, lo.gbs = 2;
+        if (strstr(w, "cp"))
+            lo.cp = 2;
+        if (strstr(w, "zero3"))
+            lo.opt = OPT_ZERO3;
+        TrainOpts o;
+        exec_default_opts(&o);
+        Exec e;
+        int rc = exec_init(&e, &m, &lo, &o, data, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, cases[c].expect), "%s: refused with \"%s\" (rc %d: %s)", w,
+              cases[c].expect, rc, err);
+        if (rc == 0)
+            exec_free(&e);
+    }
+    printf("refusals: MLA and MTP limits named\n");
+}
+
 static void sched_checks(void)
 {
     char err[128];
@@ -271,6 +322,7 @@ int main(int argc, char **argv)
     grad_check("mla0", path);
     grad_check("mtp", path);
     grad_check("deepseek", path);
+    refusals(path);
     remove(path);
     MPI_Finalize();
     printf("%s\n", fails ? "FAILED" : "ok");
