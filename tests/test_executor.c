@@ -130,7 +130,8 @@ static void grad_check(const char *kind, const char *data)
         for (size_t j = cand[c][0]; j < cand[c][1]; j++)
             if (fabsf(g[j]) > fabsf(g[best]))
                 best = j;
-        if (fabsf(g[best]) < 1e-3f)
+        /* MLA, MTP: fp32 rounding of the loss is ~1e-4 of a gradient at the small step */
+        if (fabsf(g[best]) < (e.mla || e.nmtp ? 2e-3f : 1e-3f))
             continue;
         /* MoE: a smaller step, so the top-k choice does not flip inside it;
          * MLA: so the sharper attention stays near linear over it */
