@@ -23,6 +23,7 @@ void exec_default_opts(TrainOpts *o)
     o->seed = 1337;
     o->moe_aux_coeff = 1e-2;
     o->moe_imbalance = 0;   // the plan's (layout_moe_imbalance)
+    o->mtp_scale = 0.1;     // Megatron-LM's --mtp-loss-scaling-factor default
 }
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
@@ -55,11 +56,29 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    if (m->attn == ATTN_MLA)
-        FAIL("the executor has no multi-head latent attention (model.attn mla); plan it with --attn mha");
-    if (m->mtp_layers > 0)
-        FAIL("the executor has no multi-token prediction (model.mtp_layers %d); plan it with --mtp-layers 0",
-             m->mtp_layers);
+    if (m->attn == ATTN_MLA) {
+        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE || m->bias)
+            FAIL("the executor's multi-head latent attention needs an RMSNorm, RoPE model without biases "
+                 "(model.norm %s, model.pos %s, model.bias %s)", m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
+                 m->pos == POS_ROPE ? "rope" : "learned", m->bias ? "true" : "false");
+        if (m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim)
+            FAIL("the executor's multi-head latent attention needs an even qk-rope-dim (got %d) and v-head-dim %d "
+                 "<= qk-nope-dim + qk-rope-dim = %d", m->qk_rope_dim, m->v_head_dim,
+                 m->qk_nope_dim + m->qk_rope_dim);
+    }
+    if (m->mtp_layers > 0) {
+        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE)
+            FAIL("the executor's multi-token prediction needs an RMSNorm, RoPE model (model.norm %s, model.pos %s)",
+                 m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm", m->pos == POS_ROPE ? "rope" : "learned");
+        if (lo->cp > 1)
+            FAIL("the executor's multi-token prediction needs layout.cp 1 (got %d): the tokens k ahead may lie "
+                 "on another cp rank", lo->cp);
+        if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && m->mtp_layers > 2)
+            FAIL("plan: layout.optimizer %s with model.mtp_layers %d: the executor's ZeRO-2/3 buckets hold at "
+                 "most 2 MTP modules at once", layout_opt_name(lo->opt), m->mtp_layers);
+        if (m->mtp_layers >= m->s)
+            FAIL("model.mtp_layers %d leaves no token to predict in a sequence of %d", m->mtp_layers, m->s);
+    }
     if (spec_is_moe(m)) {
         int etp = layout_etp(lo), fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
         if (m->bias)
@@ -156,6 +175,14 @@ static void carve_layer(Exec *e, Carver *c, LayerActs *A, int li, int full_rc, i
     A->v = take(c, N * e->kvl);
     A->o = take(c, N * e->ql);
     A->lse = take(c, N * e->NHl);
+    if (e->mla) {
+        A->cq = take(c, Nl * e->qr);
+        A->ckv = take(c, Nl * (e->kr + e->rope));
+        A->rq = take(c, Nl);
+        A->rkv = take(c, Nl);
+        A->cqn = take(c, N * e->qr);
+        A->ckvn = take(c, N * e->kr);
+    }
     A->x2 = take(c, Nl * C);
     A->a2 = take(c, Nl * C);
     A->mean2 = take(c, Nl);
@@ -205,6 +232,24 @@ static void carve(Exec *e, float *acts, float *bufs)
     }
     if (any_full)
         carve_layer(e, &a, &e->ws, -1, 0, 0);
+    for (int k = 0; k < e->nmtp; k++) {
+        MtpActs *M = &e->mtp[k];
+        carve_layer(e, &a, &M->la, e->sm.nlayers + k, 0, 1);
+        M->emb = take(&a, Nl * C);
+        M->rse = take(&a, Nl);
+        M->rsh = take(&a, Nl);
+        M->cat = take(&a, N * 2 * C);
+        M->out = take(&a, Nl * C);
+        M->dh = take(&b, Nl * C);
+    }
+    if (e->nmtp) {
+        e->mtmp = take(&b, Nl * C);
+        e->memb = take(&b, Nl * C);
+        e->mcatl = take(&b, Nl * 2 * C);
+        e->mpart = take(&b, N * C / e->d.tp);
+        e->mgat = take(&b, N * C);
+        e->mdcat = take(&b, N * 2 * C);
+    }
     if (last) {
         e->head_in = take(&a, Nl * C);
         e->head_n = take(&a, Nl * C);
@@ -225,6 +270,17 @@ static void carve(Exec *e, float *acts, float *bufs)
     e->dk = take(&b, N * e->kvl);
     e->dv = take(&b, N * e->kvl);
     e->drope = e->m.pos == POS_ROPE ? take(&b, N * e->ql) : NULL;
+    if (e->mla) {
+        size_t H = e->NHl;
+        e->mpack = take(&b, Nl * e->mD);
+        e->mlat = take(&b, N * e->mD);
+        e->mkv = take(&b, N * H * (e->nope + e->vd));
+        e->mkpe = take(&b, N * e->rope);
+        e->mqr = take(&b, N * H * e->rope);
+        e->mo = take(&b, N * H * e->vd);
+        e->mdq = take(&b, N * e->qr);
+        e->mdkv = take(&b, N * (e->kr + e->rope));
+    }
     size_t f1, f;
     mlp_widths(e, -1, &f1, &f);
     e->dhpre = take(&b, N * f1);
@@ -379,6 +435,10 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->NHl = m->a / tp;
     e->NKVl = (m->g > 0 ? m->g : m->a) / tp;
     e->ql = e->NHl * e->HS, e->kvl = e->NKVl * e->HS;
+    if (m->attn == ATTN_MLA) {
+        e->mla = 1, e->nope = m->qk_nope_dim, e->rope = m->qk_rope_dim, e->vd = m->v_head_dim;
+        e->qr = m->q_lora_rank, e->kr = m->kv_lora_rank, e->mD = e->qr + e->kr + e->rope;
+    }
     e->Fl = m->f / tp;
     e->F1l = m->mlp == MLP_SWIGLU ? 2 * e->Fl : e->Fl;
     e->Vl = (int)(spec_padded_vocab(m, tp) / tp);
@@ -440,7 +500,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->nslots = e->sch.max_live;
 
     /* recompute: per chunk its share of the stage's full and selective layers, first layers first */
-    e->rc = calloc(e->sm.nlayers ? e->sm.nlayers : 1, sizeof *e->rc);
+    e->rc = calloc(e->ps.nlayers ? e->ps.nlayers : 1, sizeof *e->rc);   // MTP layers: 0
     int s = d->pp_rank, i = 0;
     for (int c = 0; c < lo->vp; c++) {
         int full = lo->full_rc[s] / lo->vp + (c < lo->full_rc[s] % lo->vp);
@@ -477,7 +537,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         /* expert buffers: slot layer j when some chunk's j-th layer is MoE and
          * keeps its activations; the recompute set's when a full one is MoE */
         int nb = e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1;
-        e->moeb = calloc(nb, sizeof *e->moeb);
+        e->nmoeb = nb + e->sm.nmtp;   // then one per MTP module
+        e->moeb = calloc(e->nmoeb, sizeof *e->moeb);
         if (!e->moeb)
             FAIL("out of memory for the expert buffers");
         for (int c = 0; c < lo->vp; c++)
@@ -489,7 +550,18 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
                         FAIL("out of memory for the expert buffers");
                 }
             }
+        for (int k = 0; k < e->sm.nmtp; k++)
+            if (exec_layer_moe(e, e->sm.nlayers + k) && !(e->moeb[nb + k] = moe_buf_new(e)))
+                FAIL("out of memory for the expert buffers");
         e->ws.mb = e->moeb[nb - 1];
+    }
+    e->nmtp = e->sm.nmtp;
+    if (e->nmtp) {
+        e->mtp = calloc(e->nmtp, sizeof *e->mtp);
+        e->mtok = malloc((size_t)e->N * sizeof *e->mtok);
+        e->mtgt = malloc((size_t)e->N * sizeof *e->mtgt);
+        if (!e->mtp || !e->mtok || !e->mtgt)
+            FAIL("out of memory for the MTP modules");
     }
     carve(e, NULL, NULL);
     e->acts = calloc(e->acts_n ? e->acts_n : 1, sizeof(float));
@@ -499,8 +571,12 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     if (!e->acts || !e->bufs || !e->tokens || !e->targets)
         FAIL("out of memory for activations (%zu floats) and buffers (%zu floats)", e->acts_n, e->bufs_n);
     carve(e, e->acts, e->bufs);
-    if (e->moeb)
-        e->ws.mb = e->moeb[e->nslots * (e->maxchunk ? e->maxchunk : 1)];
+    if (e->moeb) {
+        int nb = e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1;
+        e->ws.mb = e->moeb[nb - 1];
+        for (int k = 0; k < e->nmtp; k++)
+            e->mtp[k].la.mb = e->moeb[nb + k];
+    }
 
     e->dp_req = malloc((e->ps.nlayers + 1) * sizeof *e->dp_req);
     if (!e->dp_req)
@@ -512,7 +588,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->mem[XM_OPTIM] = 2.0 * e->opt_n * 4.0;
     e->mem[XM_ACTS] = e->acts_n * 4.0 + moe_acts_bytes(e);
     e->mem[XM_BUFFERS] = e->bufs_n * 4.0 + 2.0 * e->nmb * e->N * sizeof(int)
-                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0) + moe_scratch_bytes(e);
+                       + (e->rowtok ? 2.0 * e->B * e->T * sizeof(int) : 0.0) + moe_scratch_bytes(e)
+                       + (e->nmtp ? 2.0 * e->N * sizeof(int) : 0.0);
 
     return 0;
 }
@@ -619,9 +696,10 @@ static void bucket_close(Exec *e, int u)
     if (stage) {
         dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zbs_req);
         e->zbs_busy = 1;
-    } else {
-        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[e->zb_cur]);
-        e->zb_unit[e->zb_cur] = u;
+    } else {   /* the bucket that holds u (two MTP modules hold both at once) */
+        int k = buf == e->zb[1];
+        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[k]);
+        e->zb_unit[k] = u;
     }
     e->t[PH_DP] += dist_now() - t0;
     e->ug[u] = NULL;
@@ -737,6 +815,34 @@ static void layer_done(Exec *e, int li)
     }
 }
 
+/* The MTP modules of micro-batch mb, forward then backward at once (inside
+ * the last chunk's forward, after the head), with their units' ZeRO-3
+ * gathers and ZeRO-2/3 buckets: a module's bucket is open from its loss
+ * (in the forward) to the end of its backward. */
+static void run_mtp(Exec *e, int mb, float *dlast)
+{
+    int u0 = e->sm.nlayers, keep = u0 - 1;   // the last layer, held for its backward
+    for (int k = 1; k <= e->nmtp; k++) {
+        if (e->zero == 3)
+            gather_wait(e, u0 + k - 1, keep);
+        if (e->zero >= 2)
+            bucket_open(e, u0 + k - 1);
+        net_mtp_fwd(e, mb, k);
+    }
+    double tb = dist_now(), c0 = e->t[PH_TP] + e->t[PH_DP];
+    for (int k = e->nmtp; k >= 1; k--) {
+        if (e->zero == 3)
+            gather_wait(e, u0 + k - 1, keep);
+        net_mtp_bwd(e, mb, k, dlast);
+        if (e->zero >= 2)
+            bucket_close(e, u0 + k - 1);
+        else if (mb == e->nmb - 1)
+            layer_done(e, u0 + k - 1);
+    }
+    /* backward work inside a forward action, as the head's */
+    e->t[PH_BWD] += dist_now() - tb - (e->t[PH_TP] + e->t[PH_DP] - c0);
+}
+
 static void run_forward(Exec *e, int mb, int c)
 {
     int vs = c * e->lo.pp + e->d.pp_rank, slot = e->slot_free[--e->nslots];
@@ -779,6 +885,8 @@ static void run_forward(Exec *e, int mb, int c)
         double l = net_head(e, e->targets + (size_t)mb * e->N, scale, e->slots[slot].dlast);
         if (e->d.tp_rank == 0)
             e->loss_sum += l;
+        if (e->nmtp)
+            run_mtp(e, mb, e->slots[slot].dlast);
     } else {
         pp_send(e, k, vs + 1, mb, 0);
     }
@@ -851,6 +959,9 @@ static void finish_grads(Exec *e)
     if (e->m.tied && e->lo.pp > 1 && e->d.emb_comm != DIST_COMM_NULL) {
         ParamId id = e->d.pp_rank == 0 ? P_WTE : P_HEAD;
         dist_allreduce(params_stage(ps, ps->g, id), (int)ps->len[id], e->d.emb_comm, NULL);
+    } else if (e->m.mtp_layers > 0 && e->lo.pp > 1 && e->d.emb_comm != DIST_COMM_NULL) {
+        /* untied: MTP's copy of the embedding on the last stage and stage 0's */
+        dist_allreduce(params_stage(ps, ps->g, P_WTE), (int)ps->len[P_WTE], e->d.emb_comm, NULL);
     }
     if (grad_size(e) > 1 && e->zero == 0 && !e->lo.overlap_grad)   // every layer's bucket, now
         for (int li = 0; li < ps->nlayers; li++)
@@ -977,6 +1088,7 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     memset(e->t, 0, sizeof e->t);
     e->loss_sum = 0;
     e->aux_sum = 0;
+    e->mtp_sum = 0;
     /* A data error on one rank (a token outside the vocabulary, a file cut
      * short) must not leave it alone in a collective: every rank reaches
      * this agreement, which is also the step's barrier, and every rank
@@ -1030,6 +1142,7 @@ int exec_step(Exec *e, StepStats *st, char *err, int errlen)
     st->step_s = dist_now() - t0;
     st->loss = sum / ((double)e->lo.gbs * e->T);
     st->aux_loss = e->E > 0 ? dist_world_sum(e->aux_sum) : 0.0;
+    st->mtp_loss = e->m.mtp_layers > 0 ? dist_world_sum(e->mtp_sum) : 0.0;
     memcpy(st->t, e->t, sizeof e->t);
     return 0;
 }
@@ -1057,9 +1170,12 @@ void exec_free(Exec *e)
     free(e->rowtok);
     cpattn_free(&e->cpa);
     if (e->moeb)
-        for (int k = 0; k < e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1; k++)
+        for (int k = 0; k < e->nmoeb; k++)
             moe_buf_free(e->moeb[k]);
     free(e->moeb);
+    free(e->mtp);
+    free(e->mtok);
+    free(e->mtgt);
     moe_free(e);
     free(e->send_req);
     free(e->lay_start);

@@ -60,8 +60,30 @@
  * 1, whatever dp·cp is). The optimizer arrays are [dense shard | expert
  * shard]. The router's load-balancing loss (moe.h) is added to the
  * objective and reported apart (StepStats.aux_loss). MoE with tp > 1 needs
- * sequence parallel, as in Megatron-LM; ZeRO-2/3, biases, MLA and MTP are
- * refused for MoE models.
+ * sequence parallel, as in Megatron-LM; ZeRO-2/3 and biases are refused
+ * for MoE models.
+ *
+ * Multi-head latent attention (DeepSeek-V2/V3; net.c): the down-projections
+ * of q and kv run on this rank's rows (replicated weights, their gradients
+ * summed over tp under SP like the norms'), the normed latents and the
+ * shared RoPE key are gathered to all N rows as one packed tensor, the
+ * up-projections and the output projection are split by heads. Attention
+ * runs at head size nope + rope with v zero-padded to it (the cost model
+ * counts q, k, v and o at that width), so the context-parallel ring works
+ * unchanged. The latent gradients come back as one packed reduce over tp.
+ * MLA needs RMSNorm, RoPE, no biases and v_head_dim <= nope + rope.
+ *
+ * Multi-token prediction (DeepSeek-V3 §2.2, Megatron-LM's MTP block; net.c)
+ * runs on the last stage inside the last chunk's forward, after the main
+ * head's loss: module k (1..D) projects [norm(emb(t_{i+k})) | norm(h^{k-1}_i)]
+ * (h^0 the main model's output before its final norm) 2h -> h, runs its
+ * transformer layer, and its final norm and the shared head predict
+ * t_{i+k+1}; positions past the row's end have no target. Its loss is
+ * mtp_scale / D x Σ_k (the mean over the gbs·(T−k) predicted tokens), and
+ * its backward runs at once, adding into the main output's gradient, so
+ * one micro-batch's MTP tensors are live at a time. MTP needs RMSNorm,
+ * RoPE, cp 1, and under ZeRO-2/3 at most 2 modules (a module's gradient
+ * bucket is open from its loss to the end of its backward).
  *
  * What it doesn't do: dropout, mixed precision, ZeRO-2/3 with pp > 1 (the
  * layout refuses it), overlap of ZeRO-2's post-step weight gathers with the
@@ -85,6 +107,7 @@ typedef struct {
     double moe_aux_coeff;        // load-balancing loss coefficient (Megatron --moe-aux-loss-coeff); 1e-2
     double moe_imbalance;        // expert buffers sized for this x the even share of routed tokens;
                                  // 0 = the plan's layout.moe_imbalance (the cost model's default if unset)
+    double mtp_scale;            // MTP loss factor (Megatron --mtp-loss-scaling-factor); 0.1
 } TrainOpts;
 
 void exec_default_opts(TrainOpts *o);
@@ -98,12 +121,27 @@ typedef struct {
     float *x2;                   // (Nl, C) after the attention residual
     float *a2, *mean2, *rstd2;   // second norm
     float *hpre, *hact;          // (N, F1l) FC1 output, (N, Fl) activation (MoE: the shared expert's)
+    /* MLA layers (net.c): q, k, v, o are (N, NHl·HS) with HS = nope + rope,
+     * v and o zero past v_head_dim in every head */
+    float *cq, *ckv;             // (Nl, q_lora), (Nl, kv_lora + rope) down-projections of a1
+    float *rq, *rkv;             // (Nl) rstd of the q and kv latent norms
+    float *cqn, *ckvn;           // (N, q_lora), (N, kv_lora) normed latents (gathered under SP)
     /* MoE layers (moe.h) */
     float *probs;                // (Nl, E) router softmax over all experts
     float *tki, *tkw;            // (Nl, k) top-k experts (as floats) and combine weights
     float *ye;                   // (Nl·k, C) expert outputs as they come back, in send order
     struct MoeBuf *mb;           // expert input, FC1 output, activation (grown on demand)
 } LayerActs;
+
+/* One MTP module's tensors for the micro-batch in flight (net.c). */
+typedef struct {
+    LayerActs la;                // its transformer layer; la.x is the projection's output
+    float *emb, *rse;            // (Nl, C) embedding of the tokens k ahead, (Nl) rstd of its norm
+    float *rsh;                  // (Nl) rstd of the norm of the previous depth's hidden state
+    float *cat;                  // (N, 2C) [norm(emb) | norm(hidden)], the projection's input
+    float *out;                  // (Nl, C) this depth's hidden state (the layer's output)
+    float *dh;                   // (Nl, C) gradient at out
+} MtpActs;
 
 typedef struct {
     LayerActs *la;               // (layers of the largest chunk)
@@ -113,6 +151,7 @@ typedef struct {
 typedef struct {
     double loss;                 // mean over the global batch, nats (the LM loss)
     double aux_loss;             // MoE load-balancing loss added to the objective (all MoE layers)
+    double mtp_loss;             // MTP loss added to the objective: mtp_scale x the mean over depths
     double t[PH_COUNT];          // seconds by phase (exposed comm for TP, PP, DP)
     double step_s;               // wall seconds of the step
 } StepStats;
@@ -130,6 +169,19 @@ typedef struct {
     /* shapes, local to this rank */
     int B, T, N, Nl, C, HS, NHl, NKVl, ql, kvl, F1l, Fl, Vl, vstart, nmb;
     int Tl;                      // tokens of a row on this rank: T/cp (N = B·Tl)
+    /* multi-head latent attention (model.attn mla): per head widths, latent ranks */
+    int mla, nope, rope, vd, qr, kr, mD;   // mD = qr + kr + rope: one packed latent row
+    float *mpack, *mlat;         // (Nl, mD) this rank's latent rows, (N, mD) gathered; bwd: their grads
+    float *mkv, *mkpe, *mqr;     // (N, NHl·(nope+vd)) kv_b output, (N, rope) shared key, (N, NHl·rope)
+    float *mo, *mdq, *mdkv;      // (N, NHl·vd) packed o; (N, qr), (N, kr + rope) latent grads
+    /* multi-token prediction (last stage): its modules are ps layers sm.nlayers .. ps.nlayers−1 */
+    int nmtp;                    // modules on this rank (sm.nmtp)
+    MtpActs *mtp;                // (nmtp)
+    int *mtok, *mtgt;            // (N) the tokens k ahead and their targets (−1 past the row's end)
+    float *mtmp, *memb, *mcatl;  // (Nl, C) x 2, (Nl, 2C) scratch
+    float *mpart, *mgat, *mdcat; // (N, C/tp), (N, C), (N, 2C) projection scratch
+    double mtp_sum;
+    int nmoeb;                   // expert buffers in moeb
     /* mixture of experts (moe.h); E 0 for a dense model */
     int E, El, K, Fe, F1e, Fs, F1s;   // experts, local experts, top-k, expert widths /etp, shared /tp
     int xzero;                   // expert moments sharded over edp (ZeRO-1 / dist-opt with edp > 1)

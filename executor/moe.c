@@ -218,8 +218,7 @@ void moe_buf_free(MoeBuf *b)
 double moe_acts_bytes(const Exec *e)
 {
     double n = 0;
-    int nb = e->moeb ? e->nslots * (e->maxchunk ? e->maxchunk : 1) + 1 : 0;
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; e->moeb && i < e->nmoeb; i++)
         if (e->moeb[i])
             n += 4.0 * buf_floats(e, e->moeb[i]->cap) + sizeof(int) * (double)cnt_ints(e);
     return n;

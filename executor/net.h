@@ -28,4 +28,13 @@ void net_embed_bwd(Exec *e, const int *tok);
  * Returns the sum of the N token losses. */
 double net_head(Exec *e, const int *targets, float scale, float *dlast);
 
+/* Multi-token prediction, module k (1..D) of micro-batch mb, after net_head
+ * on the last stage. The forward runs the module and its loss (into
+ * e->mtp_sum on tp rank 0; the module's head gradients accumulate, d(out)
+ * kept); the backward, run for k = D..1 after every forward, adds the
+ * gradient at its input hidden state into the previous module's d(out) or,
+ * for k = 1, into dlast (the main output's). */
+void net_mtp_fwd(Exec *e, int mb, int k);
+void net_mtp_bwd(Exec *e, int mb, int k, float *dlast);
+
 #endif

@@ -23,6 +23,23 @@
  * An expert value is a function of (seed, tensor, layer, global expert,
  * index in that expert's full tensor). No biases in MoE layers (the
  * executor refuses them).
+ *
+ * Multi-head latent attention (model.attn mla, DeepSeek-V2/V3): qkv.w and
+ * its bias are absent; q_a.w (q_lora x h) and kv_a.w ((kv_lora + rope) x h)
+ * and the latent norms q_a.norm, kv_a.norm are replicated over tp, as in
+ * Megatron-LM; q_b.w (a·(nope + rope) x q_lora, or x h without q
+ * compression) and kv_b.w (a·(nope + v) x kv_lora) are column-parallel by
+ * heads (rows head-major, each head's [nope | rope] or [nope | v]), and
+ * proj.w (h x a·v) is row-parallel. No biases (the executor refuses them).
+ *
+ * Multi-token prediction (model.mtp_layers D): the last stage holds D more
+ * layers after its chunks' (local layers nlayers − D .. nlayers − 1,
+ * global index L + k), each a transformer layer plus the module's norms
+ * (mtp.enorm, mtp.hnorm, mtp.norm: replicated) and its projection mtp.eh.w
+ * (h x 2h, column-parallel, input [norm(embedding) | norm(hidden)] as in
+ * Megatron-LM). Embedding and output head are shared: an untied model with
+ * pp > 1 keeps a copy of the embedding on the last stage too (its
+ * gradients summed with stage 0's, as Megatron-LM does).
  */
 #ifndef ULTRAPLAN_EXECUTOR_PARAMS_H
 #define ULTRAPLAN_EXECUTOR_PARAMS_H
@@ -37,6 +54,9 @@ typedef enum {
     P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB,
     P_LN2W, P_LN2B, P_FC1W, P_FC1B, P_FC2W, P_FC2B,
     P_ROUTW, P_EFC1W, P_EFC2W,           // MoE layers: router, routed experts (expert region)
+    P_QAW, P_QANW, P_QBW,                // MLA: q down-projection, its norm, q up-projection
+    P_KVAW, P_KVANW, P_KVBW,             // MLA: kv down-projection, its norm, kv up-projection
+    P_MTPEN, P_MTPHN, P_MTPEH, P_MTPFN,  // MTP modules: embedding norm, hidden norm, 2h -> h, final norm
     P_LAYER_COUNT,                       // tensors of one transformer layer
     P_WTE = P_LAYER_COUNT, P_WPE, P_LNFW, P_LNFB, P_HEAD,
     P_COUNT
@@ -78,6 +98,7 @@ typedef struct {
     int nlayers;                  // on this stage, all chunks
     int ep, ep_rank, etp, etp_rank;   // expert layout (stagemap_init: ep, etp of the layout, ranks 0)
     int expert_pad;               // pad the expert region to a multiple of it (ZeRO-1 over edp); 1 none
+    int nmtp;                     // MTP modules on this stage (the last: model.mtp_layers; else 0)
 } StageMap;
 
 int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage, int tp_rank,
@@ -91,7 +112,7 @@ typedef struct {
     size_t (*layer_off)[P_LAYER_COUNT];   // (nlayers, P_LAYER_COUNT) offsets, PARAM_NONE if absent
     size_t (*layer_len)[P_LAYER_COUNT];
     size_t off[P_COUNT], len[P_COUNT];    // the stage-level tensors (P_WTE..P_HEAD)
-    int nlayers;                  // local layers, chunk by chunk
+    int nlayers;                  // local layers, chunk by chunk, then the MTP modules' (StageMap.nmtp)
     int *glayer;                  // (nlayers) global index of each local layer
     size_t layers_end;            // floats of the layer tensors (they come first)
     size_t dense_alloc;           // n padded for an even ZeRO-1 split over dp·cp

@@ -141,7 +141,11 @@ double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, doubl
 {
     double t = lo->tp, h = m->h;
     double attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
-    double n = attn / t + (double)spec_layer_norm_params(m);
+    /* MLA's down-projections (q_a, kv_a) are replicated over tp, as in Megatron-LM */
+    double rep = m->attn == ATTN_MLA
+                     ? h * ((m->q_lora_rank > 0 ? m->q_lora_rank : 0) + (double)m->kv_lora_rank + m->qk_rope_dim)
+                     : 0.0;
+    double n = (attn - rep) / t + rep + (double)spec_layer_norm_params(m);
     if (m->bias)   /* column-parallel QKV biases shard; the projection's replicates */
         n += (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t + h;
     double ex = 0;
@@ -216,6 +220,9 @@ double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage
             n += V * h / t;
     }
     if (stage == layout_mtp_stage(lo)) {   /* the last stage, or where --pipeline-layout puts 'm' */
+        /* MTP needs the embedding where it runs: an untied model keeps a copy there (Megatron-LM) */
+        if (m->mtp_layers > 0 && !m->tied && lo->pp > 1)
+            n += V * h / t;
         double mex = 0;
         n += mtp_params(m, lo, &mex);
         ex += mex;

@@ -99,5 +99,50 @@ run_moe moe_sh 2 llama --dp 2 --ep 2 --shared 64 --first-dense 1
 run_moe moe_sh 4 llama --tp 2 --sp --dp 2 --ep 2 --shared 64 --first-dense 1
 run_moe moe_cap 2 llama --dp 2 --ep 2 --capacity 1.0
 run_moe moe_gpt 2 gpt --dp 2 --ep 2
+# multi-head latent attention (llama-shaped, q_lora 32, kv_lora 32, qk 16+8, v 16):
+# down-projections replicated, up-projections and output split by heads
+run_mla() {   # run_mla NAME NP ARGS...
+    local name=$1 np=$2; shift 2
+    if ! mpirun --oversubscribe -np "$np" "$BIN" --model llama --dir "$DIR" --acts-tol 0.10 \
+            --ref "$DIR/ref_$name.txt" "$@" > "$DIR/out" 2>&1; then
+        echo "FAIL: np $np $name $*"; cat "$DIR/out"; fails=$((fails + 1))
+    else
+        tail -n 1 "$DIR/out"
+    fi
+}
+for q in 32 0; do
+    "$BIN" --model llama --mla $q --dir "$DIR" --write "$DIR/ref_mla$q.txt" --acts-tol 0.10 \
+        || { echo "single-rank mla $q failed"; fails=$((fails + 1)); }
+done
+run_mla mla32 2 --mla 32 --tp 2
+run_mla mla32 2 --mla 32 --tp 2 --sp
+run_mla mla0 2 --mla 0 --tp 2 --sp
+run_mla mla32 2 --mla 32 --pp 2
+run_mla mla32 2 --mla 32 --dp 2 --zero1
+run_mla mla32 2 --mla 32 --cp 2
+run_mla mla32 2 --mla 32 --dp 2 --zero3 --full 1
+run_mla mla32 4 --mla 32 --pp 2 --vp 2 --tp 2 --sp --mbs 1
+run_mla mla32 8 --mla 32 --dp 2 --tp 2 --pp 2 --sp
+# multi-token prediction on the last stage (untied: pp > 1 keeps an embedding copy there)
+"$BIN" --model llama --mtp 2 --dir "$DIR" --write "$DIR/ref_mtp.txt" --acts-tol 0.10 \
+    || { echo "single-rank mtp failed"; fails=$((fails + 1)); }
+run_mla mtp 2 --mtp 2 --tp 2 --sp
+run_mla mtp 2 --mtp 2 --pp 2
+run_mla mtp 2 --mtp 2 --dp 2 --zero1
+run_mla mtp 2 --mtp 2 --dp 2 --zero2 --full 1
+run_mla mtp 4 --mtp 2 --dp 2 --tp 2 --sp --zero3
+# interleaved, the last stage holds 2 micro-batches in flight: model/memory.c
+# keeps MTP's activations for each (as Megatron-LM's autograd does), the
+# executor runs MTP's backward at once and keeps one set (15 % fewer bytes)
+run_mla mtp 4 --mtp 2 --pp 2 --vp 2 --mbs 1 --tp 2 --acts-tol 0.20
+# DeepSeek-shaped: MLA, layer 0 dense, then 4 routed experts top 2 and a
+# shared expert, one MTP module (an MoE layer, as the last layer is)
+DS="--mla 32 --shared 64 --first-dense 1 --mtp 1"
+moe_ref ds llama $DS
+run_moe ds 2 llama $DS --dp 2 --ep 2
+run_moe ds 2 llama $DS --tp 2 --sp --ep 2 --etp 1
+run_moe ds 4 llama $DS --tp 2 --sp --dp 2 --ep 2
+run_moe ds 4 llama $DS --pp 2 --dp 2 --ep 2 --zero1
+run_moe ds 8 llama $DS --tp 2 --sp --pp 2 --dp 2 --ep 2
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

@@ -4,7 +4,7 @@
 # (plan --pick K -o) trains for two steps under `mpirun ultraplan run`; none
 # may be refused. The cases include ones where ZeRO-2/3 win by themselves and
 # ones with context parallel forced (the planner searches cp only from 8K
-# tokens), alone and with tp, pp and dp.
+# tokens), alone and with tp, pp and dp, and a model with MLA and MTP.
 # usage: mpi_plans.sh PATH/ultraplan
 set -u
 B=$1
@@ -49,5 +49,8 @@ case_ "gpt 4 ranks, pp 2 x cp 2 forced" 4 2 $GPT --seq 128 --gbs 8 --pp 2 --cp 2
 case_ "gpt 8 ranks, cp 4 forced" 8 2 $GPT --seq 128 --gbs 8 --cp 4
 case_ "llama 4 ranks, tp 2 x cp 2 forced" 4 2 $LLAMA --seq 128 --gbs 8 --tp 2 --cp 2
 case_ "llama 4 ranks, ZeRO-3 forced" 4 2 $LLAMA --seq 128 --gbs 8 --zero 3
+# DeepSeek-shaped: MLA, one MTP module (ZeRO-3 wins, as for the dense models)
+DS="$LLAMA --kv-heads 4 --attn mla --q-lora-rank 64 --kv-lora-rank 32 --qk-nope-dim 32 --qk-rope-dim 16 --v-head-dim 32 --mtp-layers 1"
+case_ "mla + mtp 4 ranks" 4 4 $DS --seq 128 --gbs 8
 echo "$ran plan(s) run, $fails failed"
 [ $fails -eq 0 ] && [ $ran -gt 0 ]

@@ -10,7 +10,11 @@
  * leading layers, --capacity F a capacity factor) laid out with --ep and
  * --etp; it checks the load-balancing loss against the reference too.
  * The MoE expectations are model/memory.c's at the imbalance the executor
- * sized its expert buffers for.
+ * sized its expert buffers for. --mla Q gives a llama model multi-head
+ * latent attention (q_lora_rank Q, 0 for no q compression; kv_lora_rank
+ * 32, qk nope 16 + rope 8 per head, v_head_dim 16). --mtp D adds D
+ * multi-token-prediction modules; their loss is checked against the
+ * reference too.
  * Exit 0 when every check passes, 1 otherwise (on every rank).
  *
  * usage: test_executor_mpi --model gpt|llama --dir TMPDIR [--dp N --tp N --pp N --vp N --cp N --sp
@@ -79,7 +83,7 @@ int main(int argc, char **argv)
     const char *kind = "gpt", *dir = "/tmp", *wfile = NULL, *rfile = NULL;
     int steps = 5, full[LAYOUT_MAX_PP] = {0}, sel[LAYOUT_MAX_PP] = {0}, stages[LAYOUT_MAX_PP] = {0};
     double rtol = 1e-5, acts_tol = 0.10, capacity = 0;
-    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0;
+    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0, mla = -1, mtp = 0;
     Layout lo;
     layout_default(&lo);
     lo.prec = PREC_FP32;
@@ -111,6 +115,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--zero3")) lo.opt = OPT_ZERO3;
         else if (!strcmp(a, "--distopt")) lo.opt = OPT_DISTOPT;
         else if (!strcmp(a, "--moe")) moe = 1;
+        else if (!strcmp(a, "--mla")) mla = atoi(v), i++;
+        else if (!strcmp(a, "--mtp")) mtp = atoi(v), i++;
         else if (!strcmp(a, "--shared")) shared = atoi(v), i++;
         else if (!strcmp(a, "--first-dense")) first_dense = atoi(v), i++;
         else if (!strcmp(a, "--capacity")) capacity = atof(v), i++;
@@ -133,6 +139,10 @@ int main(int argc, char **argv)
         m.moe_first_dense = first_dense, m.capacity_factor = capacity;
         lo.ep = ep, lo.etp = etp;
     }
+    if (mla >= 0)
+        m.attn = ATTN_MLA, m.q_lora_rank = mla, m.kv_lora_rank = 32, m.qk_nope_dim = 16, m.qk_rope_dim = 8,
+        m.v_head_dim = 16;
+    m.mtp_layers = mtp;
     char err[512];
     if (spec_validate(&m, err, sizeof err) != 0 || spec_validate(&dense, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -188,11 +198,11 @@ int main(int argc, char **argv)
         fails++;
     }
 
-    double ref[64] = {0}, aref[64] = {0};
+    double ref[64] = {0}, aref[64] = {0}, mref[64] = {0};
     if (rfile && rank == 0) {
         FILE *f = fopen(rfile, "r");
         for (int i = 0; f && i < steps; i++)
-            if (fscanf(f, "%lf %lf", &ref[i], &aref[i]) != 2)
+            if (fscanf(f, "%lf %lf %lf", &ref[i], &aref[i], &mref[i]) != 3)
                 break;
         if (f)
             fclose(f);
@@ -208,6 +218,8 @@ int main(int argc, char **argv)
             printf("step %d loss %.7f (%.1f ms)", i + 1, st.loss, 1e3 * st.step_s);
             if (moe)
                 printf(" aux %.9f", st.aux_loss);
+            if (mtp)
+                printf(" mtp %.9f", st.mtp_loss);
             if (rfile) {
                 double rel = fabs(st.loss - ref[i]) / fabs(ref[i]);
                 printf("  ref %.7f rel %.2e", ref[i], rel);
@@ -219,17 +231,23 @@ int main(int argc, char **argv)
                     if (!(arel <= rtol) || !(st.aux_loss > 0))
                         fails++, printf("  FAIL(aux)");
                 }
+                if (mtp) {
+                    double mrel = fabs(st.mtp_loss - mref[i]) / fabs(mref[i]);
+                    printf("  mtp rel %.2e", mrel);
+                    if (!(mrel <= rtol) || !(st.mtp_loss > 0))
+                        fails++, printf("  FAIL(mtp)");
+                }
             }
             printf("\n");
             if (wf)
-                fprintf(wf, "%.9f %.12g\n", st.loss, st.aux_loss);
+                fprintf(wf, "%.9f %.12g %.12g\n", st.loss, st.aux_loss, st.mtp_loss);
         }
     }
     if (wf)
         fclose(wf);
     MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("%s%s: dp %d tp %d pp %d vp %d cp %d sp %d ep %d etp %d %s%s — %s\n", kind, moe ? " moe" : "", lo.dp,
+        printf("%s%s%s%s: dp %d tp %d pp %d vp %d cp %d sp %d ep %d etp %d %s%s — %s\n", kind, moe ? " moe" : "", mla >= 0 ? " mla" : "", mtp ? " mtp" : "", lo.dp,
                lo.tp, lo.pp, lo.vp, lo.cp, e.lo.sp, lo.ep, layout_etp(&lo), layout_opt_name(lo.opt),
                lo.overlap_grad ? "" : " no-overlap-grad", fails ? "FAILED" : "ok");
     exec_free(&e);

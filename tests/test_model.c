@@ -792,6 +792,39 @@ static void test_moe_counts(void **state)
     assert_non_null(strstr(err, "no MoE layer"));
 }
 
+/* The executor's MLA and MTP placement in the state bytes, by hand: MLA's
+ * down-projections are replicated over tp (Megatron-LM), and an untied
+ * model with MTP keeps the embedding on its last stage too. */
+static void test_mla_mtp_state_params(void **state)
+{
+    (void)state;
+    char err[256];
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 4, m.h = 64, m.a = 4, m.s = 32, m.vocab = 60, m.vocab_div = 8, m.f = 128;
+    m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+    m.attn = ATTN_MLA, m.q_lora_rank = 32, m.kv_lora_rank = 32, m.qk_nope_dim = 16, m.qk_rope_dim = 8;
+    m.v_head_dim = 16;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 2, lo.pp = 2;
+    /* replicated q_a 64x32 and kv_a 64x(32+8): 4608; split q_b 32x4x24,
+     * kv_b 32x4x32, proj 64x64: 11264 / 2; norms 2 x 64 + 32 + 32; SwiGLU
+     * 3 x 64 x 128 / 2 */
+    double layer = 4608 + 11264 / 2 + 192 + 12288;
+    assert_rel(memory_layer_params(&m, &lo, false, NULL), layer, 1e-15);
+    /* the last stage's own tensors: norm 64 and head 64 x 64 / 2 (vocab 60
+     * padded to 64); with one MTP module also the embedding copy 64 x 64 / 2,
+     * the module's layer, its projection 2 x 64 x 64 / 2 and three norms */
+    assert_rel(memory_stage_params(&m, &lo, 1, 0), 64 + 2048, 1e-15);
+    m.mtp_layers = 1;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    assert_rel(memory_stage_params(&m, &lo, 1, 0), 64 + 2048 + 2048 + layer + 4096 + 192, 1e-15);
+    m.tied = true;   /* tied: the head is the copy */
+    assert_rel(memory_stage_params(&m, &lo, 1, 0), 64 + 2048 + layer + 4096 + 192, 1e-15);
+}
+
 /* Megatron's --moe-layer-freq: the int form, the list forms, and refusals. */
 static void test_moe_freq(void **state)
 {
@@ -1594,6 +1627,7 @@ int main(void)
         cmocka_unit_test(test_moe_flops_megatron),
         cmocka_unit_test(test_moe_counts),
         cmocka_unit_test(test_moe_freq),
+        cmocka_unit_test(test_mla_mtp_state_params),
         cmocka_unit_test(test_layout_ep),
         cmocka_unit_test(test_overlap_switches),
         cmocka_unit_test(test_sp_collectives),
