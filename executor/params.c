@@ -22,6 +22,16 @@ const ParamDesc param_desc[P_COUNT] = {
     [P_ROUTW] = {"router.w", SPLIT_REP, INIT_NORMAL},
     [P_EFC1W] = {"efc1.w", SPLIT_ECOL, INIT_NORMAL},
     [P_EFC2W] = {"efc2.w", SPLIT_EROW, INIT_NORMAL_SCALED},
+    [P_QAW] = {"q_a.w", SPLIT_REP, INIT_NORMAL},
+    [P_QANW] = {"q_a.norm", SPLIT_REP, INIT_ONE},
+    [P_QBW] = {"q_b.w", SPLIT_COL, INIT_NORMAL},
+    [P_KVAW] = {"kv_a.w", SPLIT_REP, INIT_NORMAL},
+    [P_KVANW] = {"kv_a.norm", SPLIT_REP, INIT_ONE},
+    [P_KVBW] = {"kv_b.w", SPLIT_COL, INIT_NORMAL},
+    [P_MTPEN] = {"mtp.enorm", SPLIT_REP, INIT_ONE},
+    [P_MTPHN] = {"mtp.hnorm", SPLIT_REP, INIT_ONE},
+    [P_MTPEH] = {"mtp.eh.w", SPLIT_COL, INIT_NORMAL},
+    [P_MTPFN] = {"mtp.norm", SPLIT_REP, INIT_ONE},
     [P_WTE] = {"wte", SPLIT_VOCAB, INIT_NORMAL},
     [P_WPE] = {"wpe", SPLIT_REP, INIT_NORMAL},
     [P_LNFW] = {"lnf.w", SPLIT_REP, INIT_ONE},
@@ -36,8 +46,24 @@ int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t par
     int64_t f = moe ? m->shared_ffn : m->f, fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
     int64_t V = spec_padded_vocab(m, tp);
     int ln_bias = m->norm == NORM_LAYERNORM, swi = m->mlp == MLP_SWIGLU;
+    int mla = m->attn == ATTN_MLA;
+    int64_t a = m->a, qr = m->q_lora_rank, kr = m->kv_lora_rank, nope = m->qk_nope_dim, rope = m->qk_rope_dim;
     parts[0] = parts[1] = parts[2] = 0;
     *cols = 1;
+    switch (id) {
+    case P_QKVW: case P_QKVB: if (mla) return 0; break;
+    case P_PROJW: if (mla) { parts[0] = h, *cols = a * m->v_head_dim; return 1; } break;
+    case P_PROJB: if (mla) return 0; break;
+    case P_QAW: parts[0] = qr, *cols = h; return mla && qr > 0;
+    case P_QANW: parts[0] = qr; return mla && qr > 0;
+    case P_QBW: parts[0] = a * (nope + rope), *cols = qr > 0 ? qr : h; return mla;
+    case P_KVAW: parts[0] = kr + rope, *cols = h; return mla;
+    case P_KVANW: parts[0] = kr; return mla;
+    case P_KVBW: parts[0] = a * (nope + m->v_head_dim), *cols = kr; return mla;
+    case P_MTPEN: case P_MTPHN: case P_MTPFN: parts[0] = h; return m->mtp_layers > 0;
+    case P_MTPEH: parts[0] = h, *cols = 2 * h; return m->mtp_layers > 0;
+    default: break;
+    }
     switch (id) {
     case P_LN1W: case P_LN2W: case P_LNFW: parts[0] = h; return 1;
     case P_LN1B: case P_LN2B: case P_LNFB: parts[0] = h; return ln_bias;
@@ -88,6 +114,7 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
     sm->stage = stage, sm->nstages = lo->pp, sm->vp = lo->vp;
     sm->tp = lo->tp, sm->tp_rank = tp_rank;
     sm->ep = lo->ep > 0 ? lo->ep : 1, sm->etp = layout_etp(lo), sm->expert_pad = 1;
+    sm->nmtp = stage == lo->pp - 1 ? m->mtp_layers : 0;
     if (lo->vp > 16) {
         snprintf(err, errlen, "interleaving vp %d: the executor supports at most 16 chunks", lo->vp);
         return -1;
@@ -95,6 +122,26 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
     for (int s = 0; s < lo->pp; s++) {
         if (lo->layers[s] % lo->vp != 0) {
             snprintf(err, errlen, "stage %d has %d layers, not a multiple of vp %d", s, lo->layers[s], lo->vp);
+            return -1;
+        }
+    }
+    if (lo->pp_layout[0]) {   /* Megatron's layout string: run it only where it is what runs here */
+        PipeLayout p;
+        char why[200];
+        if (layout_pp_parse(lo->pp_layout, lo->pp, m, &p, why, sizeof why) != 0) {
+            snprintf(err, errlen, "plan: layout.pipeline_layout \"%s\": %s", lo->pp_layout, why);
+            return -1;
+        }
+        for (int i = 0; i < p.n; i++)
+            if (p.t[i] * lo->vp != lo->layers[i % lo->pp]) {
+                snprintf(err, errlen, "plan: layout.pipeline_layout \"%s\" gives stage %d chunk %d %d layers; the "
+                         "executor splits every stage into vp equal chunks (%d); plan it with --target ultraplan",
+                         lo->pp_layout, i % lo->pp, i / lo->pp, p.t[i], lo->layers[i % lo->pp] / lo->vp);
+                return -1;
+            }
+        if (p.mtp_entry >= 0 && p.mtp_entry % lo->pp != lo->pp - 1) {
+            snprintf(err, errlen, "plan: layout.pipeline_layout \"%s\" puts the MTP layers on stage %d; the executor "
+                     "runs them on the last stage", lo->pp_layout, p.mtp_entry % lo->pp);
             return -1;
         }
     }
@@ -110,25 +157,27 @@ int stagemap_init(StageMap *sm, const ModelSpec *m, const Layout *lo, int stage,
             }
             start += n;
         }
-    (void)m;
     return 0;
 }
 
 void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad_to)
 {
     memset(ps, 0, sizeof *ps);
-    ps->nlayers = sm->nlayers;
-    ps->layer_off = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_off);
-    ps->layer_len = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->layer_len);
-    ps->glayer = calloc(sm->nlayers ? sm->nlayers : 1, sizeof *ps->glayer);
+    int nl = ps->nlayers = sm->nlayers + sm->nmtp;
+    ps->layer_off = calloc(nl ? nl : 1, sizeof *ps->layer_off);
+    ps->layer_len = calloc(nl ? nl : 1, sizeof *ps->layer_len);
+    ps->glayer = calloc(nl ? nl : 1, sizeof *ps->glayer);
     for (int c = 0, i = 0; c < sm->vp; c++)
         for (int j = 0; j < sm->nchunk_layers[c]; j++, i++)
             ps->glayer[i] = sm->first_layer[c] + j;
+    for (int k = 0; k < sm->nmtp; k++)
+        ps->glayer[sm->nlayers + k] = m->L + k;
     size_t n = 0;
-    for (int i = 0; i < sm->nlayers; i++) {
-        bool moe = spec_layer_is_moe(m, ps->glayer[i]);
+    for (int i = 0; i < nl; i++) {
+        bool moe = spec_layer_is_moe(m, ps->glayer[i]), mtp = ps->glayer[i] >= m->L;
         for (int id = 0; id < P_LAYER_COUNT; id++) {
-            size_t len = local_len(id, m, sm, moe);
+            bool mtp_only = id >= P_MTPEN && id <= P_MTPFN;
+            size_t len = mtp_only && !mtp ? PARAM_NONE : local_len(id, m, sm, moe);
             ps->layer_len[i][id] = len;
             ps->layer_off[i][id] = PARAM_NONE;
             if (len != PARAM_NONE && !param_is_expert(id)) {
@@ -140,7 +189,9 @@ void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad
     ps->layers_end = n;
     int first = sm->stage == 0, last = sm->stage == sm->nstages - 1;
     for (int id = P_LAYER_COUNT; id < P_COUNT; id++) {
-        int held = id == P_WTE || id == P_WPE ? first
+        /* MTP on an untied model's last stage of several: a copy of the embedding */
+        int held = id == P_WTE ? first || (last && sm->nmtp > 0 && !m->tied)
+                 : id == P_WPE ? first
                  : id == P_HEAD ? last && (!m->tied || sm->nstages > 1)
                  : last;
         size_t len = held ? local_len(id, m, sm, false) : PARAM_NONE;
@@ -153,7 +204,7 @@ void params_layout(ParamSet *ps, const ModelSpec *m, const StageMap *sm, int pad
     ps->dense_alloc = pad_to > 1 ? (n + pad_to - 1) / pad_to * pad_to : n;
     /* the routed experts after the (padded) dense region */
     size_t x = ps->x_off = ps->dense_alloc;
-    for (int i = 0; i < sm->nlayers; i++)
+    for (int i = 0; i < nl; i++)
         for (int id = 0; id < P_LAYER_COUNT; id++)
             if (param_is_expert(id) && ps->layer_len[i][id] != PARAM_NONE) {
                 ps->layer_off[i][id] = x;
@@ -180,6 +231,14 @@ static float normal_at(uint64_t seed, int id, int layer, uint64_t idx)
     uint64_t a = mix(k), b = mix(k ^ 0x5555555555555555ull);
     double u1 = ((a >> 11) + 1.0) / 9007199254740993.0, u2 = (b >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+/* The tensor's key in the initial values: the ids before the MLA tensors
+ * were added, so a model without them starts from the same values. */
+static int seed_key(ParamId id)
+{
+    int added = P_LAYER_COUNT - P_QAW;
+    return id < P_QAW ? (int)id : id >= P_LAYER_COUNT ? (int)id - added : (int)id + 64;
 }
 
 /* Global row of local row r under the split rule. */
@@ -214,7 +273,7 @@ static void init_tensor(float *w, ParamId id, int layer, const ModelSpec *m, con
     int nx = ex ? local_experts(m, sm) : 1;
     float std = d->init == INIT_NORMAL_SCALED ? 0.02f / sqrtf(2.0f * m->L) : 0.02f;
     /* a tied head starts as a copy of the embedding */
-    int hid = id == P_HEAD && m->tied ? P_WTE : id;
+    ParamId hid = id == P_HEAD && m->tied ? P_WTE : id;
     for (int x = 0; x < nx; x++) {
         /* a routed expert's values: its global index in the high bits */
         uint64_t gx = ex ? (uint64_t)(sm->ep_rank * nx + x) << 44 : 0;
@@ -227,7 +286,7 @@ static void init_tensor(float *w, ParamId id, int layer, const ModelSpec *m, con
             for (int64_t c = 0; c < lcols; c++) {
                 int64_t gc = split == SPLIT_ROW ? sr * lcols + c : c;
                 float v = d->init == INIT_ONE ? 1.0f : d->init == INIT_ZERO ? 0.0f
-                        : std * normal_at(seed, hid, layer, gx ^ (uint64_t)(gr * cols + gc));
+                        : std * normal_at(seed, seed_key(hid), layer, gx ^ (uint64_t)(gr * cols + gc));
                 wx[r * lcols + c] = v;
             }
         }
@@ -243,6 +302,10 @@ void params_init(ParamSet *ps, const ModelSpec *m, const StageMap *sm, uint64_t 
             for (int id = 0; id < P_LAYER_COUNT; id++)
                 if (ps->layer_off[i][id] != PARAM_NONE)
                     init_tensor(ps->w + ps->layer_off[i][id], id, sm->first_layer[c] + j, m, sm, seed);
+    for (; i < ps->nlayers; i++)   /* the MTP modules' layers */
+        for (int id = 0; id < P_LAYER_COUNT; id++)
+            if (ps->layer_off[i][id] != PARAM_NONE)
+                init_tensor(ps->w + ps->layer_off[i][id], id, ps->glayer[i], m, sm, seed);
     for (int id = P_LAYER_COUNT; id < P_COUNT; id++)
         if (ps->off[id] != PARAM_NONE)
             init_tensor(ps->w + ps->off[id], id, -1, m, sm, seed);

@@ -59,6 +59,12 @@ $U plan --gpus 2 --dp 1 --cp 2 --tp 1 --pp 1 --precision fp32 --gpu h100 --layer
     > /dev/null || fail "plan cp all-gather"
 grep -q '"cp_comm":[[:space:]]*"all-gather"' "$D/plancp.json" || fail "plan cp all-gather: cp_comm not kept"
 expect_err "cp_comm all-gather" $MPI 2 $U run "$D/plancp.json" --data "$D/text.txt" --steps 1
+# a Megatron layout string with chunks of unequal layers is not what the
+# executor runs (it splits each stage evenly): refused, not run as another plan
+$U plan --gpus 2 --dp 1 --tp 1 --pp 2 --precision fp32 --gpu h100 --layers 8 --hidden 64 --heads 4 --seq 32 \
+    --vocab 256 --gbs 4 --mbs 1 --no-dropout --pipeline-layout "Ettt|t|t|tttL" -o "$D/planppl.json" \
+    > /dev/null || fail "plan --pipeline-layout"
+expect_err "gives stage 0 chunk 0 3 layers" $MPI 2 $U run "$D/planppl.json" --data "$D/text.txt" --steps 1
 echo "errors: clean"
 
 # run.json: status "done"; one step is its own summary (was step_s 0: the
