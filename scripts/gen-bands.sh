@@ -26,12 +26,14 @@ docs/accuracy/h100_published.csv         h100-sxm  -
 docs/accuracy/mosaic_h100_published.csv  h100-sxm  -
 docs/accuracy/b200_published.csv         b200      -
 docs/accuracy/gb200_published.csv        gb200     -
-docs/accuracy/moe_h100_published.csv     h100-sxm  megatron-bridge
-docs/accuracy/moe_h800_published.csv     h100-sxm  megatron-bridge
-docs/accuracy/moe_b200_published.csv     b200      megatron-bridge
-docs/accuracy/moe_gb200_published.csv    gb200     megatron-bridge
-docs/accuracy/moe_b300_published.csv     b300      megatron-bridge
-docs/accuracy/moe_gb300_published.csv    gb300     megatron-bridge
+docs/accuracy/korthikanti_a100_published.csv a100-80g megatron-lm
+docs/accuracy/longctx_h100_published.csv h100-sxm  nemo
+docs/accuracy/moe_h100_published.csv     h100-sxm  nemo
+docs/accuracy/moe_h800_published.csv     h100-sxm  hai-llm
+docs/accuracy/moe_b200_published.csv     b200      nemo
+docs/accuracy/moe_gb200_published.csv    gb200     nemo
+docs/accuracy/moe_b300_published.csv     b300      nemo
+docs/accuracy/moe_gb300_published.csv    gb300     nemo
 '
 [ -x "$U" ] || { echo "gen-bands.sh: $U is not an executable (build ultraplan first)" >&2; exit 2; }
 tmp=$(mktemp -d) || exit 1
