@@ -69,14 +69,15 @@ static void test_select(void)
     int per[4] = {0};
     for (int i = 0; i < n; i++)
         per[t.r[idx[i]].source[0] - 'A']++;
-    /* same GPU first (A, B: 4 each by the cap), then the same generation (C, 4), D (another) not reached */
-    CHECK(per[0] == 4 && per[1] == 4 && per[2] == 4 && per[3] == 0, "A %d B %d C %d D %d", per[0], per[1], per[2],
+    /* the cap (2): A, B (same GPU), C (same generation), D (another) 2 each, then the nearest of the rest:
+     * A's next 4 (same GPU and dims) */
+    CHECK(per[0] == 6 && per[1] == 2 && per[2] == 2 && per[3] == 2, "A %d B %d C %d D %d", per[0], per[1], per[2],
           per[3]);
-    /* within A the smallest models first: sizes 1..4 */
-    for (int i = 0; i < 4; i++)
+    /* within A the smallest models first: sizes 1, 2 in the first pass */
+    for (int i = 0; i < 2; i++)
         CHECK(!strcmp(t.r[idx[i]].source, "A.csv") && NEAR(t.r[idx[i]].params_b, 1 + i), "A in size order");
-    /* leaving A out: B's 4 (same GPU, other dims), C's 4 (same generation), D's 4: the cap reaches another
-     * generation before a fifth run of one file */
+    /* leaving A out: B's 2 (same GPU, other dims), C's 2 (same generation), D's 2: the cap reaches another
+     * generation before a third run of one file; then the nearest of the rest: B's other 4, C's next 2 */
     n = band_select(&t, &q, 12, "A.csv", -1, idx);
     int c = 0, d = 0, ab = 0, bb = 0;
     for (int i = 0; i < n; i++) {
@@ -86,8 +87,9 @@ static void test_select(void)
         bb += t.r[idx[i]].source[0] == 'B';
     }
     CHECK(n == 12 && ab == 0, "A left out, %d selected", n);
-    CHECK(bb == 4 && c == 4 && d == 4, "B %d C %d D %d (want 4 each)", bb, c, d);
-    /* only two files left (C, D): the cap lifts after 8 and the nearest of the rest (C's, same generation) fill */
+    CHECK(bb == 6 && c == 4 && d == 2, "B %d C %d D %d (want 6, 4, 2)", bb, c, d);
+    /* only two files left (C, D): the cap lifts after 4 and the nearest of the rest fill, C's (same
+     * generation) before D's */
     BandTable t2 = {0};
     for (int i = 0; i < t.n; i++)
         if (t.r[i].source[0] >= 'C')
@@ -98,6 +100,37 @@ static void test_select(void)
         c += t2.r[idx[i]].source[0] == 'C';
     CHECK(n == 12 && c == 6, "C %d of %d (want 6 of 12)", c, n);
     band_table_free(&t2);
+    band_table_free(&t);
+}
+
+/* The rule's constants (NOTES step 26): a band of 16 runs, at most 2 from one file, so a prediction's band
+ * spans 8 files where the table has them. Ten files of three identical runs each (same GPU, layout, size;
+ * file F_i's residual i %): the band takes 2 runs from each of the first 8 files in table order and none
+ * of the last two; its type-6 10..90 % of the 16 values 0,0,1,1,...,7,7 % (positions 1.7 and 15.3, each
+ * between two equal values) is [0, 7] %. Under the former rule (12 runs, 4 a file) it was 4 each of F0,
+ * F1, F2 and [0, 2] %: a band three files wide. */
+static void test_rule_constants(void)
+{
+    CHECK(BAND_K == 16 && BAND_PER_SOURCE == 2, "k %d cap %d", BAND_K, BAND_PER_SOURCE);
+    BandTable t = {0};
+    for (int f = 0; f < 10; f++)
+        for (int j = 0; j < 3; j++) {
+            char name[16];
+            snprintf(name, sizeof name, "F%d.csv", f);
+            BandRun r = run(name, "h100-sxm", 8, 1, 8, 70, 0.01 * f);
+            band_table_add(&t, &r);
+        }
+    BandQuery q = {.gpu = "h100-sxm", .tp = 8, .pp = 1, .dp = 8, .cp = 1, .ep = 1, .zero = 1, .params_b = 70};
+    int idx[64], per[10] = {0};
+    int n = band_select(&t, &q, BAND_K, NULL, -1, idx);
+    for (int i = 0; i < n; i++)
+        per[t.r[idx[i]].source[1] - '0']++;
+    CHECK(n == 16, "16 selected, got %d", n);
+    for (int f = 0; f < 10; f++)
+        CHECK(per[f] == (f < 8 ? 2 : 0), "F%d: %d runs", f, per[f]);
+    Band b;
+    CHECK(band_of(&t, &q, BAND_K, NULL, -1, 10.0, 0.5, 1000, &b) == 0 && b.runs == 16, "band of 16");
+    CHECK(fabs(b.q_lo) < 1e-9 && fabs(b.q_hi - 0.07) < 1e-9, "q %g %g (want 0, 0.07)", b.q_lo, b.q_hi);
     band_table_free(&t);
 }
 
@@ -200,6 +233,7 @@ int main(void)
 {
     test_percentile();
     test_select();
+    test_rule_constants();
     test_band_arith();
     test_coverage();
     test_text();

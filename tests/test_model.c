@@ -545,6 +545,31 @@ static void test_curves_local(void **st)
     }
 }
 
+/* Blackwell's GEMM curve (NOTES step 25): the Hopper curve read at equal
+ * duration, times 0.834 from published B200 cuBLAS matmuls. Worked by hand:
+ * pytorch/ao PR #2427 (bench_matmul.py on a B200) times torch.mm in bf16 at
+ * 4096, 6144 and 8192 cubed at 0.627, 0.646 and 0.631 of 2.25 PFLOP/s; the
+ * profile's curve is stated as sustained training, 0.835 of a synthetic
+ * matmul (h100-sxm's fit, step 11), so the profile divided by 0.835 must give
+ * the synthetic figure. Before step 25 it gave 0.735, 0.765, 0.784, 14-24 %
+ * high. Hopper's own anchor, 8192 cubed at 0.80 of 989 TFLOP/s (measured on
+ * an H200), holds as before. */
+static void test_blackwell_gemm_measured(void **st)
+{
+    (void)st;
+    HwProfile b, h;
+    char err[256];
+    assert_int_equal(profile_load_builtin("b200", &b, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("h100-sxm", &h, err, sizeof err), 0);
+    static const double n[] = {4096, 6144, 8192}, measured[] = {0.627, 0.646, 0.631};
+    for (int i = 0; i < 3; i++) {
+        double flops = 2.0 * n[i] * n[i] * n[i];
+        double at = flops * b.eff_ref_peak / b.peak[PREC_BF16];   // equal duration on the reference
+        assert_rel(hw_eff(&b.gemm_eff, at) / 0.835, measured[i], 0.06);
+    }
+    assert_rel(hw_eff(&h.gemm_eff, 2.0 * 8192.0 * 8192 * 8192) / 0.835, 0.80, 0.02);
+}
+
 /* a layout that does not fit is still predicted, with the overflow */
 static void test_does_not_fit(void **st)
 {
@@ -1617,6 +1642,7 @@ int main(void)
         cmocka_unit_test(test_dp_interleaved_window),
         cmocka_unit_test(test_curve_reference),
         cmocka_unit_test(test_curves_local),
+        cmocka_unit_test(test_blackwell_gemm_measured),
         cmocka_unit_test(test_does_not_fit),
         cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_uneven_default),
