@@ -430,6 +430,31 @@ static void test_size_limit(void **st)
     assert_non_null(strstr(err, "/nonexistent/config.json"));
 }
 
+/* The whole note reaches Scenario.model_rule (GPT-OSS's is the longest, about
+ * 330 characters: it was cut at 256 once, mid-word and unmarked); a buffer
+ * too short for it gets the note cut with "..." at its end. */
+static void test_note_whole(void **st)
+{
+    (void)st;
+    char p[1024], err[512], small[64];
+    path_of(p, sizeof p, "gpt-oss-120b.json");
+    Scenario sc;
+    scenario_init(&sc);
+    sc.hf_config = p;
+    sc.gpus = 8;
+    if (scenario_finish(&sc, true, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const char *last = "; SwiGLU clamp 7 not modelled";   /* the last thing read_moe says of GPT-OSS */
+    size_t n = strlen(sc.model_rule), k = strlen(last);
+    assert_true(n > 256);
+    assert_true(n >= k && !strcmp(sc.model_rule + n - k, last));
+    ModelSpec m;
+    assert_int_equal(hfconfig_load(p, &m, small, sizeof small, err, sizeof err), 0);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    assert_string_equal(small + sizeof small - 4, "...");
+    assert_true(!strncmp(small, "Hugging Face config ", 20));
+}
+
 /* --hf-config in a Scenario: shape knobs override it like a preset */
 static void test_scenario(void **st)
 {
@@ -488,7 +513,7 @@ int main(int argc, char **argv)
         data_dir = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families),
-        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_gpt_oss_llama4), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_gpt_oss_llama4), cmocka_unit_test(test_notes), cmocka_unit_test(test_note_whole),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_size_limit), cmocka_unit_test(test_scenario),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

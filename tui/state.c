@@ -532,7 +532,7 @@ int state_set(TuiState *st, TuiField f, const char *text)
     switch (r->own) {
     case TF_MODEL: {
         ModelSpec m;
-        char rule[256] = "";
+        char rule[HFCONFIG_NOTE_MAX] = "";
         if (presets_find(text, &m, err, sizeof err) == 0)
             return set_model(st, &c, &m, "");
         if (util_parse_count(text, &d) == 0 && d > 0) {
