@@ -259,6 +259,19 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
     const Plan *best = &res->plans[pick - 1];
     cJSON *j = planfile_json(&in->sc.model, &in->sc.hw, &best->layout, &in->sc.opts, &best->cost);
     cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
+    if (!(in->sc.fixed & FIX_GBS)) {   /* the default batch and its rule, as the header says them */
+        DefaultBatch d;
+        char t[200];
+        scenario_default_batch(&in->sc.model, req->gpus, &d);
+        scenario_default_batch_text(&d, t, sizeof t);
+        cJSON *db = cJSON_AddObjectToObject(j, "default_batch");
+        cJSON_AddNumberToObject(db, "gbs", d.gbs);
+        cJSON_AddStringToObject(db, "rule", t);
+        cJSON_AddNumberToObject(db, "model_tokens", d.model_tokens);
+        cJSON_AddNumberToObject(db, "row_params", d.row_params);
+        cJSON_AddNumberToObject(db, "gpu_seqs", d.gpu_seqs);
+        cJSON_AddNumberToObject(db, "unit", d.unit);
+    }
     cJSON *rk = cJSON_AddArrayToObject(j, "ranked");
     for (int i = 0; i < res->n; i++) {
         const Plan *p = &res->plans[i];
