@@ -353,6 +353,17 @@ int band_select(const BandTable *t, const BandQuery *q, int k, const char *skip_
     return m;
 }
 
+/* The step, MFU and tokens/s ranges of a band whose percentiles are set. */
+static void band_scale(Band *b, double step_s, double mfu, double tokens_per_s)
+{
+    b->step_lo = step_s * (1 + b->q_lo);
+    b->step_hi = step_s * (1 + b->q_hi);
+    b->mfu_lo = mfu / (1 + b->q_hi);
+    b->mfu_hi = mfu / (1 + b->q_lo);
+    b->tok_lo = tokens_per_s / (1 + b->q_hi);
+    b->tok_hi = tokens_per_s / (1 + b->q_lo);
+}
+
 int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_source, int skip_index, double step_s,
             double mfu, double tokens_per_s, Band *b)
 {
@@ -407,23 +418,55 @@ int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_sour
     if (m > 0) {
         b->q_lo = band_percentile(v, m, BAND_LO_PCT);
         b->q_hi = band_percentile(v, m, BAND_HI_PCT);
-        b->step_lo = step_s * (1 + b->q_lo);
-        b->step_hi = step_s * (1 + b->q_hi);
-        b->mfu_lo = mfu / (1 + b->q_hi);
-        b->mfu_hi = mfu / (1 + b->q_lo);
-        b->tok_lo = tokens_per_s / (1 + b->q_hi);
-        b->tok_hi = tokens_per_s / (1 + b->q_lo);
+        band_scale(b, step_s, mfu, tokens_per_s);
     }
     free(idx);
     free(v);
     return 0;
 }
 
-int band_of_cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b)
+/* The last band_of_cost answer, per thread. The nearest runs and the
+ * percentiles depend on the query alone (GPU, stack, parallel dims, ZeRO
+ * class, kind and size: band_query memsets it, so one memcmp compares every
+ * field, ones added later included); the step, MFU and tokens/s only scale
+ * them. A TUI key press that moves none of the query's inputs then costs a
+ * compare instead of a sort of the table. */
+static _Thread_local struct {
+    bool valid;
+    const BandTable *t;
+    BandQuery q;
+    Band b;
+} band_last;
+static _Thread_local long band_last_hits;
+
+long band_cache_hits(void) { return band_last_hits; }
+
+int band_of_cost_uncached(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b)
 {
     BandQuery q;
     band_query(m, hw, lo, &q);
     return band_of(band_table_builtin(), &q, BAND_K, NULL, -1, c->step_s, c->thr.mfu, c->thr.tokens_per_s, b);
+}
+
+int band_of_cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b)
+{
+    BandQuery q;
+    band_query(m, hw, lo, &q);
+    const BandTable *t = band_table_builtin();
+    if (band_last.valid && band_last.t == t && !memcmp(&band_last.q, &q, sizeof q)) {
+        band_last_hits++;
+        *b = band_last.b;
+        if (b->runs > 0)
+            band_scale(b, c->step_s, c->thr.mfu, c->thr.tokens_per_s);
+        return 0;
+    }
+    if (band_of(t, &q, BAND_K, NULL, -1, c->step_s, c->thr.mfu, c->thr.tokens_per_s, b) != 0)
+        return -1;
+    band_last.valid = true;
+    band_last.t = t;
+    band_last.q = q;
+    band_last.b = *b;
+    return 0;
 }
 
 /* ---- calibration ---- */

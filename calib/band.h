@@ -128,8 +128,15 @@ int band_select(const BandTable *t, const BandQuery *q, int k, const char *skip_
  * b->runs = 0 when no run is eligible. 0 ok, -1 out of memory. */
 int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_source, int skip_index,
             double step_s, double mfu, double tokens_per_s, Band *b);
-/* The band of a Cost from the shipped table (k = BAND_K). */
+/* The band of a Cost from the shipped table (k = BAND_K). The last query's
+ * runs and percentiles are kept (per thread) and reused while the query
+ * (GPU, stack, parallel dims, ZeRO class, kind, size) is unchanged: the
+ * answer is the same, only the selection and sort are skipped. */
 int band_of_cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b);
+/* The same, always computed afresh (tests compare the two). */
+int band_of_cost_uncached(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const Cost *c, Band *b);
+/* How many band_of_cost calls of this thread reused the kept answer. */
+long band_cache_hits(void);
 
 /* Calibration: for every run, is its measured step inside the band made
  * without it? Leave-one-source-out (by_source: the runs of its own file are

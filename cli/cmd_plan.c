@@ -156,9 +156,14 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
     const Cost *c0 = &res->plans[0].cost;
     char np[32], nt[32], nb[32];
     bool moe = spec_is_moe(m);
-    char na[32], act[48] = "";
+    char na[32], act[80] = "";
+    /* the main model's counts, as published, and the MTP modules' apart (cli/report.c does the same) */
+    double mtp = (double)spec_mtp_params(m);
+    if (mtp > 0)
+        snprintf(act, sizeof act, " + %s MTP", util_si(mtp, 4, na, sizeof na));
     if (moe)   /* MoE: the parameters one token passes through too */
-        snprintf(act, sizeof act, ", %s active", util_si((double)spec_params_active(m, 1, PARAMS_EXACT), 4, na, sizeof na));
+        snprintf(act + strlen(act), sizeof act - strlen(act), ", %s active",
+                 util_si((double)(spec_params_active(m, 1, PARAMS_EXACT) - spec_mtp_params_active(m)), 4, na, sizeof na));
     char rule[256] = "";
     if (!(in->sc.fixed & FIX_GBS)) {   /* say how the default batch was chosen (scenario.h) */
         DefaultBatch d;
@@ -168,7 +173,7 @@ static void print_table(const CliInputs *in, const PlanRequest *req, const PlanR
         snprintf(rule, sizeof rule, " (default: %s)", t);
     }
     printf("%s (%s params%s) on %d x %s, %d per node; global batch %d x %d = %s tokens%s; %s training tokens\n",
-           m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, np, sizeof np), act, req->gpus, in->sc.hw.name,
+           m->name, util_si((double)spec_params(m, 1, PARAMS_EXACT) - mtp, 4, np, sizeof np), act, req->gpus, in->sc.hw.name,
            in->sc.hw.gpus_per_node, req->base.gbs, m->s, util_si(req->base.gbs * (double)m->s, 3, nb, sizeof nb), rule,
            util_si(c0->train.tokens, 3, nt, sizeof nt));
     printf("searched %ld layouts: %ld solved (%ld ILPs), %ld pruned by bounds, in %.3f s\n\n", res->outer_total,
@@ -254,6 +259,19 @@ static cJSON *plan_json(const CliInputs *in, const PlanRequest *req, const PlanR
     const Plan *best = &res->plans[pick - 1];
     cJSON *j = planfile_json(&in->sc.model, &in->sc.hw, &best->layout, &in->sc.opts, &best->cost);
     cJSON_AddStringToObject(j, "bottleneck", best->bottleneck);
+    if (!(in->sc.fixed & FIX_GBS)) {   /* the default batch and its rule, as the header says them */
+        DefaultBatch d;
+        char t[200];
+        scenario_default_batch(&in->sc.model, req->gpus, &d);
+        scenario_default_batch_text(&d, t, sizeof t);
+        cJSON *db = cJSON_AddObjectToObject(j, "default_batch");
+        cJSON_AddNumberToObject(db, "gbs", d.gbs);
+        cJSON_AddStringToObject(db, "rule", t);
+        cJSON_AddNumberToObject(db, "model_tokens", d.model_tokens);
+        cJSON_AddNumberToObject(db, "row_params", d.row_params);
+        cJSON_AddNumberToObject(db, "gpu_seqs", d.gpu_seqs);
+        cJSON_AddNumberToObject(db, "unit", d.unit);
+    }
     cJSON *rk = cJSON_AddArrayToObject(j, "ranked");
     for (int i = 0; i < res->n; i++) {
         const Plan *p = &res->plans[i];

@@ -34,7 +34,7 @@ typedef struct {
     bool ok;                  // a layout fits
     int gbs;                  // the global batch searched (--gbs, or the default for this model and GPU count)
     Plan plan;                // best plan when ok
-    char reason[512];         // why not, when !ok
+    char reason[1024];        // why not, when !ok (the planner's whole explanation)
     char brief[160];          // the same in one clause, for the table
 } SweepCell;
 

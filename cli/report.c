@@ -103,11 +103,19 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             hw->gpus_per_node);
     if (model_rule && *model_rule)
         fprintf(f, "  shape rule: %s\n", model_rule);
+    /* the main model's counts, as published, and the MTP modules' apart (DeepSeek-V3: 671B + 11.6B) */
+    double mtp = (double)spec_mtp_params(m), mtp_active = (double)spec_mtp_params_active(m);
+    char with_mtp[48] = "", active_mtp[48] = "";
+    if (mtp > 0) {
+        snprintf(with_mtp, sizeof with_mtp, " + %s MTP", human(mtp, b2, 32));
+        snprintf(active_mtp, sizeof active_mtp, " (+ %s MTP)", human(mtp_active, b2, 32));
+    }
     fprintf(f, "model   %d layers, hidden %d, %d heads (%d kv, dim %d), ffn %d, vocab %d (padded %lld), seq %d,\n"
-               "        %s, %s, %s positions%s%s, %s params\n",
+               "        %s, %s, %s positions%s%s, %s params%s\n",
             m->L, m->h, m->a, m->g, spec_head_dim(m), m->f, m->vocab, (long long)spec_padded_vocab(m, lo->tp), m->s,
             spec_mlp_name(m->mlp), spec_norm_name(m->norm), spec_pos_name(m->pos), m->bias ? ", biases" : "",
-            m->tied ? ", tied head" : ", untied head", human((double)spec_params(m, lo->tp, PARAMS_EXACT), b1, 32));
+            m->tied ? ", tied head" : ", untied head",
+            human((double)spec_params(m, lo->tp, PARAMS_EXACT) - mtp, b1, 32), with_mtp);
     if (spec_is_moe(m)) {
         char fr[64], shared[48] = "", cap[48] = ", dropless";
         spec_format_moe_freq(m, fr, sizeof fr);
@@ -115,9 +123,9 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             snprintf(shared, sizeof shared, ", shared ffn %d", m->shared_ffn);
         if (m->capacity_factor > 0)
             snprintf(cap, sizeof cap, ", capacity factor %g", m->capacity_factor);
-        fprintf(f, "        %d experts (top %d, expert ffn %d%s), MoE layer freq %s (%d of %d layers)%s, %s active params\n",
+        fprintf(f, "        %d experts (top %d, expert ffn %d%s), MoE layer freq %s (%d of %d layers)%s, %s active params%s\n",
                 m->experts, m->topk, m->moe_ffn > 0 ? m->moe_ffn : m->f, shared, fr, spec_moe_layers(m), m->L, cap,
-                human((double)spec_params_active(m, lo->tp, PARAMS_EXACT), b1, 32));
+                human((double)spec_params_active(m, lo->tp, PARAMS_EXACT) - mtp_active, b1, 32), active_mtp);
     }
     if (m->attn == ATTN_MLA || m->mtp_layers > 0)
         fprintf(f, "        %s attention (q rank %d, kv rank %d, qk %d+%d, v %d), %d MTP module(s)\n",

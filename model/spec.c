@@ -329,6 +329,14 @@ int64_t spec_mtp_params(const ModelSpec *m)
     return (int64_t)m->mtp_layers * (3 * spec_norm_params(m) + 2 * (int64_t)m->h * m->h + layer);
 }
 
+int64_t spec_mtp_params_active(const ModelSpec *m)
+{
+    int64_t n = spec_mtp_params(m);
+    if (n > 0 && spec_layer_is_moe(m, m->L))
+        n -= (int64_t)m->mtp_layers * (m->experts - m->topk) * spec_expert_params(m);
+    return n;
+}
+
 int64_t spec_params(const ModelSpec *m, int tp, ParamConvention conv)
 {
     if (conv == PARAMS_MEGATRON && m->bias && (spec_is_moe(m) || m->mtp_layers > 0)) {

@@ -124,6 +124,7 @@ int64_t spec_router_params(const ModelSpec *m);         // h * experts (+ expert
 int64_t spec_shared_expert_params(const ModelSpec *m);  // the shared expert(s) as one MLP of shared_ffn; 0 = none
 int64_t spec_moe_mlp_params(const ModelSpec *m);        // an MoE layer's MLP: experts * expert + router + shared
 int64_t spec_mtp_params(const ModelSpec *m);            // all MTP modules (they share embedding and head)
+int64_t spec_mtp_params_active(const ModelSpec *m);     // the part of them a token passes through (top-k experts)
 /* The per-layer functions below describe a DENSE layer (attention + dense
  * MLP): for a dense model, as they always did. */
 int64_t spec_layer_matrix_params(const ModelSpec *m);    // weight matrices only (TP-sharded)

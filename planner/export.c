@@ -177,10 +177,8 @@ int export_check_job_name(const char *s, char *err, int errlen)
 
 /* ---- Megatron-LM ---- */
 
-/* How Megatron expresses the plan's recomputation: *gran 0 none, 1 full,
- * 2 selective; full with *uniform (every layer) or block *n per chunk.
- * -1 with err when no Megatron setting gives these per-stage counts. */
-/* Layers stage s recomputes under --recompute-method block --recompute-num-layers N: min(N, chunk) of each. */
+/* Layers stage s recomputes under --recompute-method block --recompute-num-layers N: min(N, chunk) of each
+ * (the read-back's rule; layout_megatron_form chooses N by the same). */
 static int chunk_recompute(const Layout *lo, int s, int N)
 {
     int k = 0;
@@ -191,102 +189,49 @@ static int chunk_recompute(const Layout *lo, int s, int N)
     return k;
 }
 
-static int megatron_recompute(const Layout *lo, int *gran, int *uniform, int *n, char *err, int errlen)
+/* "a/b/c" of a per-stage list. */
+static void stage_list(const int *v, int pp, char *buf, size_t len)
 {
-    int anyf = 0, anys = 0, allf = 1, alls = 1;
-    for (int s = 0; s < lo->pp; s++) {
-        anyf |= lo->full_rc[s] > 0;
-        anys |= lo->sel_rc[s] > 0;
-        allf &= lo->full_rc[s] == lo->layers[s];
-        alls &= lo->sel_rc[s] == lo->layers[s];
-    }
-    *gran = 0, *uniform = 0, *n = 0;
-    char counts[512] = "";
     size_t k = 0;
-    for (int s = 0; s < lo->pp && k + 24 < sizeof counts; s++)
-        k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", s ? "/" : "",
-                              anyf ? lo->full_rc[s] : lo->sel_rc[s]);
-    if (anyf && anys) {
-        snprintf(err, errlen, "megatron: the plan recomputes some layers fully and others selectively; Megatron "
-                              "takes one --recompute-granularity: plan with --target megatron");
-        return -1;
-    }
-    if (anys) {
-        if (!alls) {
-            snprintf(err, errlen, "megatron: the plan recomputes %s layers per stage selectively; Megatron's "
-                                  "selective recomputation covers every layer: plan with --target megatron", counts);
-            return -1;
-        }
-        *gran = 2;
-        return 0;
-    }
-    if (!anyf)
-        return 0;
-    *gran = 1;
-    if (allf) {
-        *uniform = 1;
-        *n = 1;
-        return 0;
-    }
-    /* block: stage s recomputes min(N, layers) of each of its model chunks */
-    int N = -1, maxchunk = 0;
-    for (int s = 0; s < lo->pp; s++)
-        for (int c = 0; c < lo->vp; c++)
-            maxchunk = layout_chunk_layers(lo, s, c) > maxchunk ? layout_chunk_layers(lo, s, c) : maxchunk;
-    for (int t = 1; t < maxchunk && N < 0; t++) {
-        int ok = 1;
-        for (int s = 0; s < lo->pp && ok; s++)
-            ok = lo->full_rc[s] == chunk_recompute(lo, s, t);
-        if (ok)
-            N = t;
-    }
-    if (N < 0) {
-        snprintf(err, errlen, "megatron: the plan recomputes fully %s layers per stage (vp %d); Megatron's "
-                              "--recompute-num-layers N recomputes vp x min(N, layers per model chunk) on every "
-                              "stage, which no N gives: plan with --target megatron", counts, lo->vp);
-        return -1;
-    }
-    *n = N;
-    return 0;
+    buf[0] = 0;
+    for (int s = 0; s < pp && k + 24 < len; s++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", s ? "/" : "", v[s]);
 }
 
-/* The stage split as Megatron takes it: 0 even, 1 first/last given, 2 the
- * embedding and/or loss counted as a layer (form says which); -1 with err. */
-static int megatron_split(const Layout *lo, MegatronForm *form, char *err, int errlen)
+/* How Megatron-LM takes the plan's stage split and recomputation: what
+ * layout_megatron_form (model/layout.h) says, the one rule of what Megatron
+ * expresses (the planner's --target megatron keeps to it too). -1 with err:
+ * its reason and the plan's per-stage counts. */
+static int megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *err, int errlen)
 {
     char why[400];
-    Layout only = *lo;   /* the split alone: recomputation is megatron_recompute's to refuse */
-    for (int s = 0; s < lo->pp; s++)
-        only.full_rc[s] = only.sel_rc[s] = 0;
-    if (layout_megatron_form(&only, NULL, form, why, sizeof why) != 0) {
-        char counts[512] = "";
-        size_t k = 0;
-        for (int t = 0; t < lo->pp && k + 24 < sizeof counts; t++)
-            k += (size_t)snprintf(counts + k, sizeof counts - k, "%s%d", t ? "/" : "", lo->layers[t]);
-        snprintf(err, errlen, "megatron: layers per stage %s (%s): plan with --target megatron", counts, why);
-        return -1;
-    }
-    if (form->pp_layout)   /* the layout string says every chunk's layers */
+    if (layout_megatron_form(lo, m, form, why, sizeof why) == 0)
         return 0;
-    if (form->embed_in_split || form->loss_in_split)
-        return 2;
-    int uneven = 0;
-    for (int s = 1; s < lo->pp; s++)
-        uneven |= lo->layers[s] != lo->layers[0];
-    return uneven ? 1 : 0;
+    char layers[512], full[512], sel[512], rc[1100] = "";
+    stage_list(lo->layers, lo->pp, layers, sizeof layers);
+    stage_list(lo->full_rc, lo->pp, full, sizeof full);
+    stage_list(lo->sel_rc, lo->pp, sel, sizeof sel);
+    bool any_f = false, any_s = false;
+    for (int s = 0; s < lo->pp; s++) {
+        any_f |= lo->full_rc[s] > 0;
+        any_s |= lo->sel_rc[s] > 0;
+    }
+    if (any_f || any_s)
+        snprintf(rc, sizeof rc, "; recomputed%s%s%s%s%s", any_f ? " fully " : "", any_f ? full : "",
+                 any_f && any_s ? "," : "", any_s ? " selectively " : "", any_s ? sel : "");
+    snprintf(err, errlen, "megatron: %s (layers per stage %s%s): plan with --target megatron", why, layers, rc);
+    return -1;
 }
 
 char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
 {
-    int gran, uniform, nrc;
     if (lo->pp < 1 || lo->pp > LAYOUT_MAX_PP || lo->vp < 1) {
         snprintf(err, errlen, "megatron: pp %d, vp %d: not a checked layout", lo->pp, lo->vp);
         return NULL;
     }
     (void)hw;   /* --tp-comm-overlap follows the layout's switch, not the profile */
     MegatronForm form;
-    int split = megatron_split(lo, &form, err, errlen);
-    if (split < 0 || megatron_recompute(lo, &gran, &uniform, &nrc, err, errlen) != 0)
+    if (megatron_form(lo, m, &form, err, errlen) != 0)
         return NULL;
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
@@ -338,20 +283,19 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         if (lo->opt != OPT_ZERO0 && lo->overlap_param)
             ARG("--overlap-param-gather");
     }
-    if (split == 1) {
+    if (form.first_layers || form.last_layers) {   /* both written: the read-back needs no even share */
         ARGV("--decoder-first-pipeline-num-layers", "%d", lo->layers[0]);
         ARGV("--decoder-last-pipeline-num-layers", "%d", lo->layers[lo->pp - 1]);
-    } else if (split == 2) {
-        if (form.embed_in_split)
-            ARG("--account-for-embedding-in-pipeline-split");
-        if (form.loss_in_split)
-            ARG("--account-for-loss-in-pipeline-split");
     }
-    if (gran == 1) {
+    if (form.embed_in_split)
+        ARG("--account-for-embedding-in-pipeline-split");
+    if (form.loss_in_split)
+        ARG("--account-for-loss-in-pipeline-split");
+    if (form.rc == MEGA_RC_FULL_UNIFORM || form.rc == MEGA_RC_FULL_BLOCK) {
         ARGV("--recompute-granularity", "full");
-        ARGV("--recompute-method", "%s", uniform ? "uniform" : "block");
-        ARGV("--recompute-num-layers", "%d", nrc);
-    } else if (gran == 2) {
+        ARGV("--recompute-method", "%s", form.rc == MEGA_RC_FULL_UNIFORM ? "uniform" : "block");
+        ARGV("--recompute-num-layers", "%d", form.rc_layers);
+    } else if (form.rc == MEGA_RC_SELECTIVE) {
         ARGV("--recompute-granularity", "selective");
     }
     ARGV("--micro-batch-size", "%d", lo->mbs);

@@ -72,7 +72,7 @@ typedef struct {
     long over_budget;               // plans that fit but were dropped by budget_days / budget_gpu_hours
     double best_over_days;          // the fewest days with failures among them (INFINITY none)
     double best_over_gpu_hours;     // the fewest GPU-hours with failures among them
-    char infeasible[512];           // when n == 0: why, and what would make it feasible
+    char infeasible[1024];          // when n == 0: why, and what would make it feasible
     char brief[160];                // when n == 0: the same in one short clause, for a table cell
     bool fixed_fault;               // when n == 0: a knob the user fixed is the cause (infeasible names it and
                                     // what would be valid; no GPU-count search was made)

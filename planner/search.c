@@ -880,6 +880,18 @@ static int nearest_text(const ModelSpec *m, const HwProfile *hw, const CostOpts 
     return 0;
 }
 
+/* GPU counts named with the batch they were searched with: without --gbs
+ * the batch is the default of the GPU count (scenario_default_batch), so a
+ * user who follows the hint must pass the batch too. "" when --gbs was given. */
+static const char *gbs_hint(const PlanRequest *req, const char *them, char *buf, int len)
+{
+    if (req->fixed & FIX_GBS)
+        return "";
+    snprintf(buf, len, " Pass --gbs %d with %s: without --gbs a GPU count gets its own default batch.",
+             req->base.gbs, them);
+    return buf;
+}
+
 /* Nothing fits: say by how much, and find the smallest GPU count that works. */
 static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, const PlanRequest *req,
                     PlanResult *res)
@@ -898,9 +910,11 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
         char near[400], nearb[400];
         int n1 = nearest_text(m, hw, o, req, false, near, sizeof near);
         int n2 = nearest_text(m, hw, o, req, true, nearb, sizeof nearb);
+        char gh[128];
         if (k > 0 && k < (int)sizeof res->infeasible && n1 > 0)
             k += snprintf(res->infeasible + k, sizeof res->infeasible - k,
-                          " The nearest GPU counts that work with global batch %d: %s.", req->base.gbs, near);
+                          " The nearest GPU counts that work with global batch %d: %s.%s", req->base.gbs, near,
+                          gbs_hint(req, "them", gh, sizeof gh));
         if (k > 0 && k < (int)sizeof res->infeasible && n2 > 0)
             k += snprintf(res->infeasible + k, sizeof res->infeasible - k,
                           " On %d GPUs the nearest global batches that work: %s.", req->gpus, nearb);
@@ -972,9 +986,10 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
         if (search_once(m, hw, o, &r2, true, &pr, e, sizeof e) == 0 && pr.n > 0) {
             res->min_gpus = (int)g;
             describe(&pr.plans[0].layout, lay2, sizeof lay2);
+            char gh[128];
             snprintf(res->infeasible + k, sizeof res->infeasible - k,
-                     " The smallest GPU count that fits with global batch %d is %ld (%s, %.1f GiB peak).",
-                     req->base.gbs, g, lay2, pr.plans[0].cost.peak_bytes / gib);
+                     " The smallest GPU count that fits with global batch %d is %ld (%s, %.1f GiB peak).%s",
+                     req->base.gbs, g, lay2, pr.plans[0].cost.peak_bytes / gib, gbs_hint(req, "it", gh, sizeof gh));
             planner_result_free(&pr);
             return;
         }

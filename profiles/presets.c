@@ -140,8 +140,10 @@ static const Preset presets[] = {
      400e9, FAM_HUB,
      "huggingface.co/meta-llama/Llama-4-Maverick-17B-128E config.json text_config (128 experts, top 1, 1 "
      "shared expert of 8192, interleave_moe_layer_step 2: layers 1, 3, ... MoE, dense layers of "
-     "intermediate_size_mlp 16384); seq 8192 (rope_scaling original_max_position_embeddings); chunked attention "
-     "(8192) and NoPE layers costed as full causal attention; text model only: 400B total, 17B active"},
+     "intermediate_size_mlp 16384); seq 8192 (attention_chunk_size: the RoPE layers attend within 8192-token "
+     "chunks; the config has no rope_scaling and max_position_embeddings 1048576, the served context, and no "
+     "pre-training length is published); chunked attention and NoPE layers costed as full causal attention; text "
+     "model only: 400B total, 17B active"},
     {{HUB("kimi-k2", 61, 7168, 64, 64, 192, 18432, 163840, 4096, 50000), .experts = 384, .topk = 8,
       .moe_ffn = 2048, .shared_ffn = 2048, .moe_freq = 1, .moe_first_dense = 1, .attn = ATTN_MLA,
       .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_dim = 128, .qk_rope_dim = 64, .v_head_dim = 128},

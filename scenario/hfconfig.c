@@ -244,16 +244,29 @@ static void set_name(ModelSpec *m, const char *given, const char *path)
             *p = '_';
 }
 
-/* Appends to the note (bounded: a long note is cut, never overrun). */
+/* Copies src into note; one that does not fit is cut and ends in "...",
+ * so a reader sees that something is missing. */
+static void note_copy(char *note, int notelen, const char *src)
+{
+    if (snprintf(note, (size_t)notelen, "%s", src) >= notelen && notelen > 4)
+        strcpy(note + notelen - 4, "...");
+}
+
+/* Appends to the note (bounded: a long note is cut, marked "...", never overrun). */
 __attribute__((format(printf, 3, 4))) static void note_add(char *note, int notelen, const char *fmt, ...)
 {
-    int n = (int)strlen(note);
-    if (n >= notelen - 1)
-        return;
+    char more[HFCONFIG_NOTE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(note + n, (size_t)(notelen - n), fmt, ap);
+    vsnprintf(more, sizeof more, fmt, ap);
     va_end(ap);
+    int n = (int)strlen(note);
+    if (n + (int)strlen(more) < notelen)
+        strcpy(note + n, more);
+    else if (notelen > 4) {
+        snprintf(note + n, (size_t)(notelen - n), "%s", more);
+        strcpy(note + notelen - 4, "...");
+    }
 }
 
 static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note, int notelen, const Ctx *c)
@@ -497,7 +510,7 @@ int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *not
     int rc = -1;
     ModelSpec m;
     memset(&m, 0, sizeof m);
-    char local[512] = "";
+    char local[HFCONFIG_NOTE_MAX] = "";
     const char *name;
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "%s: expected a JSON object (a transformers config.json)", path);
@@ -527,7 +540,7 @@ int hfconfig_parse(const char *text, const char *path, ModelSpec *out, char *not
     }
     *out = m;
     if (note && notelen > 0)
-        snprintf(note, notelen, "%s", local);
+        note_copy(note, notelen, local);
     rc = 0;
 out:
     cJSON_Delete(j);

@@ -33,12 +33,17 @@
 
 /* config.json files are a few KiB; anything larger is not one */
 #define HFCONFIG_MAX_BYTES (1u << 20)
+/* Room for the longest note (GPT-OSS's, about 330 characters) with space to
+ * spare; a note that would not fit ends in "..." rather than being cut off
+ * unmarked. Scenario.model_rule has this size. */
+#define HFCONFIG_NOTE_MAX 1024
 
 /* Read the config at path into *out (validated with spec_validate; seq is
  * max_position_embeddings). The name is the config's "_name_or_path", else
  * the file's base name without ".json" (its folder's name for a file
  * called config.json). `note` (nullable) gets one line: the file, the
- * family and every approximation made. 0 ok, -1 with err
+ * family and every approximation made; give it HFCONFIG_NOTE_MAX bytes
+ * (a shorter buffer gets the note cut, ending in "..."). 0 ok, -1 with err
  * "PATH: field \"F\": ...". */
 int hfconfig_load(const char *path, ModelSpec *out, char *note, int notelen, char *err, int errlen);
 

@@ -44,6 +44,9 @@ cJSON *plan_model_json(const ModelSpec *m)
     add_knobs(j, KNOB_MODEL, m, 0);
     cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT));   /* total: every expert, MTP */
     cJSON_AddNumberToObject(j, "params_active", (double)spec_params_active(m, 1, PARAMS_EXACT));
+    /* the MTP modules' part of both: published totals leave it out (DeepSeek-V3's 671B / 37B) */
+    cJSON_AddNumberToObject(j, "params_mtp", (double)spec_mtp_params(m));
+    cJSON_AddNumberToObject(j, "params_mtp_active", (double)spec_mtp_params_active(m));
     return j;
 }
 

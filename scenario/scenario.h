@@ -17,11 +17,12 @@
 #include <stdbool.h>
 
 #include "cost.h"
+#include "hfconfig.h"
 #include "knobs.h"
 
 typedef struct {
     ModelSpec model;
-    char model_rule[256];      // how --params chose the shape, or what --hf-config approximated ("" otherwise)
+    char model_rule[HFCONFIG_NOTE_MAX];   // how --params chose the shape, or what --hf-config approximated ("" otherwise)
     HwProfile hw;
     Layout layout;
     Recompute recompute;       // uniform recomputation (--recompute)

@@ -37,6 +37,19 @@ head -1 "$T/table" | grep -qF "global batch 2048 x 2048 = 4.19M tokens (default:
     fail "--gbs 1536: header not as given"
 "$B" plan --gpus 3072 --model megatron-1t --top 1 | head -1 | grep -qF "global batch 1536 x 2048 = 3.15M tokens (default: the larger of GPT-3's 3.2M tokens at 175B params and 1024 tokens per GPU, as 3 x 2^k sequences)" ||
     fail "megatron-1t on 3072: default batch not 3 x 512"
+# plan --json carries the same rule (default_batch: the batch, the rule in words and its numbers:
+# 175B is GPT-3's 175B row, 3.2M tokens / 2048 = 1562.5 sequences above 512 x 1024 / 2048 = 256,
+# nearest 2^k is 2048); with --gbs given there is no rule and no default_batch
+"$B" plan --gpus 512 --params 175B --top 1 --json >"$T/db.json" || fail "plan --json (default batch)"
+python3 - "$T/db.json" <<'PY' || fail "plan --json: default_batch missing or wrong"
+import json, sys
+d = json.load(open(sys.argv[1]))["default_batch"]
+assert d["gbs"] == 2048, d
+assert d["rule"] == "the larger of GPT-3's 3.2M tokens at 175B params and 1024 tokens per GPU, as 2^k sequences", d
+assert (d["model_tokens"], d["row_params"], d["gpu_seqs"], d["unit"]) == (3.2e6, 175e9, 256, 1), d
+PY
+"$B" plan --gpus 512 --params 175B --gbs 1536 --top 1 --json |
+    python3 -c 'import json, sys; assert "default_batch" not in json.load(sys.stdin)' || fail "--gbs given: default_batch in plan --json"
 
 # -o plan.json, then export
 "$B" plan --gpus 512 --params 175B --top 3 -o "$T/plan.json" >/dev/null || fail "plan -o"

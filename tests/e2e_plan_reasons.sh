@@ -57,6 +57,11 @@ grep -q "smallest GPU count that fits with global batch 2048 is 40" "$tmp/err" |
 "$U" plan --gpus 8 --params 175B > /dev/null 2> "$tmp/err"
 grep -q "75.7 GiB usable with the 4.0 GiB --mem-margin.*smallest GPU count that fits with global batch 2048 is 48" \
     "$tmp/err" || fail "175B on 8 with the default margin: $(cat "$tmp/err")"
+# the batch 2048 was the default of 8 GPUs: the hint says to pass it (48 GPUs' own default could differ)
+grep -qF "is 48 (tp 2, " "$tmp/err" && grep -qF "Pass --gbs 2048 with it: without --gbs a GPU count gets its own default batch." \
+    "$tmp/err" || fail "175B on 8: the GPU-count hint does not name --gbs 2048: $(cat "$tmp/err")"
+"$U" plan --gpus 8 --params 175B --gbs 2048 > /dev/null 2> "$tmp/err"
+grep -q "is 48" "$tmp/err" && ! grep -q "Pass --gbs" "$tmp/err" || fail "175B on 8 --gbs 2048: $(cat "$tmp/err")"
 # fixed knobs that fit nowhere in memory, although a free layout fits on these GPUs: they are named
 "$U" plan --gpus 512 --model llama3.1-405b --seq 8192 --pp 2 --dp 2 > /dev/null 2> "$tmp/err"
 grep -qF "The fixed knobs --pp 2 --dp 2 are the cause" "$tmp/err" && ! grep -q "No GPU count" "$tmp/err" ||

@@ -127,5 +127,25 @@ python3 -c "import sys; sys.exit(not (float('$s2') > 2 * float('$s0')))" 2>/dev/
   && ok "plan.json carries layout.stack" || bad "plan.json has no layout.stack"
 [ -z "$(ls "$tmp/no" 2>/dev/null)" ] && ok "no partial file" || bad "partial file left"
 
+# DeepSeek-V3: the published 671B total / 37B active leave the MTP module out
+# (the Hub's 685B adds it, with the copies of embedding and head the
+# checkpoint stores for it: 2 * 129280 * 7168 = 1.85B); model.params counts
+# it, model.params_mtp says how much of that it is, and the text says both.
+"$U" predict --model deepseek-v3 --gpus 256 --json 2>/dev/null | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["model"]
+main, mtp = m["params"] - m["params_mtp"], m["params_mtp"]
+active = m["params_active"] - m["params_mtp_active"]
+assert abs(main / 671e9 - 1) < 0.005, main
+assert abs(active / 37e9 - 1) < 0.015, active
+assert abs(mtp + 2 * 129280 * 7168 - (685e9 - 671e9)) < 1e9, mtp
+assert 0 < m["params_mtp_active"] < mtp
+' && ok "deepseek-v3 json: 671B / 37B without MTP, MTP apart" || bad "deepseek-v3 json: main model and MTP not apart"
+"$U" predict --model deepseek-v3 --gpus 256 2>/dev/null | grep -qE 'untied head, 671B params \+ 11\.[0-9]B MTP' \
+  && ok "deepseek-v3 text: 671B params + MTP" || bad "deepseek-v3 text: no 671B main total"
+"$U" predict --model gpt3-175b --gpus 8 --json 2>/dev/null |
+  python3 -c 'import json,sys; m = json.load(sys.stdin)["model"]; assert m["params_mtp"] == 0 == m["params_mtp_active"]' \
+  && ok "no MTP: params_mtp 0" || bad "no MTP: params_mtp missing or not 0"
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

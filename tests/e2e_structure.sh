@@ -72,5 +72,16 @@ hit=$(cd "$SRC" && grep -rlE '\bMPI_[A-Z][a-z_]+\(' --include='*.c' --include='*
 n=$(cd "$SRC" && grep -rlE 'FIX_TP *= *1 *<<|FX_TP' --include='*.c' --include='*.h' . | grep -v '^\./build' | tr '\n' ' ')
 [ "$n" = "./scenario/knobs.h " ] && ok "fix bits defined once (scenario/knobs.h)" || fail "fix bits defined in: $n"
 
+# 7. docs/accuracy/NOTES.md's steps have one number each, and every "NOTES[.md] step N" / "steps N, M"
+#    elsewhere names a step that exists (two steps were numbered 21 once)
+steps=$(grep -oE '^[0-9]+[a-z]?\. \*\*' "$SRC/docs/accuracy/NOTES.md" | sed 's/\. .*//')
+dup=$(printf '%s\n' "$steps" | sort | uniq -d | tr '\n' ' ')
+[ -z "$dup" ] && ok "NOTES steps numbered once each" || fail "NOTES steps numbered twice: $dup"
+refs=$(cd "$SRC" && grep -rhoE 'NOTES(\.md)?`?,? steps? [0-9]+[a-z]?([,–-] ?(and )?[0-9]+[a-z]?)*' --exclude-dir=build \
+       --exclude-dir=.git . | grep -oE '[0-9]+[a-z]?' | sort -u)
+missing=""
+for r in $refs; do printf '%s\n' "$steps" | grep -qx "$r" || missing="$missing $r"; done
+[ -z "$missing" ] && ok "NOTES step references resolve" || fail "NOTES step references to no step:$missing"
+
 echo "$fails structure check(s) failed"
 [ $fails -eq 0 ]

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "band.h"
+#include "layout.h"
 
 static int fails;
 #define CHECK(c, ...)                                                                                                  \
@@ -229,6 +230,61 @@ static void test_text(void)
     CHECK(b && b->n > 0, "the embedded table parses");
 }
 
+/* band_of_cost keeps the last query's runs and percentiles: every answer,
+ * kept or not, is the one computed afresh (field by field, the ranges to the
+ * last bit: the same arithmetic on the same numbers), a repeat of the query
+ * with another step is a reuse, and a change of any of the query's inputs
+ * (GPU, stack, a parallel dim, ZeRO class, model size) is not. */
+static bool same_band(const Band *a, const Band *b)
+{
+    return a->runs == b->runs && a->q_lo == b->q_lo && a->q_hi == b->q_hi && a->step_lo == b->step_lo &&
+           a->step_hi == b->step_hi && a->mfu_lo == b->mfu_lo && a->mfu_hi == b->mfu_hi && a->tok_lo == b->tok_lo &&
+           a->tok_hi == b->tok_hi && a->same_gpu == b->same_gpu && a->same_gen == b->same_gen &&
+           !strcmp(a->sources, b->sources) && !strcmp(a->rule, b->rule);
+}
+
+static void test_cache(void)
+{
+    ModelSpec m = {.name = "t", .L = 96, .h = 12288, .a = 96, .g = 96, .f = 49152, .vocab = 50257, .s = 2048,
+                   .mlp = MLP_GELU, .norm = NORM_LAYERNORM, .pos = POS_LEARNED};
+    HwProfile hw = {.name = "h100-sxm"};
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 8;
+    lo.pp = 8;
+    lo.dp = 8;
+    Cost c = {.step_s = 10};
+    c.thr.mfu = 0.5;
+    c.thr.tokens_per_s = 4e5;
+    Band kept, fresh;
+    /* each step changes one input of the query (or none: a reuse) */
+    struct { const char *what; int reuse; } steps[] = {
+        {"first", 0},  {"step 12 s", 1}, {"tp 4", 0},      {"same again, step 9 s", 1}, {"a100-80g", 0},
+        {"stack", 0},  {"distopt", 0},   {"7B shape", 0},  {"pp 1", 0},                 {"cp 2", 0},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        switch (i) {
+        case 1: c.step_s = 12; break;
+        case 2: lo.tp = 4; break;
+        case 3: c.step_s = 9, c.thr.mfu = 0.4, c.thr.tokens_per_s = 3e5; break;
+        case 4: snprintf(hw.name, sizeof hw.name, "a100-80g"); break;
+        case 5: snprintf(hw.stack, sizeof hw.stack, "nemo"); break;
+        case 6: lo.opt = OPT_DISTOPT; break;
+        case 7: m.L = 32, m.h = 4096, m.a = 32, m.g = 32, m.f = 16384; break;
+        case 8: lo.pp = 1; break;
+        case 9: lo.cp = 2; break;
+        }
+        long h0 = band_cache_hits();
+        CHECK(band_of_cost(&m, &hw, &lo, &c, &kept) == 0 && band_of_cost_uncached(&m, &hw, &lo, &c, &fresh) == 0,
+              "%s: band computed", steps[i].what);
+        CHECK(kept.runs > 0, "%s: the shipped table gives a band", steps[i].what);
+        CHECK(same_band(&kept, &fresh), "%s: kept and fresh bands differ (%g-%g vs %g-%g s)", steps[i].what,
+              kept.step_lo, kept.step_hi, fresh.step_lo, fresh.step_hi);
+        CHECK(band_cache_hits() - h0 == steps[i].reuse, "%s: %s", steps[i].what,
+              steps[i].reuse ? "not reused" : "reused across a changed query");
+    }
+}
+
 int main(void)
 {
     test_percentile();
@@ -237,6 +293,7 @@ int main(void)
     test_band_arith();
     test_coverage();
     test_text();
+    test_cache();
     printf("%d failure(s)\n", fails);
     return fails ? 1 : 0;
 }

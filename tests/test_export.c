@@ -332,11 +332,22 @@ static void test_refusals(void **state)
     base(&lo, 16, 4, 8, 1, 1, 2048, OPT_DISTOPT);
     assert_int_equal(layout_check(&lo, &m, &hw, (char[200]){0}, 200), 0);
     lo.sel_rc[0] = 5;
-    refused(&m, &hw, &lo, "selective recomputation covers every layer");
+    refused(&m, &hw, &lo, "selective covers every layer");
+    refused(&m, &hw, &lo, "recomputed selectively 5/0/0/0");
     base(&lo, 16, 4, 4, 1, 1, 2048, OPT_DISTOPT);
     int layers[4] = {24, 23, 25, 24};
     memcpy(lo.layers, layers, sizeof layers);
     refused(&m, &hw, &lo, "24/23/25/24");
+    /* what layout_megatron_check refuses, export refuses: it asks that rule alone (it once kept its own,
+     * and wrote a mixture of experts at tp 2 without sequence parallelism, which Megatron-LM's MoE layer
+     * refuses to train, and biased experts at etp 2) */
+    load("mixtral-8x7b", "h100-sxm", &m, &hw);
+    base(&lo, 16, 2, 2, 1, 1, 256, OPT_DISTOPT);
+    lo.ep = 8, lo.etp = 2, lo.sp = false, lo.target = TARGET_ULTRAPLAN;
+    refused(&m, &hw, &lo, "unless --sequence-parallel is on");
+    lo.sp = true;
+    m.bias = true;
+    refused(&m, &hw, &lo, "biased MoE experts only with --expert-tensor-parallel-size 1");
 }
 
 static void test_torchtitan(void **state)

@@ -167,6 +167,55 @@ static void test_moe_configs(void **st)
     }
 }
 
+/* A preset whose sequence cites a config key ("seq 8192 (attention_chunk_size)")
+ * holds what that key holds in the published config. Llama 4 Maverick's
+ * source once cited rope_scaling's original_max_position_embeddings, which
+ * is Scout's: Maverick's config has "rope_scaling": null. */
+static const cJSON *config_key(const cJSON *j, const char *key)
+{
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(text) ? text : j, key);
+    return v ? v : cJSON_GetObjectItemCaseSensitive(j, key);
+}
+
+static void test_preset_seq_sources(void **st)
+{
+    (void)st;
+    struct { const char *file, *preset; } rows[] = {
+        {"gpt-oss-120b.json", "gpt-oss-120b"},
+        {"Llama-4-Maverick-17B-128E.json", "llama4-maverick"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        int at = -1;
+        for (int k = 0; k < presets_count(); k++)
+            if (!strcmp(presets_get(k)->name, rows[i].preset))
+                at = k;
+        assert_true(at >= 0);
+        const ModelSpec *m = presets_get(at);
+        char want[32], key[96] = "";
+        snprintf(want, sizeof want, "seq %d (", m->s);
+        const char *cite = strstr(presets_source(at), want);
+        if (!cite)
+            fail_msg("%s: source does not say \"%s...)\"", rows[i].preset, want);
+        sscanf(cite + strlen(want), "%95[^);:]", key);
+        char *text = read_data(rows[i].file);
+        cJSON *j = cJSON_Parse(text);
+        assert_non_null(j);
+        const cJSON *v;
+        if (!strcmp(key, "rope_scaling original_max_position_embeddings")) {
+            const cJSON *rs = config_key(j, "rope_scaling");
+            v = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings") : NULL;
+        } else {
+            v = config_key(j, key);
+        }
+        if (!cJSON_IsNumber(v) || v->valueint != m->s)
+            fail_msg("%s: seq %d cites \"%s\", which %s has %s", rows[i].preset, m->s, key, rows[i].file,
+                     cJSON_IsNumber(v) ? "at another value" : "not as a number");
+        cJSON_Delete(j);
+        free(text);
+    }
+}
+
 /* GPT-OSS and Llama 4: what changes the counts, by hand, and what the spec
  * cannot hold said in the note.
  *  gpt-oss-120b: every layer attention 2880*4096 + 4096 (q) + 2*(2880*512 + 512)
@@ -430,6 +479,31 @@ static void test_size_limit(void **st)
     assert_non_null(strstr(err, "/nonexistent/config.json"));
 }
 
+/* The whole note reaches Scenario.model_rule (GPT-OSS's is the longest, about
+ * 330 characters: it was cut at 256 once, mid-word and unmarked); a buffer
+ * too short for it gets the note cut with "..." at its end. */
+static void test_note_whole(void **st)
+{
+    (void)st;
+    char p[1024], err[512], small[64];
+    path_of(p, sizeof p, "gpt-oss-120b.json");
+    Scenario sc;
+    scenario_init(&sc);
+    sc.hf_config = p;
+    sc.gpus = 8;
+    if (scenario_finish(&sc, true, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    const char *last = "; SwiGLU clamp 7 not modelled";   /* the last thing read_moe says of GPT-OSS */
+    size_t n = strlen(sc.model_rule), k = strlen(last);
+    assert_true(n > 256);
+    assert_true(n >= k && !strcmp(sc.model_rule + n - k, last));
+    ModelSpec m;
+    assert_int_equal(hfconfig_load(p, &m, small, sizeof small, err, sizeof err), 0);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    assert_string_equal(small + sizeof small - 4, "...");
+    assert_true(!strncmp(small, "Hugging Face config ", 20));
+}
+
 /* --hf-config in a Scenario: shape knobs override it like a preset */
 static void test_scenario(void **st)
 {
@@ -488,7 +562,7 @@ int main(int argc, char **argv)
         data_dir = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families),
-        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_gpt_oss_llama4), cmocka_unit_test(test_notes),     cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_moe_configs), cmocka_unit_test(test_gpt_oss_llama4), cmocka_unit_test(test_notes), cmocka_unit_test(test_note_whole), cmocka_unit_test(test_preset_seq_sources),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_size_limit), cmocka_unit_test(test_scenario),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

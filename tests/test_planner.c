@@ -484,8 +484,21 @@ static void test_nearest_counts_and_batches(void **state)
         if (!strstr(res.infeasible, want[i]))
             fail_msg("want \"%s\" in \"%s\"", want[i], res.infeasible);
     assert_null(strstr(res.infeasible, "No GPU count"));
+    assert_null(strstr(res.infeasible, "Pass --gbs"));   /* --gbs given: the user passes it already */
     int above = atoi(strstr(res.infeasible, " above (") - 4);
     assert_true(above > 5128 && above <= 5600);   /* 5600 = 8 x 35 x 20 is MT-NLG's own kind of layout */
+    planner_result_free(&res);
+    /* the same batch as a default (not given): the counts were searched with 2520, which 5120 or the count
+     * above would not get by default (5120's default batch is 2560, scenario.h), so the hint names the
+     * --gbs to pass, after the counts; the batches on 5128 still follow (nothing cut off) */
+    r.fixed &= ~FIX_GBS;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    const char *hint = "). Pass --gbs 2520 with them: without --gbs a GPU count gets its own default batch. On 5128 GPUs";
+    size_t n = strlen(res.infeasible);
+    if (!strstr(res.infeasible, "5120 below (tp 8, pp 16, dp 40") || !strstr(res.infeasible, hint) ||
+        !strstr(res.infeasible, "2564 above (") || res.infeasible[n - 1] != '.')
+        fail_msg("want \"5120 below\", the --gbs hint and the batches in \"%s\"", res.infeasible);
     planner_result_free(&res);
 }
 

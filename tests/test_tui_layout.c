@@ -25,6 +25,8 @@
 #include "layout.h"
 #include "panes.h"
 #include "planfile.h"
+#include "profile.h"
+#include "stacks.h"
 #include "state.h"
 
 /* ---- layout ---------------------------------------------------------------- */
@@ -148,14 +150,18 @@ static void test_layout_every_size(void **unused)
 
 /* ---- state ------------------------------------------------------------------ */
 
-/* 175B on 512 H100, tp 8 pp 8, as the command line would give it. */
-static void inputs_175b(CliInputs *in)
+/* 175B on 512 H100, tp 8 pp 8, as the command line would give it, with
+ * --stack STACK when not NULL. */
+static void inputs_175b_stack(CliInputs *in, const char *stack)
 {
     char err[256];
     args_init(in);
     const struct option *o = args_common_options();
-    struct { const char *name, *arg; } flags[] = {{"params", "175B"}, {"gpus", "512"}, {"tp", "8"}, {"pp", "8"}};
+    struct { const char *name, *arg; } flags[] = {
+        {"params", "175B"}, {"gpus", "512"}, {"tp", "8"}, {"pp", "8"}, {"stack", stack}};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        if (!flags[i].arg)
+            continue;
         int id = -1;
         for (int k = 0; o[k].name; k++)
             if (!strcmp(o[k].name, flags[i].name))
@@ -168,6 +174,8 @@ static void inputs_175b(CliInputs *in)
         fail();
     }
 }
+
+static void inputs_175b(CliInputs *in) { inputs_175b_stack(in, NULL); }
 
 static TuiState *new_state(void)
 {
@@ -296,6 +304,39 @@ static void test_edit_gpus_and_layout(void **unused)
     assert_int_equal(state_set(st, state_field_knob(K_GBS), "2048"), 0);
     assert_int_equal(state_set(st, state_field_own(TF_GPUS), "16384"), 0);
     assert_int_equal(st->in.layout.gbs, 2048);
+    free(st);
+}
+
+/* A GPU change keeps the --stack the layout names: the new profile gets the
+ * stack applied, as scenario_finish applies it to the first one (it was
+ * reloaded bare once, dropping the stack silently). */
+static void test_gpu_keeps_stack(void **unused)
+{
+    (void)unused;
+    CliInputs in;
+    inputs_175b_stack(&in, "megatron-2021");
+    TuiState *st = malloc(sizeof *st);
+    assert_non_null(st);
+    state_init(st, &in.sc, 2.0);
+    assert_string_equal(st->in.hw.stack, "megatron-2021");
+    assert_int_equal(state_set(st, state_field_own(TF_GPU), "a100-80g"), 0);
+    assert_string_equal(st->in.hw.name, "a100-80g");
+    assert_string_equal(st->in.hw.stack, "megatron-2021");
+    /* the same profile as the command line gives: a100-80g with the stack over it */
+    CliInputs want;
+    inputs_175b_stack(&want, "megatron-2021");
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("a100-80g", &hw, err, sizeof err), 0);
+    assert_int_equal(stacks_apply(&hw, want.sc.layout.stack, err, sizeof err), 0);
+    assert_true(hw.tp_overlap == st->in.hw.tp_overlap);
+    assert_cost_of_inputs(st);
+    Cost *c = malloc(sizeof *c);
+    Layout lo = st->in.layout;
+    assert_int_equal(layout_check(&lo, &st->in.model, &hw, err, sizeof err), 0);
+    cost(&st->in.model, &hw, &lo, &st->in.opts, c);
+    assert_true(c->step_s == st->cost.step_s);
+    free(c);
     free(st);
 }
 
@@ -712,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_key_table),
         cmocka_unit_test(test_edit_gpus_and_layout),
         cmocka_unit_test(test_pin),
+        cmocka_unit_test(test_gpu_keeps_stack),
         cmocka_unit_test(test_load_plan),
         cmocka_unit_test(test_panes_render),
         cmocka_unit_test(test_band_line),

@@ -13,7 +13,7 @@ typedef struct {
     TuiPlanRow rows[TUI_MAX_PLANS];
     int n;
     TuiPlanStatus status;
-    char note[512];
+    char note[1024];
 } Outcome;
 
 struct TuiSearch {

@@ -11,6 +11,7 @@
 
 #include "presets.h"
 #include "profile.h"
+#include "stacks.h"
 #include "fileio.h"
 #include "fmt.h"
 #include "parse.h"
@@ -359,6 +360,11 @@ static int set_gpu(TuiState *st, Scenario *c, const char *name)
     }
     if (st->gpn_override > 0)
         hw.gpus_per_node = st->gpn_override;
+    /* the layout's --stack over the new profile, as scenario_finish applies it to the first */
+    if (stacks_apply(&hw, c->layout.stack, err, sizeof err) != 0) {
+        state_msg(st, true, "GPU type: refused: %s", err);
+        return -1;
+    }
     c->hw = hw;
     return apply(st, c, state_field_own(TF_GPU), false);
 }
@@ -532,7 +538,7 @@ int state_set(TuiState *st, TuiField f, const char *text)
     switch (r->own) {
     case TF_MODEL: {
         ModelSpec m;
-        char rule[256] = "";
+        char rule[HFCONFIG_NOTE_MAX] = "";
         if (presets_find(text, &m, err, sizeof err) == 0)
             return set_model(st, &c, &m, "");
         if (util_parse_count(text, &d) == 0 && d > 0) {

@@ -123,7 +123,7 @@ typedef struct {
 
     /* plans, filled by the event loop from the planner thread */
     TuiPlanStatus plan_status;
-    char plan_note[512];         // infeasibility reason or error
+    char plan_note[1024];        // infeasibility reason or error (the planner's whole explanation)
     TuiPlanRow plans[TUI_MAX_PLANS];
     int n_plans;
     int plan_sel;
