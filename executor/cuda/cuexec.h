@@ -116,6 +116,9 @@ typedef struct {
     kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h: a1, x2, a2 (Nl, C)
     float *mean1, *rstd1, *lse, *mean2, *rstd2;             // (Nl), (Nl), (B, NHl, T), (Nl), (Nl)
     CuMoeActs *moe;                    // an MoE layer: its routed block's activations (else NULL)
+    unsigned char *f8[4];              // fp8 plans: the forward's transposed E4M3 inputs of QKV, proj, FC1,
+                                       // FC2 (cufp8.h CUFP8_*) for the weight gradients; else NULL
+    float *f8s;                        // (4) their scale_inv
 } CuActs;
 
 typedef struct {
@@ -228,6 +231,8 @@ typedef struct {
     int n_moe_acts;
     kc_bf16 *moe_out;                  // (N, C) routed output before it joins the shared expert's
     char moe_err[256];                 // a routed block's failure (rows over its cap), checked after the step
+    void *f8_scratch;                  // fp8 plans: the fp8 kernels' scratch, lent to them (kc_fp8_use_scratch)
+    size_t f8_scratch_bytes;
     size_t free_min;                   // least free device memory seen (cudaMemGetInfo), bytes
     size_t dev_total;                  // device memory, bytes
     int device;                        // CUDA device of this rank

@@ -28,4 +28,26 @@ void cufp8_matmul_fwd_again(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, c
 void cufp8_matmul_bwd_again(const CuExec *e, kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout,
                             const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC);
 
+/* The four inputs of a layer's linear GEMMs whose transposed fp8 copy the
+ * forward keeps for the backward's weight gradient (CuActs.f8): QKV's (the
+ * normed, under SP gathered, input: N × C), proj's (attention output:
+ * N × ql), FC1's (N × C) and FC2's (activation: N × F). */
+enum { CUFP8_QKV, CUFP8_PROJ, CUFP8_FC1, CUFP8_FC2, CUFP8_NKEEP };
+/* elements (bytes: one an element) of kept copy k for a layer of N rows,
+ * width C, ql attention columns and F hidden (the widest MLP's) */
+size_t cufp8_keep_elems(int k, size_t N, size_t C, size_t ql, size_t F);
+/* The layer's largest fp8 scratch (kc_fp8_scratch_bytes over QKV, proj,
+ * FC1, FC2 with FC1's output F1): what cuexec.c lends the kernels. */
+size_t cufp8_scratch_bytes(size_t N, size_t C, size_t ql, size_t F1, size_t F);
+/* cufp8_matmul_fwd that keeps inp's transposed copy in A->f8[k] (when
+ * carved: fp8 plans) for cufp8_matmul_bwd_kept; else cufp8_matmul_fwd. */
+void cufp8_matmul_fwd_keep(const CuExec *e, CuActs *A, int k, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
+                           const kc_bf16 *bias, int BT, int C, int OC);
+/* cufp8_matmul_bwd reading A->f8[k] for dw when carved; else
+ * cufp8_matmul_bwd (again: cufp8_matmul_bwd_again). inp is A's input of
+ * GEMM k as the forward read it (fallbacks read it). */
+void cufp8_matmul_bwd_kept(const CuExec *e, const CuActs *A, int k, int again, kc_bf16 *dinp, float *dw,
+                           float *dbias, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C,
+                           int OC);
+
 #endif
