@@ -273,6 +273,9 @@ size_t kc_moe_map_ws_ints(int R, int E);
  * need the counts on the host: the caller copies them (a sync). */
 void kc_moe_route_map(int *counts, int *offsets, int *row_of, int *src_of, int *ws, const int *topi, int N,
                       int K, int E, cudaStream_t st);
+/* dst (E) = counts (E) as floats (exact below 2^24), on the device: the MoE
+ * layer's slot of its counts all-gather. */
+void kc_moe_counts_f32(float *dst, const int *counts, int E, cudaStream_t st);
 /* out (R, C) = in[src[r]] row by row (the permutation forward with src_of;
  * any row gather, e.g. the chunk reorder after an all-to-all). Overwrites. */
 void kc_moe_gather_rows(kc_bf16 *out, const kc_bf16 *in, const int *src, int R, int C, cudaStream_t st);
