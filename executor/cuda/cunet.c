@@ -358,16 +358,24 @@ static void cp_attn_bwd(CuExec *e, CuActs *A, const kc_bf16 *dout)
 
 int cunet_layer_moe(const CuExec *e, int li) { return e->E > 0 && spec_layer_is_moe(&e->m, e->ps.glayer[li]); }
 
+/* The routed block's first half (cumoe_fwd_route): queued before the shared
+ * expert so that the host's wait for the expert counts (cumoe_fwd_experts)
+ * overlaps the shared expert's GEMMs on the GPU. */
+static void moe_route(CuExec *e, int li, CuActs *A)
+{
+    cumoe_fwd_route(&e->moe, A->moe, A->a2, Wl(e, li, P_ROUTW));
+}
+
 /* out (Nl, C) = the routed experts of A->a2 (this rank's rows: under SP
- * Megatron routes the N/tp rows), or out += them after the shared expert. A failure (more routed rows than the block
+ * Megatron routes the N/tp rows), or out += them after the shared expert,
+ * moe_route having been queued. A failure (more routed rows than the block
  * holds) is kept in e->moe_err for cuexec_step and leaves zeros. */
 static void moe_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out, int add)
 {
     size_t nc = (size_t)e->Nl * e->sh.C;
     kc_bf16 *dst = add ? e->moe_out : out;
     char err[256];
-    if (cumoe_fwd(&e->moe, A->moe, dst, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err,
-                  sizeof err) != 0) {
+    if (cumoe_fwd_experts(&e->moe, A->moe, dst, Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err, sizeof err) != 0) {
         if (!e->moe_err[0])
             snprintf(e->moe_err, sizeof e->moe_err, "layer %d: %.200s", e->ps.glayer[li], err);
         zero_bf(e, dst, nc);
@@ -413,6 +421,8 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
     int moe = cunet_layer_moe(e, li), shared = !moe || Wl(e, li, P_FC1W);
     int F = moe ? e->Fs : s->Fl, F1 = moe ? e->F1s : s->F1l;
+    if (moe)
+        moe_route(e, li, A);
     if (shared) {   // the dense MLP, or an MoE layer's shared expert
         in = col_input(e, A->a2);
         cufp8_matmul_fwd_keep(e, A, CUFP8_FC1, A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, F1);
