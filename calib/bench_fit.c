@@ -65,8 +65,9 @@ int bench_fit_fp8_peak(const HwProfile *hw, const double *flops, const double *r
 {
     double ref = hw->eff_ref_peak > 0 ? hw->eff_ref_peak : hw->peak[PREC_BF16];
     if (m < 1 || !(ref > 0) || hw->gemm_eff.n < 1) {
-        snprintf(err, errlen, "fp8 peak fit: needs 1 or more GEMMs, a bf16 peak and a GEMM curve (got %d, %g, %d points)",
-                 m, ref, hw->gemm_eff.n);
+        snprintf(err, errlen,
+                 "fp8 peak fit: needs 1 or more GEMMs, a bf16 peak and a GEMM curve (got %d, %g, %d points)", m, ref,
+                 hw->gemm_eff.n);
         return -1;
     }
     double p = 0;
