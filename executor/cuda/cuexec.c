@@ -75,7 +75,7 @@ static size_t carve_chunk(CuExec *e, int c, char *base, CuActs *la)
     Carver a = {base, 0};
     for (int j = 0; j < e->chunk_layers[c]; j++)
         carve_layer(&e->sh, e->Nl, mlp_f1(e), mlp_f(e), &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1,
-                    cufp8_on(e));
+                    cufp8_keep_on(e));
     return a.n;
 }
 
@@ -110,7 +110,7 @@ static void carve(CuExec *e)
     for (int k = 0; k < e->nslots; k++)
         e->slot_base[k] = take(&a, e->slot_bytes);
     if (any_full)
-        carve_layer(s, Nl, mlp_f1(e), mlp_f(e), &a, &e->ws, 0, 0, cufp8_on(e));
+        carve_layer(s, Nl, mlp_f1(e), mlp_f(e), &a, &e->ws, 0, 0, cufp8_keep_on(e));
     e->head_in = TAKE_BF(&a, Nl * C);   // the last layer's output (the proxy's next-stage input)
     if (last) {
         e->head_n = TAKE_BF(&a, Nl * C);

@@ -3,7 +3,24 @@
 
 #include "kc_fp8.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 int cufp8_on(const CuExec *e) { return e->lo.prec == PREC_FP8; }
+
+int cufp8_keep_on(const CuExec *e)
+{
+    if (!cufp8_on(e))
+        return 0;
+    const char *v = getenv("ULTRAPLAN_FP8_KEEP");
+    if (!v || !*v || !strcmp(v, "1"))
+        return 1;
+    if (!strcmp(v, "0"))
+        return 0;
+    kc_fail("ULTRAPLAN_FP8_KEEP", "expected 1 (the default: keep the forward's fp8 inputs) or 0 (cast again)",
+            __FILE__, __LINE__);
+    return 0;
+}
 
 void cufp8_matmul_fwd(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias,
                       int BT, int C, int OC)
