@@ -30,7 +30,8 @@
  *   eff_ref_peak, eff_ref_hbm_bw  0: the curves above are this GPU's
  *                (hw_curves_local restates any it doesn't replace)
  * Needs a GPU: returns -1 with err filled when there is none. Takes about
- * 8 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point).
+ * 6 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point), measured
+ * before the fp8 sweep, whose 13 points add ~1.5 s by count (not yet run).
  *
  * bench_cuda_calibrate (bench_cuda_run.c) is the whole command: those
  * sweeps on rank 0's GPU, then with 2+ GPUs the NCCL sweep (all-reduce,
