@@ -591,8 +591,7 @@ void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
     kc_matmul_fwd(e->logits, in, wh, NULL, N, C, s->Vl, e->st);
     if (e->tp == 1) {
         int valid = e->m.vocab < s->Vl ? e->m.vocab : s->Vl;
-        kc_crossentropy_fwd(loss, e->ce_lse, e->logits, tg, N, s->Vl, valid, e->st);
-        kc_crossentropy_bwd(e->logits, e->logits, e->ce_lse, tg, scale, N, s->Vl, valid, e->st);
+        kc_crossentropy_fused(loss, e->ce_lse, e->logits, e->logits, tg, scale, N, s->Vl, valid, e->st);
     } else {   // vocab-parallel: max and (sum-exp, target logit) combined over tp
         int valid = e->m.vocab - e->vstart;
         valid = valid < 0 ? 0 : valid > s->Vl ? s->Vl : valid;

@@ -193,6 +193,12 @@ void kc_crossentropy_fwd(float *losses, float *lse, const kc_bf16 *logits,
 void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *lse,
                          const int *targets, float scale, int BT, int V, int V_valid,
                          cudaStream_t st);
+/* Both, in one pass over the logits when a row fits in a block's shared
+ * memory (V·2 bytes; V % 8 == 0, 16-byte aligned): the arithmetic of
+ * kc_crossentropy_fwd then _bwd, which run instead otherwise. dlogits may
+ * alias logits. 1: one pass ran, 0: the two kernels. */
+int kc_crossentropy_fused(float *losses, float *lse, kc_bf16 *dlogits, const kc_bf16 *logits,
+                          const int *targets, float scale, int BT, int V, int V_valid, cudaStream_t st);
 
 /* ---- optimizer and helpers ---------------------------------------------- */
 
