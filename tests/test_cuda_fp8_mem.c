@@ -2,7 +2,8 @@
  * executor, as cuexec.c carves it (pure arithmetic: runs without a GPU).
  * The fp8 kernels' scratch (kc_fp8_scratch_bytes, lent by the executor from
  * its buffers slab) and the transposed fp8 inputs each layer keeps for the
- * backward (cufp8_keep_elems, in its activation slots). Expected values are
+ * backward (cufp8_keep_elems, in its activation slots), the weight GEMMs'
+ * shapes of the per-step fp8 weight copies. Expected values are
  * worked by hand from the layouts in kernels/cuda/fp8.cu: forward = input
  * copy + weight copy, backward = transposed input + plain and transposed
  * output gradient + transposed weight, each rounded up to 256 bytes, plus
@@ -52,9 +53,31 @@ static void test_keep(void **state)
     assert_int_equal(cufp8_keep_elems(CUFP8_NKEEP, 4, 8, 3, 16), 0);
 }
 
+/* the six weight sites of a GQA layer with SwiGLU (C 1024, ql 1024, kvl 256,
+ * F1 5632, F 2816): (OC, IC) as the GEMMs take them, and their sum, the
+ * bytes of one copy: 1024·(1024 + 2·256) + 1024·1024 + 5632·1024 + 1024·2816 */
+static void test_weights(void **state)
+{
+    (void)state;
+    const int want[CUFP8_NW][2] = {{1024, 1024}, {256, 1024}, {256, 1024}, {1024, 1024}, {5632, 1024}, {1024, 2816}};
+    size_t sum = 0;
+    for (int w = 0; w < CUFP8_NW; w++) {
+        int oc = -1, ic = -1;
+        cufp8_weight_shape(w, 1024, 1024, 256, 5632, 2816, &oc, &ic);
+        assert_int_equal(oc, want[w][0]);
+        assert_int_equal(ic, want[w][1]);
+        sum += (size_t)oc * ic;
+    }
+    assert_int_equal(sum, 11272192);   // 1572864 + 1048576 + 5767168 + 2883584
+    int oc = -1, ic = -1;
+    cufp8_weight_shape(CUFP8_NW, 1024, 1024, 256, 5632, 2816, &oc, &ic);
+    assert_int_equal(oc, 0);
+    assert_int_equal(ic, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_scratch_one_gemm), cmocka_unit_test(test_scratch_layer),
-                                       cmocka_unit_test(test_keep)};
+                                       cmocka_unit_test(test_keep), cmocka_unit_test(test_weights)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1113,7 +1113,8 @@ static void test_fp8_again(int BT, int C, int OC1, int OC2) {
  * cast again, even with another layer's fp8 call in between (it rewrites
  * the scratch, not the kept copy). Then the same through a lent scratch of
  * kc_fp8_scratch_bytes (nothing grown), and one too small (grown, counted,
- * still right). */
+ * still right). Last, the weight's copies cast once a step
+ * (kc_fp8_cast_weight) against the CPU twin and the calls that cast w. */
 static void test_fp8_keep(int BT, int C, int OC) {
     printf("fp8 keep BT=%d C=%d OC=%d\n", BT, C, OC);
     size_t ni = (size_t)BT * C, no = (size_t)BT * OC, nw = (size_t)OC * C;
@@ -1161,6 +1162,29 @@ static void test_fp8_keep(int BT, int C, int OC) {
         }
         cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_di); cudaFree(d_dir);
     }
+    /* the weight's copies cast once (kc_fp8_cast_weight): its bytes are the CPU
+     * twin's, plain and transposed, and the calls that read them equal the
+     * calls that cast w themselves, bit for bit */
+    unsigned char *wq = malloc(nw), *wqT = malloc(nw);
+    k_fp8_quantize(wq, wqT, w, OC, C, FP8_E4M3);
+    KcFp8Weight wc = {dalloc(nw), dalloc(nw), dalloc(sizeof(float))};
+    poison(wc.w8, nw);
+    poison(wc.wT8, nw);
+    kc_fp8_cast_weight(&wc, d_w, OC, C, st);
+    CHECK("fp8 weight copy bytes", down_bytes_f(wc.w8, nw), bytes_f(wq, nw), nw, 0, 0);
+    CHECK("fp8 weight copy transpose", down_bytes_f(wc.wT8, nw), bytes_f(wqT, nw), nw, 0, 0);
+    kc_fp8_matmul_fwd(ref, d_inp, d_w, NULL, BT, C, OC, st);
+    kc_fp8_matmul_fwd_cached(o, d_inp, d_w, &wc, NULL, BT, C, OC, 0, keep, ks, st);
+    CHECK("fp8 fwd cached weight", down_bf(o, no), down_bf(ref, no), no, 0, 0);
+    float *d_dw = up_f(dw0, nw), *d_dwr = up_f(dw0, nw);
+    kc_bf16 *d_di = up_bf(di0, ni), *d_dir = up_bf(di0, ni);
+    kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g, d_inp, d_w, BT, C, OC, st);
+    kc_fp8_matmul_bwd_cached(d_di, d_dw, NULL, d_g, keep, ks, d_inp, d_w, &wc, BT, C, OC, 0, st);
+    CHECK("fp8 bwd cached weight dinp", down_bf(d_di, ni), down_bf(d_dir, ni), ni, 0, 0);
+    CHECK("fp8 bwd cached weight dw", down_f(d_dw, nw), down_f(d_dwr, nw), nw, 0, 0);
+    cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_di); cudaFree(d_dir);
+    cudaFree(wc.w8); cudaFree(wc.wT8); cudaFree(wc.sinv);
+    free(wq); free(wqT);
     cudaFree(d_inp); cudaFree(d_other); cudaFree(d_w); cudaFree(d_g); cudaFree(o); cudaFree(ref); cudaFree(junk);
     cudaFree(keep); cudaFree(ks);
     free(inp); free(other); free(w); free(g); free(dw0); free(di0); free(q); free(qT);

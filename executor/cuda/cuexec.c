@@ -173,6 +173,15 @@ static void carve(CuExec *e)
         e->f8_scratch_bytes = cufp8_scratch_bytes(N, C, (size_t)s->ql, mlp_f1(e), mlp_f(e));
         e->f8_scratch = take(&b, e->f8_scratch_bytes);
     }
+    for (int l = 0; e->f8w && l < s->layers; l++)   // fp8 keep: every local layer's weight copies
+        for (int w = 0; w < CUFP8_NW; w++) {
+            int oc, ic;
+            cufp8_weight_shape(w, (int)C, s->ql, s->kvl, (int)mlp_f1(e), (int)mlp_f(e), &oc, &ic);
+            KcFp8Weight *k = &e->f8w[(size_t)l * CUFP8_NW + w];
+            k->w8 = take(&b, (size_t)oc * ic);
+            k->wT8 = take(&b, (size_t)oc * ic);
+            k->sinv = TAKE_F(&b, 1);
+        }
     e->mem[XM_ACTS] = (double)a.n;
     e->mem[XM_BUFFERS] = (double)b.n;
 }
@@ -612,6 +621,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
             FAIL("step %d: %s", e->step + 1, msg);
     }
     dist_watch_step(e->step + 1);   // the communication watchdog names this step
+    e->f8_gen++;   // the weights may have changed since the last step: their fp8 copies are cast again
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaEventRecord(e->step0, e->st));
@@ -915,6 +925,13 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     } else {
         e->mem[XM_OPTIM] = 0;
     }
+    if (cufp8_keep_on(e)) {   // host tables of the fp8 weight copies (carved with the buffers)
+        size_t nw = (size_t)(e->sh.layers ? e->sh.layers : 1) * CUFP8_NW;
+        e->f8w = calloc(nw, sizeof *e->f8w);
+        e->f8w_gen = calloc(nw, sizeof *e->f8w_gen);
+        if (!e->f8w || !e->f8w_gen)
+            FAIL("out of host memory");
+    }
     carve(e);   // count
     size_t nacts = (size_t)e->mem[XM_ACTS], nbuf = (size_t)e->mem[XM_BUFFERS];
     if (dev_alloc(e, XM_ACTS, nacts, err, errlen) || dev_alloc(e, XM_BUFFERS, nbuf, err, errlen))
@@ -1215,6 +1232,8 @@ void cuexec_free(CuExec *e)
     cucomm_free(e->cc);
     if (e->f8_scratch)   // the loan ends with the slab
         kc_fp8_use_scratch(NULL, 0);
+    free(e->f8w);
+    free(e->f8w_gen);
     for (int k = 0; k < XM_COUNT; k++)
         if (e->slab[k])
             cudaFree(e->slab[k]);

@@ -102,6 +102,7 @@
 #include "data.h"
 #include "exec.h"     // Phase, ExecMem, TrainOpts: the CPU executor's vocabulary
 #include "kernels_cuda.h"
+#include "kc_fp8.h"
 #include "cucomm.h"
 #include "cumoe.h"
 #include "cuplan.h"
@@ -233,6 +234,10 @@ typedef struct {
     char moe_err[256];                 // a routed block's failure (rows over its cap), checked after the step
     void *f8_scratch;                  // fp8 plans: the fp8 kernels' scratch, lent to them (kc_fp8_use_scratch)
     size_t f8_scratch_bytes;
+    KcFp8Weight *f8w;                  // (layers·CUFP8_NW) fp8 keep: each local layer's weight copies, cast once
+                                       // a step (cufp8.h); NULL otherwise
+    long *f8w_gen;                     // (layers·CUFP8_NW) the step generation each was cast at
+    long f8_gen;                       // bumped at the start of every step
     size_t free_min;                   // least free device memory seen (cudaMemGetInfo), bytes
     size_t dev_total;                  // device memory, bytes
     int device;                        // CUDA device of this rank

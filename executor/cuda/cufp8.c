@@ -80,23 +80,56 @@ size_t cufp8_scratch_bytes(size_t N, size_t C, size_t ql, size_t F1, size_t F)
     return m;
 }
 
-void cufp8_matmul_fwd_keep(const CuExec *e, CuActs *A, int k, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
-                           const kc_bf16 *bias, int BT, int C, int OC)
+void cufp8_weight_shape(int w, int C, int ql, int kvl, int F1, int F, int *OC, int *IC)
 {
-    if (cufp8_on(e) && A->f8[k])
-        kc_fp8_matmul_fwd_keep(out, inp, w, bias, BT, C, OC, A->f8[k], A->f8s + k, e->st);
-    else
-        cufp8_matmul_fwd(e, out, inp, w, bias, BT, C, OC);
+    switch (w) {
+    case CUFP8_WQ: *OC = ql, *IC = C; break;
+    case CUFP8_WK:
+    case CUFP8_WV: *OC = kvl, *IC = C; break;
+    case CUFP8_WPROJ: *OC = C, *IC = ql; break;
+    case CUFP8_WFC1: *OC = F1, *IC = C; break;
+    case CUFP8_WFC2: *OC = C, *IC = F; break;
+    default: *OC = *IC = 0;
+    }
 }
 
-void cufp8_matmul_bwd_kept(const CuExec *e, const CuActs *A, int k, int again, kc_bf16 *dinp, float *dw,
-                           float *dbias, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C,
-                           int OC)
+/* local layer li's copies of weight site `site`, cast now when this step
+ * has not yet (the weights change only between steps); NULL when not carved */
+static const KcFp8Weight *weight(const CuExec *e, int li, int site, const kc_bf16 *w, int OC, int C)
 {
-    if (cufp8_on(e) && A->f8[k])
-        kc_fp8_matmul_bwd_kept(dinp, dw, dbias, dout, A->f8[k], A->f8s + k, inp, w, BT, C, OC, e->st);
-    else if (again)
-        cufp8_matmul_bwd_again(e, dinp, dw, dbias, dout, inp, w, BT, C, OC);
-    else
-        cufp8_matmul_bwd(e, dinp, dw, dbias, dout, inp, w, BT, C, OC);
+    if (!e->f8w || li < 0)
+        return NULL;
+    size_t i = (size_t)li * CUFP8_NW + site;
+    if (!e->f8w[i].w8)
+        return NULL;
+    if (e->f8w_gen[i] != e->f8_gen) {
+        kc_fp8_cast_weight(&e->f8w[i], w, OC, C, e->st);
+        e->f8w_gen[i] = e->f8_gen;
+    }
+    return &e->f8w[i];
+}
+
+void cufp8_matmul_fwd_keep(const CuExec *e, CuActs *A, int k, int li, int site, int again, kc_bf16 *out,
+                           const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C, int OC)
+{
+    if (!cufp8_on(e)) {
+        kc_matmul_fwd(out, inp, w, bias, BT, C, OC, e->st);
+        return;
+    }
+    kc_fp8 *kt = k >= 0 ? A->f8[k] : NULL;
+    kc_fp8_matmul_fwd_cached(out, inp, w, weight(e, li, site, w, OC, C), bias, BT, C, OC, again, kt,
+                             kt ? A->f8s + k : NULL, e->st);
+}
+
+void cufp8_matmul_bwd_kept(const CuExec *e, const CuActs *A, int k, int li, int site, int again, kc_bf16 *dinp,
+                           float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w,
+                           int BT, int C, int OC)
+{
+    if (!cufp8_on(e)) {
+        kc_matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, e->st);
+        return;
+    }
+    const kc_fp8 *kt = k >= 0 ? A->f8[k] : NULL;
+    kc_fp8_matmul_bwd_cached(dinp, dw, dbias, dout, kt, kt ? A->f8s + k : NULL, inp, w,
+                             weight(e, li, site, w, OC, C), BT, C, OC, again, e->st);
 }

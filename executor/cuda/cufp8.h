@@ -38,21 +38,32 @@ void cufp8_matmul_bwd_again(const CuExec *e, kc_bf16 *dinp, float *dw, float *db
  * normed, under SP gathered, input: N × C), proj's (attention output:
  * N × ql), FC1's (N × C) and FC2's (activation: N × F). */
 enum { CUFP8_QKV, CUFP8_PROJ, CUFP8_FC1, CUFP8_FC2, CUFP8_NKEEP };
+/* The six weight GEMMs of a layer whose fp8 weight copies are cast once a
+ * step and reused by every micro-batch's forward and backward (CuExec.f8w):
+ * the Q, K, V slices of the QKV weight, proj, FC1, FC2. */
+enum { CUFP8_WQ, CUFP8_WK, CUFP8_WV, CUFP8_WPROJ, CUFP8_WFC1, CUFP8_WFC2, CUFP8_NW };
+/* (OC, C) of weight site w for a layer of width C, ql attention columns,
+ * kvl K/V columns, FC1 output F1, hidden F */
+void cufp8_weight_shape(int w, int C, int ql, int kvl, int F1, int F, int *OC, int *IC);
 /* elements (bytes: one an element) of kept copy k for a layer of N rows,
  * width C, ql attention columns and F hidden (the widest MLP's) */
 size_t cufp8_keep_elems(int k, size_t N, size_t C, size_t ql, size_t F);
 /* The layer's largest fp8 scratch (kc_fp8_scratch_bytes over QKV, proj,
  * FC1, FC2 with FC1's output F1): what cuexec.c lends the kernels. */
 size_t cufp8_scratch_bytes(size_t N, size_t C, size_t ql, size_t F1, size_t F);
-/* cufp8_matmul_fwd that keeps inp's transposed copy in A->f8[k] (when
- * carved: fp8 plans) for cufp8_matmul_bwd_kept; else cufp8_matmul_fwd. */
-void cufp8_matmul_fwd_keep(const CuExec *e, CuActs *A, int k, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
-                           const kc_bf16 *bias, int BT, int C, int OC);
-/* cufp8_matmul_bwd reading A->f8[k] for dw when carved; else
- * cufp8_matmul_bwd (again: cufp8_matmul_bwd_again). inp is A's input of
- * GEMM k as the forward read it (fallbacks read it). */
-void cufp8_matmul_bwd_kept(const CuExec *e, const CuActs *A, int k, int again, kc_bf16 *dinp, float *dw,
-                           float *dbias, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C,
-                           int OC);
+/* The linear layer of local layer li at weight site `site` (CUFP8_W*): in
+ * fp8 when cufp8_on(e), with the weight's copies from CuExec.f8w (cast at
+ * the step's first use) and inp's transposed copy kept in A->f8[k] when k
+ * >= 0 and it is carved (fp8 keep), for cufp8_matmul_bwd_kept; again: inp
+ * is the previous call's, its cast reused (the K and V projections). Else
+ * kc_matmul_fwd. */
+void cufp8_matmul_fwd_keep(const CuExec *e, CuActs *A, int k, int li, int site, int again, kc_bf16 *out,
+                           const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C, int OC);
+/* Its backward: dw from A->f8[k] when carved (else inp cast again, reusing
+ * the previous call's cast when again), dgrad's weight from CuExec.f8w.
+ * inp is the forward's input (fallbacks read it). */
+void cufp8_matmul_bwd_kept(const CuExec *e, const CuActs *A, int k, int li, int site, int again, kc_bf16 *dinp,
+                           float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp, const kc_bf16 *w,
+                           int BT, int C, int OC);
 
 #endif

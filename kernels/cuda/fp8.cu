@@ -348,8 +348,9 @@ static bool fp8_shapes(int BT, int C, int OC) { return BT % 16 == 0 && C % 16 ==
  * backward; written whenever the shapes are fp8's, even if this GEMM falls
  * back (an unaligned out), so that the backward, which checks the same
  * shapes, always finds it */
-static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
-                       int OC, int again, kc_fp8 *keepT, float *keepS, cudaStream_t st) {
+static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                       const kc_bf16 *bias, int BT, int C, int OC, int again, kc_fp8 *keepT, float *keepS,
+                       cudaStream_t st) {
     if (!fp8_shapes(BT, C, OC)) {
         fp8_fallback_count++;
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
@@ -364,10 +365,15 @@ static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
         return;
     }
-    kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
-    kc_fp8_cast_transpose(w8, NULL, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+    const float *sw = fs.sc + 4;
+    if (wc) {
+        w8 = wc->w8, sw = wc->sinv;
+    } else {
+        kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+        kc_fp8_cast_transpose(w8, NULL, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+    }
     // outᶜ (OC, BT) = w8 (OC rows of C)ᵀ-form · inp8 (BT rows of C)
-    if (kc_fp8_gemm(out, 0, w8, KC_E4M3, fs.sc + 4, inp8, KC_E4M3, si, OC, BT, C, 0.0f, bias, 1, st)) {
+    if (kc_fp8_gemm(out, 0, w8, KC_E4M3, sw, inp8, KC_E4M3, si, OC, BT, C, 0.0f, bias, 1, st)) {
         fp8_fallback_count++;
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
     }
@@ -376,8 +382,8 @@ static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
 /* keptT/keptS (nullable): the forward's transposed copy of inp (matmul_fwd's
  * keepT), used for dw instead of casting inp again */
 static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
-                       const kc_bf16 *w, int BT, int C, int OC, int again, const kc_fp8 *keptT,
-                       const float *keptS, cudaStream_t st) {
+                       const kc_bf16 *w, const KcFp8Weight *wc, int BT, int C, int OC, int again,
+                       const kc_fp8 *keptT, const float *keptS, cudaStream_t st) {
     if (dbias) kc_matmul_bwd(NULL, NULL, dbias, dout, NULL, NULL, BT, C, OC, st);
     if (!dinp && !dw) return;
     if (!fp8_shapes(BT, C, OC) || (dinp && !aligned16(dinp)) || (dw && !aligned16(dw))) {
@@ -392,9 +398,14 @@ static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
     kc_fp8_amax(fs.sc + 2, dout, (size_t)BT * OC, st);
     kc_fp8_cast_transpose(dinp ? dout8 : NULL, dw ? doutT8 : NULL, fs.sc + 5, dout, fs.sc + 2, BT, OC, gf, st);
     if (dinp) {   // dinpᶜ (C, BT) += wT8 (C rows of OC) · dout8 (BT rows of OC)
-        kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
-        kc_fp8_cast_transpose(NULL, wT8, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
-        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, fs.sc + 4, dout8, gf, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0, st)) {
+        const float *sw = fs.sc + 4;
+        if (wc) {
+            wT8 = wc->wT8, sw = wc->sinv;
+        } else {
+            kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+            kc_fp8_cast_transpose(NULL, wT8, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+        }
+        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, sw, dout8, gf, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0, st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(dinp, NULL, NULL, dout, inp, w, BT, C, OC, st);
         }
@@ -419,26 +430,42 @@ static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
 
 void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
                        int OC, cudaStream_t st) {
-    matmul_fwd(out, inp, w, bias, BT, C, OC, 0, NULL, NULL, st);
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 0, NULL, NULL, st);
 }
 void kc_fp8_matmul_fwd_again(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
                              int C, int OC, cudaStream_t st) {
-    matmul_fwd(out, inp, w, bias, BT, C, OC, 1, NULL, NULL, st);
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 1, NULL, NULL, st);
 }
 void kc_fp8_matmul_fwd_keep(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
                             int C, int OC, kc_fp8 *keepT, float *keepS, cudaStream_t st) {
-    matmul_fwd(out, inp, w, bias, BT, C, OC, 0, keepT, keepS, st);
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 0, keepT, keepS, st);
+}
+void kc_fp8_matmul_fwd_cached(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              const kc_bf16 *bias, int BT, int C, int OC, int again, kc_fp8 *keepT, float *keepS,
+                              cudaStream_t st) {
+    matmul_fwd(out, inp, w, wc, bias, BT, C, OC, again, keepT, keepS, st);
 }
 void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                        const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
-    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 0, NULL, NULL, st);
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 0, NULL, NULL, st);
 }
 void kc_fp8_matmul_bwd_again(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                              const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
-    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 1, NULL, NULL, st);
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 1, NULL, NULL, st);
 }
 void kc_fp8_matmul_bwd_kept(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
                             const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC,
                             cudaStream_t st) {
-    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 0, keptT, keptS, st);
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 0, keptT, keptS, st);
+}
+void kc_fp8_matmul_bwd_cached(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
+                              const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              int BT, int C, int OC, int again, cudaStream_t st) {
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, wc, BT, C, OC, again, keptT, keptS, st);
+}
+
+void kc_fp8_cast_weight(const KcFp8Weight *c, const kc_bf16 *w, int OC, int C, cudaStream_t st) {
+    scratch(0);   // the amax float
+    kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+    kc_fp8_cast_transpose(c->w8, c->wT8, c->sinv, w, fs.sc + 1, OC, C, KC_E4M3, st);
 }
