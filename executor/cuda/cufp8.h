@@ -15,9 +15,10 @@
 /* 1 when e's linear layers run in fp8 (the plan's precision) */
 int cufp8_on(const CuExec *e);
 /* 1 when e's layers keep the forward's transposed fp8 inputs for the
- * backward (CuActs.f8): fp8 plans, unless ULTRAPLAN_FP8_KEEP=0 (the
- * backward casts the bf16 inputs again: no activation bytes, more HBM
- * traffic; for timing the two). Any other value exits with an error. */
+ * backward (CuActs.f8) and the weights' fp8 copies for the step
+ * (CuExec.f8w): fp8 plans, unless ULTRAPLAN_FP8_KEEP=0 (every call casts
+ * its bf16 operands again: none of those bytes, more HBM traffic; for
+ * timing the two). Any other value exits with an error. */
 int cufp8_keep_on(const CuExec *e);
 /* kc_matmul_fwd / kc_matmul_bwd (kernels_cuda.h), in fp8 when cufp8_on(e) */
 void cufp8_matmul_fwd(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias,
