@@ -291,8 +291,8 @@ if [ -x "$U" ]; then
                 --steps 20 -o "$D/run-fp8.json"
             [ -s "$D/run-fp8.json" ] && { echo "--- run-fp8.json"; cat "$D/run-fp8.json"; } >> "$OUT/run.log"
             [ -s "$D/run-fp8.json" ] && step "compare fp8" run.log 30 "$U" compare "$D/plan-fp8.json" "$D/run-fp8.json"
-            # the kept fp8 inputs against casting them again in the backward (ULTRAPLAN_FP8_KEEP=0):
-            # the step time each, and the activation bytes they cost (run.json's memory)
+            # the kept fp8 inputs and once-a-step weight copies against casting every operand at
+            # every call (ULTRAPLAN_FP8_KEEP=0): the step time each, and the bytes they cost (run.json's memory)
             if [ -s "$D/run-fp8.json" ]; then
                 step "run 1.3B fp8 re-cast 10 steps" run.log 90 env ULTRAPLAN_FP8_KEEP=0 "$U" run "$D/plan-fp8.json" \
                     --backend cuda --data "$D/tok.bin" --steps 10 -o "$D/run-fp8-recast.json"
