@@ -362,6 +362,8 @@ int main(int argc, char **argv) {
     mem_row("crossentropy_fwd", 2.0 * 4096 * V, time_s([&] { kc_crossentropy_fwd(losses, clse, logits, tgt, 4096, V, Vv, 0); }));
     mem_row("crossentropy_bwd", 4.0 * 4096 * V, time_s([&] {
         kc_crossentropy_bwd(logits, logits, clse, tgt, 1e-4f, 4096, V, Vv, 0); }));
+    mem_row("crossentropy_fused", 4.0 * 4096 * V, time_s([&] {   // one pass: read 2, write 2 bytes an element
+        kc_crossentropy_fused(losses, clse, logits, logits, tgt, 1e-4f, 4096, V, Vv, 0); }));
     size_t np = (size_t)256 << 20;   // 268M parameters: 7.5 GB of optimizer traffic
     float *p = rand_f(np, 1), *gr = rand_f(np, 1), *m = rand_f(np, 0.1f), *vv = rand_f(np, 0.1f);
     kc_scale(vv, 0.0f, np, 0);

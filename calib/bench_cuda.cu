@@ -20,6 +20,7 @@
 #include <algorithm>
 #include "common.cuh"
 #include "bench_cuda.h"
+#include "kc_fp8.h"
 
 __global__ void fill_random_kernel(bf16 *x, size_t n, uint32_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -171,6 +172,65 @@ static void sweep_gemm(HwProfile *hw, BenchCudaReport *rep, const BenchCudaOpts 
     cudaFree(a); cudaFree(w); cudaFree(o);
 }
 
+/* The bf16 sweep's shapes through the fp8 executor's forward GEMM
+ * (kc_fp8_gemm: E4M3 × E4M3, per-tensor scales, bf16 out, fast
+ * accumulation), on random operands cast by the executor's own quantizer;
+ * timed as the bf16 points (the GPU still at its power cap from them). A
+ * shape cuBLASLt refuses is logged and left out. */
+static void sweep_fp8(BenchCudaReport *rep, const BenchCudaOpts *opt) {
+    FILE *log = opt->log;
+    static const int shapes[][3] = {   // (BT, C, OC), as sweep_gemm
+        {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192},
+        {8192, 2048, 6144}, {8192, 2048, 8192}, {8192, 8192, 2048},
+        {8192, 4096, 12288}, {8192, 4096, 16384}, {8192, 16384, 4096},
+        {8192, 8192, 24576}, {8192, 8192, 32768}, {8192, 32768, 8192},
+    };
+    enum { NS = sizeof shapes / sizeof shapes[0] };
+    static_assert(NS <= BENCH_FP8_POINTS, "fp8 sweep larger than the report");
+    size_t maxa = 0, maxw = 0, maxo = 0;   // every size a multiple of 8192 (the casts' row width)
+    for (int i = 0; i < NS; i++) {
+        maxa = std::max(maxa, (size_t)shapes[i][0] * shapes[i][1]);
+        maxw = std::max(maxw, (size_t)shapes[i][2] * shapes[i][1]);
+        maxo = std::max(maxo, (size_t)shapes[i][0] * shapes[i][2]);
+    }
+    bf16 *src, *o;
+    kc_fp8 *a8, *w8;
+    float *sc;   // amax a, amax w, scale_inv a, scale_inv w
+    CHECK_CUDA(cudaMalloc(&src, std::max(maxa, maxw) * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&a8, maxa));
+    CHECK_CUDA(cudaMalloc(&w8, maxw));
+    CHECK_CUDA(cudaMalloc(&sc, 4 * sizeof(float)));
+    fill_random(src, maxa, 7);
+    kc_fp8_amax(sc + 0, src, maxa, 0);
+    kc_fp8_cast_transpose(a8, NULL, sc + 2, src, sc + 0, (int)(maxa / 8192), 8192, KC_E4M3, 0);
+    fill_random(src, maxw, 8);
+    kc_fp8_amax(sc + 1, src, maxw, 0);
+    kc_fp8_cast_transpose(w8, NULL, sc + 3, src, sc + 1, (int)(maxw / 8192), 8192, KC_E4M3, 0);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    cudaFree(src);
+    CHECK_CUDA(cudaMalloc(&o, maxo * sizeof(bf16)));
+    rep->fp8_n = 0;
+    for (int i = 0; i < NS; i++) {
+        int BT = shapes[i][0], C = shapes[i][1], OC = shapes[i][2];
+        if (kc_fp8_gemm(o, 0, w8, KC_E4M3, sc + 3, a8, KC_E4M3, sc + 2, OC, BT, C, 0.0f, NULL, 1, 0)) {
+            logf_(log, "fp8    BT=%-5d C=%-5d OC=%-5d  refused by cuBLASLt (left out)\n", BT, C, OC);
+            continue;
+        }
+        double t = time_steady([&] {
+            kc_fp8_gemm(o, 0, w8, KC_E4M3, sc + 3, a8, KC_E4M3, sc + 2, OC, BT, C, 0.0f, NULL, 1, 0);
+        });
+        double f = 2.0 * BT * C * (double)OC;
+        int k = rep->fp8_n++;
+        rep->fp8_flops[k] = f;
+        rep->fp8_rate[k] = f / t;
+        rep->fp8_best = std::max(rep->fp8_best, f / t);
+        char buf[64];
+        logf_(log, "fp8    BT=%-5d C=%-5d OC=%-5d  %9.3f ms  %7.1f TFLOP/s%s\n", BT, C, OC, t * 1e3, f / t / 1e12,
+              log ? gpu_state(opt, buf, sizeof buf) : "");
+    }
+    cudaFree(a8); cudaFree(w8); cudaFree(o); cudaFree(sc);
+}
+
 /* mem_eff by bytes moved, from HBM: each copy of n bytes takes the next of k
  * (src, dst) slots of the two 1 GiB buffers, k so that the ring spans at
  * least twice the L2 (l2 bytes), so every call finds its source cold, as a
@@ -267,6 +327,9 @@ int bench_cuda_measure(HwProfile *hw, BenchCudaReport *rep_out, const BenchCudaO
     // cap, and attention follows it while it is still there
     sweep_copy(hw, &rep, log, prop.l2CacheSize > 0 ? (size_t)prop.l2CacheSize : (size_t)64 << 20);
     sweep_gemm(hw, &rep, opt);
+    if (prop.major >= 9) sweep_fp8(&rep, opt);   // Hopper's fp8 tensor cores (Ada's too, untried here)
+    else logf_(log, "fp8    skipped: compute capability %d.%d (the sweep runs on 9.0 and later)\n", prop.major,
+               prop.minor);
     sweep_attention(hw, &rep, opt);
     log_gpu(opt, "after the GEMM and attention sweeps");
     if (hw->gpus_per_node < 1) hw->gpus_per_node = rep.ngpus;

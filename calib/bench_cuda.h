@@ -19,13 +19,19 @@
  *   mem_eff      device-to-device copies, achieved/hbm_bw by bytes moved
  *                (read + write), each from a ring of buffers twice the L2
  *                so that it measures HBM
+ *   (fp8)        the same GEMM shapes through kc_fp8_gemm (cuBLASLt, E4M3
+ *                operands, bf16 out, fast accumulation: the call the fp8
+ *                executor's forward makes), timed as the bf16 ones right
+ *                after them, into rep's fp8_* only: bench_cuda_calibrate
+ *                fits peak[fp8] to them (bench_fit_fp8_peak)
  *   attn_eff     kc_attention_fwd, causal FLOPs (4·B·T²·NH·HS/2) over time,
  *                as a fraction of peak[bf16]; timed like the GEMMs, right
  *                after them (copies run first, before the warm-up)
  *   eff_ref_peak, eff_ref_hbm_bw  0: the curves above are this GPU's
  *                (hw_curves_local restates any it doesn't replace)
  * Needs a GPU: returns -1 with err filled when there is none. Takes about
- * 6 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point).
+ * 6 s on one H200 (2 s warm-up, ~0.1 s a GEMM or attention point), measured
+ * before the fp8 sweep, whose 13 points add ~1.5 s by count (not yet run).
  *
  * bench_cuda_calibrate (bench_cuda_run.c) is the whole command: those
  * sweeps on rank 0's GPU, then with 2+ GPUs the NCCL sweep (all-reduce,
@@ -38,7 +44,12 @@
  * largest size; inter across nodes), intra.lat (the smallest all-reduce's
  * time per ring hop), gpus_per_node, a2a_lat and a2a_eff fitted to the
  * all-to-all sizes (bench_fit.h; in one process too), and under mpirun
- * coll_lat and coll_eff (bench_fit_colls). What it doesn't: failure rates,
+ * coll_lat and coll_eff (bench_fit_colls). peak[fp8]: the cost model has no
+ * fp8 curve of its own (it reads the bf16 one at the fp8 size, timing.c),
+ * so the fp8 sweep calibrates the one fp8 constant there is: the sustained
+ * fp8 peak that makes the model's fp8 GEMM rates match the sweep
+ * (bench_fit_fp8_peak), replacing the datasheet's (logged); MFU of fp8
+ * plans is then against that sustained peak. What it doesn't: failure rates,
  * storage, overheads.
  */
 #ifndef ULTRAPLAN_CALIB_BENCH_CUDA_H
@@ -52,6 +63,7 @@ extern "C" {
 #include "hw.h"   // plain C, no extern "C" of its own
 
 #define BENCH_NCCL_SIZES 8
+#define BENCH_FP8_POINTS 16
 
 typedef struct {
     char device[96];          // cudaDeviceProp.name
@@ -59,6 +71,10 @@ typedef struct {
     double gemm_best;         // FLOP/s, best bf16 GEMM of the sweep
     double copy_bw;           // bytes/s (read + write), best device copy
     double attn_best;         // FLOP/s, best kc_attention_fwd
+    int fp8_n;                // fp8 GEMMs measured (0: refused or no fp8 on this GPU)
+    double fp8_flops[BENCH_FP8_POINTS];   // FLOPs of each
+    double fp8_rate[BENCH_FP8_POINTS];    // FLOP/s, sustained (timed as the bf16 ones)
+    double fp8_best;          // FLOP/s, the best of them
     int nccl_n;               // sizes measured below, 0 without NCCL or 1 GPU
     double nccl_bytes[BENCH_NCCL_SIZES];       // message bytes per rank
     double allreduce_busbw[BENCH_NCCL_SIZES];  // bytes/s, nccl-tests' busbw

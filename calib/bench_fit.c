@@ -59,3 +59,42 @@ int bench_fit_a2a(const HwProfile *hw, int n, int k, const double *bytes, const 
     out->capped = capped;
     return 0;
 }
+
+int bench_fit_fp8_peak(const HwProfile *hw, const double *flops, const double *rate, int m, double *peak,
+                       double *out_err, char *err, int errlen)
+{
+    double ref = hw->eff_ref_peak > 0 ? hw->eff_ref_peak : hw->peak[PREC_BF16];
+    if (m < 1 || !(ref > 0) || hw->gemm_eff.n < 1) {
+        snprintf(err, errlen,
+                 "fp8 peak fit: needs 1 or more GEMMs, a bf16 peak and a GEMM curve (got %d, %g, %d points)", m, ref,
+                 hw->gemm_eff.n);
+        return -1;
+    }
+    double p = 0;
+    for (int i = 0; i < m; i++) {
+        if (!(flops[i] > 0) || !(rate[i] > 0) || !isfinite(flops[i]) || !isfinite(rate[i])) {
+            snprintf(err, errlen, "fp8 peak fit: point %d (%g FLOP at %g FLOP/s) is not a positive size and rate", i,
+                     flops[i], rate[i]);
+            return -1;
+        }
+        p = rate[i] > p ? rate[i] : p;
+    }
+    for (int it = 0; it < 200; it++) {
+        double s = 0;
+        for (int i = 0; i < m; i++)
+            s += log(rate[i]) - log(hw_eff(&hw->gemm_eff, flops[i] * ref / p));
+        double q = exp(s / m);
+        if (fabs(q - p) <= 1e-12 * p) {
+            double e = 0;
+            for (int i = 0; i < m; i++)
+                e += fabs(log(q * hw_eff(&hw->gemm_eff, flops[i] * ref / q) / rate[i]));
+            *peak = q;
+            if (out_err)
+                *out_err = e / m;
+            return 0;
+        }
+        p = q;
+    }
+    snprintf(err, errlen, "fp8 peak fit: did not settle in 200 iterations (last %g FLOP/s)", p);
+    return -1;
+}

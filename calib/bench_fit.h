@@ -1,4 +1,4 @@
-/* bench_fit.h — the all-to-all fit of calibrate (CPU over MPI, GPU over
+/* bench_fit.h — the all-to-all fit and the fp8 peak fit of calibrate (CPU over MPI, GPU over
  * NCCL): a2a_lat and a2a_eff from all-to-all timings at several sizes, so
  * that the cost model's curve (model/timing.c time_coll_alltoall)
  *
@@ -38,5 +38,17 @@ typedef struct {
  * time is not positive and finite, or the sizes do not differ. */
 int bench_fit_a2a(const HwProfile *hw, int n, int k, const double *bytes, const double *secs, int m,
                   BenchA2aFit *out, char *err, int errlen);
+
+/* The fp8 peak P that makes the cost model's fp8 GEMM rates match m
+ * measured ones. The model (model/timing.c) has no fp8 curve: an fp8 GEMM of
+ * F FLOPs runs at P · eff(F · ref / P), eff hw's gemm_eff (the bf16 curve),
+ * ref = eff_ref_peak or, when 0, peak[bf16]. Least squares of the log rates:
+ * ln P = mean_i (ln rate_i − ln eff(F_i·ref/P)), solved by fixed-point
+ * iteration from P = the best rate (the curve varies slowly with P).
+ * out_err: mean |ln(model/measured)| at the fitted P. 0 ok; -1 with err when
+ * m < 1, a point is not positive and finite, hw has no bf16 peak or no
+ * GEMM curve, or the iteration does not settle. Pure. */
+int bench_fit_fp8_peak(const HwProfile *hw, const double *flops, const double *rate, int m, double *peak,
+                       double *out_err, char *err, int errlen);
 
 #endif

@@ -21,10 +21,20 @@
 # the ZeRO-3 (70B), CP (128K tokens, cp 8) and MoE (Qwen3-235B-A22B, ep 8)
 # stage proxies, each compared with its prediction. The multi-GPU layouts (dense, ZeRO-2/3, cp, MoE ep/edp) run when
 # `nvidia-smi -L` lists more than one GPU. Budget:
-# DEVICE_CHECK_BUDGET seconds (default 420): every step's timeout is cut to
+# DEVICE_CHECK_BUDGET seconds (default 540): every step's timeout is cut to
 # the time left, and a step with none left is skipped, so the summary is
-# always written (call the device with timeout_s=480 and there is time for a
-# rerun).
+# always written (call the device with timeout_s=600: the 60 s above the
+# budget cover the last step's SIGTERM grace and the summary; a rerun needs
+# a second session, or DEVICE_CHECK_BUDGET=240 for the short half).
+#
+# Plan shapes the GPU path runs (the rest are refused by `ultraplan run
+# --backend cuda`, naming the plan field): dense GPT/Llama with MHA/GQA,
+# any dp x tp x pp x cp (sp with tp), vp, ZeRO-1, ZeRO-2/3 with pp 1,
+# selective/full recomputation, bf16 or fp8; MoE layers with tp = cp = etp
+# = 1, ep dividing dp and the experts, dropless, no biases, ZeRO-0/1/dist-opt.
+# Refused: MLA, MTP, dropout, MoE with tp/cp/etp > 1 (the planner picks such
+# plans for large MoE models: the stage proxy runs their per-rank shapes, the
+# CPU backend trains them).
 #
 # OUT (default ./device-out) gets at most 8 files, because the device tool
 # brings back no more: summary.txt build.log tests.log bench.log
@@ -34,7 +44,7 @@
 # the summary says what passed, failed or was skipped and why.
 #
 # Environment: UPDEPS (prefix for the .debs, default /tmp/updeps), JOBS
-# (default 16), DEVICE_CHECK_BUDGET (seconds, default 420),
+# (default 16), DEVICE_CHECK_BUDGET (seconds, default 540),
 # DEVICE_CHECK_COMPILE=0 (skip the torch.compile reference), DEVICE_CHECK_UNIT=1
 # (also the unit tests, ~60 s there); ULTRAPLAN_ATTN=wmma|simt (attention
 # kernels; set by the script itself when the default ones fail their test);
@@ -51,7 +61,7 @@ export P=${UPDEPS:-/tmp/updeps} ROOT
 JOBS=${JOBS:-16}
 B=${B:-$ROOT/build-device}
 T0=$(date +%s)
-BUDGET=${DEVICE_CHECK_BUDGET:-420}
+BUDGET=${DEVICE_CHECK_BUDGET:-540}
 FEATURES=$(mktemp)   # not under OUT: it brings back 8 files at most
 ORIG_LD=${LD_LIBRARY_PATH-}
 export PATH=/usr/local/cuda/bin:$PATH
@@ -281,6 +291,24 @@ if [ -x "$U" ]; then
                 --steps 20 -o "$D/run-fp8.json"
             [ -s "$D/run-fp8.json" ] && { echo "--- run-fp8.json"; cat "$D/run-fp8.json"; } >> "$OUT/run.log"
             [ -s "$D/run-fp8.json" ] && step "compare fp8" run.log 30 "$U" compare "$D/plan-fp8.json" "$D/run-fp8.json"
+            # the kept fp8 inputs and once-a-step weight copies against casting every operand at
+            # every call (ULTRAPLAN_FP8_KEEP=0): the step time each, and the bytes they cost (run.json's memory)
+            if [ -s "$D/run-fp8.json" ]; then
+                step "run 1.3B fp8 re-cast 10 steps" run.log 90 env ULTRAPLAN_FP8_KEEP=0 "$U" run "$D/plan-fp8.json" \
+                    --backend cuda --data "$D/tok.bin" --steps 10 -o "$D/run-fp8-recast.json"
+                if [ -s "$D/run-fp8-recast.json" ]; then
+                    python3 - "$D/run-fp8.json" "$D/run-fp8-recast.json" >> "$OUT/run.log" 2>&1 <<'PY'
+import json, sys
+def get(p):   # run.json: summary.{tokens_per_s,step_s}, memory[0].{acts,buffers,device_peak}
+    d = json.load(open(p))
+    s, m = d.get("summary", {}), (d.get("memory") or [{}])[0]
+    return [s.get("tokens_per_s"), s.get("step_s"), m.get("acts"), m.get("buffers"), m.get("device_peak")]
+k, r = get(sys.argv[1]), get(sys.argv[2])
+print("fp8 keep vs re-cast: tokens/s %s vs %s, step_s %s vs %s, acts B %s vs %s, buffers B %s vs %s, "
+      "device peak B %s vs %s" % tuple(x for pair in zip(k, r) for x in pair))
+PY
+                fi
+            fi
         fi
     fi
     # ==== end of fp8 / kernels / compile ===========================================
@@ -379,7 +407,8 @@ rm -rf "$D"
     # each compare: its name and its step, compute, fwd/bwd, optimizer and MFU rows
     awk '/^=== compare[^:]*: .*ultraplan compare/ { name = $0; sub(/^=== /, "", name); sub(/:.*/, "", name); print "[" name "]"; on = 1; next }
          /^=== / { on = 0 }
-         on && /^ +(step_time|compute|forward|backward|optimizer|mfu|tokens_per_s|stage_compute_mb|forward_mb|backward_mb|mfu_rank_share) / { print }' "$OUT/run.log" | head -30
+         on && /^ +(step_time|compute|forward|backward|optimizer|mfu|tokens_per_s|stage_compute_mb|forward_mb|backward_mb|mfu_rank_share) / { print }
+         on && /^  (memory per rank|rank [0-9])/ { print }' "$OUT/run.log" | head -40
     echo
     echo "-- 175B stage proxy (target: measured compute per micro-batch within 10 % of the prediction)"
     grep -E '^proxy stage' "$OUT/run.log" | head -2
@@ -402,7 +431,9 @@ rm -rf "$D"
     echo "fp8 kernels: $(grep -cE '^ +fp8 .* ok ' "$OUT/tests.log") checks ok, $(grep -cE '^ +fp8 .* FAIL' "$OUT/tests.log") failed;" \
          "$(grep -E '^  fp8 (fwd|bwd) vs unquantized' "$OUT/tests.log" | head -2 | tr '\n' ' ')"
     grep -E '^(mean loss of the last|test_cuda_fp8:)' "$OUT/tests.log" | head -2
-    grep -E '^(fp8_|moe_gather|moe_permute|moe_combine)' "$OUT/bench.log" | head -8
+    grep -E '^(fp8_|moe_gather|moe_permute|moe_combine|crossentropy)' "$OUT/bench.log" | head -10
+    grep -E '^fp8 +(sustained|no fp8|skipped|BT=8192 +C=8192 +OC=8192)|refused by cuBLASLt' "$OUT/bench.log" | head -4
+    grep -E '^fp8 keep vs re-cast' "$OUT/run.log" | tail -1
     grep -E '^summary:.*compiled, mode' "$OUT/run.log" | sed 's/^/pytorch compiled: /'
     grep -E '"(tokens_per_s|mfu)"' "$OUT/run.log" | head -4 | sed "s/^/run-fp8.json: /"
     # ==== end of fp8 / kernels / compile ====

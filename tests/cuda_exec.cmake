@@ -15,6 +15,9 @@ if(TARGET up_executor_cuda)
   if(CMOCKA_FOUND)
     up_test(test_cuda_exec_errors SOURCES test_cuda_exec_errors.c LIBS up_executor_cuda up_executor
             PkgConfig::CMOCKA LABELS unit)
+    # the fp8 plan's scratch and kept copies as cuexec.c carves them (arithmetic, no GPU)
+    up_test(test_cuda_fp8_mem SOURCES test_cuda_fp8_mem.c LIBS up_executor_cuda up_executor
+            PkgConfig::CMOCKA LABELS unit)
   endif()
 endif()
 if(TARGET up_executor_cuda)

@@ -2,7 +2,9 @@
  * recovers a2a_lat and a2a_eff from timings made with the model's own
  * curve (one node, and a group spanning nodes), stays close under noise,
  * keeps to its bounds when the timings are faster than the links allow,
- * and refuses what it cannot fit. No MPI, no GPU: synthetic timings. */
+ * and refuses what it cannot fit; the fp8 peak fit, worked by hand on a
+ * flat curve and recovered from rates made with the model's own reading of
+ * the h200 curve. No MPI, no GPU: synthetic timings. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -154,11 +156,60 @@ static void refuses(void **st)
     assert_non_null(strstr(err, "do not differ"));
 }
 
+/* fp8 peak: a flat curve (eff 0.5 everywhere) and rates of 400 and 900
+ * TFLOP/s: P = geometric mean 600 / 0.5 = 1200 TFLOP/s, each point off by
+ * ln 1.5 */
+static void fp8_flat(void **st)
+{
+    (void)st;
+    HwProfile hw;
+    memset(&hw, 0, sizeof hw);
+    hw.peak[PREC_BF16] = 989e12;
+    hw.gemm_eff.n = 1;
+    hw.gemm_eff.pt[0].size = 1e9, hw.gemm_eff.pt[0].eff = 0.5;
+    double f[2] = {1e10, 1e12}, r[2] = {400e12, 900e12}, p = 0, e = 0;
+    char err[256];
+    assert_int_equal(bench_fit_fp8_peak(&hw, f, r, 2, &p, &e, err, sizeof err), 0);
+    assert_near(p / 1e12, 1200, 1e-6);
+    assert_near(e, log(1.5), 1e-9);
+}
+
+/* rates made with the model's own reading of h200's curve at a sustained
+ * fp8 peak of 1600 TFLOP/s (not the datasheet's 1979): the fit returns it */
+static void fp8_recovers(void **st)
+{
+    (void)st;
+    HwProfile hw;
+    char err[256];
+    assert_int_equal(profile_load_builtin("h200", &hw, err, sizeof err), 0);
+    double ref = hw.eff_ref_peak > 0 ? hw.eff_ref_peak : hw.peak[PREC_BF16], P = 1600e12, f[6], r[6], p = 0, e = 1;
+    for (int i = 0; i < 6; i++) {
+        f[i] = 2.0 * 8192 * 2048 * 2048 * pow(2, i);
+        r[i] = P * hw_eff(&hw.gemm_eff, f[i] * ref / P);
+    }
+    assert_int_equal(bench_fit_fp8_peak(&hw, f, r, 6, &p, &e, err, sizeof err), 0);
+    assert_near(p / P, 1, 1e-6);
+    assert_near(e, 0, 1e-6);
+}
+
+static void fp8_refuses(void **st)
+{
+    (void)st;
+    HwProfile hw;
+    char err[256];
+    assert_int_equal(profile_load_builtin("h200", &hw, err, sizeof err), 0);
+    double f[1] = {1e12}, r[1] = {-1}, p;
+    assert_int_equal(bench_fit_fp8_peak(&hw, f, r, 0, &p, NULL, err, sizeof err), -1);
+    assert_int_equal(bench_fit_fp8_peak(&hw, f, r, 1, &p, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "point 0"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(recovers_one_node), cmocka_unit_test(recovers_across_nodes),
         cmocka_unit_test(close_under_noise), cmocka_unit_test(bounds), cmocka_unit_test(refuses),
+        cmocka_unit_test(fp8_flat), cmocka_unit_test(fp8_recovers), cmocka_unit_test(fp8_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -586,6 +586,30 @@ static void test_crossentropy(int BT, int V, int V_valid) {
     CHECK("crossentropy_bwd dlogits", down_bf(d_dl, n), dl, n, 1e-4, RTOL);
     kc_crossentropy_bwd(d_logits, d_logits, d_lse, d_tgt, scale, BT, V, V_valid, st);   // in place
     CHECK("crossentropy_bwd in place", down_bf(d_logits, n), dl, n, 1e-4, RTOL);
+    /* both in one pass (when the row fits in shared memory): against the CPU
+     * as above, and against the two kernels' outputs to rounding (fp32 lse,
+     * loss; dlogits within one bf16 step), out of place and in place */
+    float *two_loss = down_f(d_losses, BT), *two_lse = down_f(d_lse, BT), *two_dl = down_bf(d_logits, n);
+    kc_bf16 *d_in = up_bf(logits, n), *d_out = dalloc(2 * n);
+    for (int inplace = 0; inplace < 2; inplace++) {
+        kc_bf16 *dst = inplace ? d_in : d_out;
+        poison(d_losses, BT * 4);
+        poison(d_lse, BT * 4);
+        if (!inplace) poison(d_out, 2 * n);
+        int one = kc_crossentropy_fused(d_losses, d_lse, dst, d_in, d_tgt, scale, BT, V, V_valid, st);
+        printf("  fused (%s): %s\n", inplace ? "in place" : "out of place", one ? "one pass" : "the two kernels");
+        if (one != (V % 8 == 0)) {   // every size tested fits an H100/H200's 227 KB
+            printf("  fused path %d, want %d: FAIL\n", one, V % 8 == 0);
+            failures++;
+        }
+        CHECK("crossentropy_fused losses", down_f(d_losses, BT), losses, BT, 1e-4, 1e-5);
+        CHECK("crossentropy_fused lse", down_f(d_lse, BT), two_lse, BT, 1e-6, 1e-6);
+        CHECK("crossentropy_fused dlogits", down_bf(dst, n), dl, n, 1e-4, RTOL);
+        CHECK("crossentropy_fused = two", down_bf(dst, n), two_dl, n, 1e-7, 1.0 / 128);
+        CHECK("crossentropy_fused loss = two", down_f(d_losses, BT), two_loss, BT, 1e-6, 1e-6);
+    }
+    free(two_loss); free(two_lse); free(two_dl);
+    cudaFree(d_in); cudaFree(d_out);
     cudaFree(d_logits); cudaFree(d_dl); cudaFree(d_tgt); cudaFree(d_losses); cudaFree(d_lse);
     free(logits); free(losses); free(lse); free(dl); free(tgt);
 }
@@ -1083,6 +1107,89 @@ static void test_fp8_again(int BT, int C, int OC1, int OC2) {
     free(inp); free(other); free(w1); free(w2); free(g1); free(g2); free(dw0); free(di0);
 }
 
+/* The forward keeps its input's transposed cast for the backward
+ * (kc_fp8_matmul_fwd_keep / _bwd_kept): the kept bytes are the CPU twin's
+ * transpose, and forward and backward equal, bit for bit, the calls that
+ * cast again, even with another layer's fp8 call in between (it rewrites
+ * the scratch, not the kept copy). Then the same through a lent scratch of
+ * kc_fp8_scratch_bytes (nothing grown), and one too small (grown, counted,
+ * still right). Last, the weight's copies cast once a step
+ * (kc_fp8_cast_weight) against the CPU twin and the calls that cast w. */
+static void test_fp8_keep(int BT, int C, int OC) {
+    printf("fp8 keep BT=%d C=%d OC=%d\n", BT, C, OC);
+    size_t ni = (size_t)BT * C, no = (size_t)BT * OC, nw = (size_t)OC * C;
+    float *inp = fp8_input(BT, C, 1), *other = fp8_input(BT, C, 3), *w = hrand(nw, 0.5f, 1);
+    float *g = hrand(no, 1, 1), *dw0 = hrand(nw, 1, 0), *di0 = hrand(ni, 1, 1);
+    unsigned char *q = malloc(ni), *qT = malloc(ni);
+    k_fp8_quantize(q, qT, inp, BT, C, FP8_E4M3);
+    kc_bf16 *d_inp = up_bf(inp, ni), *d_other = up_bf(other, ni), *d_w = up_bf(w, nw), *d_g = up_bf(g, no);
+    kc_bf16 *o = dalloc(2 * no), *ref = dalloc(2 * no), *junk = dalloc(2 * no);
+    kc_fp8 *keep = dalloc(ni);
+    float *ks = dalloc(sizeof(float));
+    void *lent = NULL;
+    for (int mode = 0; mode < 3; mode++) {   // 0 the library's scratch, 1 lent to size, 2 lent too small
+        long grown0 = kc_fp8_scratch_grown();
+        if (mode) {
+            size_t b = kc_fp8_scratch_bytes(BT, C, OC) - (mode == 2 ? 256 : 0);
+            lent = dalloc(b);
+            kc_fp8_use_scratch(lent, b);
+        }
+        poison(keep, ni);
+        poison(o, 2 * no);
+        kc_fp8_matmul_fwd(ref, d_inp, d_w, NULL, BT, C, OC, st);
+        kc_fp8_matmul_fwd_keep(o, d_inp, d_w, NULL, BT, C, OC, keep, ks, st);
+        CHECK("fp8 fwd keep out", down_bf(o, no), down_bf(ref, no), no, 0, 0);
+        CHECK("fp8 kept transpose bytes", down_bytes_f(keep, ni), bytes_f(qT, ni), ni, 0, 0);
+        kc_fp8_matmul_fwd(junk, d_other, d_w, NULL, BT, C, OC, st);   // another layer between
+        float *d_dw = up_f(dw0, nw), *d_dwr = up_f(dw0, nw);
+        kc_bf16 *d_di = up_bf(di0, ni), *d_dir = up_bf(di0, ni);
+        kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g, d_inp, d_w, BT, C, OC, st);
+        kc_fp8_matmul_bwd(NULL, d_dwr, NULL, d_g, d_other, d_w, BT, C, OC, st);   // scratch now other's
+        kc_fp8_matmul_bwd_kept(d_di, d_dw, NULL, d_g, keep, ks, d_inp, d_w, BT, C, OC, st);
+        kc_fp8_matmul_bwd(NULL, d_dw, NULL, d_g, d_other, d_w, BT, C, OC, st);        // the same sum order
+        CHECK(mode == 0 ? "fp8 bwd kept dw" : mode == 1 ? "fp8 bwd kept dw (lent)" : "fp8 bwd kept dw (lent, small)",
+              down_f(d_dw, nw), down_f(d_dwr, nw), nw, 0, 0);
+        CHECK("fp8 bwd kept dinp", down_bf(d_di, ni), down_bf(d_dir, ni), ni, 0, 0);
+        long grown = kc_fp8_scratch_grown() - grown0;
+        if (grown != (mode == 2)) {
+            printf("  fp8 scratch grown %ld times, want %d: FAIL\n", grown, mode == 2);
+            failures++;
+        }
+        if (mode) {
+            CHECK_CUDA(cudaStreamSynchronize(st));
+            kc_fp8_use_scratch(NULL, 0);
+            cudaFree(lent);
+        }
+        cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_di); cudaFree(d_dir);
+    }
+    /* the weight's copies cast once (kc_fp8_cast_weight): its bytes are the CPU
+     * twin's, plain and transposed, and the calls that read them equal the
+     * calls that cast w themselves, bit for bit */
+    unsigned char *wq = malloc(nw), *wqT = malloc(nw);
+    k_fp8_quantize(wq, wqT, w, OC, C, FP8_E4M3);
+    KcFp8Weight wc = {dalloc(nw), dalloc(nw), dalloc(sizeof(float))};
+    poison(wc.w8, nw);
+    poison(wc.wT8, nw);
+    kc_fp8_cast_weight(&wc, d_w, OC, C, st);
+    CHECK("fp8 weight copy bytes", down_bytes_f(wc.w8, nw), bytes_f(wq, nw), nw, 0, 0);
+    CHECK("fp8 weight copy transpose", down_bytes_f(wc.wT8, nw), bytes_f(wqT, nw), nw, 0, 0);
+    kc_fp8_matmul_fwd(ref, d_inp, d_w, NULL, BT, C, OC, st);
+    kc_fp8_matmul_fwd_cached(o, d_inp, d_w, &wc, NULL, BT, C, OC, 0, keep, ks, st);
+    CHECK("fp8 fwd cached weight", down_bf(o, no), down_bf(ref, no), no, 0, 0);
+    float *d_dw = up_f(dw0, nw), *d_dwr = up_f(dw0, nw);
+    kc_bf16 *d_di = up_bf(di0, ni), *d_dir = up_bf(di0, ni);
+    kc_fp8_matmul_bwd(d_dir, d_dwr, NULL, d_g, d_inp, d_w, BT, C, OC, st);
+    kc_fp8_matmul_bwd_cached(d_di, d_dw, NULL, d_g, keep, ks, d_inp, d_w, &wc, BT, C, OC, 0, st);
+    CHECK("fp8 bwd cached weight dinp", down_bf(d_di, ni), down_bf(d_dir, ni), ni, 0, 0);
+    CHECK("fp8 bwd cached weight dw", down_f(d_dw, nw), down_f(d_dwr, nw), nw, 0, 0);
+    cudaFree(d_dw); cudaFree(d_dwr); cudaFree(d_di); cudaFree(d_dir);
+    cudaFree(wc.w8); cudaFree(wc.wT8); cudaFree(wc.sinv);
+    free(wq); free(wqT);
+    cudaFree(d_inp); cudaFree(d_other); cudaFree(d_w); cudaFree(d_g); cudaFree(o); cudaFree(ref); cudaFree(junk);
+    cudaFree(keep); cudaFree(ks);
+    free(inp); free(other); free(w); free(g); free(dw0); free(di0); free(q); free(qT);
+}
+
 int main(void) {
     int ndev = kc_device_count();
     if (ndev == 0) {
@@ -1105,6 +1212,7 @@ int main(void) {
     test_fp8_matmul(128, 1024, 256, 1);     // longer K
     test_fp8_matmul(40, 72, 136, 0);        // C % 16 != 0: the bf16 path, counted
     test_fp8_again(256, 512, 512, 128);     // Q then K of a GQA layer
+    test_fp8_keep(256, 512, 384);
     test_norms(70, 200);
     test_norms(33, 99);            // C % 8 != 0: the scalar path
     test_norms(8, 4096);

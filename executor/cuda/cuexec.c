@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cufp8.h"
 #include "cunet.h"
+#include "kc_fp8.h"
 
 #define ALIGN 256
 
@@ -31,9 +33,10 @@ static void *take(Carver *c, size_t bytes)
 #define TAKE_F(c, n) ((float *)take(c, (size_t)(n) * sizeof(float)))
 
 /* exec.c's carve_layer: the residual-stream tensors (x, a1, x2, a2, norm
- * statistics) hold Nl rows, the TP region's (q, k, v, o, lse, hpre, hact) N. */
+ * statistics) hold Nl rows, the TP region's (q, k, v, o, lse, hpre, hact) N;
+ * fp8 plans add the four transposed fp8 inputs the backward reads (cufp8.h). */
 static void carve_layer(const ProxyShape *s, size_t Nl, size_t F1, size_t F, Carver *c, CuActs *A, int full_rc,
-                        int with_x)
+                        int with_x, int fp8)
 {
     size_t N = s->N, C = s->C;
     memset(A, 0, sizeof *A);
@@ -55,6 +58,11 @@ static void carve_layer(const ProxyShape *s, size_t Nl, size_t F1, size_t F, Car
     A->lse = TAKE_F(c, N * s->NHl);
     A->mean2 = TAKE_F(c, Nl);
     A->rstd2 = TAKE_F(c, Nl);
+    if (fp8) {
+        for (int k = 0; k < CUFP8_NKEEP; k++)
+            A->f8[k] = take(c, cufp8_keep_elems(k, N, C, (size_t)s->ql, F));
+        A->f8s = TAKE_F(c, CUFP8_NKEEP);
+    }
 }
 
 /* The widest MLP of any layer: the dense one, or an MoE layer's shared expert. */
@@ -66,7 +74,8 @@ static size_t carve_chunk(CuExec *e, int c, char *base, CuActs *la)
 {
     Carver a = {base, 0};
     for (int j = 0; j < e->chunk_layers[c]; j++)
-        carve_layer(&e->sh, e->Nl, mlp_f1(e), mlp_f(e), &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1);
+        carve_layer(&e->sh, e->Nl, mlp_f1(e), mlp_f(e), &a, &la[j], e->rc[e->chunk_first[c] + j] == 2, 1,
+                    cufp8_keep_on(e));
     return a.n;
 }
 
@@ -101,7 +110,7 @@ static void carve(CuExec *e)
     for (int k = 0; k < e->nslots; k++)
         e->slot_base[k] = take(&a, e->slot_bytes);
     if (any_full)
-        carve_layer(s, Nl, mlp_f1(e), mlp_f(e), &a, &e->ws, 0, 0);
+        carve_layer(s, Nl, mlp_f1(e), mlp_f(e), &a, &e->ws, 0, 0, cufp8_keep_on(e));
     e->head_in = TAKE_BF(&a, Nl * C);   // the last layer's output (the proxy's next-stage input)
     if (last) {
         e->head_n = TAKE_BF(&a, Nl * C);
@@ -160,6 +169,19 @@ static void carve(CuExec *e)
         for (int k = 0; k < 2; k++)
             e->cp_dkv[k] = TAKE_F(&b, 2 * nkv);
     }
+    if (cufp8_on(e)) {   // the fp8 kernels' operand copies, lent to them after the slabs exist
+        e->f8_scratch_bytes = cufp8_scratch_bytes(N, C, (size_t)s->ql, mlp_f1(e), mlp_f(e));
+        e->f8_scratch = take(&b, e->f8_scratch_bytes);
+    }
+    for (int l = 0; e->f8w && l < s->layers; l++)   // fp8 keep: every local layer's weight copies
+        for (int w = 0; w < CUFP8_NW; w++) {
+            int oc, ic;
+            cufp8_weight_shape(w, (int)C, s->ql, s->kvl, (int)mlp_f1(e), (int)mlp_f(e), &oc, &ic);
+            KcFp8Weight *k = &e->f8w[(size_t)l * CUFP8_NW + w];
+            k->w8 = take(&b, (size_t)oc * ic);
+            k->wT8 = take(&b, (size_t)oc * ic);
+            k->sinv = TAKE_F(&b, 1);
+        }
     e->mem[XM_ACTS] = (double)a.n;
     e->mem[XM_BUFFERS] = (double)b.n;
 }
@@ -599,6 +621,7 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
             FAIL("step %d: %s", e->step + 1, msg);
     }
     dist_watch_step(e->step + 1);   // the communication watchdog names this step
+    e->f8_gen++;   // the weights may have changed since the last step: their fp8 copies are cast again
     CHECK_CUDA(cudaMemcpyAsync(e->d_tokens, e->tokens, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaMemcpyAsync(e->d_targets, e->targets, nt * sizeof(int), cudaMemcpyHostToDevice, e->st));
     CHECK_CUDA(cudaEventRecord(e->step0, e->st));
@@ -902,11 +925,20 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     } else {
         e->mem[XM_OPTIM] = 0;
     }
+    if (cufp8_keep_on(e)) {   // host tables of the fp8 weight copies (carved with the buffers)
+        size_t nw = (size_t)(e->sh.layers ? e->sh.layers : 1) * CUFP8_NW;
+        e->f8w = calloc(nw, sizeof *e->f8w);
+        e->f8w_gen = calloc(nw, sizeof *e->f8w_gen);
+        if (!e->f8w || !e->f8w_gen)
+            FAIL("out of host memory");
+    }
     carve(e);   // count
     size_t nacts = (size_t)e->mem[XM_ACTS], nbuf = (size_t)e->mem[XM_BUFFERS];
     if (dev_alloc(e, XM_ACTS, nacts, err, errlen) || dev_alloc(e, XM_BUFFERS, nbuf, err, errlen))
         return -1;
     carve(e);
+    if (e->f8_scratch)
+        kc_fp8_use_scratch(e->f8_scratch, e->f8_scratch_bytes);
     if (e->E && moe_setup(e, err, errlen) != 0)
         return -1;
     note_free(e);
@@ -1198,6 +1230,10 @@ void cuexec_free(CuExec *e)
     if (e->E)
         cumoe_free(&e->moe);
     cucomm_free(e->cc);
+    if (e->f8_scratch)   // the loan ends with the slab
+        kc_fp8_use_scratch(NULL, 0);
+    free(e->f8w);
+    free(e->f8w_gen);
     for (int k = 0; k < XM_COUNT; k++)
         if (e->slab[k])
             cudaFree(e->slab[k]);

@@ -102,6 +102,7 @@
 #include "data.h"
 #include "exec.h"     // Phase, ExecMem, TrainOpts: the CPU executor's vocabulary
 #include "kernels_cuda.h"
+#include "kc_fp8.h"
 #include "cucomm.h"
 #include "cumoe.h"
 #include "cuplan.h"
@@ -116,6 +117,9 @@ typedef struct {
     kc_bf16 *a1, *q, *k, *v, *o, *x2, *a2, *hpre, *hact;   // see LayerActs in exec.h: a1, x2, a2 (Nl, C)
     float *mean1, *rstd1, *lse, *mean2, *rstd2;             // (Nl), (Nl), (B, NHl, T), (Nl), (Nl)
     CuMoeActs *moe;                    // an MoE layer: its routed block's activations (else NULL)
+    unsigned char *f8[4];              // fp8 plans: the forward's transposed E4M3 inputs of QKV, proj, FC1,
+                                       // FC2 (cufp8.h CUFP8_*) for the weight gradients; else NULL
+    float *f8s;                        // (4) their scale_inv
 } CuActs;
 
 typedef struct {
@@ -228,6 +232,12 @@ typedef struct {
     int n_moe_acts;
     kc_bf16 *moe_out;                  // (N, C) routed output before it joins the shared expert's
     char moe_err[256];                 // a routed block's failure (rows over its cap), checked after the step
+    void *f8_scratch;                  // fp8 plans: the fp8 kernels' scratch, lent to them (kc_fp8_use_scratch)
+    size_t f8_scratch_bytes;
+    KcFp8Weight *f8w;                  // (layers·CUFP8_NW) fp8 keep: each local layer's weight copies, cast once
+                                       // a step (cufp8.h); NULL otherwise
+    long *f8w_gen;                     // (layers·CUFP8_NW) the step generation each was cast at
+    long f8_gen;                       // bumped at the start of every step
     size_t free_min;                   // least free device memory seen (cudaMemGetInfo), bytes
     size_t dev_total;                  // device memory, bytes
     int device;                        // CUDA device of this rank

@@ -53,14 +53,15 @@ int cumoe_init(CuMoe *M, int N, int C, int E, int K, int Fe, int swiglu, double 
     M->dha = dmal(cp * Fe * bf, b);
     M->dxe = dmal(cp * C * bf, b);
     M->dtopw = dmal(R * sizeof(float), b);
-    M->h_cnt = malloc(E * sizeof *M->h_cnt);
-    M->h_cf = malloc((size_t)ep * E * sizeof *M->h_cf);
+    if (cudaMallocHost((void **)&M->h_cf, (size_t)ep * E * sizeof *M->h_cf) != cudaSuccess)   // pinned: the
+        M->h_cf = NULL;                                                                     // copy stays async
     M->h_idx = malloc(2 * cp * sizeof *M->h_idx);
     if (!M->logits || !M->ws || !M->cnt || !M->off || !M->scnt || !M->cf_send || !M->sendb ||
-        !M->recvb || !M->ye || !M->dh1 || !M->dha || !M->dxe || !M->dtopw || !M->h_cnt || !M->h_cf || !M->h_idx)
+        !M->recvb || !M->ye || !M->dh1 || !M->dha || !M->dxe || !M->dtopw || !M->h_cf || !M->h_idx)
         FAIL("MoE: not enough memory for the expert scratch (%.2f GiB asked)", M->bytes / 1073741824.0);
     CHECK_CUDA(cudaEventCreateWithFlags(&M->ev_c, cudaEventDisableTiming));
     CHECK_CUDA(cudaEventCreateWithFlags(&M->ev_m, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&M->ev_h, cudaEventDisableTiming));
     return 0;
 }
 
@@ -75,8 +76,10 @@ void cumoe_free(CuMoe *M)
         cudaEventDestroy(M->ev_c);
     if (M->ev_m)
         cudaEventDestroy(M->ev_m);
-    free(M->h_cnt);
-    free(M->h_cf);
+    if (M->ev_h)
+        cudaEventDestroy(M->ev_h);
+    if (M->h_cf)
+        cudaFreeHost(M->h_cf);
     free(M->h_idx);
     memset(M, 0, sizeof *M);
 }
@@ -143,27 +146,15 @@ static void a2a(CuMoe *M, const kc_bf16 *send, const int *scnt, kc_bf16 *recv, c
     CHECK_CUDA(cudaStreamWaitEvent(M->st, M->ev_m, 0));
 }
 
-/* Every ep rank's counts for every expert, all-gathered (ep·E floats, exact:
- * counts < 2^24), so that each rank knows every rank's load: the counts of
- * every peer's tokens for this rank's experts into h_recv[p·El + e], and
- * the most rows any rank of the group receives, returned (all ranks see the
- * same number, so a step that overflows one rank's buffers fails on all of
- * them before the dispatch). */
+/* Every ep rank's counts for every expert, as cumoe_fwd_route all-gathered
+ * them into h_cf (ep·E floats, exact: counts < 2^24), so that each rank
+ * knows every rank's load: the counts of every peer's tokens for this
+ * rank's experts into h_recv[p·El + e], and the most rows any rank of the
+ * group receives, returned (all ranks see the same number, so a step that
+ * overflows one rank's buffers fails on all of them before the dispatch). */
 static int exchange_counts(CuMoe *M, CuMoeActs *A)
 {
     int ep = M->ep, El = M->El, E = M->E, me = M->ep_rank;
-    for (int e = 0; e < E; e++)
-        M->h_cf[(size_t)me * E + e] = (float)M->h_cnt[e];
-    if (M->cc) {
-        CHECK_CUDA(cudaMemcpyAsync(M->cf_send + (size_t)me * E, M->h_cf + (size_t)me * E, E * sizeof(float),
-                                   cudaMemcpyHostToDevice, M->st));
-        CHECK_CUDA(cudaEventRecord(M->ev_c, M->st));
-        CHECK_CUDA(cudaStreamWaitEvent(M->cs, M->ev_c, 0));
-        cucomm_allgather(M->cc, CC_EP, M->cf_send, (size_t)E, CC_F32, M->cs);   // in place, rank order
-        CHECK_CUDA(cudaMemcpyAsync(M->h_cf, M->cf_send, (size_t)ep * E * sizeof(float), cudaMemcpyDeviceToHost,
-                                   M->cs));
-        CHECK_CUDA(cudaStreamSynchronize(M->cs));
-    }
     int most = 0;
     for (int q = 0; q < ep; q++) {   // rows rank q's experts receive
         int rq = 0;
@@ -179,23 +170,40 @@ static int exchange_counts(CuMoe *M, CuMoeActs *A)
     return most;
 }
 
-int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_bf16 *wr, const kc_bf16 *w1,
-              const kc_bf16 *w2, char *err, int errlen)
+void cumoe_fwd_route(CuMoe *M, CuMoeActs *A, const kc_bf16 *a2, const kc_bf16 *wr)
 {
-    int N = M->N, C = M->C, E = M->E, K = M->K, El = M->El, ep = M->ep;
+    int N = M->N, C = M->C, E = M->E, K = M->K, me = M->ep_rank;
     cudaStream_t st = M->st;
-    if (ep > 64)
-        FAIL("MoE: \"ep\": %d (the CUDA dispatch takes up to 64)", ep);
     kc_matmul_fwd(M->logits, a2, wr, NULL, N, C, E, st);
     kc_moe_router_fwd(A->probs, A->topi, A->topw, M->logits, N, E, K, st);
     kc_moe_route_map(M->cnt, M->off, A->row_of, A->src_of, M->ws, A->topi, N, K, E, st);
+    kc_moe_counts_f32(M->cf_send + (size_t)me * E, M->cnt, E, st);
+    if (M->cc) {   // the counts' all-gather on the comm stream while the rows are permuted
+        CHECK_CUDA(cudaEventRecord(M->ev_c, st));
+        CHECK_CUDA(cudaStreamWaitEvent(M->cs, M->ev_c, 0));
+        cucomm_allgather(M->cc, CC_EP, M->cf_send, (size_t)E, CC_F32, M->cs);   // in place, rank order
+        CHECK_CUDA(cudaMemcpyAsync(M->h_cf, M->cf_send, (size_t)M->ep * E * sizeof(float), cudaMemcpyDeviceToHost,
+                                   M->cs));
+        CHECK_CUDA(cudaEventRecord(M->ev_h, M->cs));
+    } else {
+        CHECK_CUDA(cudaMemcpyAsync(M->h_cf, M->cf_send, (size_t)E * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CHECK_CUDA(cudaEventRecord(M->ev_h, st));
+    }
     kc_moe_gather_rows(M->sendb, a2, A->src_of, N * K, C, st);   // by expert, hence by destination rank
-    CHECK_CUDA(cudaMemcpyAsync(M->h_cnt, M->cnt, E * sizeof(int), cudaMemcpyDeviceToHost, st));
-    CHECK_CUDA(cudaStreamSynchronize(st));
+}
+
+int cumoe_fwd_experts(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *w1, const kc_bf16 *w2, char *err,
+                      int errlen)
+{
+    int N = M->N, C = M->C, E = M->E, K = M->K, El = M->El, ep = M->ep, me = M->ep_rank;
+    cudaStream_t st = M->st;
+    if (ep > 64)
+        FAIL("MoE: \"ep\": %d (the CUDA dispatch takes up to 64)", ep);
+    CHECK_CUDA(cudaEventSynchronize(M->ev_h));   // the one host wait: the GEMM and message sizes
     for (int p = 0; p < ep; p++) {
         A->h_send[p] = 0;
         for (int e = 0; e < El; e++)
-            A->h_send[p] += M->h_cnt[p * El + e];
+            A->h_send[p] += (int)M->h_cf[(size_t)me * E + p * El + e];
     }
     int most = exchange_counts(M, A);
     A->R = most > M->cap ? -1 : 0;   // -1: the backward skips this block (on every ep rank alike)
@@ -242,6 +250,13 @@ int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_
     a2a(M, M->recvb, rp, A->rows, A->h_send);                     // combine: the rows come home
     kc_moe_combine_fwd(out, A->rows, A->row_of, A->topw, N, K, C, st);
     return 0;   // idx/inv were staged from pageable memory before their copies returned: M->h_idx is free
+}
+
+int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_bf16 *wr, const kc_bf16 *w1,
+              const kc_bf16 *w2, char *err, int errlen)
+{
+    cumoe_fwd_route(M, A, a2, wr);
+    return cumoe_fwd_experts(M, A, out, w1, w2, err, errlen);
 }
 
 void cumoe_bwd(CuMoe *M, CuMoeActs *A, kc_bf16 *da2, const kc_bf16 *dout, const kc_bf16 *a2, const kc_bf16 *wr,

@@ -30,7 +30,8 @@
  * tensors; one CuMoe serves every layer, a CuMoeActs each (slot, layer).
  *
  * What it doesn't do yet: etp > 1 (the expert tensor-parallel all-gather /
- * reduce-scatter), capacity factor, overlap of dispatch with computation,
+ * reduce-scatter), capacity factor, overlap of the dispatch's all-to-all
+ * with computation (the counts' wait overlaps the shared expert, cunet.c),
  * fp8 dispatch. An overflow of cap is seen by every rank of the ep group
  * (the counts are all-gathered), which all fail that layer before the
  * dispatch; cuexec_step then agrees the failure over the world. tests/test_cuda_exec_moe.c holds it against a host fp32
@@ -49,6 +50,7 @@ typedef struct {
     CuComm *cc;                        // NULL: ep 1
     cudaStream_t st, cs;               // compute, communication (cs == st when cc is NULL)
     cudaEvent_t ev_c, ev_m;            // compute -> comm, comm -> compute
+    cudaEvent_t ev_h;                  // every ep rank's counts have reached h_cf
     /* scratch, device */
     kc_bf16 *logits;                   // (N, E) router logits; the backward's dlogits
     int *ws, *cnt, *off, *scnt;        // route_map workspace; counts (E); offsets (E + 1); seq counts
@@ -57,8 +59,7 @@ typedef struct {
     kc_bf16 *recvb, *ye;               // (cap, C) received rows; expert outputs / gradients
     kc_bf16 *dh1, *dha, *dxe;          // (cap, F1e), (cap, Fe), (cap, C)
     float *dtopw;                      // (N, K)
-    int *h_cnt;                        // (E) host
-    float *h_cf;                       // (ep·E) host: every ep rank's counts
+    float *h_cf;                       // (ep·E) host, pinned: every ep rank's counts
     int *h_idx;                        // (2·cap) host: reorder and its inverse
     double bytes;                      // device bytes of the scratch
 } CuMoe;
@@ -85,11 +86,20 @@ void cumoe_free(CuMoe *M);
 int cumoe_acts_alloc(const CuMoe *M, CuMoeActs *A, char *err, int errlen);
 void cumoe_acts_free(CuMoeActs *A);
 
-/* out (N, C) = the routed experts' combined output for a2 (N, C).
- * Overwrites out. Synchronises the compute stream twice (the counts reach
- * the host for the exchange and the GEMM sizes). 0, or -1 with err when
- * the rows routed to any rank of the ep group exceed cap (then on every
- * rank of it, before any row moves). */
+/* out (N, C) = the routed experts' combined output for a2 (N, C), in two
+ * halves so that the caller can queue other work between them.
+ * cumoe_fwd_route queues the router, the top-k map, this rank's counts
+ * (converted on the device, all-gathered over ep on the comm stream, copied
+ * to pinned host memory) and the rows' permutation, and returns without
+ * waiting. cumoe_fwd_experts waits for the counts (the one host wait of the
+ * layer: NCCL's messages and the grouped GEMMs take their sizes from the
+ * host), then dispatches, runs the experts and combines. Overwrites out. 0,
+ * or -1 with err when the rows routed to any rank of the ep group exceed
+ * cap (then on every rank of it, before any row moves). cumoe_fwd is the
+ * two back to back. */
+void cumoe_fwd_route(CuMoe *M, CuMoeActs *A, const kc_bf16 *a2, const kc_bf16 *wr);
+int cumoe_fwd_experts(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *w1, const kc_bf16 *w2, char *err,
+                      int errlen);
 int cumoe_fwd(CuMoe *M, CuMoeActs *A, kc_bf16 *out, const kc_bf16 *a2, const kc_bf16 *wr, const kc_bf16 *w1,
               const kc_bf16 *w2, char *err, int errlen);
 /* Nothing when A's forward failed (on every rank of the ep group alike).

@@ -135,15 +135,16 @@ static const kc_bf16 *col_grad_reduce(CuExec *e)
 /* y (Nl, C) = row-parallel linear of in (N, K) plus the bias b, reduced over
  * tp. The bias is added once, by tp rank 0 before the reduction (net.c adds
  * it after; the sum is the same): b is NULL on the other ranks. */
-static void row_fwd(CuExec *e, kc_bf16 *y, const kc_bf16 *in, const kc_bf16 *w, const kc_bf16 *b, int K)
+static void row_fwd(CuExec *e, CuActs *A, int k8, int li, int site, kc_bf16 *y, const kc_bf16 *in,
+                    const kc_bf16 *w, const kc_bf16 *b, int K)
 {
     int N = e->sh.N, C = e->sh.C;
     if (!e->sp) {
-        cufp8_matmul_fwd(e, y, in, w, b, N, K, C);
+        cufp8_matmul_fwd_keep(e, A, k8, li, site, 0, y, in, w, b, N, K, C);
         tp_allreduce(e, y, (size_t)N * C, CC_BF16, CC_SUM);
         return;
     }
-    cufp8_matmul_fwd(e, e->part, in, w, b, N, K, C);
+    cufp8_matmul_fwd_keep(e, A, k8, li, site, 0, e->part, in, w, b, N, K, C);
     sp_reduce_scatter(e, y, e->part);
 }
 
@@ -357,16 +358,24 @@ static void cp_attn_bwd(CuExec *e, CuActs *A, const kc_bf16 *dout)
 
 int cunet_layer_moe(const CuExec *e, int li) { return e->E > 0 && spec_layer_is_moe(&e->m, e->ps.glayer[li]); }
 
+/* The routed block's first half (cumoe_fwd_route): queued before the shared
+ * expert so that the host's wait for the expert counts (cumoe_fwd_experts)
+ * overlaps the shared expert's GEMMs on the GPU. */
+static void moe_route(CuExec *e, int li, CuActs *A)
+{
+    cumoe_fwd_route(&e->moe, A->moe, A->a2, Wl(e, li, P_ROUTW));
+}
+
 /* out (Nl, C) = the routed experts of A->a2 (this rank's rows: under SP
- * Megatron routes the N/tp rows), or out += them after the shared expert. A failure (more routed rows than the block
+ * Megatron routes the N/tp rows), or out += them after the shared expert,
+ * moe_route having been queued. A failure (more routed rows than the block
  * holds) is kept in e->moe_err for cuexec_step and leaves zeros. */
 static void moe_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out, int add)
 {
     size_t nc = (size_t)e->Nl * e->sh.C;
     kc_bf16 *dst = add ? e->moe_out : out;
     char err[256];
-    if (cumoe_fwd(&e->moe, A->moe, dst, A->a2, Wl(e, li, P_ROUTW), Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err,
-                  sizeof err) != 0) {
+    if (cumoe_fwd_experts(&e->moe, A->moe, dst, Wl(e, li, P_EFC1W), Wl(e, li, P_EFC2W), err, sizeof err) != 0) {
         if (!e->moe_err[0])
             snprintf(e->moe_err, sizeof e->moe_err, "layer %d: %.200s", e->ps.glayer[li], err);
         zero_bf(e, dst, nc);
@@ -396,9 +405,10 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
     norm_fwd(e, A->a1, A->mean1, A->rstd1, A->x, Wl(e, li, P_LN1W), Wl(e, li, P_LN1B));
     const kc_bf16 *in = col_input(e, A->a1);
     const kc_bf16 *wq = Wl(e, li, P_QKVW), *bq = Wl(e, li, P_QKVB);
-    cufp8_matmul_fwd(e, A->q, in, wq, bq, N, C, ql);
-    cufp8_matmul_fwd_again(e, A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
-    cufp8_matmul_fwd_again(e, A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
+    cufp8_matmul_fwd_keep(e, A, CUFP8_QKV, li, CUFP8_WQ, 0, A->q, in, wq, bq, N, C, ql);
+    cufp8_matmul_fwd_keep(e, A, -1, li, CUFP8_WK, 1, A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
+    cufp8_matmul_fwd_keep(e, A, -1, li, CUFP8_WV, 1, A->v, in, wq + (size_t)(ql + kvl) * C,
+                          bq ? bq + ql + kvl : NULL, N, C, kvl);
     if (e->m.pos == POS_ROPE) {
         rope_fwd(e, A->q, s->NHl);
         rope_fwd(e, A->k, s->NKVl);
@@ -407,19 +417,22 @@ void cunet_layer_fwd(CuExec *e, int li, CuActs *A, kc_bf16 *out)
         cp_attn_fwd(e, A);
     else
         kc_attention_fwd(A->o, A->lse, A->q, A->k, A->v, s->B, s->T, s->NHl, s->NKVl, s->HS, st);
-    row_fwd(e, A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), ql);
+    row_fwd(e, A, CUFP8_PROJ, li, CUFP8_WPROJ, A->x2, A->o, Wl(e, li, P_PROJW), row_bias(e, li, P_PROJB), ql);
     kc_residual_fwd(A->x2, A->x2, A->x, nlc, st);
     norm_fwd(e, A->a2, A->mean2, A->rstd2, A->x2, Wl(e, li, P_LN2W), Wl(e, li, P_LN2B));
     int moe = cunet_layer_moe(e, li), shared = !moe || Wl(e, li, P_FC1W);
     int F = moe ? e->Fs : s->Fl, F1 = moe ? e->F1s : s->F1l;
+    if (moe)
+        moe_route(e, li, A);
     if (shared) {   // the dense MLP, or an MoE layer's shared expert
         in = col_input(e, A->a2);
-        cufp8_matmul_fwd(e, A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B), N, C, F1);
+        cufp8_matmul_fwd_keep(e, A, CUFP8_FC1, li, CUFP8_WFC1, 0, A->hpre, in, Wl(e, li, P_FC1W), Wl(e, li, P_FC1B),
+                              N, C, F1);
         if (e->m.mlp == MLP_SWIGLU)
             kc_swiglu_fwd(A->hact, A->hpre, N, F, st);
         else
             kc_gelu_fwd(A->hact, A->hpre, (size_t)N * F, st);
-        row_fwd(e, out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), F);
+        row_fwd(e, A, CUFP8_FC2, li, CUFP8_WFC2, out, A->hact, Wl(e, li, P_FC2W), row_bias(e, li, P_FC2B), F);
     }
     if (moe)
         moe_fwd(e, li, A, out, shared);
@@ -445,15 +458,16 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         dy = row_dout(e);
         gb = row_bias_grad(e, Gl(e, li, P_FC2B));
         zero_bf(e, e->dhact, (size_t)N * F);
-        cufp8_matmul_bwd(e, e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact, Wl(e, li, P_FC2W), N, F, C);
+        cufp8_matmul_bwd_kept(e, A, CUFP8_FC2, li, CUFP8_WFC2, 0, e->dhact, Gl(e, li, P_FC2W), gb, dy, A->hact,
+                              Wl(e, li, P_FC2W), N, F, C);
         zero_bf(e, e->dhpre, (size_t)N * F1);
         if (e->m.mlp == MLP_SWIGLU)
             kc_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F, st);
         else
             kc_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F, st);
         in = col_input(e, A->a2);
-        cufp8_matmul_bwd(e, e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B), e->dhpre, in, Wl(e, li, P_FC1W), N, C,
-                         F1);
+        cufp8_matmul_bwd_kept(e, A, CUFP8_FC1, li, CUFP8_WFC1, 0, e->dcol, Gl(e, li, P_FC1W), Gl(e, li, P_FC1B),
+                              e->dhpre, in, Wl(e, li, P_FC1W), N, C, F1);
     }
     const kc_bf16 *dn = col_grad_reduce(e);   // this rank's rows of d(a2)
     if (moe)
@@ -465,7 +479,8 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
     gb = row_bias_grad(e, Gl(e, li, P_PROJB));
     kc_bf16 *dov = e->dhact;   // free again
     zero_bf(e, dov, (size_t)N * ql);
-    cufp8_matmul_bwd(e, dov, Gl(e, li, P_PROJW), gb, dy, A->o, Wl(e, li, P_PROJW), N, ql, C);
+    cufp8_matmul_bwd_kept(e, A, CUFP8_PROJ, li, CUFP8_WPROJ, 0, dov, Gl(e, li, P_PROJW), gb, dy, A->o,
+                          Wl(e, li, P_PROJW), N, ql, C);
     if (e->cp > 1) {
         cp_attn_bwd(e, A, dov);
     } else {
@@ -485,16 +500,16 @@ void cunet_layer_bwd(CuExec *e, int li, CuActs *A)
         rope_bwd(e, e->drope, e->dq, s->NHl);
         dq = e->drope;
     }
-    cufp8_matmul_bwd(e, e->dcol, gw, gqb, dq, in, wq, N, C, ql);
+    cufp8_matmul_bwd_kept(e, A, CUFP8_QKV, li, CUFP8_WQ, 0, e->dcol, gw, gqb, dq, in, wq, N, C, ql);
     if (e->m.pos == POS_ROPE) {
         zero_bf(e, e->drope, (size_t)N * kvl);
         rope_bwd(e, e->drope, e->dk, s->NKVl);
         dk = e->drope;
     }
-    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL, dk, in, wq + (size_t)ql * C,
-                           N, C, kvl);
-    cufp8_matmul_bwd_again(e, e->dcol, gw + (size_t)(ql + kvl) * C, gqb ? gqb + ql + kvl : NULL, e->dv, in,
-                           wq + (size_t)(ql + kvl) * C, N, C, kvl);
+    cufp8_matmul_bwd_kept(e, A, CUFP8_QKV, li, CUFP8_WK, 1, e->dcol, gw + (size_t)ql * C, gqb ? gqb + ql : NULL,
+                          dk, in, wq + (size_t)ql * C, N, C, kvl);
+    cufp8_matmul_bwd_kept(e, A, CUFP8_QKV, li, CUFP8_WV, 1, e->dcol, gw + (size_t)(ql + kvl) * C,
+                          gqb ? gqb + ql + kvl : NULL, e->dv, in, wq + (size_t)(ql + kvl) * C, N, C, kvl);
     dn = col_grad_reduce(e);
     norm_bwd(e, e->dres, Gl(e, li, P_LN1W), Gl(e, li, P_LN1B), dn, A->x, Wl(e, li, P_LN1W), A->mean1, A->rstd1);
 }
@@ -579,8 +594,7 @@ void cunet_head(CuExec *e, int mb, float scale, kc_bf16 *dlast)
     kc_matmul_fwd(e->logits, in, wh, NULL, N, C, s->Vl, e->st);
     if (e->tp == 1) {
         int valid = e->m.vocab < s->Vl ? e->m.vocab : s->Vl;
-        kc_crossentropy_fwd(loss, e->ce_lse, e->logits, tg, N, s->Vl, valid, e->st);
-        kc_crossentropy_bwd(e->logits, e->logits, e->ce_lse, tg, scale, N, s->Vl, valid, e->st);
+        kc_crossentropy_fused(loss, e->ce_lse, e->logits, e->logits, tg, scale, N, s->Vl, valid, e->st);
     } else {   // vocab-parallel: max and (sum-exp, target logit) combined over tp
         int valid = e->m.vocab - e->vstart;
         valid = valid < 0 ? 0 : valid > s->Vl ? s->Vl : valid;

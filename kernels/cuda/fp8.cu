@@ -242,33 +242,67 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
 /* ---- the linear layer ---------------------------------------------------- */
 
 /* scratch: the fp8 copies of one layer's operands and 8 floats of amax /
- * scale_inv; grows to the largest layer (cudaFree synchronises: only the
- * first step's calls grow it). Layout: the input's copy first (plain in the
- * forward, transposed in the backward), at offset 0 whatever the output
- * width, so that a following call on the same input can reuse it. */
+ * scale_inv (the first 256 bytes); grows to the largest layer when nobody
+ * lent one (cudaFree synchronises: only the first step's calls grow it), or
+ * is the caller's buffer (kc_fp8_use_scratch), sized by
+ * kc_fp8_scratch_bytes. Layout after the floats: the input's copy first
+ * (plain in the forward, transposed in the backward), at offset 0 whatever
+ * the output width, so that a following call on the same input can reuse
+ * it. */
 static struct {
     unsigned char *buf;
     size_t bytes;
     float *sc;        // [0..2] amax of inp, w, dout; [3..5] their scale_inv
     long gen;         // bumped by every reallocation
+    int lent;         // buf (and sc) are the caller's
     /* the input whose cast sits at offset 0 now (the "again" calls' check) */
     const void *inp;
     int R, C, transposed;
     long inp_gen;
+    const float *inp_s;   // where that cast's scale_inv is
 } fs;
+static long fp8_grown;
 
 void kc_fp8_release(void) {
-    cudaFree(fs.buf);
-    cudaFree(fs.sc);
+    if (!fs.lent) {
+        cudaFree(fs.buf);
+        cudaFree(fs.sc);
+    }
     memset(&fs, 0, sizeof fs);
 }
 
 static size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+size_t kc_fp8_scratch_bytes(int BT, int C, int OC) {
+    size_t fwd = up256((size_t)BT * C) + up256((size_t)OC * C);
+    size_t bwd = up256((size_t)C * BT) + 2 * up256((size_t)BT * OC) + up256((size_t)C * OC);
+    return 256 + (fwd > bwd ? fwd : bwd);
+}
+
+void kc_fp8_use_scratch(void *buf, size_t bytes) {
+    kc_fp8_release();
+    if (!buf || bytes < 512) return;
+    fs.lent = 1;
+    fs.sc = (float *)buf;
+    fs.buf = (unsigned char *)buf + 256;
+    fs.bytes = bytes - 256;
+    fs.gen = 1;
+}
+
+long kc_fp8_scratch_grown(void) { return fp8_grown; }
+
 static unsigned char *scratch(size_t bytes) {
     if (!fs.sc) CHECK_CUDA(cudaMalloc(&fs.sc, 8 * sizeof(float)));
-    if (bytes > fs.bytes) {
-        CHECK_CUDA(cudaFree(fs.buf));
+    if (bytes > fs.bytes) {   // a lent buffer too small: our own from here on (counted)
+        if (fs.lent) {
+            fp8_grown++;
+            fs.lent = 0;
+            float *sc;
+            CHECK_CUDA(cudaMalloc(&sc, 8 * sizeof(float)));
+            fs.sc = sc;
+        } else {
+            CHECK_CUDA(cudaFree(fs.buf));
+        }
         CHECK_CUDA(cudaMalloc(&fs.buf, bytes));
         fs.bytes = bytes;
         fs.gen++;
@@ -276,16 +310,21 @@ static unsigned char *scratch(size_t bytes) {
     return fs.buf;
 }
 
-/* cast inp (R, C) to E4M3 at offset 0, plain or transposed, unless `again`
- * says it is the previous call's input, unchanged, and its copy is still
- * there (same pointer, shape and form, no reallocation since) */
-static void cast_input(const kc_bf16 *inp, int R, int C, int transposed, int again, cudaStream_t st) {
+/* cast inp (R, C) to E4M3 at offset 0, plain or transposed (and, plain,
+ * its transposed copy into keepT too when given, keepS its scale_inv),
+ * unless `again` says it is the previous call's input, unchanged, and its
+ * copy is still there (same pointer, shape and form, no reallocation
+ * since). Returns where the copy's scale_inv is. */
+static const float *cast_input(const kc_bf16 *inp, int R, int C, int transposed, int again, kc_fp8 *keepT,
+                               float *keepS, cudaStream_t st) {
     if (again && fs.inp == inp && fs.R == R && fs.C == C && fs.transposed == transposed && fs.inp_gen == fs.gen)
-        return;
+        return fs.inp_s;
+    float *s = keepS ? keepS : fs.sc + 3;
     kc_fp8_amax(fs.sc + 0, inp, (size_t)R * C, st);
-    kc_fp8_cast_transpose(transposed ? NULL : fs.buf, transposed ? fs.buf : NULL, fs.sc + 3, inp, fs.sc + 0, R,
-                          C, KC_E4M3, st);
-    fs.inp = inp, fs.R = R, fs.C = C, fs.transposed = transposed, fs.inp_gen = fs.gen;
+    kc_fp8_cast_transpose(transposed ? NULL : fs.buf, transposed ? fs.buf : keepT, s, inp, fs.sc + 0, R, C,
+                          KC_E4M3, st);
+    fs.inp = inp, fs.R = R, fs.C = C, fs.transposed = transposed, fs.inp_gen = fs.gen, fs.inp_s = s;
+    return s;
 }
 
 static void forget_input(void) { fs.inp = NULL; }
@@ -305,9 +344,14 @@ static KcFp8Fmt grad_fmt(void) {
 
 static bool fp8_shapes(int BT, int C, int OC) { return BT % 16 == 0 && C % 16 == 0 && OC % 16 == 0; }
 
-static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
-                       int OC, int again, cudaStream_t st) {
-    if (!fp8_shapes(BT, C, OC) || !aligned16(out) || (bias && !aligned16(bias))) {
+/* keepT/keepS (nullable): also write inp's transposed copy for the
+ * backward; written whenever the shapes are fp8's, even if this GEMM falls
+ * back (an unaligned out), so that the backward, which checks the same
+ * shapes, always finds it */
+static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                       const kc_bf16 *bias, int BT, int C, int OC, int again, kc_fp8 *keepT, float *keepS,
+                       cudaStream_t st) {
+    if (!fp8_shapes(BT, C, OC)) {
         fp8_fallback_count++;
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
         return;
@@ -315,18 +359,31 @@ static void matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const
     size_t ni = up256((size_t)BT * C);
     unsigned char *q = scratch(ni + up256((size_t)OC * C));
     kc_fp8 *inp8 = q, *w8 = q + ni;
-    cast_input(inp, BT, C, 0, again, st);
-    kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
-    kc_fp8_cast_transpose(w8, NULL, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+    const float *si = cast_input(inp, BT, C, 0, again && !keepT, keepT, keepS, st);
+    if (!aligned16(out) || (bias && !aligned16(bias))) {
+        fp8_fallback_count++;
+        kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
+        return;
+    }
+    const float *sw = fs.sc + 4;
+    if (wc) {
+        w8 = wc->w8, sw = wc->sinv;
+    } else {
+        kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+        kc_fp8_cast_transpose(w8, NULL, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+    }
     // outᶜ (OC, BT) = w8 (OC rows of C)ᵀ-form · inp8 (BT rows of C)
-    if (kc_fp8_gemm(out, 0, w8, KC_E4M3, fs.sc + 4, inp8, KC_E4M3, fs.sc + 3, OC, BT, C, 0.0f, bias, 1, st)) {
+    if (kc_fp8_gemm(out, 0, w8, KC_E4M3, sw, inp8, KC_E4M3, si, OC, BT, C, 0.0f, bias, 1, st)) {
         fp8_fallback_count++;
         kc_matmul_fwd(out, inp, w, bias, BT, C, OC, st);
     }
 }
 
+/* keptT/keptS (nullable): the forward's transposed copy of inp (matmul_fwd's
+ * keepT), used for dw instead of casting inp again */
 static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
-                       const kc_bf16 *w, int BT, int C, int OC, int again, cudaStream_t st) {
+                       const kc_bf16 *w, const KcFp8Weight *wc, int BT, int C, int OC, int again,
+                       const kc_fp8 *keptT, const float *keptS, cudaStream_t st) {
     if (dbias) kc_matmul_bwd(NULL, NULL, dbias, dout, NULL, NULL, BT, C, OC, st);
     if (!dinp && !dw) return;
     if (!fp8_shapes(BT, C, OC) || (dinp && !aligned16(dinp)) || (dw && !aligned16(dw))) {
@@ -341,16 +398,28 @@ static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
     kc_fp8_amax(fs.sc + 2, dout, (size_t)BT * OC, st);
     kc_fp8_cast_transpose(dinp ? dout8 : NULL, dw ? doutT8 : NULL, fs.sc + 5, dout, fs.sc + 2, BT, OC, gf, st);
     if (dinp) {   // dinpᶜ (C, BT) += wT8 (C rows of OC) · dout8 (BT rows of OC)
-        kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
-        kc_fp8_cast_transpose(NULL, wT8, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
-        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, fs.sc + 4, dout8, gf, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0, st)) {
+        const float *sw = fs.sc + 4;
+        if (wc) {
+            wT8 = wc->wT8, sw = wc->sinv;
+        } else {
+            kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+            kc_fp8_cast_transpose(NULL, wT8, fs.sc + 4, w, fs.sc + 1, OC, C, KC_E4M3, st);
+        }
+        if (kc_fp8_gemm(dinp, 0, wT8, KC_E4M3, sw, dout8, gf, fs.sc + 5, C, BT, OC, 1.0f, NULL, 0, st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(dinp, NULL, NULL, dout, inp, w, BT, C, OC, st);
         }
     }
     if (dw) {     // dwᶜ (C, OC) += inpT8 (C rows of BT) · doutT8 (OC rows of BT)
-        cast_input(inp, BT, C, 1, again, st);
-        if (kc_fp8_gemm(dw, 1, inpT8, KC_E4M3, fs.sc + 3, doutT8, gf, fs.sc + 5, C, OC, BT, 1.0f, NULL, 0, st)) {
+        const kc_fp8 *a = keptT;
+        const float *sa = keptS;
+        if (!a) {
+            sa = cast_input(inp, BT, C, 1, again, NULL, NULL, st);
+            a = inpT8;
+        } else {
+            forget_input();
+        }
+        if (kc_fp8_gemm(dw, 1, a, KC_E4M3, sa, doutT8, gf, fs.sc + 5, C, OC, BT, 1.0f, NULL, 0, st)) {
             fp8_fallback_count++;
             kc_matmul_bwd(NULL, dw, NULL, dout, inp, w, BT, C, OC, st);
         }
@@ -361,17 +430,42 @@ static void matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *do
 
 void kc_fp8_matmul_fwd(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT, int C,
                        int OC, cudaStream_t st) {
-    matmul_fwd(out, inp, w, bias, BT, C, OC, 0, st);
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 0, NULL, NULL, st);
 }
 void kc_fp8_matmul_fwd_again(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
                              int C, int OC, cudaStream_t st) {
-    matmul_fwd(out, inp, w, bias, BT, C, OC, 1, st);
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 1, NULL, NULL, st);
+}
+void kc_fp8_matmul_fwd_keep(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
+                            int C, int OC, kc_fp8 *keepT, float *keepS, cudaStream_t st) {
+    matmul_fwd(out, inp, w, NULL, bias, BT, C, OC, 0, keepT, keepS, st);
+}
+void kc_fp8_matmul_fwd_cached(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              const kc_bf16 *bias, int BT, int C, int OC, int again, kc_fp8 *keepT, float *keepS,
+                              cudaStream_t st) {
+    matmul_fwd(out, inp, w, wc, bias, BT, C, OC, again, keepT, keepS, st);
 }
 void kc_fp8_matmul_bwd(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                        const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
-    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 0, st);
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 0, NULL, NULL, st);
 }
 void kc_fp8_matmul_bwd_again(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                              const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st) {
-    matmul_bwd(dinp, dw, dbias, dout, inp, w, BT, C, OC, 1, st);
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 1, NULL, NULL, st);
+}
+void kc_fp8_matmul_bwd_kept(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
+                            const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC,
+                            cudaStream_t st) {
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, NULL, BT, C, OC, 0, keptT, keptS, st);
+}
+void kc_fp8_matmul_bwd_cached(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
+                              const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              int BT, int C, int OC, int again, cudaStream_t st) {
+    matmul_bwd(dinp, dw, dbias, dout, inp, w, wc, BT, C, OC, again, keptT, keptS, st);
+}
+
+void kc_fp8_cast_weight(const KcFp8Weight *c, const kc_bf16 *w, int OC, int C, cudaStream_t st) {
+    scratch(0);   // the amax float
+    kc_fp8_amax(fs.sc + 1, w, (size_t)OC * C, st);
+    kc_fp8_cast_transpose(c->w8, c->wT8, c->sinv, w, fs.sc + 1, OC, C, KC_E4M3, st);
 }

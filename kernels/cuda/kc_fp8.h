@@ -21,9 +21,17 @@
  * unaligned pointer, no cuBLASLt algorithm) run the bf16 kc_matmul
  * instead; kc_fp8_fallbacks() counts them.
  *
- * What it doesn't do: delayed scaling (amax history), fp8 attention,
- * fp8 weights kept between micro-batches (the weight is re-cast at each
- * call), fp8 communication. */
+ * The forward can keep its input's transposed copy (written in the same
+ * pass as the plain one) for the backward's weight gradient
+ * (kc_fp8_matmul_fwd_keep / _bwd_kept, in memory the caller owns: one byte
+ * an element of activation), as Transformer Engine keeps its fp8 inputs.
+ *
+ * The weight's copies can likewise be cast once a step and reused by every
+ * call (kc_fp8_cast_weight, the _cached calls), as Transformer Engine does
+ * across micro-batches.
+ *
+ * What it doesn't do: delayed scaling (amax history), fp8 attention, fp8
+ * communication. */
 #ifndef ULTRAPLAN_KERNELS_CUDA_KC_FP8_H
 #define ULTRAPLAN_KERNELS_CUDA_KC_FP8_H
 
@@ -77,6 +85,52 @@ void kc_fp8_matmul_fwd_again(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
                              int C, int OC, cudaStream_t st);
 void kc_fp8_matmul_bwd_again(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_bf16 *inp,
                              const kc_bf16 *w, int BT, int C, int OC, cudaStream_t st);
+/* A weight's E4M3 copies kept across the fp8 calls of one optimizer step
+ * (the weight does not change between them): plain (OC, C) for the
+ * forward, transposed (C, OC) for dgrad, and its scale_inv; device memory
+ * of the caller, 16-byte aligned. */
+typedef struct {
+    kc_fp8 *w8, *wT8;
+    float *sinv;
+} KcFp8Weight;
+/* Cast w (OC, C) into c's copies (amax, then plain and transposed in one
+ * pass): the bytes each fp8 call would cast from w itself. */
+void kc_fp8_cast_weight(const KcFp8Weight *c, const kc_bf16 *w, int OC, int C, cudaStream_t st);
+/* kc_fp8_matmul_fwd that also writes inp's transposed E4M3 copy (C, BT)
+ * into keepT and its scale_inv into *keepS (device memory of the caller,
+ * 16-byte aligned), whenever the shapes are fp8's (all multiples of 16),
+ * even when this GEMM itself falls back. */
+void kc_fp8_matmul_fwd_keep(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias, int BT,
+                            int C, int OC, kc_fp8 *keepT, float *keepS, cudaStream_t st);
+/* The same, the weight's copy taken from wc (kc_fp8_cast_weight of this w;
+ * nullable: cast w here), and keepT/keepS nullable (nothing kept). */
+void kc_fp8_matmul_fwd_cached(kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              const kc_bf16 *bias, int BT, int C, int OC, int again, kc_fp8 *keepT, float *keepS,
+                              cudaStream_t st);
+/* kc_fp8_matmul_bwd whose weight gradient reads the forward's kept copy
+ * (keptT, keptS as kc_fp8_matmul_fwd_keep wrote them for this inp) instead
+ * of casting inp again; inp is still read by a fallback. */
+void kc_fp8_matmul_bwd_kept(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
+                            const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC,
+                            cudaStream_t st);
+/* The same, dgrad's transposed weight from wc (nullable: cast w here) and
+ * keptT/keptS nullable (cast inp here; again: reuse the previous call's
+ * cast of the same inp, as kc_fp8_matmul_bwd_again). */
+void kc_fp8_matmul_bwd_cached(kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout, const kc_fp8 *keptT,
+                              const float *keptS, const kc_bf16 *inp, const kc_bf16 *w, const KcFp8Weight *wc,
+                              int BT, int C, int OC, int again, cudaStream_t st);
+/* Bytes of scratch one fp8 linear layer of this shape needs (forward or
+ * backward, whichever is larger, with the 256 bytes of scales): the size of
+ * a buffer to lend with kc_fp8_use_scratch. */
+size_t kc_fp8_scratch_bytes(int BT, int C, int OC);
+/* Lend the fp8 layers a scratch buffer (device, 256-byte aligned, bytes as
+ * the largest kc_fp8_scratch_bytes of the calls to come), so that it is
+ * counted where the caller counts memory; NULL returns to the library's own,
+ * grown on first use. A call needing more than the lent bytes allocates its
+ * own from then on and kc_fp8_scratch_grown counts it. kc_free forgets the
+ * loan (it does not free the buffer). */
+void kc_fp8_use_scratch(void *buf, size_t bytes);
+long kc_fp8_scratch_grown(void);
 /* GEMMs that ran in bf16 instead (refused shapes), since the start. */
 long kc_fp8_fallbacks(void);
 

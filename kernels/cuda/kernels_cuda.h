@@ -193,6 +193,12 @@ void kc_crossentropy_fwd(float *losses, float *lse, const kc_bf16 *logits,
 void kc_crossentropy_bwd(kc_bf16 *dlogits, const kc_bf16 *logits, const float *lse,
                          const int *targets, float scale, int BT, int V, int V_valid,
                          cudaStream_t st);
+/* Both, in one pass over the logits when a row fits in a block's shared
+ * memory (V·2 bytes; V % 8 == 0, 16-byte aligned): the arithmetic of
+ * kc_crossentropy_fwd then _bwd, which run instead otherwise. dlogits may
+ * alias logits. 1: one pass ran, 0: the two kernels. */
+int kc_crossentropy_fused(float *losses, float *lse, kc_bf16 *dlogits, const kc_bf16 *logits,
+                          const int *targets, float scale, int BT, int V, int V_valid, cudaStream_t st);
 
 /* ---- optimizer and helpers ---------------------------------------------- */
 
@@ -273,6 +279,9 @@ size_t kc_moe_map_ws_ints(int R, int E);
  * need the counts on the host: the caller copies them (a sync). */
 void kc_moe_route_map(int *counts, int *offsets, int *row_of, int *src_of, int *ws, const int *topi, int N,
                       int K, int E, cudaStream_t st);
+/* dst (E) = counts (E) as floats (exact below 2^24), on the device: the MoE
+ * layer's slot of its counts all-gather. */
+void kc_moe_counts_f32(float *dst, const int *counts, int E, cudaStream_t st);
 /* out (R, C) = in[src[r]] row by row (the permutation forward with src_of;
  * any row gather, e.g. the chunk reorder after an all-to-all). Overwrites. */
 void kc_moe_gather_rows(kc_bf16 *out, const kc_bf16 *in, const int *src, int R, int C, cudaStream_t st);

@@ -212,71 +212,167 @@ void kc_moe_route_map(int *counts, int *offsets, int *row_of, int *src_of, int *
     CHECK_LAUNCH();
 }
 
+/* The permutation kernels move whole rows: with C % 8 == 0 and 16-byte
+ * aligned tensors (every row then is) each thread moves 16 bytes at a time,
+ * two loads in flight before the first store (vec); else one element at a
+ * time. One block of 128 a row: at C = 2048, 256 chunks, two a thread. */
+enum { MOE_ROW_THREADS = 128 };
+
 /* one block per output row */
+template <bool vec>
 __global__ void gather_rows_kernel(bf16 *out, const bf16 *in, const int *src, int C) {
     int r = blockIdx.x;
     const bf16 *a = in + (size_t)src[r] * C;
     bf16 *b = out + (size_t)r * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) b[c] = a[c];
+    if constexpr (vec) {
+        const Pack8 *a8 = (const Pack8 *)a;
+        Pack8 *b8 = (Pack8 *)b;
+        int n8 = C / 8;
+        for (int c = threadIdx.x; c < n8; c += 2 * blockDim.x) {
+            int c2 = c + blockDim.x;
+            Pack8 p = a8[c], q;
+            if (c2 < n8) q = a8[c2];
+            b8[c] = p;
+            if (c2 < n8) b8[c2] = q;
+        }
+    } else {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) b[c] = a[c];
+    }
+}
+
+static bool rows_vec(int C, const void *a, const void *b, const void *c = NULL) {
+    return C % 8 == 0 && aligned16(a) && aligned16(b) && (!c || aligned16(c));
 }
 
 void kc_moe_gather_rows(kc_bf16 *out, const kc_bf16 *in, const int *src, int R, int C, cudaStream_t st) {
     if (R <= 0 || C <= 0) return;
-    gather_rows_kernel<<<R, 128, 0, st>>>(out, in, src, C);
+    auto kernel = rows_vec(C, in, out) ? gather_rows_kernel<true> : gather_rows_kernel<false>;
+    kernel<<<R, MOE_ROW_THREADS, 0, st>>>(out, in, src, C);
     CHECK_LAUNCH();
 }
 
-/* out[n] (=|+=) Σ_k (w ? w[n][k] : 1)·rows[row_of[n·K + k]], one block per token */
+/* out[n] (=|+=) Σ_k (w ? w[n][k] : 1)·rows[row_of[n·K + k]], one block per
+ * token; vec: a thread's 8 columns of all K rows loaded before they are
+ * summed (fp32, in k order, as the scalar path) */
+template <bool vec>
 __global__ void combine_kernel(bf16 *out, const bf16 *rows, const int *row_of, const float *w, int K, int C,
                                int accumulate) {
     int n = blockIdx.x;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = 0.0f;
-        for (int k = 0; k < K; k++) {
-            int r = row_of[(size_t)n * K + k];
-            s += (w ? w[(size_t)n * K + k] : 1.0f) * __bfloat162float(rows[(size_t)r * C + c]);
+    const int *ro = row_of + (size_t)n * K;
+    const float *wn = w ? w + (size_t)n * K : NULL;
+    if constexpr (vec) {
+        for (int c = threadIdx.x * 8; c < C; c += blockDim.x * 8) {
+            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, x[8];
+            for (int k = 0; k < K; k++) {
+                load8(x, rows + (size_t)ro[k] * C, c, C, true);
+                float wk = wn ? wn[k] : 1.0f;
+                for (int j = 0; j < 8; j++) s[j] += wk * x[j];
+            }
+            if (accumulate) {
+                load8(x, out + (size_t)n * C, c, C, true);
+                for (int j = 0; j < 8; j++) s[j] += x[j];
+            }
+            store8(out + (size_t)n * C, s, c, C, true);
         }
-        if (accumulate) s += __bfloat162float(out[(size_t)n * C + c]);
-        out[(size_t)n * C + c] = __float2bfloat16(s);
+    } else {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) {
+                int r = ro[k];
+                s += (wn ? wn[k] : 1.0f) * __bfloat162float(rows[(size_t)r * C + c]);
+            }
+            if (accumulate) s += __bfloat162float(out[(size_t)n * C + c]);
+            out[(size_t)n * C + c] = __float2bfloat16(s);
+        }
     }
 }
 
 void kc_moe_permute_bwd(kc_bf16 *dx, const kc_bf16 *drows, const int *row_of, int N, int K, int C,
                         cudaStream_t st) {
     if (N <= 0 || C <= 0) return;
-    combine_kernel<<<N, 128, 0, st>>>(dx, drows, row_of, NULL, K, C, 1);
+    auto kernel = rows_vec(C, dx, drows) ? combine_kernel<true> : combine_kernel<false>;
+    kernel<<<N, MOE_ROW_THREADS, 0, st>>>(dx, drows, row_of, NULL, K, C, 1);
     CHECK_LAUNCH();
 }
 
 void kc_moe_combine_fwd(kc_bf16 *out, const kc_bf16 *rows, const int *row_of, const float *topw, int N, int K,
                         int C, cudaStream_t st) {
     if (N <= 0 || C <= 0) return;
-    combine_kernel<<<N, 128, 0, st>>>(out, rows, row_of, topw, K, C, 0);
+    auto kernel = rows_vec(C, out, rows) ? combine_kernel<true> : combine_kernel<false>;
+    kernel<<<N, MOE_ROW_THREADS, 0, st>>>(out, rows, row_of, topw, K, C, 0);
     CHECK_LAUNCH();
 }
 
+/* drows[row_of[n·K + k]] = w[n][k]·dout[n], dtopw[n][k] = dout[n]·rows[...];
+ * vec: dout's 8 columns loaded once for all K (the scalar path re-reads them
+ * a k), the K partial dot products kept per thread (K <= KC_MOE_MAX_K) and
+ * reduced over the block at the end, one reduction a k as before */
+template <bool vec>
 __global__ void combine_bwd_kernel(bf16 *drows, float *dtopw, const bf16 *dout, const bf16 *rows,
                                    const int *row_of, const float *topw, int K, int C) {
     __shared__ float red[32];
     int n = blockIdx.x;
     const bf16 *dy = dout + (size_t)n * C;
-    for (int k = 0; k < K; k++) {
-        int r = row_of[(size_t)n * K + k];
-        float w = topw[(size_t)n * K + k], d = 0.0f;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            float g = __bfloat162float(dy[c]);
-            d += g * __bfloat162float(rows[(size_t)r * C + c]);
-            drows[(size_t)r * C + c] = __float2bfloat16(w * g);
+    const int *ro = row_of + (size_t)n * K;
+    const float *wn = topw + (size_t)n * K;
+    if constexpr (vec) {
+        float d[KC_MOE_MAX_K];
+#pragma unroll
+        for (int k = 0; k < KC_MOE_MAX_K; k++) d[k] = 0.0f;
+        for (int c = threadIdx.x * 8; c < C; c += blockDim.x * 8) {
+            float g[8], x[8], o[8];
+            load8(g, dy, c, C, true);
+#pragma unroll
+            for (int k = 0; k < KC_MOE_MAX_K; k++) {   // unrolled: d[] stays in registers
+                if (k >= K) break;
+                size_t r = (size_t)ro[k] * C;
+                load8(x, rows + r, c, C, true);
+                float w = wn[k];
+                for (int j = 0; j < 8; j++) {
+                    d[k] += g[j] * x[j];
+                    o[j] = w * g[j];
+                }
+                store8(drows + r, o, c, C, true);
+            }
         }
-        d = block_sum(d, red);
-        if (dtopw && threadIdx.x == 0) dtopw[(size_t)n * K + k] = d;
+#pragma unroll
+        for (int k = 0; k < KC_MOE_MAX_K; k++) {
+            if (k >= K) break;
+            float t = block_sum(d[k], red);
+            if (dtopw && threadIdx.x == 0) dtopw[(size_t)n * K + k] = t;
+        }
+    } else {
+        for (int k = 0; k < K; k++) {
+            int r = ro[k];
+            float w = wn[k], d = 0.0f;
+            for (int c = threadIdx.x; c < C; c += blockDim.x) {
+                float g = __bfloat162float(dy[c]);
+                d += g * __bfloat162float(rows[(size_t)r * C + c]);
+                drows[(size_t)r * C + c] = __float2bfloat16(w * g);
+            }
+            d = block_sum(d, red);
+            if (dtopw && threadIdx.x == 0) dtopw[(size_t)n * K + k] = d;
+        }
     }
 }
 
 void kc_moe_combine_bwd(kc_bf16 *drows, float *dtopw, const kc_bf16 *dout, const kc_bf16 *rows,
                         const int *row_of, const float *topw, int N, int K, int C, cudaStream_t st) {
     if (N <= 0) return;
-    combine_bwd_kernel<<<N, 128, 0, st>>>(drows, dtopw, dout, rows, row_of, topw, K, C);
+    auto kernel = rows_vec(C, drows, dout, rows) ? combine_bwd_kernel<true> : combine_bwd_kernel<false>;
+    kernel<<<N, MOE_ROW_THREADS, 0, st>>>(drows, dtopw, dout, rows, row_of, topw, K, C);
+    CHECK_LAUNCH();
+}
+
+/* Every ep rank's counts: this rank's E as floats (exact below 2^24) into
+ * its slot of the all-gather buffer, on the device (no host round trip). */
+__global__ void counts_f32_kernel(float *dst, const int *cnt, int E) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) dst[e] = (float)cnt[e];
+}
+
+void kc_moe_counts_f32(float *dst, const int *counts, int E, cudaStream_t st) {
+    if (E <= 0) return;
+    counts_f32_kernel<<<1, 256, 0, st>>>(dst, counts, E);
     CHECK_LAUNCH();
 }
 
