@@ -22,6 +22,8 @@ refused() {   # refused WHAT PATTERN PLAN-ARGS...: plan exits non-zero with PATT
 refused "MTP with cp 2" "runs multi-token prediction at cp 1" --gpus 4 $TMTP --cp 2
 refused "MoE with biases" "has no expert biases" --gpus 4 $TINY --experts 4 --topk 2 --bias
 refused "MoE with tp 2 and no SP" "leave no layout" --gpus 4 $TMTP --experts 4 --topk 2 --tp 2 --no-sp
+refused "MLA with LayerNorm" "runs multi-head latent attention with --norm rmsnorm" --gpus 2 $TINY --attn mla \
+    --q-lora-rank 64 --kv-lora-rank 32 --qk-nope-dim 32 --qk-rope-dim 16 --v-head-dim 32
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
