@@ -100,13 +100,15 @@ run_moe moe_sh 4 llama --tp 2 --sp --dp 2 --ep 2 --shared 64 --first-dense 1
 run_moe moe_cap 2 llama --dp 2 --ep 2 --capacity 1.0
 run_moe moe_gpt 2 gpt --dp 2 --ep 2
 # ZeRO-2/3 with routed experts: the dense part of a layer unit over dp·cp,
-# its experts over edp (edp 2 with dp·cp 1 under tp 2 / etp 1; edp 1 when
-# ep takes every rank); weights, grads and optimizer bytes as memory.c's
+# its experts over edp (edp 2 with dp·cp 1 under tp 2 / etp 1; edp 4 over
+# tp 2 · dp 2; edp 1 when ep takes every rank); weights, grads and
+# optimizer bytes as memory.c's
 run_moe moe 2 llama --dp 2 --ep 2 --zero2
 run_moe moe 2 llama --dp 2 --zero3 --full 1
 run_moe moe 2 llama --tp 2 --sp --ep 1 --etp 1 --zero3
 run_moe moe 4 llama --dp 4 --ep 2 --zero3
 run_moe moe 4 llama --tp 2 --sp --dp 2 --ep 2 --etp 1 --zero2
+run_moe moe 4 llama --tp 2 --sp --dp 2 --etp 1 --zero3
 run_moe moe 4 llama --cp 2 --dp 2 --ep 2 --etp 1 --zero3 --full 2
 run_moe moe_sh 4 llama --dp 4 --ep 2 --shared 64 --first-dense 1 --zero3
 # multi-head latent attention (llama-shaped, q_lora 32, kv_lora 32, qk 16+8, v 16):
