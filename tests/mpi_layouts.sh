@@ -111,6 +111,7 @@ run_moe moe 4 llama --tp 2 --sp --dp 2 --ep 2 --etp 1 --zero2
 run_moe moe 4 llama --tp 2 --sp --dp 2 --etp 1 --zero3
 run_moe moe 4 llama --cp 2 --dp 2 --ep 2 --etp 1 --zero3 --full 2
 run_moe moe_sh 4 llama --dp 4 --ep 2 --shared 64 --first-dense 1 --zero3
+run_moe moe_cap 2 llama --dp 2 --capacity 1.0 --zero3
 # multi-head latent attention (llama-shaped, q_lora 32, kv_lora 32, qk 16+8, v 16):
 # down-projections replicated, up-projections and output split by heads
 run_mla() {   # run_mla NAME NP ARGS...
