@@ -83,9 +83,6 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         int etp = layout_etp(lo), fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
         if (m->bias)
             FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
-        if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-            FAIL("plan: layout.optimizer %s with a mixture-of-experts model: the executor shards expert states "
-                 "only under zero1 / distopt", layout_opt_name(lo->opt));
         if (tp > 1 && !lo->sp)
             FAIL("a mixture-of-experts model with tp %d needs sequence parallel (layout.sp), as in Megatron-LM", tp);
         if (m->experts % lo->ep || fe % etp || m->shared_ffn % tp)
@@ -295,9 +292,13 @@ static void carve(Exec *e, float *acts, float *bufs)
          * unit's; ZeRO-3 as many gather buffers: a layer computing, the next
          * one gathered, the stage unit */
         int S = e->ps.nlayers;
-        size_t D = grad_size(e), most = 0;
-        for (int u = 0; u < S; u++)
+        size_t D = grad_size(e), X = e->d.edp, most = 0, xmost = 0;
+        for (int u = 0; u < S; u++) {
             most = e->u_slice[u] * D > most ? e->u_slice[u] * D : most;
+            xmost = e->x_slice[u] * X > xmost ? e->x_slice[u] * X : xmost;
+        }
+        e->zx = most;      // a layer's experts after its dense part
+        most += xmost;
         for (int k = 0; k < 2; k++)
             e->zb[k] = take(&b, most);
         e->zbs = take(&b, e->u_slice[S] * D);
@@ -327,13 +328,24 @@ static int units_init(Exec *e)
     e->u_soff = calloc(U, sizeof *e->u_soff);
     e->uw = calloc(U, sizeof *e->uw);
     e->ug = calloc(U, sizeof *e->ug);
-    if (!e->lay_start || !e->lay_n || !e->u_slice || !e->u_soff || !e->uw || !e->ug)
+    e->x_start = calloc(U, sizeof *e->x_start);
+    e->x_len = calloc(U, sizeof *e->x_len);
+    e->x_slice = calloc(U, sizeof *e->x_slice);
+    e->x_soff = calloc(U, sizeof *e->x_soff);
+    e->xw = calloc(U, sizeof *e->xw);
+    e->xg = calloc(U, sizeof *e->xg);
+    if (!e->lay_start || !e->lay_n || !e->u_slice || !e->u_soff || !e->uw || !e->ug || !e->x_start || !e->x_len ||
+        !e->x_slice || !e->x_soff || !e->xw || !e->xg)
         return -1;
     for (int l = 0; l < ps->nlayers; l++) {
         e->lay_start[l] = ps->layer_off[l][P_LN1W];
         for (int id = 0; id < P_LAYER_COUNT; id++)   // the routed experts are not in the unit
             if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
                 e->lay_n[l] += ps->layer_len[l][id];
+        if (ps->layer_off[l][P_EFC1W] != PARAM_NONE) {   // efc1 then efc2, contiguous (params.c)
+            e->x_start[l] = ps->layer_off[l][P_EFC1W];
+            e->x_len[l] = ps->layer_len[l][P_EFC1W] + ps->layer_len[l][P_EFC2W];
+        }
     }
     e->lay_start[U - 1] = ps->layers_end;
     e->lay_n[U - 1] = ps->n - ps->layers_end;
@@ -343,11 +355,17 @@ static int units_init(Exec *e)
         e->u_soff[u] = off;
         off += e->u_slice[u];
     }
+    size_t X = e->d.edp;   // then the experts' slices over edp
+    for (int u = 0; u < U; u++) {
+        e->x_slice[u] = (e->x_len[u] + X - 1) / X;
+        e->x_soff[u] = off;
+        off += e->x_slice[u];
+    }
     if (e->zero >= 2)
         e->opt_n = off;
     for (int k = 0; k < 2; k++) {
         e->zg_unit[k] = e->zb_unit[k] = -1;
-        e->zg_req[k] = e->zb_req[k] = DIST_REQ_NULL;
+        e->zg_req[k] = e->zb_req[k] = e->zgx_req[k] = e->zbx_req[k] = DIST_REQ_NULL;
     }
     e->zgs_req = e->zbs_req = DIST_REQ_NULL;
     return 0;
@@ -359,6 +377,14 @@ static size_t slice_real(const Exec *e, int u)
 {
     size_t a = slice_first(e, u);
     return e->lay_n[u] > a ? (e->lay_n[u] - a < e->u_slice[u] ? e->lay_n[u] - a : e->u_slice[u]) : 0;
+}
+
+/* The same for unit u's routed experts, sliced over edp. */
+static size_t xslice_first(const Exec *e, int u) { return (size_t)e->d.edp_rank * e->x_slice[u]; }
+static size_t xslice_real(const Exec *e, int u)
+{
+    size_t a = xslice_first(e, u);
+    return e->x_len[u] > a ? (e->x_len[u] - a < e->x_slice[u] ? e->x_len[u] - a : e->x_slice[u]) : 0;
 }
 
 static float *unit_ptr(float *const *base, int u, size_t off, size_t start)
@@ -373,13 +399,15 @@ static float *unit_ptr(float *const *base, int u, size_t off, size_t start)
 float *exec_lw(const Exec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : unit_ptr(e->uw, li, o, e->lay_start[li]);
+    return o == PARAM_NONE ? NULL
+         : param_is_expert(id) ? unit_ptr(e->xw, li, o, e->x_start[li]) : unit_ptr(e->uw, li, o, e->lay_start[li]);
 }
 
 float *exec_lg(const Exec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
-    return o == PARAM_NONE ? NULL : unit_ptr(e->ug, li, o, e->lay_start[li]);
+    return o == PARAM_NONE ? NULL
+         : param_is_expert(id) ? unit_ptr(e->xg, li, o, e->x_start[li]) : unit_ptr(e->ug, li, o, e->lay_start[li]);
 }
 
 float *exec_sw(const Exec *e, ParamId id)
@@ -427,8 +455,10 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         return -1;
     e->sm.ep_rank = d->ep_rank, e->sm.etp_rank = d->etp_rank;
     int tp = lo->tp, D = grad_size(e);
-    /* a group of one shards nothing: ZeRO-0 */
-    e->zero = D == 1 || lo->opt == OPT_ZERO0 ? 0 : lo->opt == OPT_ZERO2 ? 2 : lo->opt == OPT_ZERO3 ? 3 : 1;
+    /* a group of one shards nothing: ZeRO-0; but ZeRO-2/3 still shard the
+     * routed experts over an edp of more than one (memory.c counts them so) */
+    int z = lo->opt == OPT_ZERO0 ? 0 : lo->opt == OPT_ZERO2 ? 2 : lo->opt == OPT_ZERO3 ? 3 : 1;
+    e->zero = D > 1 || (z >= 2 && spec_is_moe(m) && d->edp > 1) ? z : 0;
     e->B = lo->mbs, e->T = m->s, e->Tl = m->s / lo->cp, e->N = e->B * e->Tl, e->C = m->h;
     e->Nl = e->lo.sp ? e->N / tp : e->N;
     e->HS = spec_head_dim(m);
@@ -486,6 +516,8 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     for (int u = 0; u < e->nunits; u++) {
         e->uw[u] = e->zero == 3 ? NULL : e->ps.w + e->lay_start[u];
         e->ug[u] = e->zero >= 2 ? NULL : e->ps.g + e->lay_start[u];
+        e->xw[u] = e->zero == 3 || !e->x_len[u] ? NULL : e->ps.w + e->x_start[u];
+        e->xg[u] = e->zero >= 2 || !e->x_len[u] ? NULL : e->ps.g + e->x_start[u];
     }
     if (e->zero == 3) {
         exec_scatter_weights(e, e->ps.w);
@@ -644,15 +676,22 @@ static void sp_sync(Exec *e, float *g, size_t n)
 
 /* ---- ZeRO-2/3: gradient buckets and weight gathers -------------------- */
 
-/* The reduce-scatter of unit u from buf is done: add this rank's slice (at
- * buf[0, slice), in place) into the gradient shard. */
-static void bucket_drain(Exec *e, float *buf, int u, DistReq *req)
+/* The reduce-scatters of unit u from buf are done: add this rank's slice
+ * (at buf[0, slice), in place; the experts' at buf[zx, zx + x_slice)) into
+ * the gradient shard. xreq: the experts' request (NULL: the stage unit). */
+static void bucket_drain(Exec *e, float *buf, int u, DistReq *req, DistReq *xreq)
 {
     double t0 = dist_now();
     dist_wait(req, grad_comm(e));
+    if (xreq)
+        dist_wait(xreq, e->d.edp_comm);
     e->t[PH_DP] += dist_now() - t0;
     float *g = e->gsh + e->u_soff[u];
     k_residual_fwd(g, g, buf, e->u_slice[u]);
+    if (e->x_len[u]) {
+        float *xg = e->gsh + e->x_soff[u];
+        k_residual_fwd(xg, xg, buf + e->zx, e->x_slice[u]);
+    }
 }
 
 /* Unit u's gradients go to a zeroed bucket: the stage unit's own, or the
@@ -662,19 +701,23 @@ static void bucket_open(Exec *e, int u)
     float *buf;
     if (u == e->nunits - 1) {
         if (e->zbs_busy)
-            bucket_drain(e, e->zbs, u, &e->zbs_req);
+            bucket_drain(e, e->zbs, u, &e->zbs_req, NULL);
         e->zbs_busy = 0;
         buf = e->zbs;
     } else {
         int k = e->zb_cur = e->zb_next;
         e->zb_next ^= 1;
         if (e->zb_unit[k] >= 0)
-            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k]);
+            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k], &e->zbx_req[k]);
         e->zb_unit[k] = -1;
         buf = e->zb[k];
     }
     k_zero(buf, e->u_slice[u] * grad_size(e));
     e->ug[u] = buf;
+    if (e->x_len[u]) {
+        k_zero(buf + e->zx, e->x_slice[u] * e->d.edp);
+        e->xg[u] = buf + e->zx;
+    }
 }
 
 /* Unit u's gradients of this micro-batch are complete: the SP syncs of its
@@ -699,10 +742,13 @@ static void bucket_close(Exec *e, int u)
     } else {   /* the bucket that holds u (two MTP modules hold both at once) */
         int k = buf == e->zb[1];
         dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[k]);
+        e->zbx_req[k] = DIST_REQ_NULL;
+        if (e->x_len[u])   /* the routed experts over the ranks that hold the same ones */
+            dist_ireduce_scatter(buf + e->zx, (int)e->x_slice[u], e->d.edp_comm, &e->zbx_req[k]);
         e->zb_unit[k] = u;
     }
     e->t[PH_DP] += dist_now() - t0;
-    e->ug[u] = NULL;
+    e->ug[u] = e->xg[u] = NULL;
 }
 
 /* Every bucket's reduce-scatter drained into the shard (end of the step). */
@@ -710,11 +756,11 @@ static void bucket_flush(Exec *e)
 {
     for (int k = 0; k < 2; k++) {
         if (e->zb_unit[k] >= 0)
-            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k]);
+            bucket_drain(e, e->zb[k], e->zb_unit[k], &e->zb_req[k], &e->zbx_req[k]);
         e->zb_unit[k] = -1;
     }
     if (e->zbs_busy)
-        bucket_drain(e, e->zbs, e->nunits - 1, &e->zbs_req);
+        bucket_drain(e, e->zbs, e->nunits - 1, &e->zbs_req, NULL);
     e->zbs_busy = 0;
     e->zb_next = 0;
 }
@@ -732,10 +778,15 @@ static void gather_start(Exec *e, int u, int keep)
     double t0 = dist_now();
     if (e->zg_unit[k] >= 0) {    /* evicted: a prefetch nobody used must land before the buffer is reused */
         dist_wait(&e->zg_req[k], grad_comm(e));
-        e->uw[e->zg_unit[k]] = NULL;
+        dist_wait(&e->zgx_req[k], e->d.edp_comm);
+        e->uw[e->zg_unit[k]] = e->xw[e->zg_unit[k]] = NULL;
     }
     e->zg_unit[k] = u;
     dist_iallgather(e->zg[k], e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), &e->zg_req[k]);
+    e->zgx_req[k] = DIST_REQ_NULL;
+    if (e->x_len[u])             /* the routed experts from the edp ranks */
+        dist_iallgather(e->zg[k] + e->zx, e->wsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm,
+                        &e->zgx_req[k]);
     e->t[PH_DP] += dist_now() - t0;
 }
 
@@ -746,8 +797,11 @@ static void gather_wait(Exec *e, int u, int keep)
     int k = e->zg_unit[0] == u ? 0 : 1;
     double t0 = dist_now();
     dist_wait(&e->zg_req[k], grad_comm(e));
+    dist_wait(&e->zgx_req[k], e->d.edp_comm);
     e->t[PH_DP] += dist_now() - t0;
     e->uw[u] = e->zg[k];
+    if (e->x_len[u])
+        e->xw[u] = e->zg[k] + e->zx;
 }
 
 /* ZeRO-3: the stage unit, gathered for one micro-batch (start, then wait). */
@@ -772,8 +826,9 @@ static void gather_reset(Exec *e)
 {
     for (int k = 0; k < 2; k++) {
         dist_wait(&e->zg_req[k], grad_comm(e));
+        dist_wait(&e->zgx_req[k], e->d.edp_comm);
         if (e->zg_unit[k] >= 0)
-            e->uw[e->zg_unit[k]] = NULL;
+            e->uw[e->zg_unit[k]] = e->xw[e->zg_unit[k]] = NULL;
         e->zg_unit[k] = -1;
     }
     dist_wait(&e->zgs_req, grad_comm(e));
@@ -787,6 +842,11 @@ void exec_scatter_weights(Exec *e, const float *w)
         size_t real = slice_real(e, u);
         memcpy(dst, w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
         memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
+        dst = e->wsh + e->x_soff[u];
+        real = xslice_real(e, u);
+        if (real)
+            memcpy(dst, w + e->x_start[u] + xslice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->x_slice[u] - real) * sizeof *dst);
     }
     if (e->zero == 3)
         gather_reset(e);
@@ -798,6 +858,10 @@ void exec_gather_weights(Exec *e, float *w)
         float *buf = u == e->nunits - 1 ? e->zgs : e->zg[0];
         dist_allgather(buf, e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), NULL);
         memcpy(w + e->lay_start[u], buf, e->lay_n[u] * sizeof *w);
+        if (e->x_len[u]) {
+            dist_allgather(e->zg[0] + e->zx, e->wsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm, NULL);
+            memcpy(w + e->x_start[u], e->zg[0] + e->zx, e->x_len[u] * sizeof *w);
+        }
     }
     gather_reset(e);
 }
@@ -996,6 +1060,9 @@ static void zero_step(Exec *e, int t)
         size_t so = e->u_soff[u];
         k_adamw(ps->w + e->lay_start[u] + slice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
                 slice_real(e, u), o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
+        so = e->x_soff[u];
+        k_adamw(ps->w + e->x_start[u] + xslice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
+                xslice_real(e, u), o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
     }
     e->t[PH_OPTIM] += dist_now() - t0;
     /* the updated slices go out from the spent gradient shard, padded, and
@@ -1007,6 +1074,11 @@ static void zero_step(Exec *e, int t)
         size_t real = slice_real(e, u);
         memcpy(dst, ps->w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
         memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
+        dst = e->gsh + e->x_soff[u];
+        real = xslice_real(e, u);
+        if (real)
+            memcpy(dst, ps->w + e->x_start[u] + xslice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->x_slice[u] - real) * sizeof *dst);
     }
     int S = e->nunits - 1;
     for (int u = 0; u <= S; u++) {
@@ -1018,6 +1090,11 @@ static void zero_step(Exec *e, int t)
         dist_wait(u == S ? &e->zbs_req : &e->zb_req[u % 2], grad_comm(e));
         memcpy(ps->w + e->lay_start[u], u == S ? e->zbs : e->zb[u % 2], e->lay_n[u] * sizeof(float));
     }
+    for (int u = 0; u < S; u++)   /* the routed experts from the edp ranks */
+        if (e->x_len[u]) {
+            dist_allgather(e->zb[0] + e->zx, e->gsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm, NULL);
+            memcpy(ps->w + e->x_start[u], e->zb[0] + e->zx, e->x_len[u] * sizeof(float));
+        }
     e->t[PH_DP] += dist_now() - t1;
 }
 
@@ -1184,6 +1261,12 @@ void exec_free(Exec *e)
     free(e->u_soff);
     free(e->uw);
     free(e->ug);
+    free(e->x_start);
+    free(e->x_len);
+    free(e->x_slice);
+    free(e->x_soff);
+    free(e->xw);
+    free(e->xg);
     free(e->wsh);
     free(e->gsh);
     free(e->dp_req);

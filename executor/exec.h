@@ -57,11 +57,15 @@
  * among them) reduce over dp·cp as today; the routed experts, in their own
  * region of the slab (params.h), reduce over edp, and ZeRO-1 / the
  * distributed optimizer shard their AdamW moments over edp (whenever edp >
- * 1, whatever dp·cp is). The optimizer arrays are [dense shard | expert
- * shard]. The router's load-balancing loss (moe.h) is added to the
- * objective and reported apart (StepStats.aux_loss). MoE with tp > 1 needs
- * sequence parallel, as in Megatron-LM; ZeRO-2/3 and biases are refused
- * for MoE models.
+ * 1, whatever dp·cp is). Under ZeRO-2/3 a layer unit's routed experts are
+ * a second part of the unit, sharded over edp: its bucket's expert part is
+ * reduce-scattered over edp while the dense part goes over dp·cp, and
+ * ZeRO-3 gathers the expert part over edp with the dense one (an edp of
+ * more than one shards the experts even when dp·cp is 1). The optimizer
+ * arrays are [dense shard | expert shard]. The router's load-balancing
+ * loss (moe.h) is added to the objective and reported apart
+ * (StepStats.aux_loss). MoE with tp > 1 needs sequence parallel, as in
+ * Megatron-LM; biases are refused for MoE models.
  *
  * Multi-head latent attention (DeepSeek-V2/V3; net.c): the down-projections
  * of q and kv run on this rank's rows (replicated weights, their gradients
@@ -232,6 +236,13 @@ typedef struct {
     int zb_unit[2], zbs_busy;    // unit being reduced from zb[k] (-1 none); zbs being reduced
     DistReq zb_req[2], zbs_req;
     int zb_next, zb_cur;         // bucket the next layer takes, the one the layer in backward holds
+    /* a layer unit's routed experts (ZeRO-2/3): sharded over edp, not dp·cp;
+     * buckets and gather buffers hold them from float zx on */
+    size_t *x_start, *x_len;     // (nunits) offset in the param slab and floats of the unit's experts (0 none)
+    size_t *x_slice, *x_soff;    // (nunits) floats of one edp rank's slice of them, its offset in the shard
+    float **xw, **xg;            // (nunits) where a unit's expert weights / gradients are now (NULL: not held)
+    size_t zx;                   // floats: start of the expert part of zb[k] and zg[k]
+    DistReq zgx_req[2], zbx_req[2];
     /* accounting */
     double mem[XM_COUNT];        // bytes allocated by category
     double t[PH_COUNT];          // this step's phase timers

@@ -293,8 +293,15 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
 double memory_zero_unit_params(const ModelSpec *m, const Layout *lo, int s, double *layer_unit)
 {
     double stage_unit = memory_stage_params(m, lo, s, 0);
-    if (layer_unit)
-        *layer_unit = memory_stage_params(m, lo, s, 1) - stage_unit;
+    if (layer_unit) {
+        /* the stage's largest layer: an MoE layer's unit holds its local
+         * experts too (the stage's first layer may be a dense one) */
+        int cnt[2][RECOMPUTE_COUNT], n = lo->layers[s] > 0 ? lo->layers[s] : m->L / lo->pp;
+        memory_stage_layer_mix(m, lo, s, n > 0 ? n : 1, 0, 0, cnt);
+        double dense = cnt[0][RECOMPUTE_NONE] ? memory_layer_params(m, lo, false, NULL) : 0;
+        double moe = cnt[1][RECOMPUTE_NONE] ? memory_layer_params(m, lo, true, NULL) : 0;
+        *layer_unit = dense > moe ? dense : moe;
+    }
     return stage_unit;
 }
 

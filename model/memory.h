@@ -93,7 +93,8 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo);
 /* ZeRO-2/3 shard and reduce per unit (FSDP-style): each layer is one, the
  * stage's non-layer tensors (embedding, positions, final norm, head) one
  * more. Returns the stage unit's parameters on one GPU of stage s and, in
- * *layer_unit (nullable), one layer's. */
+ * *layer_unit (nullable), its largest layer's (an MoE layer's with its
+ * local experts). */
 double memory_zero_unit_params(const ModelSpec *m, const Layout *lo, int s, double *layer_unit);
 /* Context parallel's K/V buffers on one GPU: for the ring the resident and
  * the arriving K/V block with their gradients (K, V, dK, dV, twice) of the

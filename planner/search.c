@@ -87,6 +87,24 @@ static bool push_outer(OuterList *l, const Outer *o)
     return true;
 }
 
+/* What ultraplan's executor refuses of a mixture-of-experts, MLA or MTP
+ * model's layout (executor/exec.c check_shapes); --target ultraplan does
+ * not offer it. The rest of check_shapes' rules layout_check or the
+ * enumeration already keep. */
+static bool executor_refuses(const ModelSpec *m, const Layout *lo)
+{
+    bool zero23 = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
+    if (spec_is_moe(m) && (m->bias || (lo->tp > 1 && !lo->sp)))
+        return true;   /* no expert biases; MoE under tp needs SP, as in Megatron-LM */
+    if ((m->attn == ATTN_MLA || m->mtp_layers > 0) && (m->norm != NORM_RMSNORM || m->pos != POS_ROPE))
+        return true;   /* the model's own limits (model_fault says which) */
+    if (m->attn == ATTN_MLA && (m->bias || m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim))
+        return true;
+    if (m->mtp_layers > 0 && (lo->cp > 1 || (zero23 && m->mtp_layers > 2)))
+        return true;   /* MTP's tokens k ahead on one cp rank; ZeRO-2/3 buckets hold two MTP modules */
+    return false;
+}
+
 /* The layout of an outer choice, checked; layers even (or the user's). */
 static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, const Outer *o, Layout *lo)
 {
@@ -109,6 +127,8 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
     for (int s = 0; s < LAYOUT_MAX_PP; s++)
         lo->full_rc[s] = lo->sel_rc[s] = 0;
     if (layout_check(lo, m, hw, err, sizeof err) != 0)
+        return -1;
+    if (lo->target == TARGET_ULTRAPLAN && executor_refuses(m, lo))
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
@@ -609,6 +629,10 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         if (c > 1 && m->s % (2 * c))
             FAULT("--cp %d needs the sequence length %d to be a multiple of 2*cp = %d (load-balanced context "
                   "parallel); %s", c, m->s, 2 * c, ok);
+        if (c > 1 && m->mtp_layers > 0 && b->target == TARGET_ULTRAPLAN)
+            FAULT("--cp %d with --mtp-layers %d: ultraplan's executor runs multi-token prediction at cp 1 only (the "
+                  "tokens k ahead may lie on another cp rank); leave out --cp, or plan for --target megatron", c,
+                  m->mtp_layers);
         if (c > G)
             FAULT("--cp %d is more than the %d GPUs (--gpus); %s", c, G, ok);
         if (G % c)
@@ -740,6 +764,26 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
     if ((fx & FIX_OPT) && (b->opt == OPT_ZERO2 || b->opt == OPT_ZERO3) && (fx & FIX_PP) && b->pp > 1)
         FAULT("--zero %d cannot combine with --pp %d (under pipeline parallelism only optimizer states are sharded: "
               "use --zero 1 or --dist-opt)", (int)b->opt, b->pp);
+    return false;
+}
+
+/* The model itself is one no layout of the target can run (executor_refuses). */
+static bool model_fault(const ModelSpec *m, const PlanRequest *req, char *buf, int len)
+{
+    if (req->base.target != TARGET_ULTRAPLAN)
+        return false;
+    if (spec_is_moe(m) && m->bias)
+        FAULT("%s is a mixture-of-experts model with biases (--bias): ultraplan's executor has no expert biases; "
+              "plan it with --no-bias, or for --target megatron", m->name);
+    bool rms_rope = m->norm == NORM_RMSNORM && m->pos == POS_ROPE;
+    if (m->attn == ATTN_MLA && (!rms_rope || m->bias || m->qk_rope_dim % 2 ||
+                                m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim))
+        FAULT("%s: ultraplan's executor runs multi-head latent attention with --norm rmsnorm --pos rope --no-bias, "
+              "an even --qk-rope-dim and --v-head-dim <= --qk-nope-dim + --qk-rope-dim; plan it so, or for "
+              "--target megatron", m->name);
+    if (m->mtp_layers > 0 && !rms_rope)
+        FAULT("%s: ultraplan's executor runs multi-token prediction with --norm rmsnorm --pos rope; plan it so, or "
+              "for --target megatron", m->name);
     return false;
 }
 
@@ -1064,7 +1108,8 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
         snprintf(out->brief, sizeof out->brief, "over the budget (best: %.1f days)", out->best_over_days);
     } else if (out->n == 0 && !out->cancelled) {
         /* the fixed knobs first: no GPU count helps a --tp that does not divide the heads */
-        if (out->outer_total == 0 && fixed_fault(m, hw, req, out->infeasible, sizeof out->infeasible)) {
+        if (out->outer_total == 0 && (model_fault(m, req, out->infeasible, sizeof out->infeasible) ||
+                                      fixed_fault(m, hw, req, out->infeasible, sizeof out->infeasible))) {
             out->fixed_fault = true;
             size_t n = strcspn(out->infeasible, ";");
             snprintf(out->brief, sizeof out->brief, "%.*s", (int)n, out->infeasible);

@@ -99,6 +99,19 @@ run_moe moe_sh 2 llama --dp 2 --ep 2 --shared 64 --first-dense 1
 run_moe moe_sh 4 llama --tp 2 --sp --dp 2 --ep 2 --shared 64 --first-dense 1
 run_moe moe_cap 2 llama --dp 2 --ep 2 --capacity 1.0
 run_moe moe_gpt 2 gpt --dp 2 --ep 2
+# ZeRO-2/3 with routed experts: the dense part of a layer unit over dp·cp,
+# its experts over edp (edp 2 with dp·cp 1 under tp 2 / etp 1; edp 4 over
+# tp 2 · dp 2; edp 1 when ep takes every rank); weights, grads and
+# optimizer bytes as memory.c's
+run_moe moe 2 llama --dp 2 --ep 2 --zero2
+run_moe moe 2 llama --dp 2 --zero3 --full 1
+run_moe moe 2 llama --tp 2 --sp --ep 1 --etp 1 --zero3
+run_moe moe 4 llama --dp 4 --ep 2 --zero3
+run_moe moe 4 llama --tp 2 --sp --dp 2 --ep 2 --etp 1 --zero2
+run_moe moe 4 llama --tp 2 --sp --dp 2 --etp 1 --zero3
+run_moe moe 4 llama --cp 2 --dp 2 --ep 2 --etp 1 --zero3 --full 2
+run_moe moe_sh 4 llama --dp 4 --ep 2 --shared 64 --first-dense 1 --zero3
+run_moe moe_cap 2 llama --dp 2 --capacity 1.0 --zero3
 # multi-head latent attention (llama-shaped, q_lora 32, kv_lora 32, qk 16+8, v 16):
 # down-projections replicated, up-projections and output split by heads
 run_mla() {   # run_mla NAME NP ARGS...
@@ -144,5 +157,8 @@ run_moe ds 2 llama $DS --tp 2 --sp --ep 2 --etp 1
 run_moe ds 4 llama $DS --tp 2 --sp --dp 2 --ep 2
 run_moe ds 4 llama $DS --pp 2 --dp 2 --ep 2 --zero1
 run_moe ds 8 llama $DS --tp 2 --sp --pp 2 --dp 2 --ep 2
+run_moe ds 4 llama $DS --dp 4 --ep 2 --zero3
+run_moe ds 4 llama $DS --tp 2 --sp --dp 2 --ep 2 --zero2 --full 2
+run_moe ds 8 llama $DS --tp 2 --sp --dp 4 --ep 4 --etp 1 --zero3
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

@@ -8,6 +8,27 @@
 # usage: mpi_plans.sh PATH/ultraplan
 set -u
 B=$1
+# first, without MPI: under --target ultraplan the planner offers nothing
+# the executor refuses of an MoE / MLA / MTP model, and says why
+TINY="--layers 4 --hidden 256 --heads 4 --vocab 256 --gpu a100-80g --seq 128 --gbs 8 --target ultraplan"
+TMTP="$TINY --mlp swiglu --norm rmsnorm --pos rope --untied --mtp-layers 1"
+refused() {   # refused WHAT PATTERN PLAN-ARGS...: plan exits non-zero with PATTERN in its message
+    local what=$1 pat=$2; shift 2
+    local out
+    if out=$("$B" plan "$@" 2>&1); then echo "FAIL: $what: planned"; exit 1; fi
+    echo "$out" | grep -q -- "$pat" || { echo "FAIL: $what: $out"; exit 1; }
+    echo "ok: $what refused under --target ultraplan"
+}
+refused "MTP with cp 2" "runs multi-token prediction at cp 1" --gpus 4 $TMTP --cp 2
+refused "MoE with biases" "has no expert biases" --gpus 4 $TINY --experts 4 --topk 2 --bias
+refused "MoE with tp 2 and no SP" "leave no layout" --gpus 4 $TMTP --experts 4 --topk 2 --tp 2 --no-sp
+refused "MLA with LayerNorm" "runs multi-head latent attention with --norm rmsnorm" --gpus 2 $TINY --attn mla \
+    --q-lora-rank 64 --kv-lora-rank 32 --qk-nope-dim 32 --qk-rope-dim 16 --v-head-dim 32
+# searched, not fixed: from 8K tokens the search tries cp, but not with MTP
+cps=$("$B" plan --gpus 8 --top 30 ${TMTP/--seq 128/--seq 8192} | awk '/^ *# +tp / { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    ("cp" in c) && $1 ~ /^[0-9]+$/ { print $(c["cp"]) }' | sort -u | tr '\n' ' ')
+[ "$cps" = "1 " ] || { echo "FAIL: MTP at 8K tokens under --target ultraplan: cp of the top 30: $cps"; exit 1; }
+echo "ok: MTP at 8K tokens: the top 30 under --target ultraplan all have cp 1"
 command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -29,7 +50,11 @@ case_() {
     [ "$n" -ge 1 ] || { echo "FAIL: $name: no layouts"; fails=$((fails + 1)); return; }
     for k in $(seq 1 "$n"); do
         local row
-        row=$(grep -E "^ +$k +[0-9]+ +[0-9]+ " "$T/table" | awk '{ printf "tp %s pp %s dp %s cp %s vp %s mbs %s %s %s", $2, $3, $4, $5, $6, $7, $8, $9 }')
+        # the row's layout by the header's column names (MoE tables have ep and etp)
+        row=$(awk -v k="$k" '/^ *# +tp / { for (i = 1; i <= NF; i++) col[$i] = i; next }
+            $1 == k && ("tp" in col) { n = split("tp pp dp cp ep etp vp mbs optim", w, " ")
+                for (j = 1; j <= n; j++) if (w[j] in col) printf "%s%s %s", (j > 1 ? " " : ""), w[j], $(col[w[j]])
+                exit }' "$T/table")
         "$B" plan --gpus "$gpus" --top "$top" --pick "$k" "$@" -o "$T/plan.json" > /dev/null 2>&1 ||
             { echo "FAIL: $name #$k: plan --pick"; fails=$((fails + 1)); continue; }
         ran=$((ran + 1))
@@ -52,5 +77,16 @@ case_ "llama 4 ranks, ZeRO-3 forced" 4 2 $LLAMA --seq 128 --gbs 8 --zero 3
 # DeepSeek-shaped: MLA, one MTP module (ZeRO-3 wins, as for the dense models)
 DS="$LLAMA --kv-heads 4 --attn mla --q-lora-rank 64 --kv-lora-rank 32 --qk-nope-dim 32 --qk-rope-dim 16 --v-head-dim 32 --mtp-layers 1"
 case_ "mla + mtp 4 ranks" 4 4 $DS --seq 128 --gbs 8
+# mixture of experts: a tiny Mixtral-like model (8 experts, top 2), and a
+# tiny DeepSeek-like one (MLA, layer 0 dense, a shared expert, one MTP
+# module); ep forced once so expert parallel runs too
+MIX="$LLAMA --experts 8 --topk 2 --moe-ffn 128"
+DSM="$DS --experts 8 --topk 2 --moe-ffn 128 --shared-ffn 128 --moe-first-dense 1"
+case_ "mixtral-like 2 ranks" 2 4 $MIX --seq 128 --gbs 8
+case_ "mixtral-like 4 ranks, ep 2 forced" 4 3 $MIX --seq 128 --gbs 8 --ep 2
+case_ "mixtral-like 8 ranks" 8 4 $MIX --seq 128 --gbs 8
+case_ "deepseek-like 2 ranks" 2 3 $DSM --seq 128 --gbs 8
+case_ "deepseek-like 4 ranks, --target ultraplan" 4 3 $DSM --seq 128 --gbs 8 --target ultraplan
+case_ "deepseek-like 8 ranks" 8 4 $DSM --seq 128 --gbs 8
 echo "$ran plan(s) run, $fails failed"
 [ $fails -eq 0 ] && [ $ran -gt 0 ]

@@ -34,6 +34,16 @@ $MPI 2 $U run "$D/plan3.json" --data "$D/text.txt" --steps 6 --checkpoint-dir "$
     > /dev/null || fail "zero3: resume"
 diff <(losses "$D/a3.json" | tail -n 3) <(losses "$D/b3.json") || fail "zero3: resumed losses differ"
 echo "resume under ZeRO-3: bit-identical losses"
+# and with routed experts: their shards (over edp 2) gathered into the file and scattered back
+$U plan --gpus 4 --dp 4 --tp 1 --pp 1 --ep 2 --zero 3 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 8 --mbs 2 --no-dropout --mlp swiglu --norm rmsnorm --pos rope \
+    --experts 4 --topk 2 --moe-ffn 64 -o "$D/planx.json" > /dev/null || fail "plan moe zero3"
+$MPI 4 $U run "$D/planx.json" --data "$D/text.txt" --steps 4 -o "$D/ax.json" > /dev/null || fail "moe zero3: run 4 steps"
+$MPI 4 $U run "$D/planx.json" --data "$D/text.txt" --steps 2 --checkpoint-dir "$D/ckx" > /dev/null || fail "moe zero3: run 2"
+$MPI 4 $U run "$D/planx.json" --data "$D/text.txt" --steps 4 --checkpoint-dir "$D/ckx" --resume -o "$D/bx.json" \
+    > /dev/null || fail "moe zero3: resume"
+diff <(losses "$D/ax.json" | tail -n 2) <(losses "$D/bx.json") || fail "moe zero3: resumed losses differ"
+echo "resume of an MoE under ZeRO-3: bit-identical losses"
 
 # compare
 $U compare "$D/plan.json" "$D/a.json" --json > "$D/cmp.json" || fail "compare"

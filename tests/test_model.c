@@ -1245,6 +1245,22 @@ static ModelSpec tiny_moe(void)
     return m;
 }
 
+/* ZeRO-2/3 buckets and gathers hold the stage's largest layer: tiny_moe's
+ * layer 0 is dense (attention 4·64·64 + norms 2·64 + SwiGLU 3·64·128 =
+ * 41088), the others MoE (attention and norms 16512, router 8·64, shared
+ * expert 3·64·64, 8/ep = 2 local experts of 3·64·32 each: 41600). */
+static void test_zero_unit_largest_layer(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.tp = 1, lo.ep = 4, lo.mbs = 2, lo.gbs = 16, lo.opt = OPT_ZERO3, lo.layers[0] = 4;
+    double layer = 0;
+    memory_zero_unit_params(&m, &lo, 0, &layer);
+    assert_rel(layer, 4 * 64 * 64 + 2 * 64 + 8 * 64 + 3 * 64 * 64 + 2 * (3 * 64 * 32), 1e-12);
+}
+
 static void test_moe_alltoall(void **st)
 {
     (void)st;
@@ -1663,6 +1679,7 @@ int main(void)
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
+        cmocka_unit_test(test_zero_unit_largest_layer),
         cmocka_unit_test(test_moe_rows_and_states),
         cmocka_unit_test(test_moe_acts),
         cmocka_unit_test(test_moe_layer_mix),
