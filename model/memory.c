@@ -84,6 +84,14 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     double bytes = sbh * (nontp * rep + tpart / t);
     bytes += mla_acts(m, lo);
 
+    /* fp8: the transposed fp8 copy (1 byte an element) of each linear
+     * layer's input, cast in the forward and kept for the weight gradient:
+     * QKV and FC1 read the gathered micro-batch (h wide), the projection and
+     * FC2 their tp shards (ultraplan's executor keeps them beside the 16-bit
+     * inputs; Transformer Engine keeps fp8 inputs for the backward too) */
+    if (lo->prec == PREC_FP8)
+        bytes += layout_mb_tokens(m, lo) * (2.0 * h + spec_q_width(m) / t + (double)m->f / t);
+
     double a = m->a;
     if (lo->flash) {
         bytes += 4.0 * a * layout_mb_tokens(m, lo) / t;   // fp32 log-sum-exp per row
@@ -320,6 +328,35 @@ double memory_cp_ring_bytes(const ModelSpec *m, const Layout *lo)
     return 2.0 * 4.0 * hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * kv;
 }
 
+/* One fp8 GEMM's operand copies (the executor's kc_fp8_scratch_bytes): the
+ * forward's input and weight casts, or the backward's transposed input, two
+ * casts of the output gradient and the transposed weight, each rounded to
+ * 256 bytes, after 256 bytes of scales. */
+static double up256(double b) { return ceil(b / 256.0) * 256.0; }
+static double fp8_gemm_scratch(double bt, double c, double oc)
+{
+    double fwd = up256(bt * c) + up256(oc * c), bwd = up256(c * bt) + 2.0 * up256(bt * oc) + up256(c * oc);
+    return 256.0 + fmax(fwd, bwd);
+}
+
+/* fp8 buffers of stage s: the largest GEMM's operand scratch, and, except
+ * under ZeRO-3 (whose layers exist whole only while gathered), each layer's
+ * linear weights cast once a step to fp8 and fp8-transposed (2 bytes a
+ * weight) for every micro-batch to reuse, as ultraplan's executor does and
+ * Transformer Engine's weight caches do */
+static double fp8_buffers(const ModelSpec *m, const Layout *lo, int s)
+{
+    double t = lo->tp, h = m->h, bt = layout_mb_tokens(m, lo);
+    double ql = spec_q_width(m) / t, qkv = (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t, f = m->f / t;
+    double f1 = (m->mlp == MLP_SWIGLU ? 2.0 : 1.0) * f;
+    double sc = fmax(fmax(fp8_gemm_scratch(bt, h, ql), fp8_gemm_scratch(bt, ql, h)),   /* Q; K and V reuse its input cast */
+                     fmax(fp8_gemm_scratch(bt, h, f1), fp8_gemm_scratch(bt, f, h)));
+    if (lo->opt == OPT_ZERO3)
+        return sc;
+    double per_layer = h * (qkv + ql + f1 + f);   /* QKV, projection, FC1, FC2 weights of one rank */
+    return sc + 2.0 * per_layer * lo->layers[s];
+}
+
 static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
 {
     double bytes = 0;
@@ -340,6 +377,8 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
             bytes += memory_weight_bytes(lo) * (2.0 * layer + stage);
     }
     bytes += memory_cp_ring_bytes(m, lo);
+    if (lo->prec == PREC_FP8)
+        bytes += fp8_buffers(m, lo, s);
     int comms = (lo->tp > 1) + (lo->pp > 1) + (layout_dp_group(lo) > 1) + (lo->cp > 1);
     if (spec_is_moe(m))   /* the expert groups: ep, etp (when not tp's), edp (when not dp·cp's) */
         comms += (lo->ep > 1) + (layout_etp(lo) > 1 && layout_etp(lo) != lo->tp) +

@@ -1261,6 +1261,46 @@ static void test_zero_unit_largest_layer(void **st)
     assert_rel(layer, 4 * 64 * 64 + 2 * 64 + 8 * 64 + 3 * 64 * 64 + 2 * (3 * 64 * 32), 1e-12);
 }
 
+/* fp8 plans keep, as the CUDA executor allocates them (executor/cuda/cufp8.c),
+ * the transposed fp8 copy of each linear input (1 byte an element) and,
+ * except under ZeRO-3, each layer's weights cast to fp8 and fp8-transposed,
+ * plus the largest GEMM's operand scratch. By hand for 2 GELU layers, h 64,
+ * 4 heads (q = kv = 64 wide), ffn 256, 2 x 32 tokens, tp 1:
+ *   inputs a layer: 64 tokens x (QKV 64 + FC1 64 + proj 64 + FC2 256) = 28,672 B;
+ *   weights a layer: 2 x 64 x (192 + 64 + 256 + 256) = 98,304 B;
+ *   scratch: FC1's backward, 256 + 4096 + 2 x 16,384 + 16,384 = 53,504 B. */
+static void test_fp8_copies(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED;
+    char err[256];
+    if (spec_validate(&m, err, sizeof err) != 0)
+        fail_msg("spec_validate: %s", err);
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 1, lo.tp = 1, lo.pp = 1, lo.mbs = 2, lo.gbs = 2, lo.layers[0] = 2, lo.opt = OPT_ZERO1;
+    StageMem b16, f8, b16z3, f8z3;
+    lo.prec = PREC_BF16;
+    memory_stage(&m, &hw, &lo, 0, &b16);
+    lo.prec = PREC_FP8;
+    memory_stage(&m, &hw, &lo, 0, &f8);
+    assert_rel(f8.bytes[MEM_ACTS] - b16.bytes[MEM_ACTS], 2 * 28672.0, 1e-12);
+    assert_rel(f8.bytes[MEM_BUFFERS] - b16.bytes[MEM_BUFFERS], 53504.0 + 2 * 98304.0, 1e-12);
+    /* ZeRO-3: the scratch only, no kept weight copies */
+    lo.opt = OPT_ZERO3;
+    memory_stage(&m, &hw, &lo, 0, &f8z3);
+    lo.prec = PREC_BF16;
+    memory_stage(&m, &hw, &lo, 0, &b16z3);
+    assert_rel(f8z3.bytes[MEM_BUFFERS] - b16z3.bytes[MEM_BUFFERS], 53504.0, 1e-12);
+    /* full recomputation keeps only the layer input: no fp8 copies */
+    lo.opt = OPT_ZERO1;
+    assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_FULL), 2.0 * 64 * 64, 1e-12);
+}
+
 static void test_moe_alltoall(void **st)
 {
     (void)st;
@@ -1680,6 +1720,7 @@ int main(void)
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
         cmocka_unit_test(test_zero_unit_largest_layer),
+        cmocka_unit_test(test_fp8_copies),
         cmocka_unit_test(test_moe_rows_and_states),
         cmocka_unit_test(test_moe_acts),
         cmocka_unit_test(test_moe_layer_mix),

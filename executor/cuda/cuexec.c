@@ -925,7 +925,10 @@ static int setup(CuExec *e, int stage, char *err, int errlen)
     } else {
         e->mem[XM_OPTIM] = 0;
     }
-    if (cufp8_keep_on(e)) {   // host tables of the fp8 weight copies (carved with the buffers)
+    /* host tables of the fp8 weight copies (carved with the buffers); not
+     * under ZeRO-3, whose layers exist whole only while gathered: kept copies
+     * of every layer would undo its sharding (model/memory.c fp8_buffers) */
+    if (cufp8_keep_on(e) && e->lo.opt != OPT_ZERO3) {
         size_t nw = (size_t)(e->sh.layers ? e->sh.layers : 1) * CUFP8_NW;
         e->f8w = calloc(nw, sizeof *e->f8w);
         e->f8w_gen = calloc(nw, sizeof *e->f8w_gen);
