@@ -275,6 +275,45 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
     return ab * rows * m->h;
 }
 
+static double binom(double n, double k) { return k < 0 || k > n ? 0 : exp(lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)); }
+
+/* The nodes one token's top-k copies land on, expected, over an EP group
+ * spanning N nodes that each hold E/N contiguous experts (Megatron places
+ * experts in order over the EP ranks, the ranks in order over the nodes).
+ * Routing is taken as uniform over the experts it may choose (the rows are
+ * force-balanced), with replacement, as the copies' count below assumes.
+ * Unlimited: N·(1 - (1 - 1/N)^k). Group-limited routing (G groups, a token
+ * in its best K_g, Megatron's --moe-router-num-groups/--moe-router-group-topk,
+ * DeepSeek-V3 report §3.2: "each token will be sent to at most M nodes"):
+ *  - G a multiple of N (groups inside nodes, G/N a node): j of the K_g
+ *    chosen groups lie in a node with the hypergeometric law
+ *    C(G/N, j)·C(G - G/N, K_g - j) / C(G, K_g), and the node is missed with
+ *    probability (1 - j/K_g)^k; D = N·(1 - Σ_j P(j)·(1 - j/K_g)^k).
+ *    DeepSeek-V3 over 8 nodes (G = N = 8, K_g = 4, k = 8): 3.60 nodes, not 5.25.
+ *  - N a multiple of G (a group spans N/G nodes): the copies fall on the
+ *    K_g·N/G nodes of the chosen groups, D = n·(1 - (1 - 1/n)^k), n = K_g·N/G.
+ *  - otherwise (groups straddle nodes unevenly) no bound is taken. */
+double time_moe_token_nodes(const ModelSpec *m, int N)
+{
+    double k = m->topk, G = m->router_groups, Kg = m->router_group_topk;
+    if (N <= 1)
+        return 1.0;
+    double unlimited = N * (1.0 - pow(1.0 - 1.0 / N, k));
+    if (G <= 1 || Kg <= 0 || Kg >= G)
+        return unlimited;
+    if ((int)G % N == 0) {
+        double per = G / N, miss = 0;
+        for (int j = 0; j <= (int)fmin(per, Kg); j++)
+            miss += binom(per, j) * binom(G - per, Kg - j) / binom(G, Kg) * pow(1.0 - j / Kg, k);
+        return N * (1.0 - miss);
+    }
+    if (N % (int)G == 0) {
+        double n = Kg * N / G;
+        return n * (1.0 - pow(1.0 - 1.0 / n, k));
+    }
+    return unlimited;
+}
+
 double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double bytes = time_moe_dispatch_bytes(m, lo);
@@ -296,7 +335,7 @@ double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
             break;                 /* one NVLink domain: the all-to-all below */
         /* the load factor on the busiest rank, as in the rows */
         double load = bytes / (ab * tok * m->topk * m->h);
-        double remote = (N - 1) * (1.0 - pow(1.0 - 1.0 / N, m->topk));
+        double remote = time_moe_token_nodes(m, N) * (N - 1) / N;   /* by symmetry, D/N of them local */
         double nic = load * ab * tok * m->h * remote;
         double nvl = bytes * (k - 1) / k;   /* every copy fanned out to its GPU in the node */
         return lat + hw->inter.lat + fmax(nic / (hw->inter.bw * eff), nvl / (hw->intra.bw * eff));

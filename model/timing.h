@@ -56,6 +56,8 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
 double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 /* The 1F1B A2A overlap takes effect: the switch on and
  * layout_moe_a2a_check's requirements met. */
+/* expected nodes one token's top-k copies reach over N nodes, under the model's group-limited routing */
+double time_moe_token_nodes(const ModelSpec *m, int N);
 bool time_moe_a2a_overlap(const Layout *lo);
 /* Members of an EP group sharing a node (expert rank order etp-ep-edp-pp). */
 int time_ep_members_per_node(const HwProfile *hw, const Layout *lo);

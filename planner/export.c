@@ -428,6 +428,10 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARGV("--moe-layer-freq", "'%s'", freq);
         else
             ARGV("--moe-layer-freq", "%s", freq);
+        if (m->router_groups > 0) {   /* group-limited routing (DeepSeek-V3's node-limited) */
+            ARGV("--moe-router-num-groups", "%d", m->router_groups);
+            ARGV("--moe-router-group-topk", "%d", m->router_group_topk);
+        }
         ARGV("--expert-model-parallel-size", "%d", lo->ep);
         ARGV("--expert-tensor-parallel-size", "%d", layout_etp(lo));
         /* Megatron's default is allgather: the plan's dispatcher is written, flex with DeepEP */
@@ -577,6 +581,8 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         INT("--qk-head-dim", 1, &qk_head)
         INT("--qk-pos-emb-head-dim", 1, &qk_pos)
         INT("--v-head-dim", 1, &v_head)
+        INT("--moe-router-num-groups", 1, &m->router_groups)
+        INT("--moe-router-group-topk", 1, &m->router_group_topk)
         FLAG("--multi-latent-attention", mla = 1)
         FLAG("--moe-pad-expert-input-to-capacity", pad_cap = 1)
         FLAG("--sequence-parallel", lo->sp = true)

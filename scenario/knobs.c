@@ -191,6 +191,18 @@ static const Knob table[KNOB_COUNT] = {
                            .help = "expert capacity factor: each expert takes at most F*tokens*topk/experts rows, "
                                    "padded to that (0 = dropless)",
                            .dflt = "dropless"},
+    /* Megatron's --moe-router-num-groups / --moe-router-group-topk: group-limited routing (DeepSeek-V3's
+     * node-limited routing, 8 groups, 4 a token); it bounds the nodes a token is sent to (time_moe_a2a_s) */
+    [K_ROUTER_GROUPS] = {K_ROUTER_GROUPS, "moe-router-num-groups", M(router_groups), INT(0, 65536),
+                         .flag = "moe-router-num-groups", .json = "moe_router_num_groups", .json_optional = true,
+                         .csv = "moe_router_groups",
+                         .help = "group-limited routing: experts in N equal groups (DeepSeek-V3: 8, one a node)",
+                         .dflt = "0, no group limit"},
+    [K_ROUTER_GROUP_TOPK] = {K_ROUTER_GROUP_TOPK, "moe-router-group-topk", M(router_group_topk), INT(0, 65536),
+                             .flag = "moe-router-group-topk", .json = "moe_router_group_topk", .json_optional = true,
+                             .csv = "moe_router_group_topk",
+                             .help = "group-limited routing: a token's experts from at most K groups (DeepSeek-V3: 4)",
+                             .dflt = "0, no group limit"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,

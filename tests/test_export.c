@@ -470,6 +470,11 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_int_equal(lo2.vp, 4);
     assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_FLEX);
     assert_true(lo2.moe_a2a_overlap);
+    /* the preset's group-limited routing (8 groups, 4 a token) is written and read back */
+    assert_non_null(strstr(t, "--moe-router-num-groups 8"));
+    assert_non_null(strstr(t, "--moe-router-group-topk 4"));
+    assert_int_equal(m2.router_groups, 8);
+    assert_int_equal(m2.router_group_topk, 4);
     free(t);
     /* the standalone-MTP form: m on stage 14 of 16 */
     base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);

@@ -1518,6 +1518,46 @@ static void test_pipeline_layout_string(void **state)
     assert_non_null(strstr(err, "but vp is 4"));
 }
 
+/* Nodes a token's copies reach under group-limited routing, by hand.
+ * DeepSeek-V3 (256 experts, top 8, 8 groups, 4 a token):
+ *  - over 8 nodes (a group a node): a node is one of the 4 chosen groups
+ *    with probability 1/2, then missed by all 8 copies with (3/4)^8, so
+ *    D = 8·(1 - 1/2 - (1/2)(3/4)^8) = 3.5995; unlimited 8·(1 - (7/8)^8) = 5.2509.
+ *  - over 4 nodes (2 groups a node): the node holds 0, 1 or 2 chosen groups
+ *    with probability 15/70, 40/70, 15/70 (C(2,j)·C(6,4-j)/C(8,4)), missed
+ *    with 1, (3/4)^8, (1/2)^8: D = 4·(1 - 15/70 - 40/70·0.100113 - 15/70·0.003906).
+ *  - over 16 nodes (a group spans 2): the copies fall on the chosen 8 nodes,
+ *    D = 8·(1 - (7/8)^8).
+ *  - 3 groups over 4 nodes (neither divides the other): no bound. */
+static void test_moe_group_limited_nodes(void **st)
+{
+    (void)st;
+    ModelSpec m = {0};
+    m.experts = 256, m.topk = 8;
+    double q = pow(0.75, 8), un8 = 8 * (1 - pow(7.0 / 8, 8));
+    assert_rel(time_moe_token_nodes(&m, 8), un8, 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 1), 1.0, 1e-15);
+    m.router_groups = 8, m.router_group_topk = 4;
+    assert_rel(time_moe_token_nodes(&m, 8), 8 * (0.5 - 0.5 * q), 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 8), 3.5995, 1e-4);
+    assert_rel(time_moe_token_nodes(&m, 4), 4 * (1 - 15.0 / 70 - 40.0 / 70 * q - 15.0 / 70 * pow(0.5, 8)), 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 16), un8, 1e-12);
+    /* over 2 nodes (4 groups a node): 0..4 chosen groups on a node, C(4,j)·C(4,4-j)/70 = 1, 16, 36, 16, 1 /70 */
+    double miss2 = (1 + 16 * q + 36 * pow(0.5, 8) + 16 * pow(0.25, 8)) / 70;
+    assert_rel(time_moe_token_nodes(&m, 2), 2 * (1 - miss2), 1e-12);
+    m.experts = 240, m.router_groups = 3, m.router_group_topk = 2;             /* 3 groups over 4 nodes: no bound */
+    assert_rel(time_moe_token_nodes(&m, 4), 4 * (1 - pow(0.75, 8)), 1e-12);
+    /* the spec refuses a half-given or impossible group limit, naming both flags */
+    char err[256];
+    ModelSpec d = tiny_moe();
+    d.router_groups = 2;
+    assert_int_equal(spec_validate(&d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "moe-router-group-topk"));
+    d.router_groups = 3, d.router_group_topk = 1;
+    assert_int_equal(spec_validate(&d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "moe-router-num-groups"));
+}
+
 /* The token dispatchers and the 1F1B A2A overlap, worked by hand on the
  * tiny MoE (h 64, top 2) over 8 EP ranks, 4 per node (2 nodes): 128 tokens
  * a micro-batch, routed rows 256, 2 bytes each: 32768 B per dispatch. */
@@ -1545,6 +1585,13 @@ static void test_moe_dispatchers(void **st)
     /* allgather: every rank's 128 tokens gathered over the 8 (131072 B in all) */
     lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
     assert_rel(time_moe_a2a_s(&m, &hw, &lo), time_coll_allgather(&hw, 131072, 8, 4), 1e-12);
+    /* group-limited routing, 2 groups (one a node), a token in 1: both its experts on one node, so
+     * half the tokens go to the other node, 64 x 64 x 2 B = 8192 B over the NIC */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    m.router_groups = 2, m.router_group_topk = 1;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + fmax(8192 / 5e9, 24576 / 50e9), 1e-12);
+    m.router_groups = m.router_group_topk = 0;
     /* in one node flex is the all-to-all */
     lo.ep = 4, lo.moe_dispatcher = MOE_DISPATCH_FLEX;
     double flex1 = time_moe_a2a_s(&m, &hw, &lo);
@@ -1637,6 +1684,7 @@ int main(void)
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
+        cmocka_unit_test(test_moe_group_limited_nodes),
         cmocka_unit_test(test_moe_rows_and_states),
         cmocka_unit_test(test_moe_acts),
         cmocka_unit_test(test_moe_layer_mix),
