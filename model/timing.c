@@ -479,7 +479,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * GPU): QKV T x (q+2kv)/t x h, projection T x h x q/t, FC1 T x gated f/t
      * x h, FC2 T x h x f/t; the backward's dgrad and wgrad have other shapes */
     double n_qkv = (q + 2 * kv) / t, k_proj = q / t, n_fc1 = f * gated / t, k_fc2 = f / t;
-    double g_attn, g_attn_bwd;
+    double g_attn, g_attn_bwd, g_up = 0;   /* g_up: MLA's up projections forward (--recompute-modules mla_up_proj) */
     if (m->attn == ATTN_MLA) {
         /* MLA: q down (replicated over tp) and up, kv down (with the shared
          * RoPE key, replicated) and up, the output projection */
@@ -488,6 +488,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         k_proj = m->a * (double)m->v_head_dim / t;
         g_attn = linear_fwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_fwd_s(hw, p, tok, nkv, kl) +
                  linear_fwd_s(hw, p, tok, h, k_proj);
+        g_up = linear_fwd_s(hw, p, tok, nkv, kl) + (ql > 0 ? linear_fwd_s(hw, p, tok, nq, ql) : 0.0);
         g_attn_bwd = linear_bwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_bwd_s(hw, p, tok, nkv, kl) +
                      linear_bwd_s(hw, p, tok, h, k_proj);
         if (ql > 0) {
@@ -592,9 +593,22 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* CP: the exposed K/V exchange of the forward and the backward (cp_attn_s) */
     out->cp = cp_xf + cp_xb;
 
+    /* --recompute-modules (Megatron's selective modules beyond core_attn):
+     * each module's forward runs again before its backward, in every layer
+     * not fully recomputed. layernorm: the two norms, a read and a write of
+     * the (SP-sharded) hidden state each; mla_up_proj: the q and kv up
+     * projections' GEMMs; mlp: a dense layer's MLP GEMMs and activation;
+     * moe_act: the routed experts' activation over their rows; shared_experts:
+     * the shared expert's GEMMs and activation. */
+    int rcm = layout_rc_modules(lo);
+    double rc_common = ((rcm & RCM_LAYERNORM) ? time_mem_s(hw, 2.0 * 2.0 * ab * tok * h * rep) : 0.0) +
+                       ((rcm & RCM_MLA_UP_PROJ) ? g_up : 0.0);
+    out->rc_mod = rc_common + ((rcm & RCM_MLP) ? g_mlp + time_mem_s(hw, ab * tok * (gated + 1.0) * f / t) : 0.0);
+
     /* an MoE layer: the attention part as above, the MLP replaced by router,
      * permutation, grouped experts and the shared expert (moe_mlp_s) */
     out->moe_fwd = out->moe_bwd = out->moe_rc_full = out->moe_rc_sel = 0;
+    out->moe_rc_mod = 0;
     out->moe_tp_fwd = out->moe_tp_bwd = out->moe_tp_rc = out->ep_fwd = out->ep_bwd = out->ep_rc = 0;
     if (!spec_is_moe(m))
         return;
@@ -628,6 +642,16 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * interleaved 1F1B pairs them), so the four transfers hide under the
      * pair's compute: what is left of them is exposed, half each way.
      * (--moe-shared-expert-overlap is not modelled.) */
+    out->moe_rc_mod = rc_common;
+    if (rcm & RCM_MOE_ACT) {
+        double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)etp;
+        out->moe_rc_mod += time_mem_s(hw, ab * layout_moe_rows(m, lo) * (gated + 1.0) * ef);
+    }
+    if ((rcm & RCM_SHARED_EXPERTS) && m->shared_ffn > 0) {
+        double sf = m->shared_ffn / t;
+        out->moe_rc_mod += linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) +
+                           time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
+    }
     double a2a = time_moe_a2a_s(m, hw, lo);
     out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
     if (time_moe_a2a_overlap(lo))
@@ -706,7 +730,8 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
 {
     double t;
     if (!spec_is_moe(m)) {
-        t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel;
+        t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel +
+            (n - f) * lt->rc_mod;
     } else {
         int c[2][RECOMPUTE_COUNT];
         memory_stage_layer_mix(m, lo, stage, n, f, e, c);
@@ -715,6 +740,7 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
             c[0][RECOMPUTE_SELECTIVE] * lt->rc_sel;
         t += nm * time_moe_layer_s(lt) + c[1][RECOMPUTE_FULL] * (lt->moe_rc_full + lt->moe_tp_rc + lt->ep_rc) +
              c[1][RECOMPUTE_SELECTIVE] * lt->moe_rc_sel;
+        t += (nd - c[0][RECOMPUTE_FULL]) * lt->rc_mod + (nm - c[1][RECOMPUTE_FULL]) * lt->moe_rc_mod;
     }
     if (stage == 0)
         t += time_embed(m, hw, lo);
@@ -722,8 +748,8 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
         t += time_head(m, hw, lo);
     if (stage == layout_mtp_stage(lo)) {
         if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
-            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt)
-                                                               : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) +
+            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt) + lt->moe_rc_mod
+                                                               : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp + lt->rc_mod) +
                                   3.0 * gemm_s(hw, lo->prec, 2.0 * 2.0 * m->h * m->h / lo->tp * layout_mb_tokens(m, lo)) +
                                   time_head(m, hw, lo));
     }

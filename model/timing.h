@@ -93,6 +93,8 @@ typedef struct {
     double moe_fwd, moe_bwd, moe_rc_full, moe_rc_sel;
     double moe_tp_fwd, moe_tp_bwd, moe_tp_rc;   // exposed TP/ETP comm of an MoE layer
     double ep_fwd, ep_bwd, ep_rc;               // exposed EP all-to-all (dispatch + combine) fwd, bwd, full recompute
+    /* --recompute-modules: the forward pieces a layer not fully recomputed runs again (rc_modules_s) */
+    double rc_mod, moe_rc_mod;                  // a dense layer, an MoE layer
 } LayerTime;
 
 /* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */

@@ -288,6 +288,12 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     int split = megatron_split(lo, &form, err, errlen);
     if (split < 0 || megatron_recompute(lo, &gran, &uniform, &nrc, err, errlen) != 0)
         return NULL;
+    int rcm = layout_rc_modules(lo);
+    if (gran == 1 && rcm) {
+        snprintf(err, errlen, "megatron: the plan recomputes some layers fully and modules (--recompute-modules %s) "
+                              "of the others; Megatron takes one --recompute-granularity", lo->rc_modules);
+        return NULL;
+    }
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
     const char *args[128];
@@ -351,8 +357,13 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARGV("--recompute-granularity", "full");
         ARGV("--recompute-method", "%s", uniform ? "uniform" : "block");
         ARGV("--recompute-num-layers", "%d", nrc);
-    } else if (gran == 2) {
+    } else if (gran == 2 || rcm) {
         ARGV("--recompute-granularity", "selective");
+        if (rcm) {   /* Megatron's list replaces its default [core_attn]: core attention is named when planned */
+            char mods[160];
+            layout_format_rc_modules(rcm, " ", mods, sizeof mods);
+            ARGV("--recompute-modules", "%s%s", gran == 2 ? "core_attn " : "", mods);
+        }
     }
     ARGV("--micro-batch-size", "%d", lo->mbs);
     ARGV("--global-batch-size", "%d", lo->gbs);
@@ -531,6 +542,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
     /* MoE and MLA as Megatron defaults them: topk 2, etp = tp (None), MLA kv-lora 32, qk 128 + 64, v 128 */
     int disp_given = 0;   /* without --moe-token-dispatcher-type Megatron dispatches with allgather */
+    int rcm_given = 0, core_attn = 0;   /* --recompute-modules, and whether it names core_attn */
     int mla = 0, topk = -1, etp = -1, kv_lora = 32, qk_head = 128, qk_pos = 64, v_head = 128, pad_cap = 0;
     const char *freq_text = NULL;
     for (int i = 0; i < nt; i++) {
@@ -624,6 +636,31 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
                     snprintf(err, errlen, "--pipeline-model-parallel-layout: expected a layout string");
                 goto out;
             }
+        } else if (!strcmp(f, "--recompute-modules")) {
+            /* nargs '*': the words up to the next flag; core_attn is the selective granularity's own */
+            int k = i + 1, mask = 0, bit;
+            char e[160];
+            rcm_given = 1;
+            for (; !eq && k < nt && strncmp(tok[k], "--", 2); k++) {
+                if (!strcmp(tok[k], "core_attn")) {
+                    core_attn = 1;
+                    continue;
+                }
+                if (layout_parse_rc_modules(tok[k], &bit, e, sizeof e) != 0) {
+                    snprintf(err, errlen, "--recompute-modules: %s", e);
+                    goto out;
+                }
+                mask |= bit;
+            }
+            if (eq) {   /* --recompute-modules=a: one word */
+                if (strcmp(v, "core_attn") && layout_parse_rc_modules(v, &mask, e, sizeof e) != 0) {
+                    snprintf(err, errlen, "--recompute-modules: %s", e);
+                    goto out;
+                }
+                core_attn = !strcmp(v, "core_attn");
+            }
+            layout_format_rc_modules(mask, ",", lo->rc_modules, sizeof lo->rc_modules);
+            i = eq ? i : k - 1;   /* the words are taken */
         } else if (!strcmp(f, "--recompute-granularity")) {
             took = 1;
             gran = v && !strcmp(v, "full") ? 1 : v && !strcmp(v, "selective") ? 2 : -1;
@@ -780,6 +817,10 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         if (last)
             lo->layers[lo->pp - 1] = last;
     }
+    if (gran != 2 || !rcm_given)
+        lo->rc_modules[0] = 0;   /* Megatron reads the modules under selective granularity only */
+    else if (!core_attn)
+        gran = 0;                /* selective over the named modules only: no core-attention recompute */
     if (layout_check(lo, m, hw, err, errlen) != 0)
         goto out;
     for (int s = 0; s < lo->pp; s++) {

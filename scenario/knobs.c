@@ -323,11 +323,22 @@ static const Knob table[KNOB_COUNT] = {
     /* Megatron's --pipeline-model-parallel-layout: sets vp and the layers of every stage and chunk */
     [K_PP_LAYOUT] = {K_PP_LAYOUT, "pipeline-layout", L(pp_layout), .type = KNOB_STR, .flag = "pipeline-layout",
                      .arg = "TEXT", .expect = "a layout such as \"Et|(tt|)*30mL\" (E t m L | ( ) *N)",
+                     .chars = "ELtm|()*,0123456789",
                      .json = "pipeline_layout", .json_optional = true, .csv = "pp_layout",
                      .fix = FIX_PP | FIX_VP | FIX_STAGES,
                      .help = "Megatron's --pipeline-model-parallel-layout: pp*vp '|'-separated chunks of E "
                              "(embedding), t (layer), m (MTP), L (loss); (..)*N and x*N repeat",
                      .dflt = "none (the split flags)"},
+    /* Megatron's --recompute-modules besides core_attn: forward pieces recomputed before the backward in
+     * every layer not fully recomputed (model/timing.c rc_modules_s, model/memory.c) */
+    [K_RC_MODULES] = {K_RC_MODULES, "recompute-modules", L(rc_modules), .type = KNOB_STR, .flag = "recompute-modules",
+                      .arg = "LIST", .chars = "abcdefghijklmnopqrstuvwxyz_,+ ",
+                      .expect = "module names separated by ',' or '+' (layernorm, mla_up_proj, moe_act, mlp, "
+                                "shared_experts)",
+                      .json = "recompute_modules", .json_optional = true, .csv = "recompute_modules",
+                      .help = "Megatron's --recompute-modules beyond core attention (--recompute selective): "
+                              "layernorm, mla_up_proj, moe_act, mlp, shared_experts, comma-separated",
+                      .dflt = "none"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
@@ -454,7 +465,7 @@ int knob_set_str(const Knob *k, void *obj, const char *text, const char *who, ch
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if (!strchr("ELtm|()*,0123456789", text[i])) {
+        if (k->chars ? !strchr(k->chars, text[i]) : !isprint((unsigned char)text[i])) {
             snprintf(err, errlen, "%sbad character '%c' at position %zu of \"%s\" (expected %s)", flag, text[i],
                      i + 1, text, k->expect);
             return -1;

@@ -1518,6 +1518,57 @@ static void test_pipeline_layout_string(void **state)
     assert_non_null(strstr(err, "but vp is 4"));
 }
 
+/* --recompute-modules on the tiny MoE (h 64, 2 x 64 = 128 tokens a
+ * micro-batch, bf16, tp 1, ep 1, balanced: 256 routed rows of ffn 32),
+ * by hand:
+ *  - layernorm: two norms, read + write 128 x 64 x 2 B each = 65536 B of
+ *    HBM traffic again; frees their outputs, 2 x 128 x 64 x 2 = 32768 B;
+ *  - moe_act: the SwiGLU over the rows again, read 2 x 32 + write 32 per
+ *    row, 256 x 96 x 2 = 49152 B; frees the product, 256 x 32 x 2 = 16384 B;
+ *  - a layer fully recomputed pays none of it; the stage time (one dense
+ *    layer, three MoE) adds 1 x rc_mod + 3 x moe_rc_mod. */
+static void test_recompute_modules(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.ep = 1, lo.mbs = 2, lo.gbs = 16, lo.moe_imbalance = 1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    assert_true(a.rc_mod == 0 && a.moe_rc_mod == 0);
+    double dense0 = memory_layer_acts(&m, &lo, RECOMPUTE_NONE), moe0 = memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm");
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &b);
+    assert_rel(b.rc_mod, time_mem_s(&hw, 65536), 1e-12);
+    assert_rel(b.moe_rc_mod, time_mem_s(&hw, 65536), 1e-12);
+    assert_rel(dense0 - memory_layer_acts(&m, &lo, RECOMPUTE_NONE), 32768, 1e-12);
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "moe_act");
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.rc_mod == 0);
+    assert_rel(b.moe_rc_mod, time_mem_s(&hw, 49152), 1e-12);
+    assert_rel(moe0 - memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), 16384, 1e-12);
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_FULL), 128 * 64 * 2, 1e-12);   /* only the input */
+    /* the stage: the forward, backward and the modules of the layers not fully recomputed */
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm,moe_act");
+    time_layer(&m, &hw, &lo, &b);
+    double s0 = time_stage_mb(&m, &hw, &lo, &a, 0, 4, 0, 0), s1 = time_stage_mb(&m, &hw, &lo, &b, 0, 4, 0, 0);
+    assert_rel(s1 - s0, b.rc_mod + 3 * b.moe_rc_mod, 1e-9);
+    assert_rel(time_stage_mb(&m, &hw, &lo, &b, 0, 4, 4, 0), time_stage_mb(&m, &hw, &lo, &a, 0, 4, 4, 0), 1e-12);
+    /* names: core attention is --recompute selective, the whole MoE layer is not priced, a typo is named */
+    const char *bad[][2] = {{"core_attn", "--recompute selective"}, {"mlp,moe", "not priced"}, {"mla_up", "\"mla_up\""}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(lo.rc_modules, sizeof lo.rc_modules, "%s", bad[i][0]);
+        assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+        assert_non_null(strstr(err, "--recompute-modules"));
+        assert_non_null(strstr(err, bad[i][1]));
+    }
+}
+
 /* Nodes a token's copies reach under group-limited routing, by hand.
  * DeepSeek-V3 (256 experts, top 8, 8 groups, 4 a token):
  *  - over 8 nodes (a group a node): a node is one of the 4 chosen groups
@@ -1685,6 +1736,7 @@ int main(void)
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
         cmocka_unit_test(test_moe_group_limited_nodes),
+        cmocka_unit_test(test_recompute_modules),
         cmocka_unit_test(test_moe_rows_and_states),
         cmocka_unit_test(test_moe_acts),
         cmocka_unit_test(test_moe_layer_mix),
