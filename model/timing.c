@@ -670,6 +670,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 enum {
     K_MB_EMBED = 6 + 4 + 4,
     K_MB_HEAD = 2 + 3 + 12 + 4 + 4,
+    K_MB_HEAD_FUSED = 2 + 3 + 3 + 4,   /* the fused loss: 2 kernels forward, 1 backward (time_head) */
 };
 
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
@@ -699,13 +700,19 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast
-     * back (4 + ab) */
-    t += time_mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
+     * back (4 + ab). Fused (a stack's ce_fused: Transformer Engine's
+     * parallel_cross_entropy, Megatron's --cross-entropy-loss-fusion
+     * --cross-entropy-fusion-impl te): the bf16 logits read once for the
+     * running max and sum, read again to write the gradient in place, and
+     * the backward scales it (read, write): 5 passes of 2 bytes, no fp32 copy
+     * (the output layer is bf16 under fp8 too). */
+    double ce = hw->ce_fused ? 5.0 * 2.0 : 4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab;
+    t += time_mem_s(hw, ce * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
         t += 2.0 * time_coll_allgather(hw, ab * tok * m->h, lo->tp, time_members_per_node(hw, 1, lo->tp));
     /* the loss is where the schedule meets the host (loss scaling, the
      * backward's start): its kernels' launch time adds to the GPU time */
-    return t + K_MB_HEAD * hw->kernel_lat;
+    return t + (hw->ce_fused ? K_MB_HEAD_FUSED : K_MB_HEAD) * hw->kernel_lat;
 }
 
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
