@@ -761,6 +761,9 @@ int layout_parse_dispatcher(const char *s, MoeDispatcher *out)
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
 int layout_moe_a2a_check(const Layout *lo, char *why, int len)
 {
+    /* transformer_config.py: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" */
+    if (lo->moe_shared_overlap && lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
+        WHY("--moe-shared-expert-overlap needs the alltoall or flex token dispatcher, not allgather");
     if (!lo->moe_a2a_overlap)
         return 0;
     if (lo->ep <= 1)

@@ -61,6 +61,7 @@ typedef struct {
     int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
     double moe_imbalance;          // busiest EP rank's routed tokens / the mean (dropless); 0 = LAYOUT_MOE_IMBALANCE_DEFAULT
     MoeDispatcher moe_dispatcher;  // Megatron --moe-token-dispatcher-type (default alltoall)
+    bool moe_shared_overlap;       // Megatron --moe-shared-expert-overlap: the shared expert under dispatch/combine
     bool moe_a2a_overlap;          // Megatron --overlap-moe-expert-parallel-comm: one micro-batch's dispatch/combine
                                    // under another's compute (1F1B A2A overlap; layout_moe_a2a_overlap says when)
     bool sp;                       // sequence parallel (only meaningful with tp > 1)

@@ -608,7 +608,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* an MoE layer: the attention part as above, the MLP replaced by router,
      * permutation, grouped experts and the shared expert (moe_mlp_s) */
     out->moe_fwd = out->moe_bwd = out->moe_rc_full = out->moe_rc_sel = 0;
-    out->moe_rc_mod = 0;
+    out->moe_rc_mod = out->shared_fwd = out->shared_bwd = 0;
     out->moe_tp_fwd = out->moe_tp_bwd = out->moe_tp_rc = out->ep_fwd = out->ep_bwd = out->ep_rc = 0;
     if (!spec_is_moe(m))
         return;
@@ -641,7 +641,11 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * forward and another's backward layer by layer on two streams (the
      * interleaved 1F1B pairs them), so the four transfers hide under the
      * pair's compute: what is left of them is exposed, half each way.
-     * (--moe-shared-expert-overlap is not modelled.) */
+     * Without it, --moe-shared-expert-overlap runs the shared expert on a
+     * second stream while the dispatch and combine are in flight (Megatron's
+     * SharedExpertMLP: FC1 under the dispatch, FC2 under the combine), so the
+     * shared expert's GEMMs and activation hide that much of each way's two
+     * transfers (a full recompute's forward pairs them again). */
     out->moe_rc_mod = rc_common;
     if (rcm & RCM_MOE_ACT) {
         double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)etp;
@@ -654,6 +658,14 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     }
     double a2a = time_moe_a2a_s(m, hw, lo);
     out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
+    if (lo->moe_shared_overlap && m->shared_ffn > 0 && a2a > 0) {
+        double sf = m->shared_ffn / t, sh_ew = time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
+        double sh_f = linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) + sh_ew;
+        double sh_b = linear_bwd_s(hw, p, tok, gated * sf, h) + linear_bwd_s(hw, p, tok, h, sf) + 2.0 * sh_ew;
+        out->ep_fwd = out->ep_rc = fmax(0.0, 2.0 * a2a - sh_f);
+        out->ep_bwd = fmax(0.0, 2.0 * a2a - sh_b);
+        out->shared_fwd = sh_f, out->shared_bwd = sh_b;
+    }
     if (time_moe_a2a_overlap(lo))
         out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, 4.0 * a2a - (out->moe_fwd + out->moe_bwd));
 }

@@ -95,6 +95,8 @@ typedef struct {
     double ep_fwd, ep_bwd, ep_rc;               // exposed EP all-to-all (dispatch + combine) fwd, bwd, full recompute
     /* --recompute-modules: the forward pieces a layer not fully recomputed runs again (rc_modules_s) */
     double rc_mod, moe_rc_mod;                  // a dense layer, an MoE layer
+    double shared_fwd, shared_bwd;              // the shared expert's time under the EP transfers
+                                                // (--moe-shared-expert-overlap; 0 otherwise)
 } LayerTime;
 
 /* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */

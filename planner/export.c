@@ -451,6 +451,8 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARGV("--moe-flex-dispatcher-backend", "deepep");
         if (lo->moe_a2a_overlap)
             ARG("--overlap-moe-expert-parallel-comm");
+        if (lo->moe_shared_overlap && m->shared_ffn > 0)
+            ARG("--moe-shared-expert-overlap");
         ARG("--moe-grouped-gemm");
         ARGV("--moe-router-load-balancing-type", "aux_loss");
         ARGV("--moe-aux-loss-coeff", "1e-2");
@@ -604,6 +606,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--overlap-param-gather", lo->overlap_param = true)
         FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
         FLAG("--overlap-moe-expert-parallel-comm", lo->moe_a2a_overlap = true)
+        FLAG("--moe-shared-expert-overlap", lo->moe_shared_overlap = true)
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
         FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)

@@ -249,6 +249,13 @@ static const Knob table[KNOB_COUNT] = {
                            .help = "EP dispatch/combine of one micro-batch under another's compute (1F1B A2A "
                                    "overlap; needs ep > 1, alltoall or flex, vp > 1 when pp > 1, no full recompute)",
                            .dflt = "off, Megatron-LM's"},
+    [K_MOE_SHARED_OVERLAP] = {K_MOE_SHARED_OVERLAP, "moe-shared-expert-overlap", L(moe_shared_overlap),
+                              .type = KNOB_BOOL, .flag = "moe-shared-expert-overlap",
+                              .neg_flag = "no-moe-shared-expert-overlap", .json = "moe_shared_expert_overlap",
+                              .json_optional = true, .csv = "moe_shared_overlap",
+                              .help = "the shared expert computed on its own stream under the dispatch and combine "
+                                      "(needs alltoall or flex; no effect without a shared expert)",
+                              .dflt = "off, Megatron-LM's"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,

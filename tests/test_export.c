@@ -458,6 +458,8 @@ static void test_round_trip_pipeline_layout(void **state)
     round_trip(&m, &hw, &lo, "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'");
     round_trip(&m, &hw, &lo, "--moe-token-dispatcher-type flex");
     round_trip(&m, &hw, &lo, "--overlap-moe-expert-parallel-comm");
+    lo.moe_shared_overlap = true;   /* DeepSeek-V3 has a shared expert: the flag is written and read back */
+    round_trip(&m, &hw, &lo, "--moe-shared-expert-overlap");
     char err[256];
     char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
     assert_non_null(t);
@@ -470,6 +472,7 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_int_equal(lo2.vp, 4);
     assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_FLEX);
     assert_true(lo2.moe_a2a_overlap);
+    assert_true(lo2.moe_shared_overlap);
     /* the preset's group-limited routing (8 groups, 4 a token) is written and read back */
     assert_non_null(strstr(t, "--moe-router-num-groups 8"));
     assert_non_null(strstr(t, "--moe-router-group-topk 4"));

@@ -1690,6 +1690,28 @@ static void test_moe_dispatchers(void **st)
     hw.inter.bw = 10e9;                      /* a fast NIC: all of it hidden */
     time_layer(&m, &hw, &lo, &b);
     assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    /* --moe-shared-expert-overlap (without the 1F1B overlap): the tiny MoE's shared expert (ffn 64)
+     * hides that much of each way's two transfers; a slow NIC leaves some exposed */
+    lo.moe_a2a_overlap = false;
+    hw.inter.bw = 1e6;
+    time_layer(&m, &hw, &lo, &a);
+    lo.moe_shared_overlap = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.shared_fwd > 0 && b.shared_bwd > b.shared_fwd);
+    assert_rel(b.ep_fwd, a.ep_fwd - b.shared_fwd, 1e-12);
+    assert_rel(b.ep_bwd, a.ep_bwd - b.shared_bwd, 1e-12);
+    assert_rel(b.moe_fwd, a.moe_fwd, 1e-15);   /* the shared expert still runs on the GPU */
+    HwProfile fast = hw;   /* transfers shorter than the shared expert: nothing exposed */
+    fast.inter.bw = fast.intra.bw = 1e15, fast.inter.lat = fast.intra.lat = 0, fast.a2a_lat = 1e-9;
+    time_layer(&m, &fast, &lo, &b);
+    assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    hw.inter.bw = 10e9;
+    lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;   /* Megatron: alltoall or flex only */
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-shared-expert-overlap"));
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    lo.moe_shared_overlap = false, lo.moe_a2a_overlap = true;
     /* Megatron's requirements, each named */
     lo.pp = 2, lo.dp = 8;
     memset(lo.layers, 0, sizeof lo.layers);   /* split again */
