@@ -193,8 +193,9 @@ typedef enum {
 /* names separated by ',', '+' or spaces into a RcModule mask; -1 with the
  * offending name in err (core_attn and moe are refused, each saying why) */
 int layout_parse_rc_modules(const char *s, int *mask, char *err, int errlen);
-int layout_rc_modules(const Layout *lo);
-void layout_format_rc_modules(int mask, const char *sep, char *buf, int len);   // names in table order   // the mask of lo->rc_modules (0 when unparsable: layout_check refuses it)
+int layout_rc_modules(const Layout *lo);   // the mask of lo->rc_modules (0 when unparsable: layout_check refuses it)
+/* the names of a RcModule mask, in table order, joined by sep */
+void layout_format_rc_modules(int mask, const char *sep, char *buf, int len);
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

@@ -275,7 +275,10 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
     return ab * rows * m->h;
 }
 
-static double binom(double n, double k) { return k < 0 || k > n ? 0 : exp(lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)); }
+static double binom(double n, double k)
+{
+    return k < 0 || k > n ? 0 : exp(lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1));
+}
 
 /* The nodes one token's top-k copies land on, expected, over an EP group
  * spanning N nodes that each hold E/N contiguous experts (Megatron places
@@ -767,8 +770,9 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
         t += time_head(m, hw, lo);
     if (stage == layout_mtp_stage(lo)) {
         if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
-            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt) + lt->moe_rc_mod
-                                                               : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp + lt->rc_mod) +
+            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L)
+                                       ? time_moe_layer_s(lt) + lt->moe_rc_mod
+                                       : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp + lt->rc_mod) +
                                   3.0 * gemm_s(hw, lo->prec, 2.0 * 2.0 * m->h * m->h / lo->tp * layout_mb_tokens(m, lo)) +
                                   time_head(m, hw, lo));
     }
