@@ -1559,6 +1559,13 @@ static void test_recompute_modules(void **st)
     double s0 = time_stage_mb(&m, &hw, &lo, &a, 0, 4, 0, 0), s1 = time_stage_mb(&m, &hw, &lo, &b, 0, 4, 0, 0);
     assert_rel(s1 - s0, b.rc_mod + 3 * b.moe_rc_mod, 1e-9);
     assert_rel(time_stage_mb(&m, &hw, &lo, &b, 0, 4, 4, 0), time_stage_mb(&m, &hw, &lo, &a, 0, 4, 4, 0), 1e-12);
+    /* HFU counts the modules' GEMMs: mlp on the one dense layer, 2 x 3 x 64 x 128 = 49152 FLOPs a
+     * token, shared_experts on the three MoE layers, 2 x 3 x 64 x 64 = 24576 each: 122880 in all */
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "mlp,shared_experts,layernorm");
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    double hfu = train_hw_flops_per_token(&m, &lo);
+    lo.rc_modules[0] = 0;
+    assert_rel(hfu - train_hw_flops_per_token(&m, &lo), 49152 + 3 * 24576, 1e-12);
     /* names: core attention is --recompute selective, the whole MoE layer is not priced, a typo is named */
     const char *bad[][2] = {{"core_attn", "--recompute selective"}, {"mlp,moe", "not priced"}, {"mla_up", "\"mla_up\""}};
     for (int i = 0; i < 3; i++) {
