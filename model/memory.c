@@ -270,7 +270,9 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
     return hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * m->h / lo->tp;
 }
 
-static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight)
+/* logit_b: bytes per logit the loss keeps, 4 (the unfused loss' fp32 copy)
+ * or 2 (a fused loss reads the bf16 logits in place, HwProfile.ce_fused) */
+static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight, double logit_b)
 {
     int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
     int cnt[2][RECOMPUTE_COUNT];
@@ -295,9 +297,9 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
         bytes += inflight * (8.0 * tok + (m->dropout ? tok * h * rep : 0.0));
     }
     if (s == lo->pp - 1) {
-        /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
+        /* final norm input, LM-head input, the logits: one micro-batch at a time */
         double V = (double)spec_padded_vocab(m, lo->tp);
-        bytes += 2.0 * ab * tok * h * rep + 4.0 * tok * V / lo->tp;
+        bytes += 2.0 * ab * tok * h * rep + logit_b * tok * V / lo->tp;
     }
     if (s == layout_mtp_stage(lo)) {
         double V = (double)spec_padded_vocab(m, lo->tp);
@@ -306,7 +308,7 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
              * here), its two norms' and projection's inputs; its logits are
              * live one micro-batch at a time like the main head's */
             double layer = spec_layer_is_moe(m, m->L) ? moe_none : none;
-            bytes += inflight * m->mtp_layers * (layer + 3.0 * ab * tok * h * rep) + 4.0 * tok * V / lo->tp;
+            bytes += inflight * m->mtp_layers * (layer + 3.0 * ab * tok * h * rep) + logit_b * tok * V / lo->tp;
         }
     }
     /* the recompute working set: while one fully recomputed layer runs its
@@ -384,7 +386,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
     out->bytes[MEM_GRADS] = dense * g + ex * ge;
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
-    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
+    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, hw && hw->ce_fused ? 2.0 : 4.0);
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);

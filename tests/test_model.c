@@ -1597,6 +1597,12 @@ static void test_fused_cross_entropy(void **st)
     assert_rel(unfused - fused,
                time_mem_s(&hw, 1703936) - time_mem_s(&hw, 327680) + (25 - 12) * hw.kernel_lat, 1e-9);
     assert_true(fused < unfused);
+    /* the last stage keeps the bf16 logits, 2 bytes each, not an fp32 copy: 2 x 32768 B fewer */
+    StageMem a, b;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    hw.ce_fused = false;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 65536, 1e-12);
 }
 
 /* Nodes a token's copies reach under group-limited routing, by hand.
