@@ -386,7 +386,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
     out->bytes[MEM_GRADS] = dense * g + ex * ge;
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
-    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, hw && hw->ce_fused ? 2.0 : 4.0);
+    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, hw && hw->ce_fused && lo->prec != PREC_FP32 ? 2.0 : 4.0);
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);

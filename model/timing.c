@@ -719,9 +719,10 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
      * parallel_cross_entropy, Megatron's --cross-entropy-loss-fusion
      * --cross-entropy-fusion-impl te): the bf16 logits read once for the
      * running max and sum, read again to write the gradient in place, and
-     * the backward scales it (read, write): 5 passes of 2 bytes, no fp32 copy
-     * (the output layer is bf16 under fp8 too). */
-    double ce = hw->ce_fused ? 5.0 * 2.0 : 4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab;
+     * the backward scales it (read, write): 5 passes of 2 bytes (4 in fp32
+     * training), no fp32 copy (the output layer is bf16 under fp8 too). */
+    double lb = lo->prec == PREC_FP32 ? 4.0 : 2.0;   /* the logits' dtype */
+    double ce = hw->ce_fused ? 5.0 * lb : 4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab;
     t += time_mem_s(hw, ce * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
         t += 2.0 * time_coll_allgather(hw, ab * tok * m->h, lo->tp, time_members_per_node(hw, 1, lo->tp));
