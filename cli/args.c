@@ -88,12 +88,13 @@ int args_common_count(void)
     return n_options;
 }
 
-static char help_text[ARGS_HELP_COUNT][8192];
+#define HELP_LEN 16384   /* the knob table's lines and the common flags; e2e_plan_reasons sees a cut one */
+static char help_text[ARGS_HELP_COUNT][HELP_LEN];
 
 static void help_line(char *t, int *n, const char *left, const char *help)
 {
     int w = (int)strlen(left);
-    *n += snprintf(t + *n, 8192 - *n, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
+    *n += snprintf(t + *n, HELP_LEN - *n, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
 }
 
 static void knob_lines(char *t, int *n, KnobGroup g, ArgsHelpMode mode)
@@ -131,23 +132,23 @@ const char *args_help(ArgsHelpMode mode)
         const ScenarioFlag *f = &scen_flags[i];
         if (f->section && !strcmp(f->section, "Hardware:")) {
             /* the model-shape knobs close the Model section */
-            n += snprintf(t + n, 8192 - n,
+            n += snprintf(t + n, HELP_LEN - n,
                           "  or an explicit shape (--layers --hidden --heads --seq --vocab at least); these also\n"
                           "  override single fields of a preset:\n");
             knob_lines(t, &n, KNOB_MODEL, mode);
         }
         if (f->section && !strcmp(f->section, "Training:")) {
-            n += snprintf(t + n, 8192 - n, "Layout:\n");
+            n += snprintf(t + n, HELP_LEN - n, "Layout:\n");
             knob_lines(t, &n, KNOB_LAYOUT, mode);
         }
         if (f->section)
-            n += snprintf(t + n, 8192 - n, "%s\n", f->section);
+            n += snprintf(t + n, HELP_LEN - n, "%s\n", f->section);
         char left[96];
         snprintf(left, sizeof left, "%s--%s%s%s", f->id == O_OUT ? "-o, " : "", f->flag, f->arg ? " " : "",
                  f->arg ? f->arg : "");
         help_line(t, &n, left, mode == ARGS_HELP_SEARCH && f->help_search ? f->help_search : f->help);
     }
-    snprintf(t + n, 8192 - n, "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
+    snprintf(t + n, HELP_LEN - n, "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
     return t;
 }
 

@@ -226,7 +226,7 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
 
     /* phases of the bottleneck stage, m times; the rest of the pipeline is bubble */
     int n = lo->layers[bott], f = lo->full_rc[bott], e = lo->sel_rc[bott];
-    double rc = f * lt.rc_full + e * lt.rc_sel;
+    double rc = f * lt.rc_full + e * lt.rc_sel + (n - f) * lt.rc_mod;
     double tp = n * (lt.tp_fwd + lt.tp_bwd) + f * lt.tp_rc;
     double cpt = n * lt.cp, ep = 0;
     if (spec_is_moe(m)) {
@@ -234,7 +234,8 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
         memory_stage_layer_mix(m, lo, bott, n, f, e, k);
         int nd = k[0][0] + k[0][1] + k[0][2], nm = k[1][0] + k[1][1] + k[1][2];
         rc = k[0][RECOMPUTE_FULL] * lt.rc_full + k[0][RECOMPUTE_SELECTIVE] * lt.rc_sel +
-             k[1][RECOMPUTE_FULL] * lt.moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt.moe_rc_sel;
+             k[1][RECOMPUTE_FULL] * lt.moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt.moe_rc_sel +
+             (nd - k[0][RECOMPUTE_FULL]) * lt.rc_mod + (nm - k[1][RECOMPUTE_FULL]) * lt.moe_rc_mod;
         tp = nd * (lt.tp_fwd + lt.tp_bwd) + k[0][RECOMPUTE_FULL] * lt.tp_rc + nm * (lt.moe_tp_fwd + lt.moe_tp_bwd) +
              k[1][RECOMPUTE_FULL] * lt.moe_tp_rc;
         ep = nm * (lt.ep_fwd + lt.ep_bwd) + k[1][RECOMPUTE_FULL] * lt.ep_rc;

@@ -55,6 +55,7 @@ typedef struct {
     double ckpt_bw_per_node;       // bytes/s a node writes to checkpoint storage
     double restart_s;              // seconds to restart the job after a failure
     double kernel_lat;             // seconds of host time per launched kernel (framework dispatch + launch); a layer pass lasts at least its kernels times this
+    bool ce_fused;                 // the loss is a fused cross-entropy kernel (set by a stack, stack_apply; time_head)
     double coll_lat;               // seconds fixed per collective or p2p call (NCCL launch, protocol set-up), on top of alpha-beta
     double coll_eff;               // fraction of link bw that NCCL collectives reach at large sizes (nccl-tests busbw / bw), (0, 1]
     double a2a_lat;                // seconds fixed per all-to-all call (dispatch/combine; NCCL grouped send/recv); 0 = coll_lat

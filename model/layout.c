@@ -507,6 +507,12 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
     if (check_stages(lo, m, err, errlen) != 0)
         return -1;
+    {
+        int mask;
+        char e[160];
+        if (layout_parse_rc_modules(lo->rc_modules, &mask, e, sizeof e) != 0)
+            FAIL("layout: --recompute-modules: %s", e);
+    }
     char why[200];   /* after the stages: a --pipeline-layout sets vp */
     if (layout_moe_a2a_check(lo, why, sizeof why) != 0)
         FAIL("layout: %s", why);
@@ -690,6 +696,53 @@ int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int l
 static const char *const dispatcher_names[] = {"alltoall", "allgather", "flex"};
 _Static_assert(sizeof dispatcher_names / sizeof *dispatcher_names == MOE_DISPATCH_COUNT, "dispatcher names");
 
+static const struct { const char *name; int bit; } rc_module_names[] = {
+    {"layernorm", RCM_LAYERNORM}, {"mla_up_proj", RCM_MLA_UP_PROJ}, {"moe_act", RCM_MOE_ACT},
+    {"mlp", RCM_MLP}, {"shared_experts", RCM_SHARED_EXPERTS},
+};
+
+int layout_parse_rc_modules(const char *s, int *mask, char *err, int errlen)
+{
+    *mask = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",+ ");
+        if (n > 0) {
+            int bit = 0;
+            for (size_t i = 0; i < sizeof rc_module_names / sizeof *rc_module_names; i++)
+                if (strlen(rc_module_names[i].name) == n && !strncmp(s, rc_module_names[i].name, n))
+                    bit = rc_module_names[i].bit;
+            if (!bit) {
+                const char *why = n == 9 && !strncmp(s, "core_attn", n) ? "core attention is --recompute selective"
+                                  : n == 3 && !strncmp(s, "moe", n)     ? "the whole MoE layer's recompute is not priced"
+                                             : "expected layernorm, mla_up_proj, moe_act, mlp or shared_experts";
+                snprintf(err, errlen, "recompute module \"%.*s\": %s", (int)n, s, why);
+                return -1;
+            }
+            *mask |= bit;
+        }
+        s += n;
+        if (*s)
+            s++;
+    }
+    return 0;
+}
+
+void layout_format_rc_modules(int mask, const char *sep, char *buf, int len)
+{
+    int n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof rc_module_names / sizeof *rc_module_names && n < len; i++)
+        if (mask & rc_module_names[i].bit)
+            n += snprintf(buf + n, (size_t)(len - n), "%s%s", n ? sep : "", rc_module_names[i].name);
+}
+
+int layout_rc_modules(const Layout *lo)
+{
+    int mask;
+    char err[8];
+    return lo->rc_modules[0] && layout_parse_rc_modules(lo->rc_modules, &mask, err, sizeof err) == 0 ? mask : 0;
+}
+
 const char *layout_dispatcher_name(MoeDispatcher d)
 {
     return d >= 0 && d < MOE_DISPATCH_COUNT ? dispatcher_names[d] : "?";
@@ -708,6 +761,9 @@ int layout_parse_dispatcher(const char *s, MoeDispatcher *out)
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
 int layout_moe_a2a_check(const Layout *lo, char *why, int len)
 {
+    /* transformer_config.py: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" */
+    if (lo->moe_shared_overlap && lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
+        WHY("--moe-shared-expert-overlap needs the alltoall or flex token dispatcher, not allgather");
     if (!lo->moe_a2a_overlap)
         return 0;
     if (lo->ep <= 1)

@@ -61,6 +61,7 @@ typedef struct {
     int etp;                       // expert tensor parallel; 0 = equal to tp (Megatron's default)
     double moe_imbalance;          // busiest EP rank's routed tokens / the mean (dropless); 0 = LAYOUT_MOE_IMBALANCE_DEFAULT
     MoeDispatcher moe_dispatcher;  // Megatron --moe-token-dispatcher-type (default alltoall)
+    bool moe_shared_overlap;       // Megatron --moe-shared-expert-overlap: the shared expert under dispatch/combine
     bool moe_a2a_overlap;          // Megatron --overlap-moe-expert-parallel-comm: one micro-batch's dispatch/combine
                                    // under another's compute (1F1B A2A overlap; layout_moe_a2a_overlap says when)
     bool sp;                       // sequence parallel (only meaningful with tp > 1)
@@ -83,6 +84,8 @@ typedef struct {
                                    // (Megatron --decoder-first/last-pipeline-num-layers)
     char pp_layout[LAYOUT_PPL_LEN];// Megatron --pipeline-model-parallel-layout ("Et|(tt|)*30mL"), "" = none:
                                    // layers per stage and chunk, where embedding, MTP and loss sit (layout_pp_parse)
+    char rc_modules[LAYOUT_PPL_LEN];// Megatron --recompute-modules besides core_attn ("mla_up_proj,mlp"), "" = none:
+                                   // recomputed in every layer not fully recomputed (layout_rc_modules)
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
@@ -178,6 +181,21 @@ double layout_mb_tokens(const ModelSpec *m, const Layout *lo);
 double layout_sp_share(const Layout *lo);
 Recompute layout_stage_recompute(const Layout *lo, int stage);  // dominant mode for display
 
+/* Megatron's --recompute-modules other than core_attn (which is --recompute
+ * selective): the forward each recomputes before the backward. */
+typedef enum {
+    RCM_LAYERNORM = 1 << 0,      // input_layernorm and pre_mlp_layernorm
+    RCM_MLA_UP_PROJ = 1 << 1,    // MLA's q and kv up projections (their outputs Q, K, V)
+    RCM_MOE_ACT = 1 << 2,        // the routed experts' activation function
+    RCM_MLP = 1 << 3,            // a dense layer's MLP
+    RCM_SHARED_EXPERTS = 1 << 4, // the shared expert's MLP
+} RcModule;
+/* names separated by ',', '+' or spaces into a RcModule mask; -1 with the
+ * offending name in err (core_attn and moe are refused, each saying why) */
+int layout_parse_rc_modules(const char *s, int *mask, char *err, int errlen);
+int layout_rc_modules(const Layout *lo);   // the mask of lo->rc_modules (0 when unparsable: layout_check refuses it)
+/* the names of a RcModule mask, in table order, joined by sep */
+void layout_format_rc_modules(int mask, const char *sep, char *buf, int len);
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

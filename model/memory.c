@@ -13,8 +13,10 @@
  * sized for the routed rows at the layout's moe_imbalance (or the padded
  * capacity). Recomputation modes are the three of a dense layer (full keeps
  * the input, selective drops the attention core); Megatron's finer
- * --recompute-modules (moe_act, layernorm, mla_up_proj, ...) are not
- * modelled. MTP modules live on the last stage.
+ * --recompute-modules (layernorm, mla_up_proj, mlp, moe_act,
+ * shared_experts) drop what each module's checkpoint would have saved, in
+ * every layer not fully recomputed (rc_module_saved). MTP modules live on
+ * the last stage.
  */
 #include "memory.h"
 
@@ -61,6 +63,28 @@ static double mla_acts(const ModelSpec *m, const Layout *lo)
     return 2.0 * ab * tok * ((double)m->q_lora_rank + m->kv_lora_rank + m->qk_rope_dim);
 }
 
+/* What --recompute-modules frees in a layer not fully recomputed: the
+ * tensors inside each checkpointed module (its input stays: it is the
+ * checkpoint). layernorm: the two norms' outputs (the QKV and FC1 inputs);
+ * mla_up_proj: Q, K, V and the normed compressed q and kv the up
+ * projections read; mlp (dense layers): the MLP intermediates. The MoE
+ * modules are memory_moe_layer_acts'. */
+static double rc_module_saved(const ModelSpec *m, const Layout *lo, double mlp_bytes)
+{
+    int rcm = layout_rc_modules(lo);
+    if (!rcm)
+        return 0;
+    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo), t = lo->tp;
+    double saved = 0;
+    if (rcm & RCM_LAYERNORM)
+        saved += 2.0 * ab * tok * m->h * layout_sp_share(lo);
+    if ((rcm & RCM_MLA_UP_PROJ) && m->attn == ATTN_MLA)
+        saved += ab * tok * ((spec_q_width(m) + 2.0 * spec_kv_width(m)) / t + (double)m->q_lora_rank + m->kv_lora_rank);
+    if (rcm & RCM_MLP)
+        saved += mlp_bytes;
+    return saved;
+}
+
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 {
     double ab = hw_precision_bytes(lo->prec);
@@ -83,6 +107,7 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     double tpart = ab * (2.0 * q + 2.0 * kv) + mlp;
     double bytes = sbh * (nontp * rep + tpart / t);
     bytes += mla_acts(m, lo);
+    bytes -= rc_module_saved(m, lo, sbh * mlp / t);
 
     /* fp8: the transposed fp8 copy (1 byte an element) of each linear
      * layer's input, cast in the forward and kept for the weight gradient:
@@ -116,14 +141,17 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     double act = m->mlp == MLP_SWIGLU ? 3.0 : 2.0;
     /* the dense layer less its MLP intermediates (the second norm's output,
      * the router's and the experts' input, stays: memory_layer_acts' FC1 input) */
-    double bytes = memory_layer_acts(m, lo, r) - act * ab * tok * m->f / t;
+    int rcm = layout_rc_modules(lo);   /* with mlp among the modules memory_layer_acts took them off already */
+    double bytes = memory_layer_acts(m, lo, r) - ((rcm & RCM_MLP) ? 0.0 : act * ab * tok * m->f / t);
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
     bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
     bytes += ab * rows * m->h                                 /* dispatched expert input */
            + act * ab * rows * ef / layout_etp(lo)            /* FC1 output and activation */
            + ab * rows * m->h;                                /* expert output before combine */
-    if (m->shared_ffn > 0)
+    if (m->shared_ffn > 0 && !(rcm & RCM_SHARED_EXPERTS))
         bytes += act * ab * tok * m->shared_ffn / t;          /* the shared expert, as a dense MLP */
+    if (rcm & RCM_MOE_ACT)                                    /* moe_act: the activation's output */
+        bytes -= ab * rows * ef / layout_etp(lo);
     return bytes;
 }
 
@@ -250,7 +278,9 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
     return hw_precision_bytes(lo->prec) * layout_mb_tokens(m, lo) * m->h / lo->tp;
 }
 
-static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight)
+/* logit_b: bytes per logit the loss keeps, 4 (the unfused loss' fp32 copy)
+ * or 2 (a fused loss reads the bf16 logits in place, HwProfile.ce_fused) */
+static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight, double logit_b)
 {
     int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
     int cnt[2][RECOMPUTE_COUNT];
@@ -275,9 +305,9 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
         bytes += inflight * (8.0 * tok + (m->dropout ? tok * h * rep : 0.0));
     }
     if (s == lo->pp - 1) {
-        /* final norm input, LM-head input, fp32 logits: one micro-batch at a time */
+        /* final norm input, LM-head input, the logits: one micro-batch at a time */
         double V = (double)spec_padded_vocab(m, lo->tp);
-        bytes += 2.0 * ab * tok * h * rep + 4.0 * tok * V / lo->tp;
+        bytes += 2.0 * ab * tok * h * rep + logit_b * tok * V / lo->tp;
     }
     if (s == layout_mtp_stage(lo)) {
         double V = (double)spec_padded_vocab(m, lo->tp);
@@ -286,7 +316,7 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
              * here), its two norms' and projection's inputs; its logits are
              * live one micro-batch at a time like the main head's */
             double layer = spec_layer_is_moe(m, m->L) ? moe_none : none;
-            bytes += inflight * m->mtp_layers * (layer + 3.0 * ab * tok * h * rep) + 4.0 * tok * V / lo->tp;
+            bytes += inflight * m->mtp_layers * (layer + 3.0 * ab * tok * h * rep) + logit_b * tok * V / lo->tp;
         }
     }
     /* the recompute working set: while one fully recomputed layer runs its
@@ -402,7 +432,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
     out->bytes[MEM_GRADS] = dense * g + ex * ge;
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
-    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight);
+    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, hw && hw->ce_fused && lo->prec != PREC_FP32 ? 2.0 : 4.0);
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);

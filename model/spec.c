@@ -59,6 +59,7 @@ static int validate_moe_mla(ModelSpec *m, char *err, int errlen)
         /* a dense model: whatever MoE fields a preset carried do not apply */
         m->topk = m->moe_ffn = m->shared_ffn = m->moe_freq = m->moe_first_dense = 0;
         m->capacity_factor = 0;
+        m->router_groups = m->router_group_topk = 0;
         return 0;
     }
     if (m->topk < 1 || m->topk > m->experts) {
@@ -83,6 +84,19 @@ static int validate_moe_mla(ModelSpec *m, char *err, int errlen)
     }
     if (!(m->capacity_factor >= 0 && m->capacity_factor <= 1000)) {
         snprintf(err, errlen, "model: capacity-factor %g must be from 0 (dropless) to 1000", m->capacity_factor);
+        return -1;
+    }
+    /* group-limited routing (DeepSeek-V3's node-limited routing): experts in
+     * G equal contiguous groups, a token's top-k from its best K groups */
+    if (m->router_groups < 0 || m->router_group_topk < 0 || (m->router_groups > 0) != (m->router_group_topk > 0)) {
+        snprintf(err, errlen, "model: moe-router-num-groups %d and moe-router-group-topk %d must be given together "
+                 "(both 0 = no group limit)", m->router_groups, m->router_group_topk);
+        return -1;
+    }
+    if (m->router_groups > 0 && (m->experts % m->router_groups != 0 || m->router_group_topk > m->router_groups ||
+                                 (long long)m->router_group_topk * (m->experts / m->router_groups) < m->topk)) {
+        snprintf(err, errlen, "model: moe-router-num-groups %d must divide experts %d, and moe-router-group-topk %d "
+                 "groups must hold topk %d experts", m->router_groups, m->experts, m->router_group_topk, m->topk);
         return -1;
     }
     if (m->capacity_factor > 0 && m->capacity_factor * m->experts < m->topk) {

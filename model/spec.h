@@ -52,6 +52,8 @@ typedef struct {
     int moe_first_dense;// leading dense layers (the list form [0]*K+[1]*N)
     double capacity_factor; // expert capacity factor; 0 = dropless
     int mtp_layers;     // multi-token-prediction modules (DeepSeek-V3: 1)
+    int router_groups;  // Megatron --moe-router-num-groups: experts in this many contiguous groups (0 = none)
+    int router_group_topk; // --moe-router-group-topk: a token's experts come from at most this many groups
     /* attention kind and multi-head latent attention dimensions (MLA only) */
     AttnKind attn;
     int q_lora_rank;    // 0 = no Q compression (DeepSeek-V2-Lite)

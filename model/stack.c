@@ -14,6 +14,7 @@ void stack_default(Stack *st)
     st->attn_kernel = ATTN_KERNEL_PROFILE;
     st->kernel_lat_scale = 1;
     st->tp_overlap = st->dp_overlap = st->pp_overlap = -1;
+    st->ce_fused = -1;
 }
 
 static const char *const kernel_names[ATTN_KERNEL_COUNT] = {"profile", "fa1", "fa2", "fa3", "cudnn"};
@@ -89,6 +90,8 @@ void stack_apply(HwProfile *hw, const Stack *st)
         hw->dp_overlap = st->dp_overlap;
     if (st->pp_overlap >= 0)
         hw->pp_overlap = st->pp_overlap;
+    if (st->ce_fused >= 0)
+        hw->ce_fused = st->ce_fused > 0;
     if (st->zero3_gathers_per_layer > 0)
         hw->zero3_gathers_per_layer = st->zero3_gathers_per_layer;
     if (st->zero3_flat_ring)

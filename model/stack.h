@@ -40,6 +40,7 @@ typedef struct {
     double tp_overlap;          // replaces the profile's; < 0 = keep it
     double dp_overlap;          // replaces the profile's; < 0 = keep it
     double pp_overlap;          // replaces the profile's; < 0 = keep it
+    int ce_fused;               // 1: fused cross-entropy (HwProfile.ce_fused), 0: unfused, < 0 = keep the profile's
     /* ZeRO-3 (HwProfile fields of the same names) */
     int zero3_gathers_per_layer;  // parameter gathers per layer per pass; 0 = one per stage
     bool zero3_flat_ring;         // each gather pays (n-1) link latencies (NCCL ring over n ranks)

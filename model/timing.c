@@ -275,6 +275,48 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
     return ab * rows * m->h;
 }
 
+static double binom(double n, double k)
+{
+    return k < 0 || k > n ? 0 : exp(lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1));
+}
+
+/* The nodes one token's top-k copies land on, expected, over an EP group
+ * spanning N nodes that each hold E/N contiguous experts (Megatron places
+ * experts in order over the EP ranks, the ranks in order over the nodes).
+ * Routing is taken as uniform over the experts it may choose (the rows are
+ * force-balanced), with replacement, as the copies' count below assumes.
+ * Unlimited: N·(1 - (1 - 1/N)^k). Group-limited routing (G groups, a token
+ * in its best K_g, Megatron's --moe-router-num-groups/--moe-router-group-topk,
+ * DeepSeek-V3 report §3.2: "each token will be sent to at most M nodes"):
+ *  - G a multiple of N (groups inside nodes, G/N a node): j of the K_g
+ *    chosen groups lie in a node with the hypergeometric law
+ *    C(G/N, j)·C(G - G/N, K_g - j) / C(G, K_g), and the node is missed with
+ *    probability (1 - j/K_g)^k; D = N·(1 - Σ_j P(j)·(1 - j/K_g)^k).
+ *    DeepSeek-V3 over 8 nodes (G = N = 8, K_g = 4, k = 8): 3.60 nodes, not 5.25.
+ *  - N a multiple of G (a group spans N/G nodes): the copies fall on the
+ *    K_g·N/G nodes of the chosen groups, D = n·(1 - (1 - 1/n)^k), n = K_g·N/G.
+ *  - otherwise (groups straddle nodes unevenly) no bound is taken. */
+double time_moe_token_nodes(const ModelSpec *m, int N)
+{
+    double k = m->topk, G = m->router_groups, Kg = m->router_group_topk;
+    if (N <= 1)
+        return 1.0;
+    double unlimited = N * (1.0 - pow(1.0 - 1.0 / N, k));
+    if (G <= 1 || Kg <= 0 || Kg >= G)
+        return unlimited;
+    if ((int)G % N == 0) {
+        double per = G / N, miss = 0;
+        for (int j = 0; j <= (int)fmin(per, Kg); j++)
+            miss += binom(per, j) * binom(G - per, Kg - j) / binom(G, Kg) * pow(1.0 - j / Kg, k);
+        return N * (1.0 - miss);
+    }
+    if (N % (int)G == 0) {
+        double n = Kg * N / G;
+        return n * (1.0 - pow(1.0 - 1.0 / n, k));
+    }
+    return unlimited;
+}
+
 double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double bytes = time_moe_dispatch_bytes(m, lo);
@@ -296,7 +338,7 @@ double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
             break;                 /* one NVLink domain: the all-to-all below */
         /* the load factor on the busiest rank, as in the rows */
         double load = bytes / (ab * tok * m->topk * m->h);
-        double remote = (N - 1) * (1.0 - pow(1.0 - 1.0 / N, m->topk));
+        double remote = time_moe_token_nodes(m, N) * (N - 1) / N;   /* by symmetry, D/N of them local */
         double nic = load * ab * tok * m->h * remote;
         double nvl = bytes * (k - 1) / k;   /* every copy fanned out to its GPU in the node */
         return lat + hw->inter.lat + fmax(nic / (hw->inter.bw * eff), nvl / (hw->intra.bw * eff));
@@ -440,7 +482,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * GPU): QKV T x (q+2kv)/t x h, projection T x h x q/t, FC1 T x gated f/t
      * x h, FC2 T x h x f/t; the backward's dgrad and wgrad have other shapes */
     double n_qkv = (q + 2 * kv) / t, k_proj = q / t, n_fc1 = f * gated / t, k_fc2 = f / t;
-    double g_attn, g_attn_bwd;
+    double g_attn, g_attn_bwd, g_up = 0;   /* g_up: MLA's up projections forward (--recompute-modules mla_up_proj) */
     if (m->attn == ATTN_MLA) {
         /* MLA: q down (replicated over tp) and up, kv down (with the shared
          * RoPE key, replicated) and up, the output projection */
@@ -449,6 +491,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         k_proj = m->a * (double)m->v_head_dim / t;
         g_attn = linear_fwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_fwd_s(hw, p, tok, nkv, kl) +
                  linear_fwd_s(hw, p, tok, h, k_proj);
+        g_up = linear_fwd_s(hw, p, tok, nkv, kl) + (ql > 0 ? linear_fwd_s(hw, p, tok, nq, ql) : 0.0);
         g_attn_bwd = linear_bwd_s(hw, p, tok, kl + m->qk_rope_dim, h) + linear_bwd_s(hw, p, tok, nkv, kl) +
                      linear_bwd_s(hw, p, tok, h, k_proj);
         if (ql > 0) {
@@ -553,9 +596,22 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     /* CP: the exposed K/V exchange of the forward and the backward (cp_attn_s) */
     out->cp = cp_xf + cp_xb;
 
+    /* --recompute-modules (Megatron's selective modules beyond core_attn):
+     * each module's forward runs again before its backward, in every layer
+     * not fully recomputed. layernorm: the two norms, a read and a write of
+     * the (SP-sharded) hidden state each; mla_up_proj: the q and kv up
+     * projections' GEMMs; mlp: a dense layer's MLP GEMMs and activation;
+     * moe_act: the routed experts' activation over their rows; shared_experts:
+     * the shared expert's GEMMs and activation. */
+    int rcm = layout_rc_modules(lo);
+    double rc_common = ((rcm & RCM_LAYERNORM) ? time_mem_s(hw, 2.0 * 2.0 * ab * tok * h * rep) : 0.0) +
+                       ((rcm & RCM_MLA_UP_PROJ) ? g_up : 0.0);
+    out->rc_mod = rc_common + ((rcm & RCM_MLP) ? g_mlp + time_mem_s(hw, ab * tok * (gated + 1.0) * f / t) : 0.0);
+
     /* an MoE layer: the attention part as above, the MLP replaced by router,
      * permutation, grouped experts and the shared expert (moe_mlp_s) */
     out->moe_fwd = out->moe_bwd = out->moe_rc_full = out->moe_rc_sel = 0;
+    out->moe_rc_mod = out->shared_fwd = out->shared_bwd = 0;
     out->moe_tp_fwd = out->moe_tp_bwd = out->moe_tp_rc = out->ep_fwd = out->ep_bwd = out->ep_rc = 0;
     if (!spec_is_moe(m))
         return;
@@ -588,9 +644,31 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * forward and another's backward layer by layer on two streams (the
      * interleaved 1F1B pairs them), so the four transfers hide under the
      * pair's compute: what is left of them is exposed, half each way.
-     * (--moe-shared-expert-overlap is not modelled.) */
+     * Without it, --moe-shared-expert-overlap runs the shared expert on a
+     * second stream while the dispatch and combine are in flight (Megatron's
+     * SharedExpertMLP: FC1 under the dispatch, FC2 under the combine), so the
+     * shared expert's GEMMs and activation hide that much of each way's two
+     * transfers (a full recompute's forward pairs them again). */
+    out->moe_rc_mod = rc_common;
+    if (rcm & RCM_MOE_ACT) {
+        double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)etp;
+        out->moe_rc_mod += time_mem_s(hw, ab * layout_moe_rows(m, lo) * (gated + 1.0) * ef);
+    }
+    if ((rcm & RCM_SHARED_EXPERTS) && m->shared_ffn > 0) {
+        double sf = m->shared_ffn / t;
+        out->moe_rc_mod += linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) +
+                           time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
+    }
     double a2a = time_moe_a2a_s(m, hw, lo);
     out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
+    if (lo->moe_shared_overlap && m->shared_ffn > 0 && a2a > 0) {
+        double sf = m->shared_ffn / t, sh_ew = time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
+        double sh_f = linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) + sh_ew;
+        double sh_b = linear_bwd_s(hw, p, tok, gated * sf, h) + linear_bwd_s(hw, p, tok, h, sf) + 2.0 * sh_ew;
+        out->ep_fwd = out->ep_rc = fmax(0.0, 2.0 * a2a - sh_f);
+        out->ep_bwd = fmax(0.0, 2.0 * a2a - sh_b);
+        out->shared_fwd = sh_f, out->shared_bwd = sh_b;
+    }
     if (time_moe_a2a_overlap(lo))
         out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, 4.0 * a2a - (out->moe_fwd + out->moe_bwd));
 }
@@ -607,6 +685,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 enum {
     K_MB_EMBED = 6 + 4 + 4,
     K_MB_HEAD = 2 + 3 + 12 + 4 + 4,
+    K_MB_HEAD_FUSED = 2 + 3 + 3 + 4,   /* the fused loss: 2 kernels forward, 1 backward (time_head) */
 };
 
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
@@ -636,13 +715,20 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast
-     * back (4 + ab) */
-    t += time_mem_s(hw, (4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab) * tok * V / lo->tp);
+     * back (4 + ab). Fused (a stack's ce_fused: Transformer Engine's
+     * parallel_cross_entropy, Megatron's --cross-entropy-loss-fusion
+     * --cross-entropy-fusion-impl te): the bf16 logits read once for the
+     * running max and sum, read again to write the gradient in place, and
+     * the backward scales it (read, write): 5 passes of 2 bytes (4 in fp32
+     * training), no fp32 copy (the output layer is bf16 under fp8 too). */
+    double lb = lo->prec == PREC_FP32 ? 4.0 : 2.0;   /* the logits' dtype */
+    double ce = hw->ce_fused ? 5.0 * lb : 4.0 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 2.0 * ab;
+    t += time_mem_s(hw, ce * tok * V / lo->tp);
     if (lo->tp > 1 && lo->sp)  /* gather the sequence-sharded hidden state, scatter its grad */
         t += 2.0 * time_coll_allgather(hw, ab * tok * m->h, lo->tp, time_members_per_node(hw, 1, lo->tp));
     /* the loss is where the schedule meets the host (loss scaling, the
      * backward's start): its kernels' launch time adds to the GPU time */
-    return t + K_MB_HEAD * hw->kernel_lat;
+    return t + (hw->ce_fused ? K_MB_HEAD_FUSED : K_MB_HEAD) * hw->kernel_lat;
 }
 
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
@@ -667,7 +753,8 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
 {
     double t;
     if (!spec_is_moe(m)) {
-        t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel;
+        t = n * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + f * (lt->rc_full + lt->tp_rc) + e * lt->rc_sel +
+            (n - f) * lt->rc_mod;
     } else {
         int c[2][RECOMPUTE_COUNT];
         memory_stage_layer_mix(m, lo, stage, n, f, e, c);
@@ -676,6 +763,7 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
             c[0][RECOMPUTE_SELECTIVE] * lt->rc_sel;
         t += nm * time_moe_layer_s(lt) + c[1][RECOMPUTE_FULL] * (lt->moe_rc_full + lt->moe_tp_rc + lt->ep_rc) +
              c[1][RECOMPUTE_SELECTIVE] * lt->moe_rc_sel;
+        t += (nd - c[0][RECOMPUTE_FULL]) * lt->rc_mod + (nm - c[1][RECOMPUTE_FULL]) * lt->moe_rc_mod;
     }
     if (stage == 0)
         t += time_embed(m, hw, lo);
@@ -683,8 +771,9 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
         t += time_head(m, hw, lo);
     if (stage == layout_mtp_stage(lo)) {
         if (m->mtp_layers > 0)   /* each MTP module: its layer, its 2h x h projection, a second head and loss */
-            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L) ? time_moe_layer_s(lt)
-                                                               : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) +
+            t += m->mtp_layers * ((spec_layer_is_moe(m, m->L)
+                                       ? time_moe_layer_s(lt) + lt->moe_rc_mod
+                                       : lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp + lt->rc_mod) +
                                   3.0 * gemm_s(hw, lo->prec, 2.0 * 2.0 * m->h * m->h / lo->tp * layout_mb_tokens(m, lo)) +
                                   time_head(m, hw, lo));
     }

@@ -56,6 +56,8 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
 double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 /* The 1F1B A2A overlap takes effect: the switch on and
  * layout_moe_a2a_check's requirements met. */
+/* expected nodes one token's top-k copies reach over N nodes, under the model's group-limited routing */
+double time_moe_token_nodes(const ModelSpec *m, int N);
 bool time_moe_a2a_overlap(const Layout *lo);
 /* Members of an EP group sharing a node (expert rank order etp-ep-edp-pp). */
 int time_ep_members_per_node(const HwProfile *hw, const Layout *lo);
@@ -91,6 +93,10 @@ typedef struct {
     double moe_fwd, moe_bwd, moe_rc_full, moe_rc_sel;
     double moe_tp_fwd, moe_tp_bwd, moe_tp_rc;   // exposed TP/ETP comm of an MoE layer
     double ep_fwd, ep_bwd, ep_rc;               // exposed EP all-to-all (dispatch + combine) fwd, bwd, full recompute
+    /* --recompute-modules: the forward pieces a layer not fully recomputed runs again (rc_modules_s) */
+    double rc_mod, moe_rc_mod;                  // a dense layer, an MoE layer
+    double shared_fwd, shared_bwd;              // the shared expert's time under the EP transfers
+                                                // (--moe-shared-expert-overlap; 0 otherwise)
 } LayerTime;
 
 /* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */

@@ -11,14 +11,36 @@ double train_model_flops_per_token(const ModelSpec *m, const Layout *lo)
     return spec_flops_per_token(m, lo->tp, lo->flops);
 }
 
+/* --recompute-modules' GEMM FLOPs per token of an average layer not fully
+ * recomputed: MLA's up projections (every layer), a dense layer's MLP (the
+ * dense share of the layers), the shared expert (the MoE share); layernorm
+ * and moe_act are memory passes. */
+static double rc_module_flops(const ModelSpec *m, const Layout *lo)
+{
+    int rcm = layout_rc_modules(lo);
+    if (!rcm)
+        return 0;
+    double h = m->h, gated = m->mlp == MLP_SWIGLU ? 3.0 : 2.0, f = 0;
+    double moe = spec_is_moe(m) ? (double)spec_moe_layers(m) / m->L : 0.0;
+    if ((rcm & RCM_MLA_UP_PROJ) && m->attn == ATTN_MLA)
+        f += 2.0 * m->a * ((double)m->q_lora_rank * (m->qk_nope_dim + m->qk_rope_dim) +
+                           (double)m->kv_lora_rank * (m->qk_nope_dim + m->v_head_dim));
+    if (rcm & RCM_MLP)
+        f += (1.0 - moe) * 2.0 * gated * h * m->f;
+    if ((rcm & RCM_SHARED_EXPERTS) && m->shared_ffn > 0)
+        f += moe * 2.0 * gated * h * m->shared_ffn;
+    return f;
+}
+
 double train_hw_flops_per_token(const ModelSpec *m, const Layout *lo)
 {
     bool causal = lo->flops == FLOPS_CAUSAL;
     double extra = 0;
     double full = spec_recompute_flops_per_token(m, RECOMPUTE_FULL, causal) / m->L;
     double sel = spec_recompute_flops_per_token(m, RECOMPUTE_SELECTIVE, causal) / m->L;
+    double mod = rc_module_flops(m, lo);
     for (int s = 0; s < lo->pp; s++)
-        extra += lo->full_rc[s] * full + lo->sel_rc[s] * sel;
+        extra += lo->full_rc[s] * full + lo->sel_rc[s] * sel + (lo->layers[s] - lo->full_rc[s]) * mod;
     return train_model_flops_per_token(m, lo) + extra;
 }
 

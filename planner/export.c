@@ -230,9 +230,18 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         return NULL;
     }
     (void)hw;   /* --tp-comm-overlap follows the layout's switch, not the profile */
+    int rcm = layout_rc_modules(lo), any_full = 0;
+    for (int s = 0; s < lo->pp; s++)
+        any_full |= lo->full_rc[s] > 0;
+    if (any_full && rcm) {   /* named before the split's rules: it is the one thing Megatron cannot say */
+        snprintf(err, errlen, "megatron: the plan recomputes some layers fully and modules (--recompute-modules %s) "
+                              "of the others; Megatron takes one --recompute-granularity", lo->rc_modules);
+        return NULL;
+    }
     MegatronForm form;
     if (megatron_form(lo, m, &form, err, errlen) != 0)
         return NULL;
+    int full = form.rc == MEGA_RC_FULL_UNIFORM || form.rc == MEGA_RC_FULL_BLOCK, sel = form.rc == MEGA_RC_SELECTIVE;
     int fsdp = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     Buf b = {0};
     const char *args[128];
@@ -291,12 +300,17 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARG("--account-for-embedding-in-pipeline-split");
     if (form.loss_in_split)
         ARG("--account-for-loss-in-pipeline-split");
-    if (form.rc == MEGA_RC_FULL_UNIFORM || form.rc == MEGA_RC_FULL_BLOCK) {
+    if (full) {
         ARGV("--recompute-granularity", "full");
         ARGV("--recompute-method", "%s", form.rc == MEGA_RC_FULL_UNIFORM ? "uniform" : "block");
         ARGV("--recompute-num-layers", "%d", form.rc_layers);
-    } else if (form.rc == MEGA_RC_SELECTIVE) {
+    } else if (sel || rcm) {
         ARGV("--recompute-granularity", "selective");
+        if (rcm) {   /* Megatron's list replaces its default [core_attn]: core attention is named when planned */
+            char mods[160];
+            layout_format_rc_modules(rcm, " ", mods, sizeof mods);
+            ARGV("--recompute-modules", "%s%s", sel ? "core_attn " : "", mods);
+        }
     }
     ARGV("--micro-batch-size", "%d", lo->mbs);
     ARGV("--global-batch-size", "%d", lo->gbs);
@@ -372,6 +386,10 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARGV("--moe-layer-freq", "'%s'", freq);
         else
             ARGV("--moe-layer-freq", "%s", freq);
+        if (m->router_groups > 0) {   /* group-limited routing (DeepSeek-V3's node-limited) */
+            ARGV("--moe-router-num-groups", "%d", m->router_groups);
+            ARGV("--moe-router-group-topk", "%d", m->router_group_topk);
+        }
         ARGV("--expert-model-parallel-size", "%d", lo->ep);
         ARGV("--expert-tensor-parallel-size", "%d", layout_etp(lo));
         /* Megatron's default is allgather: the plan's dispatcher is written, flex with DeepEP */
@@ -380,6 +398,8 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARGV("--moe-flex-dispatcher-backend", "deepep");
         if (lo->moe_a2a_overlap)
             ARG("--overlap-moe-expert-parallel-comm");
+        if (lo->moe_shared_overlap && m->shared_ffn > 0)
+            ARG("--moe-shared-expert-overlap");
         ARG("--moe-grouped-gemm");
         ARGV("--moe-router-load-balancing-type", "aux_loss");
         ARGV("--moe-aux-loss-coeff", "1e-2");
@@ -471,6 +491,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
     /* MoE and MLA as Megatron defaults them: topk 2, etp = tp (None), MLA kv-lora 32, qk 128 + 64, v 128 */
     int disp_given = 0;   /* without --moe-token-dispatcher-type Megatron dispatches with allgather */
+    int rcm_given = 0, core_attn = 0;   /* --recompute-modules, and whether it names core_attn */
     int mla = 0, topk = -1, etp = -1, kv_lora = 32, qk_head = 128, qk_pos = 64, v_head = 128, pad_cap = 0;
     const char *freq_text = NULL;
     for (int i = 0; i < nt; i++) {
@@ -521,6 +542,8 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         INT("--qk-head-dim", 1, &qk_head)
         INT("--qk-pos-emb-head-dim", 1, &qk_pos)
         INT("--v-head-dim", 1, &v_head)
+        INT("--moe-router-num-groups", 1, &m->router_groups)
+        INT("--moe-router-group-topk", 1, &m->router_group_topk)
         FLAG("--multi-latent-attention", mla = 1)
         FLAG("--moe-pad-expert-input-to-capacity", pad_cap = 1)
         FLAG("--sequence-parallel", lo->sp = true)
@@ -530,6 +553,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--overlap-param-gather", lo->overlap_param = true)
         FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
         FLAG("--overlap-moe-expert-parallel-comm", lo->moe_a2a_overlap = true)
+        FLAG("--moe-shared-expert-overlap", lo->moe_shared_overlap = true)
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
         FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)
@@ -562,6 +586,31 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
                     snprintf(err, errlen, "--pipeline-model-parallel-layout: expected a layout string");
                 goto out;
             }
+        } else if (!strcmp(f, "--recompute-modules")) {
+            /* nargs '*': the words up to the next flag; core_attn is the selective granularity's own */
+            int k = i + 1, mask = 0, bit;
+            char e[160];
+            rcm_given = 1;
+            for (; !eq && k < nt && strncmp(tok[k], "--", 2); k++) {
+                if (!strcmp(tok[k], "core_attn")) {
+                    core_attn = 1;
+                    continue;
+                }
+                if (layout_parse_rc_modules(tok[k], &bit, e, sizeof e) != 0) {
+                    snprintf(err, errlen, "--recompute-modules: %s", e);
+                    goto out;
+                }
+                mask |= bit;
+            }
+            if (eq) {   /* --recompute-modules=a: one word */
+                if (strcmp(v, "core_attn") && layout_parse_rc_modules(v, &mask, e, sizeof e) != 0) {
+                    snprintf(err, errlen, "--recompute-modules: %s", e);
+                    goto out;
+                }
+                core_attn = !strcmp(v, "core_attn");
+            }
+            layout_format_rc_modules(mask, ",", lo->rc_modules, sizeof lo->rc_modules);
+            i = eq ? i : k - 1;   /* the words are taken */
         } else if (!strcmp(f, "--recompute-granularity")) {
             took = 1;
             gran = v && !strcmp(v, "full") ? 1 : v && !strcmp(v, "selective") ? 2 : -1;
@@ -718,6 +767,10 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         if (last)
             lo->layers[lo->pp - 1] = last;
     }
+    if (gran != 2 || !rcm_given)
+        lo->rc_modules[0] = 0;   /* Megatron reads the modules under selective granularity only */
+    else if (!core_attn)
+        gran = 0;                /* selective over the named modules only: no core-attention recompute */
     if (layout_check(lo, m, hw, err, errlen) != 0)
         goto out;
     for (int s = 0; s < lo->pp; s++) {

@@ -119,13 +119,13 @@ static const Preset presets[] = {
      "4096 (Qwen3 report §3.2); q/k norms not counted; 235B total, 22B active"},
     {{HUB("deepseek-v3", 61, 7168, 128, 128, 192, 18432, 129280, 4096, 0), .experts = 256, .topk = 8,
       .moe_ffn = 2048, .shared_ffn = 2048, .moe_freq = 1, .moe_first_dense = 3, .mtp_layers = 1,
-      .attn = ATTN_MLA, .q_lora_rank = 1536, .kv_lora_rank = 512, .qk_nope_dim = 128, .qk_rope_dim = 64,
-      .v_head_dim = 128},
+      .router_groups = 8, .router_group_topk = 4, .attn = ATTN_MLA, .q_lora_rank = 1536, .kv_lora_rank = 512,
+      .qk_nope_dim = 128, .qk_rope_dim = 64, .v_head_dim = 128},
      671e9, FAM_HUB,
      "huggingface.co/deepseek-ai/DeepSeek-V3 config.json (MLA q/kv lora 1536/512, 256 routed experts top 8 + "
-     "1 shared, first_k_dense_replace 3, num_nextn_predict_layers 1); seq 4096 (DeepSeek-V3 report §4.2); "
-     "671B total / 37B active without the MTP module, as published; the sigmoid router's score-correction "
-     "bias and node-limited routing are not modelled"},
+     "1 shared, first_k_dense_replace 3, num_nextn_predict_layers 1, n_group 8, topk_group 4: node-limited "
+     "routing); seq 4096 (DeepSeek-V3 report §4.2); 671B total / 37B active without the MTP module, as "
+     "published; the sigmoid router's score-correction bias is not modelled"},
     {{.name = "gpt-oss-120b", .L = 36, .h = 2880, .a = 64, .g = 8, .d_head = 64, .f = 2880, .vocab = 201088,
       .vocab_div = 128, .s = 4096, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = true,
       .tied = false, .dropout = false, .rope_theta = 150000, .experts = 128, .topk = 4,

@@ -124,6 +124,11 @@ static int read_stack(Ctx *c, const cJSON *root, Stack *st)
         opt_number(c, root, "dp_overlap", "dp_overlap", 0, 1, false, &st->dp_overlap) ||
         opt_number(c, root, "pp_overlap", "pp_overlap", 0, 1, false, &st->pp_overlap))
         return -1;
+    const cJSON *ce = cJSON_GetObjectItemCaseSensitive(root, "ce_fused");
+    if (ce && !cJSON_IsBool(ce))
+        return fail(c, "ce_fused", "true or false", ce);
+    if (ce)
+        st->ce_fused = cJSON_IsTrue(ce) ? 1 : 0;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "attn_kernel");
     if (k && (!cJSON_IsString(k) || stack_parse_attn_kernel(k->valuestring, &st->attn_kernel)))
         return fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
@@ -199,6 +204,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddNumberToObject(j, "tp_overlap", st->tp_overlap);
     if (st->dp_overlap >= 0)
         cJSON_AddNumberToObject(j, "dp_overlap", st->dp_overlap);
+    if (st->ce_fused >= 0)
+        cJSON_AddBoolToObject(j, "ce_fused", st->ce_fused > 0);
     if (st->pp_overlap >= 0)
         cJSON_AddNumberToObject(j, "pp_overlap", st->pp_overlap);
     cJSON *z = cJSON_AddObjectToObject(j, "zero3");

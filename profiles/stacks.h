@@ -15,6 +15,7 @@
  *   attn_kernel       "profile" | "fa1" | "fa2" | "fa3" | "cudnn"  optional, "profile"
  *   kernel_lat_scale  >= 0 (at most 100)                          optional, 1
  *   tp_overlap, dp_overlap, pp_overlap  in [0, 1]                 optional (the profile's)
+ *   ce_fused          true | false: the loss is a fused cross-entropy kernel (optional, unfused)
  *   zero3             object, optional:
  *     gathers_per_layer  integer 0..1000 (0 = one call per stage)
  *     flat_ring          true | false

@@ -423,7 +423,9 @@ static int read_moe(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note,
             get_int(j, "moe_layer_freq", 1, &freq, c) || get_count(j, "num_nextn_predict_layers", 1, &m->mtp_layers, c) ||
             get_count(j, "q_lora_rank", 0, &m->q_lora_rank, c) || get_int(j, "kv_lora_rank", 512, &m->kv_lora_rank, c) ||
             get_count(j, "qk_nope_head_dim", 128, &m->qk_nope_dim, c) ||
-            get_int(j, "qk_rope_head_dim", 64, &m->qk_rope_dim, c) || get_int(j, "v_head_dim", 128, &m->v_head_dim, c))
+            get_int(j, "qk_rope_head_dim", 64, &m->qk_rope_dim, c) ||
+            get_int(j, "v_head_dim", 128, &m->v_head_dim, c) || get_count(j, "n_group", 0, &m->router_groups, c) ||
+            get_count(j, "topk_group", 0, &m->router_group_topk, c))
             return -1;
         if (freq > 1 && m->moe_first_dense % freq != 0)
             FIELD_BAD(c, "moe_layer_freq", "%d with first_k_dense_replace %d: only patterns with K a multiple of the "

@@ -191,6 +191,18 @@ static const Knob table[KNOB_COUNT] = {
                            .help = "expert capacity factor: each expert takes at most F*tokens*topk/experts rows, "
                                    "padded to that (0 = dropless)",
                            .dflt = "dropless"},
+    /* Megatron's --moe-router-num-groups / --moe-router-group-topk: group-limited routing (DeepSeek-V3's
+     * node-limited routing, 8 groups, 4 a token); it bounds the nodes a token is sent to (time_moe_a2a_s) */
+    [K_ROUTER_GROUPS] = {K_ROUTER_GROUPS, "moe-router-num-groups", M(router_groups), INT(0, 65536),
+                         .flag = "moe-router-num-groups", .json = "moe_router_num_groups", .json_optional = true,
+                         .csv = "moe_router_groups",
+                         .help = "group-limited routing: experts in N equal groups (DeepSeek-V3: 8, one a node)",
+                         .dflt = "0, no group limit"},
+    [K_ROUTER_GROUP_TOPK] = {K_ROUTER_GROUP_TOPK, "moe-router-group-topk", M(router_group_topk), INT(0, 65536),
+                             .flag = "moe-router-group-topk", .json = "moe_router_group_topk", .json_optional = true,
+                             .csv = "moe_router_group_topk",
+                             .help = "group-limited routing: a token's experts from at most K groups (DeepSeek-V3: 4)",
+                             .dflt = "0, no group limit"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,
@@ -237,6 +249,13 @@ static const Knob table[KNOB_COUNT] = {
                            .help = "EP dispatch/combine of one micro-batch under another's compute (1F1B A2A "
                                    "overlap; needs ep > 1, alltoall or flex, vp > 1 when pp > 1, no full recompute)",
                            .dflt = "off, Megatron-LM's"},
+    [K_MOE_SHARED_OVERLAP] = {K_MOE_SHARED_OVERLAP, "moe-shared-expert-overlap", L(moe_shared_overlap),
+                              .type = KNOB_BOOL, .flag = "moe-shared-expert-overlap",
+                              .neg_flag = "no-moe-shared-expert-overlap", .json = "moe_shared_expert_overlap",
+                              .json_optional = true, .csv = "moe_shared_overlap",
+                              .help = "the shared expert computed on its own stream under the dispatch and combine "
+                                      "(needs alltoall or flex; no effect without a shared expert)",
+                              .dflt = "off, Megatron-LM's"},
     [K_SP] = {K_SP, "sp", L(sp), .type = KNOB_BOOL, .flag = "sp", .neg_flag = "no-sp", .json = "sp", .csv = "sp",
               .fix = FIX_SP, .help = "sequence parallel", .dflt = "on when tp > 1", .searched = true,
               .tui_label = "seq-parallel", .tui_row = 170, .tui_step = TUI_TOGGLE,
@@ -311,11 +330,22 @@ static const Knob table[KNOB_COUNT] = {
     /* Megatron's --pipeline-model-parallel-layout: sets vp and the layers of every stage and chunk */
     [K_PP_LAYOUT] = {K_PP_LAYOUT, "pipeline-layout", L(pp_layout), .type = KNOB_STR, .flag = "pipeline-layout",
                      .arg = "TEXT", .expect = "a layout such as \"Et|(tt|)*30mL\" (E t m L | ( ) *N)",
+                     .chars = "ELtm|()*,0123456789",
                      .json = "pipeline_layout", .json_optional = true, .csv = "pp_layout",
                      .fix = FIX_PP | FIX_VP | FIX_STAGES,
                      .help = "Megatron's --pipeline-model-parallel-layout: pp*vp '|'-separated chunks of E "
                              "(embedding), t (layer), m (MTP), L (loss); (..)*N and x*N repeat",
                      .dflt = "none (the split flags)"},
+    /* Megatron's --recompute-modules besides core_attn: forward pieces recomputed before the backward in
+     * every layer not fully recomputed (model/timing.c rc_modules_s, model/memory.c) */
+    [K_RC_MODULES] = {K_RC_MODULES, "recompute-modules", L(rc_modules), .type = KNOB_STR, .flag = "recompute-modules",
+                      .arg = "LIST", .chars = "abcdefghijklmnopqrstuvwxyz_,+ ",
+                      .expect = "module names separated by ',' or '+' (layernorm, mla_up_proj, moe_act, mlp, "
+                                "shared_experts)",
+                      .json = "recompute_modules", .json_optional = true, .csv = "recompute_modules",
+                      .help = "Megatron's --recompute-modules beyond core attention (--recompute selective): "
+                              "layernorm, mla_up_proj, moe_act, mlp, shared_experts, comma-separated",
+                      .dflt = "none"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
@@ -442,7 +472,7 @@ int knob_set_str(const Knob *k, void *obj, const char *text, const char *who, ch
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if (!strchr("ELtm|()*,0123456789", text[i])) {
+        if (k->chars ? !strchr(k->chars, text[i]) : !isprint((unsigned char)text[i])) {
             snprintf(err, errlen, "%sbad character '%c' at position %zu of \"%s\" (expected %s)", flag, text[i],
                      i + 1, text, k->expect);
             return -1;

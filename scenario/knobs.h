@@ -33,9 +33,11 @@ typedef enum {
     /* mixture of experts, multi-token prediction, multi-head latent attention (ModelSpec) */
     K_EXPERTS, K_TOPK, K_MOE_FFN, K_SHARED_FFN, K_MOE_FREQ, K_MOE_FIRST_DENSE, K_MTP_LAYERS, K_ATTN,
     K_Q_LORA_RANK, K_KV_LORA_RANK, K_QK_NOPE_DIM, K_QK_ROPE_DIM, K_V_HEAD_DIM, K_CAPACITY_FACTOR,
+    K_ROUTER_GROUPS, K_ROUTER_GROUP_TOPK,
     /* layout (Layout) */
-    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_MOE_DISPATCHER, K_MOE_A2A_OVERLAP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
-    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_CP_COMM, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS, K_PP_LAYOUT,
+    K_DP, K_TP, K_PP, K_VP, K_CP, K_EP, K_ETP, K_MOE_IMBALANCE, K_MOE_DISPATCHER, K_MOE_A2A_OVERLAP,
+    K_MOE_SHARED_OVERLAP, K_SP, K_MBS, K_GBS, K_MICROBATCHES, K_OPTIMIZER, K_PRECISION,
+    K_GRAD_FP32, K_FLASH, K_OVERLAP_GRAD, K_OVERLAP_PARAM, K_TP_OVERLAP, K_CP_COMM, K_FLOPS, K_STAGE_LAYERS, K_FIRST_LAYERS, K_LAST_LAYERS, K_SPLIT_EMBED, K_SPLIT_LOSS, K_PP_LAYOUT, K_RC_MODULES,
     K_FULL_RC, K_SEL_RC, K_TARGET, K_STACK,
     /* scenario (Scenario): the uniform recomputation a layout's per-stage counts come from */
     K_RECOMPUTE,
@@ -87,6 +89,7 @@ typedef struct {
     int min, max;              // KNOB_INT and KNOB_LIST elements
     double dmin, dmax;         // KNOB_DOUBLE
     int count;                 // KNOB_ENUM: values 0..count-1
+    const char *chars;         // KNOB_STR: the characters its text may hold (NULL = any printable)
     const char *(*value_name)(int v);             // KNOB_ENUM
     int (*value_parse)(const char *s, int *v);    // KNOB_ENUM: flag and JSON text -> value, 0 ok
     unsigned fix;              // KnobFix bit set when the user gives it (0: none)

@@ -112,6 +112,12 @@ expect_error "sum to 90" predict --model gpt3-175b --pp 8 --stage-layers 20,10,1
 expect_error "--gpus: expected" predict --params 7B --gpus -3
 expect_error "unknown command" frobnicate
 expect_error "--stack: expected .*did you mean \"nemo\"" predict --params 7B --stack nemoo
+# MoE knobs of issue 20's round 2: each bad value names its flag
+expect_error "recompute-modules.*\"mla_up\"" predict --model deepseek-v3 --gpus 256 --pp 8 --ep 32 --recompute-modules mla_up
+expect_error "recompute-modules.*core attention is --recompute selective" predict --model deepseek-v3 --gpus 256 --pp 8 --ep 32 --recompute-modules core_attn
+expect_error "recompute-modules: bad character '-'" predict --model deepseek-v3 --gpus 256 --pp 8 --ep 32 --recompute-modules mla-up
+expect_error "moe-router-num-groups 0 and moe-router-group-topk 2 must be given together" predict --model qwen3-30b-a3b --gpus 8 --ep 8 --moe-router-group-topk 2
+expect_error "moe-shared-expert-overlap needs the alltoall or flex" predict --model deepseek-v3 --gpus 256 --pp 8 --ep 32 --moe-token-dispatcher-type allgather --moe-shared-expert-overlap
 
 # software stacks: the default is megatron-lm and changes nothing; a 2021 ZeRO-3 at 1,536 GPUs
 # (per-tensor gathers over a flat ring) is several times slower than the default's prefetched

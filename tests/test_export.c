@@ -469,6 +469,8 @@ static void test_round_trip_pipeline_layout(void **state)
     round_trip(&m, &hw, &lo, "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'");
     round_trip(&m, &hw, &lo, "--moe-token-dispatcher-type flex");
     round_trip(&m, &hw, &lo, "--overlap-moe-expert-parallel-comm");
+    lo.moe_shared_overlap = true;   /* DeepSeek-V3 has a shared expert: the flag is written and read back */
+    round_trip(&m, &hw, &lo, "--moe-shared-expert-overlap");
     char err[256];
     char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
     assert_non_null(t);
@@ -481,7 +483,35 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_int_equal(lo2.vp, 4);
     assert_int_equal(lo2.moe_dispatcher, MOE_DISPATCH_FLEX);
     assert_true(lo2.moe_a2a_overlap);
+    assert_true(lo2.moe_shared_overlap);
+    /* the preset's group-limited routing (8 groups, 4 a token) is written and read back */
+    assert_non_null(strstr(t, "--moe-router-num-groups 8"));
+    assert_non_null(strstr(t, "--moe-router-group-topk 4"));
+    assert_int_equal(m2.router_groups, 8);
+    assert_int_equal(m2.router_group_topk, 4);
     free(t);
+    /* --recompute-modules: the recipe's modules alone (no core_attn: no selective layers read back),
+     * then with core attention recomputed too (core_attn leads the list); step time and memory agree */
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "mla_up_proj+mlp");
+    round_trip(&m, &hw, &lo, "--recompute-granularity selective \\\n--recompute-modules mla_up_proj mlp \\");
+    layout_set_recompute(&lo, RECOMPUTE_SELECTIVE);
+    round_trip(&m, &hw, &lo, "--recompute-modules core_attn mla_up_proj mlp \\");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_string_equal(lo2.rc_modules, "mla_up_proj,mlp");
+    free(t);
+    /* full recomputation beside modules: Megatron has one granularity, refused naming the modules */
+    layout_set_recompute(&lo, RECOMPUTE_FULL);
+    assert_null(export_megatron(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "--recompute-modules mla_up_proj+mlp"));
+    /* an unknown module in the arguments is named */
+    const char *badm = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                       "--global-batch-size 8 --vocab-size 256 --recompute-granularity selective "
+                       "--recompute-modules mla_up_proj moe_gate";
+    assert_int_equal(export_parse_megatron(badm, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"moe_gate\""));
+    layout_set_recompute(&lo, RECOMPUTE_NONE);
+    lo.rc_modules[0] = 0;
     /* the standalone-MTP form: m on stage 14 of 16 */
     base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);
     lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;

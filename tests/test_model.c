@@ -1599,6 +1599,133 @@ static void test_pipeline_layout_string(void **state)
     assert_non_null(strstr(err, "but vp is 4"));
 }
 
+/* --recompute-modules on the tiny MoE (h 64, 2 x 64 = 128 tokens a
+ * micro-batch, bf16, tp 1, ep 1, balanced: 256 routed rows of ffn 32),
+ * by hand:
+ *  - layernorm: two norms, read + write 128 x 64 x 2 B each = 65536 B of
+ *    HBM traffic again; frees their outputs, 2 x 128 x 64 x 2 = 32768 B;
+ *  - moe_act: the SwiGLU over the rows again, read 2 x 32 + write 32 per
+ *    row, 256 x 96 x 2 = 49152 B; frees the product, 256 x 32 x 2 = 16384 B;
+ *  - a layer fully recomputed pays none of it; the stage time (one dense
+ *    layer, three MoE) adds 1 x rc_mod + 3 x moe_rc_mod. */
+static void test_recompute_modules(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.ep = 1, lo.mbs = 2, lo.gbs = 16, lo.moe_imbalance = 1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    assert_true(a.rc_mod == 0 && a.moe_rc_mod == 0);
+    double dense0 = memory_layer_acts(&m, &lo, RECOMPUTE_NONE), moe0 = memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm");
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &b);
+    assert_rel(b.rc_mod, time_mem_s(&hw, 65536), 1e-12);
+    assert_rel(b.moe_rc_mod, time_mem_s(&hw, 65536), 1e-12);
+    assert_rel(dense0 - memory_layer_acts(&m, &lo, RECOMPUTE_NONE), 32768, 1e-12);
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "moe_act");
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.rc_mod == 0);
+    assert_rel(b.moe_rc_mod, time_mem_s(&hw, 49152), 1e-12);
+    assert_rel(moe0 - memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), 16384, 1e-12);
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_FULL), 128 * 64 * 2, 1e-12);   /* only the input */
+    /* the stage: the forward, backward and the modules of the layers not fully recomputed */
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm,moe_act");
+    time_layer(&m, &hw, &lo, &b);
+    double s0 = time_stage_mb(&m, &hw, &lo, &a, 0, 4, 0, 0), s1 = time_stage_mb(&m, &hw, &lo, &b, 0, 4, 0, 0);
+    assert_rel(s1 - s0, b.rc_mod + 3 * b.moe_rc_mod, 1e-9);
+    assert_rel(time_stage_mb(&m, &hw, &lo, &b, 0, 4, 4, 0), time_stage_mb(&m, &hw, &lo, &a, 0, 4, 4, 0), 1e-12);
+    /* HFU counts the modules' GEMMs: mlp on the one dense layer, 2 x 3 x 64 x 128 = 49152 FLOPs a
+     * token, shared_experts on the three MoE layers, 2 x 3 x 64 x 64 = 24576 each: 122880 in all */
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "mlp,shared_experts,layernorm");
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    double hfu = train_hw_flops_per_token(&m, &lo);
+    lo.rc_modules[0] = 0;
+    assert_rel(hfu - train_hw_flops_per_token(&m, &lo), 49152 + 3 * 24576, 1e-12);
+    /* names: core attention is --recompute selective, the whole MoE layer is not priced, a typo is named */
+    const char *bad[][2] = {{"core_attn", "--recompute selective"}, {"mlp,moe", "not priced"}, {"mla_up", "\"mla_up\""}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(lo.rc_modules, sizeof lo.rc_modules, "%s", bad[i][0]);
+        assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+        assert_non_null(strstr(err, "--recompute-modules"));
+        assert_non_null(strstr(err, bad[i][1]));
+    }
+}
+
+/* The loss head, unfused against fused cross-entropy (a stack's ce_fused),
+ * on the tiny MoE (vocab 256, 128 tokens a micro-batch, bf16, tp 1): the
+ * unfused ops move 4+4+8+8+4+8+8+4+2x2 = 52 bytes per logit, the fused
+ * kernel 5 passes of 2 bytes = 10: 1703936 B against 327680 B over the
+ * 32768 logits, and 25 kernels against 12. The output GEMMs are the same. */
+static void test_fused_cross_entropy(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.mbs = 2, lo.gbs = 16;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    double unfused = time_head(&m, &hw, &lo);
+    hw.ce_fused = true;
+    double fused = time_head(&m, &hw, &lo);
+    assert_rel(unfused - fused,
+               time_mem_s(&hw, 1703936) - time_mem_s(&hw, 327680) + (25 - 12) * hw.kernel_lat, 1e-9);
+    assert_true(fused < unfused);
+    /* the last stage keeps the bf16 logits, 2 bytes each, not an fp32 copy: 2 x 32768 B fewer */
+    StageMem a, b;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    hw.ce_fused = false;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 65536, 1e-12);
+}
+
+/* Nodes a token's copies reach under group-limited routing, by hand.
+ * DeepSeek-V3 (256 experts, top 8, 8 groups, 4 a token):
+ *  - over 8 nodes (a group a node): a node is one of the 4 chosen groups
+ *    with probability 1/2, then missed by all 8 copies with (3/4)^8, so
+ *    D = 8·(1 - 1/2 - (1/2)(3/4)^8) = 3.5995; unlimited 8·(1 - (7/8)^8) = 5.2509.
+ *  - over 4 nodes (2 groups a node): the node holds 0, 1 or 2 chosen groups
+ *    with probability 15/70, 40/70, 15/70 (C(2,j)·C(6,4-j)/C(8,4)), missed
+ *    with 1, (3/4)^8, (1/2)^8: D = 4·(1 - 15/70 - 40/70·0.100113 - 15/70·0.003906).
+ *  - over 16 nodes (a group spans 2): the copies fall on the chosen 8 nodes,
+ *    D = 8·(1 - (7/8)^8).
+ *  - 3 groups over 4 nodes (neither divides the other): no bound. */
+static void test_moe_group_limited_nodes(void **st)
+{
+    (void)st;
+    ModelSpec m = {0};
+    m.experts = 256, m.topk = 8;
+    double q = pow(0.75, 8), un8 = 8 * (1 - pow(7.0 / 8, 8));
+    assert_rel(time_moe_token_nodes(&m, 8), un8, 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 1), 1.0, 1e-15);
+    m.router_groups = 8, m.router_group_topk = 4;
+    assert_rel(time_moe_token_nodes(&m, 8), 8 * (0.5 - 0.5 * q), 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 8), 3.5995, 1e-4);
+    assert_rel(time_moe_token_nodes(&m, 4), 4 * (1 - 15.0 / 70 - 40.0 / 70 * q - 15.0 / 70 * pow(0.5, 8)), 1e-12);
+    assert_rel(time_moe_token_nodes(&m, 16), un8, 1e-12);
+    /* over 2 nodes (4 groups a node): 0..4 chosen groups on a node, C(4,j)·C(4,4-j)/70 = 1, 16, 36, 16, 1 /70 */
+    double miss2 = (1 + 16 * q + 36 * pow(0.5, 8) + 16 * pow(0.25, 8)) / 70;
+    assert_rel(time_moe_token_nodes(&m, 2), 2 * (1 - miss2), 1e-12);
+    m.experts = 240, m.router_groups = 3, m.router_group_topk = 2;             /* 3 groups over 4 nodes: no bound */
+    assert_rel(time_moe_token_nodes(&m, 4), 4 * (1 - pow(0.75, 8)), 1e-12);
+    /* the spec refuses a half-given or impossible group limit, naming both flags */
+    char err[256];
+    ModelSpec d = tiny_moe();
+    d.router_groups = 2;
+    assert_int_equal(spec_validate(&d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "moe-router-group-topk"));
+    d.router_groups = 3, d.router_group_topk = 1;
+    assert_int_equal(spec_validate(&d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "moe-router-num-groups"));
+}
+
 /* The token dispatchers and the 1F1B A2A overlap, worked by hand on the
  * tiny MoE (h 64, top 2) over 8 EP ranks, 4 per node (2 nodes): 128 tokens
  * a micro-batch, routed rows 256, 2 bytes each: 32768 B per dispatch. */
@@ -1626,6 +1753,13 @@ static void test_moe_dispatchers(void **st)
     /* allgather: every rank's 128 tokens gathered over the 8 (131072 B in all) */
     lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
     assert_rel(time_moe_a2a_s(&m, &hw, &lo), time_coll_allgather(&hw, 131072, 8, 4), 1e-12);
+    /* group-limited routing, 2 groups (one a node), a token in 1: both its experts on one node, so
+     * half the tokens go to the other node, 64 x 64 x 2 B = 8192 B over the NIC */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    m.router_groups = 2, m.router_group_topk = 1;
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    assert_rel(time_moe_a2a_s(&m, &hw, &lo), 3e-5 + 5e-6 + fmax(8192 / 5e9, 24576 / 50e9), 1e-12);
+    m.router_groups = m.router_group_topk = 0;
     /* in one node flex is the all-to-all */
     lo.ep = 4, lo.moe_dispatcher = MOE_DISPATCH_FLEX;
     double flex1 = time_moe_a2a_s(&m, &hw, &lo);
@@ -1650,6 +1784,28 @@ static void test_moe_dispatchers(void **st)
     hw.inter.bw = 10e9;                      /* a fast NIC: all of it hidden */
     time_layer(&m, &hw, &lo, &b);
     assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    /* --moe-shared-expert-overlap (without the 1F1B overlap): the tiny MoE's shared expert (ffn 64)
+     * hides that much of each way's two transfers; a slow NIC leaves some exposed */
+    lo.moe_a2a_overlap = false;
+    hw.inter.bw = 1e6;
+    time_layer(&m, &hw, &lo, &a);
+    lo.moe_shared_overlap = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &b);
+    assert_true(b.shared_fwd > 0 && b.shared_bwd > b.shared_fwd);
+    assert_rel(b.ep_fwd, a.ep_fwd - b.shared_fwd, 1e-12);
+    assert_rel(b.ep_bwd, a.ep_bwd - b.shared_bwd, 1e-12);
+    assert_rel(b.moe_fwd, a.moe_fwd, 1e-15);   /* the shared expert still runs on the GPU */
+    HwProfile fast = hw;   /* transfers shorter than the shared expert: nothing exposed */
+    fast.inter.bw = fast.intra.bw = 1e15, fast.inter.lat = fast.intra.lat = 0, fast.a2a_lat = 1e-9;
+    time_layer(&m, &fast, &lo, &b);
+    assert_true(b.ep_fwd == 0 && b.ep_bwd == 0);
+    hw.inter.bw = 10e9;
+    lo.moe_dispatcher = MOE_DISPATCH_ALLGATHER;   /* Megatron: alltoall or flex only */
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-shared-expert-overlap"));
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    lo.moe_shared_overlap = false, lo.moe_a2a_overlap = true;
     /* Megatron's requirements, each named */
     lo.pp = 2, lo.dp = 8;
     memset(lo.layers, 0, sizeof lo.layers);   /* split again */
@@ -1721,6 +1877,9 @@ int main(void)
         cmocka_unit_test(test_moe_alltoall),
         cmocka_unit_test(test_zero_unit_largest_layer),
         cmocka_unit_test(test_fp8_copies),
+        cmocka_unit_test(test_moe_group_limited_nodes),
+        cmocka_unit_test(test_recompute_modules),
+        cmocka_unit_test(test_fused_cross_entropy),
         cmocka_unit_test(test_moe_rows_and_states),
         cmocka_unit_test(test_moe_acts),
         cmocka_unit_test(test_moe_layer_mix),

@@ -277,6 +277,7 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"attn_kernel\": \"fa9\"}", "\"attn_kernel\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"tp_overlap\": 1.5}", "\"tp_overlap\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"kernel_lat_scale\": -2}", "\"kernel_lat_scale\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"ce_fused\": 1}", "\"ce_fused\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": 3}", "\"zero3\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"gathers_per_layer\": 1.5}}",
          "\"zero3.gathers_per_layer\""},
@@ -329,6 +330,16 @@ static void test_unknown_name(void **state)
     assert_non_null(strstr(err, "did you mean \"composer-fsdp\""));
     assert_int_equal(stacks_load_name("NeMo", &st, err, sizeof err), 0);   // case-insensitive
     assert_string_equal(st.name, "nemo");
+    /* nemo's recipes fuse the cross-entropy (Transformer Engine's); Megatron-LM's default does not */
+    HwProfile hw = {0};
+    stack_apply(&hw, &st);
+    assert_true(hw.ce_fused);
+    assert_int_equal(stacks_load_name("megatron-lm", &st, err, sizeof err), 0);
+    stack_apply(&hw, &st);
+    assert_true(hw.ce_fused);   /* -1: the profile's (here the fused one just set) is kept */
+    hw.ce_fused = false;
+    stack_apply(&hw, &st);
+    assert_false(hw.ce_fused);
 }
 
 int main(void)
