@@ -85,7 +85,7 @@ typedef struct {
     double mfu_lo, mfu_hi;
     double tok_lo, tok_hi;   // tokens/s
     int same_gpu, same_gen;  // of the runs: predicted on the same profile / generation
-    char sources[160];       // "vtrain/multi_node.csv 9, a100_published.csv 3"
+    char sources[8 * (48 + 16)];   // "vtrain/multi_node.csv 9, a100_published.csv 3": up to 8 source names whole
     char rule[320];          // the rule in words, for --json's band.rule
 } Band;
 

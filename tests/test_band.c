@@ -162,6 +162,31 @@ static void test_band_arith(void)
  * one layout. k = 12 > 10, so leaving a file out the band is the other file's whole range (type 6 on 10 values:
  * positions 1.1 and 9.9): P held out -> [20.1, 28.9] %: every P run is below it, 0 inside; Q held out ->
  * [0.1, 8.9] %: all above. Leaving one run out: the other 19 with at most 4 of the other file first... */
+/* The band names every file its runs came from, whole: 16 runs at most 2 a
+ * file are up to 8 files, and corpus names run to 40 characters (the
+ * "sources" text was 160 bytes and cut the eighth name in plan's footer) */
+static void test_sources_whole(void)
+{
+    BandTable t = {0};
+    char names[8][48];
+    for (int f = 0; f < 8; f++) {
+        snprintf(names[f], sizeof names[f], "moe_corpus_of_generation_%d_published.csv", f);
+        for (int i = 0; i < 2; i++) {
+            BandRun r = run(names[f], "b200", 4, 1, 8, 10, 0.01 * (f * 2 + i));
+            band_table_add(&t, &r);
+        }
+    }
+    BandQuery q = {.gpu = "b200", .tp = 4, .pp = 1, .dp = 8, .cp = 1, .ep = 1, .zero = 1, .params_b = 10};
+    Band b;
+    CHECK(band_of(&t, &q, 16, NULL, -1, 20.0, 0.5, 1000, &b) == 0 && b.runs == 16, "band_of, 16 runs");
+    for (int f = 0; f < 8; f++) {
+        char want[96];
+        snprintf(want, sizeof want, "%.47s 2", names[f]);
+        CHECK(strstr(b.sources, want) != NULL, "source %d named whole in \"%s\"", f, b.sources);
+    }
+    band_table_free(&t);
+}
+
 static void test_coverage(void)
 {
     BandTable t = {0};
@@ -291,6 +316,7 @@ int main(void)
     test_select();
     test_rule_constants();
     test_band_arith();
+    test_sources_whole();
     test_coverage();
     test_text();
     test_cache();
