@@ -69,10 +69,10 @@ static void grad_check(const char *kind, const char *data)
     else if (!strcmp(kind, "moe"))   /* llama-shaped, 4 experts top 2, a shared expert, layer 0 dense */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 4,
         m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1;
-    else if (!strcmp(kind, "moegroups"))   /* as "moe" with 8 experts in 4 groups, a token's from the best 2 */
+    else if (!strcmp(kind, "moegroups"))   /* as "moe" with 8 experts in 4 pairs: a token's top 2 from 1 pair */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 8,
         m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1, m.router_groups = 4,
-        m.router_group_topk = 2;
+        m.router_group_topk = 1;
     else if (!strncmp(kind, "mla", 3))   /* llama-shaped; v narrower than q·k, "mla0" without q compression */
         m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.attn = ATTN_MLA,
         m.q_lora_rank = strcmp(kind, "mla0") ? 8 : 0, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
