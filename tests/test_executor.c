@@ -1,11 +1,12 @@
 /* test_executor.c — the whole model's gradients against central finite
  * differences of its loss (single rank, MPI singleton), for GPT and Llama
  * and a mixture of experts (loss + load-balancing loss; router, shared and
- * routed experts), multi-head latent attention (with and without q
- * compression), multi-token prediction (two modules) and a DeepSeek-shaped
+ * routed experts; also with expert groups), multi-head latent attention
+ * (with and without q compression), multi-token prediction (two modules) and a DeepSeek-shaped
  * model (MLA, experts, one MTP module), and what MLA and MTP refuse; the
- * MoE router (top-k, its softmax and their backward, capacity) against
- * naive references and finite differences; and the schedules' shape.
+ * MoE router (top-k, group-limited top-k, its softmax and their backward,
+ * capacity) against naive references and finite differences; and the
+ * schedules' shape.
  * Returns non-zero on any failed check. */
 #include <math.h>
 #include <stdlib.h>
