@@ -14,6 +14,52 @@
 
 void moe_route(const float *logits, int n, int E, int k, float *probs, float *idx, float *w)
 {
+    moe_route_groups(logits, n, E, k, 0, 0, probs, idx, w);
+}
+
+/* ok (G) = 1 for the Kg groups of z (E logits in G contiguous groups) with
+ * the largest sums of their top m = k / Kg logits, ties to the lower group;
+ * gs (G), v (E / G): scratch. */
+static void pick_groups(const float *z, int E, int k, int G, int Kg, unsigned char *ok, float *gs, float *v)
+{
+    int per = E / G, m = k / Kg;
+    for (int g = 0; g < G; g++) {
+        memcpy(v, z + (size_t)g * per, (size_t)per * sizeof *v);
+        float sum = 0;
+        for (int j = 0; j < m; j++) {   /* partial selection sort: v[j] = the j-th largest */
+            int b = j;
+            for (int i = j + 1; i < per; i++)
+                b = v[i] > v[b] ? i : b;
+            float x = v[j];
+            v[j] = v[b], v[b] = x;
+            sum += v[j];
+        }
+        gs[g] = sum;
+        ok[g] = 0;
+    }
+    for (int j = 0; j < Kg; j++) {
+        int best = -1;
+        for (int g = 0; g < G; g++)
+            if (!ok[g] && (best < 0 || gs[g] > gs[best]))
+                best = g;
+        ok[best] = 1;
+    }
+}
+
+void moe_route_groups(const float *logits, int n, int E, int k, int G, int Kg, float *probs, float *idx, float *w)
+{
+    int grouped = G > 0 && Kg > 0;
+    unsigned char *ok = NULL;
+    float *scr = NULL;
+    if (grouped) {
+        ok = malloc((size_t)G);
+        scr = malloc(((size_t)G + (size_t)E / G) * sizeof *scr);
+        if (!ok || !scr) {
+            fprintf(stderr, "moe: out of memory for the group-limited router\n");
+            abort();
+        }
+    }
+    int per = grouped ? E / G : E;
     for (int t = 0; t < n; t++) {
         const float *z = logits + (size_t)t * E;
         float *p = probs + (size_t)t * E, *ix = idx + (size_t)t * k, *wt = w + (size_t)t * k;
@@ -25,11 +71,14 @@ void moe_route(const float *logits, int n, int E, int k, float *probs, float *id
             s += exp((double)z[e] - mx);
         for (int e = 0; e < E; e++)
             p[e] = (float)(exp((double)z[e] - mx) / s);
-        /* top-k by logit, largest first; a strict > over ascending e keeps the lower index on ties */
+        if (grouped)
+            pick_groups(z, E, k, G, Kg, ok, scr, scr + G);
+        /* top-k by logit among the experts of the picked groups, largest
+         * first; a strict > over ascending e keeps the lower index on ties */
         for (int j = 0; j < k; j++) {
             int best = -1;
             for (int e = 0; e < E; e++) {
-                int taken = 0;
+                int taken = grouped && !ok[e / per];
                 for (int i = 0; i < j; i++)
                     taken |= (int)ix[i] == e;
                 if (!taken && (best < 0 || z[e] > z[best]))
@@ -44,6 +93,8 @@ void moe_route(const float *logits, int n, int E, int k, float *probs, float *id
         for (int j = 0; j < k; j++)
             wt[j] = (float)(exp((double)z[(int)ix[j]] - m2) / s2);
     }
+    free(ok);
+    free(scr);
 }
 
 void moe_route_bwd(float *dlogits, const float *probs, const float *idx, const float *w, const float *dw,
@@ -397,7 +448,7 @@ void moe_fwd(Exec *e, int li, LayerActs *A, float *out)
     int Nl = e->Nl, C = e->C, E = e->E, K = e->K, El = e->El;
     size_t np = (size_t)Nl * K;
     k_matmul_fwd(s->logit, A->a2, W(P_ROUTW), NULL, Nl, C, E);
-    moe_route(s->logit, Nl, E, K, A->probs, A->tki, A->tkw);
+    moe_route_groups(s->logit, Nl, E, K, e->m.router_groups, e->m.router_group_topk, A->probs, A->tki, A->tkw);
     aux_fwd(e, A, b);
     moe_capacity(s->keep, A->tki, A->tkw, Nl, E, K, e->m.capacity_factor);
     plan_send(e, A->tki);

@@ -7,7 +7,18 @@
  * Router (Megatron-core's defaults, moe/moe_utils.py
  * topk_softmax_with_capacity: score function softmax, pre-softmax off):
  * logits z = a2 · routerᵀ (fp32); the k largest logits, ties to the lower
- * expert index; combine weights w = softmax over those k logits. The
+ * expert index; combine weights w = softmax over those k logits (not
+ * renormalised further: Megatron's softmax router with pre-softmax off
+ * takes the softmax of the chosen logits, which already sums to 1).
+ * Group-limited routing (model router_groups > 0, router_group_topk Kg;
+ * Megatron's group_limited_topk, DeepSeek-V3 §2.1.2): the E experts form
+ * router_groups contiguous groups; a group's score is the sum of its top
+ * k / Kg logits (integer division as in Megatron: 0 when k < Kg, and every
+ * group then ties); the Kg best groups are kept, ties to the lower group,
+ * and the top k is taken over their experts only. The group score reads
+ * the logits because the score function is softmax without pre-softmax
+ * (DeepSeek-V3's sigmoid scores and expert bias are not run). The
+ * selection is not differentiated, so the backward is the same. The
  * load-balancing loss is Megatron's "seq_aux_loss" form
  * (--moe-router-load-balancing-type seq_aux_loss, DeepSeek-V3's
  * sequence-wise balance loss): per sequence s and expert e,
@@ -45,7 +56,7 @@
  * of moe.c (XM_BUFFERS).
  *
  * What it doesn't do: expert biases, router bias or score functions other
- * than softmax, group-limited routing, pre-softmax, token-drop padding,
+ * than softmax, pre-softmax, token-drop padding,
  * overlap of dispatch with computation, MLA, MTP.
  */
 #ifndef ULTRAPLAN_EXECUTOR_MOE_H
@@ -61,6 +72,10 @@
  * largest first, ties to the lower index (stored as floats); w (n, k) the
  * softmax of the selected logits. */
 void moe_route(const float *logits, int n, int E, int k, float *probs, float *idx, float *w);
+/* The same with group-limited routing: idx only from the Kg best of G
+ * contiguous expert groups (see above); G = 0 is moe_route, G = 1 picks
+ * the same experts as moe_route. */
+void moe_route_groups(const float *logits, int n, int E, int k, int G, int Kg, float *probs, float *idx, float *w);
 /* dlogits (n, E) = d/dlogits of the combine weights' gradient dw (n, k)
  * through the top-k softmax plus dprobs (n, E) through the full softmax
  * (dprobs nullable). Overwrites dlogits. */

@@ -160,5 +160,11 @@ run_moe ds 8 llama $DS --tp 2 --sp --pp 2 --dp 2 --ep 2
 run_moe ds 4 llama $DS --dp 4 --ep 2 --zero3
 run_moe ds 4 llama $DS --tp 2 --sp --dp 2 --ep 2 --zero2 --full 2
 run_moe ds 8 llama $DS --tp 2 --sp --dp 4 --ep 4 --etp 1 --zero3
+# group-limited routing: 8 experts in 4 groups of 2, a token's top 2 from
+# its best group by the sum of its top 2 (plain top-2 would often pick from
+# two groups; the groups span ep ranks at ep 4), against its single-rank run
+moe_ref moe_grp llama --experts 8 --groups 4,1
+run_moe moe_grp 2 llama --experts 8 --groups 4,1 --dp 2 --ep 2
+run_moe moe_grp 4 llama --experts 8 --groups 4,1 --dp 4 --ep 4
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

@@ -7,7 +7,8 @@
  * refused for its sequence split, not for cp or the optimizer. MLA and MTP
  * are refused by name; so are the mixture-of-experts layouts the CUDA MoE
  * layer doesn't run yet (tp, cp or etp > 1, a capacity factor, ZeRO-2/3,
- * biases, ep not dividing dp) and ep > 1 with a dense model. */
+ * biases, ep not dividing dp, group-limited routing) and ep > 1 with a
+ * dense model. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,6 +53,7 @@ static void moe_cap(ModelSpec *m, Layout *lo) { moe(m, lo); m->capacity_factor =
 static void moe_z3(ModelSpec *m, Layout *lo) { moe(m, lo); lo->opt = OPT_ZERO3, lo->dp = 2; }
 static void moe_bias(ModelSpec *m, Layout *lo) { moe(m, lo); m->bias = true; }
 static void moe_ep(ModelSpec *m, Layout *lo) { moe(m, lo); lo->ep = 2, lo->dp = 1; }
+static void moe_groups(ModelSpec *m, Layout *lo) { moe(m, lo); m->router_groups = 4, m->router_group_topk = 1; }
 static void dense_ep(ModelSpec *m, Layout *lo) { (void)m; lo->ep = 2, lo->dp = 2; }
 static void mla(ModelSpec *m, Layout *lo) { (void)lo; m->attn = ATTN_MLA; }
 static void mtp(ModelSpec *m, Layout *lo) { (void)lo; m->mtp_layers = 1; }
@@ -72,6 +74,7 @@ static void test_refusals(void **state)
     refused(moe_z3, "layout.optimizer zero3 with a mixture-of-experts model");
     refused(moe_bias, "\"bias\": true");
     refused(moe_ep, "layout.ep 2 must divide the 8 experts and dp 1");
+    refused(moe_groups, "model.moe_router_groups 4 (--moe-router-num-groups");
     refused(dense_ep, "layout.ep 2 with a dense model");
     refused(mla, "attention mla");
     refused(mtp, "mtp_layers 1");

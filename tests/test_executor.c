@@ -1,11 +1,12 @@
 /* test_executor.c — the whole model's gradients against central finite
  * differences of its loss (single rank, MPI singleton), for GPT and Llama
  * and a mixture of experts (loss + load-balancing loss; router, shared and
- * routed experts), multi-head latent attention (with and without q
- * compression), multi-token prediction (two modules) and a DeepSeek-shaped
+ * routed experts; also with expert groups), multi-head latent attention
+ * (with and without q compression), multi-token prediction (two modules) and a DeepSeek-shaped
  * model (MLA, experts, one MTP module), and what MLA and MTP refuse; the
- * MoE router (top-k, its softmax and their backward, capacity) against
- * naive references and finite differences; and the schedules' shape.
+ * MoE router (top-k, group-limited top-k, its softmax and their backward,
+ * capacity) against naive references and finite differences; and the
+ * schedules' shape.
  * Returns non-zero on any failed check. */
 #include <math.h>
 #include <stdlib.h>
@@ -69,6 +70,10 @@ static void grad_check(const char *kind, const char *data)
     else if (!strcmp(kind, "moe"))   /* llama-shaped, 4 experts top 2, a shared expert, layer 0 dense */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 4,
         m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1;
+    else if (!strcmp(kind, "moegroups"))   /* as "moe" with 8 experts in 4 pairs: a token's top 2 from 1 pair */
+        m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.L = 3, m.experts = 8,
+        m.topk = 2, m.moe_ffn = 16, m.shared_ffn = 16, m.moe_freq = 1, m.moe_first_dense = 1, m.router_groups = 4,
+        m.router_group_topk = 1;
     else if (!strncmp(kind, "mla", 3))   /* llama-shaped; v narrower than q·k, "mla0" without q compression */
         m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.attn = ATTN_MLA,
         m.q_lora_rank = strcmp(kind, "mla0") ? 8 : 0, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
@@ -138,9 +143,10 @@ static void grad_check(const char *kind, const char *data)
         int small = e.E > 0 || e.mla;
         float w0 = e.ps.w[best], h = (small ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
         double fd = central_difference(&e, p0, best, h);
-        /* MoE with MTP or MLA: a routing flip inside the step shows as a
-         * difference that changes with the step; such points are skipped */
-        if (e.E > 0 && (e.mla || e.nmtp)) {
+        /* MoE with MTP, MLA or expert groups: a routing flip inside the step
+         * shows as a difference that changes with the step; such points are
+         * skipped (a group flip moves a token by more than a near-tie) */
+        if (e.E > 0 && (e.mla || e.nmtp || m.router_groups > 0)) {
             double fd2 = central_difference(&e, p0, best, h / 2);
             if (fabs(fd - fd2) > 0.05 * fmax(fabs(fd), fabs(fd2)) + 1e-4) {
                 kinks++;
@@ -161,6 +167,114 @@ static void grad_check(const char *kind, const char *data)
     CHECK(checked >= 10 && bad == 0, "%s: %d of %d gradients off by more than 5 %%", kind, bad, checked);
     printf("%s: %d gradients match finite differences (%d skipped)\n", kind, checked - bad, kinks);
     exec_free(&e);
+}
+
+/* ---- group-limited routing against a naive reference ------------------ */
+
+typedef struct {
+    float v;
+    int i;
+} Ranked;
+
+/* larger value first, then the lower index */
+static int ranked_cmp(const void *a, const void *b)
+{
+    const Ranked *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v > y->v ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* One token by sorting, as the rule reads: each group's logits sorted, the
+ * top k / Kg summed; the groups sorted by that sum; the experts outside the
+ * first Kg groups set to -inf; all experts sorted, the first k taken. */
+static void naive_group_topk(const float *z, int E, int k, int G, int Kg, int *top)
+{
+    int per = E / G;
+    Ranked r[64], gr[64];
+    for (int g = 0; g < G; g++) {
+        for (int j = 0; j < per; j++)
+            r[j] = (Ranked){z[g * per + j], j};
+        qsort(r, (size_t)per, sizeof *r, ranked_cmp);
+        float sum = 0;
+        for (int j = 0; j < k / Kg; j++)
+            sum += r[j].v;
+        gr[g] = (Ranked){sum, g};
+    }
+    qsort(gr, (size_t)G, sizeof *gr, ranked_cmp);
+    for (int e = 0; e < E; e++) {
+        int in = 0;
+        for (int j = 0; j < Kg; j++)
+            in |= gr[j].i == e / per;
+        r[e] = (Ranked){in ? z[e] : -INFINITY, e};
+    }
+    qsort(r, (size_t)E, sizeof *r, ranked_cmp);
+    for (int j = 0; j < k; j++)
+        top[j] = r[j].i;
+}
+
+static void group_router_checks(void)
+{
+    /* by hand: groups {0,1} {2,3} {4,5} {6,7}, top 2 of 4 groups, k 4, so a
+     * group scores its top 2: 0, 4, 3, 0. Groups 1 and 2 win, and expert 0,
+     * the largest logit, is not routed to (plain top-4 takes 0, 2, 3, 4). */
+    {
+        float z[8] = {5, -5, 2, 2, 1.5f, 1.5f, 0, 0}, p[8], ix[4], w[4];
+        moe_route_groups(z, 1, 8, 4, 4, 2, p, ix, w);
+        double a = exp(2.0), b = exp(1.5);
+        CHECK((int)ix[0] == 2 && (int)ix[1] == 3 && (int)ix[2] == 4 && (int)ix[3] == 5 &&
+                  fabs(w[0] - a / (2 * a + 2 * b)) < 1e-6 && fabs(w[3] - b / (2 * a + 2 * b)) < 1e-6 &&
+                  fabs(p[0] - exp(5.0) / (exp(5.0) + exp(-5.0) + 2 * a + 2 * b + 2)) < 1e-6,
+              "group-limited top-4: experts %g %g %g %g, weights %g .. %g", ix[0], ix[1], ix[2], ix[3], w[0], w[3]);
+    }
+    /* random logits, fine (few ties) and coarse (3 levels: ties everywhere,
+     * in expert and in group scores), over shapes with k / Kg of 0, 1, 2 */
+    static const struct {
+        int E, k, G, Kg;
+    } shapes[] = {{8, 2, 4, 2}, {8, 4, 4, 2}, {16, 4, 8, 2}, {16, 6, 4, 3}, {8, 1, 4, 2}, {12, 3, 3, 1}, {64, 8, 8, 4}};
+    unsigned x = 12345;
+    int bad = 0, rows = 0;
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+        for (int coarse = 0; coarse < 2; coarse++) {
+            enum { N = 40 };
+            int E = shapes[c].E, k = shapes[c].k, G = shapes[c].G, Kg = shapes[c].Kg;
+            float z[N * 64], p[N * 64], ix[N * 8], w[N * 8];
+            for (int i = 0; i < N * E; i++) {
+                x = x * 1103515245u + 12345u;
+                z[i] = coarse ? (float)((x >> 8) % 3) - 1.0f : ((x >> 8) % 1000) / 250.0f - 2.0f;
+            }
+            moe_route_groups(z, N, E, k, G, Kg, p, ix, w);
+            for (int t = 0; t < N; t++, rows++) {
+                int top[8], ok = 1;
+                naive_group_topk(z + t * E, E, k, G, Kg, top);
+                double s = 0, ws = 0;
+                for (int j = 0; j < k; j++)
+                    ok &= (int)ix[t * k + j] == top[j], s += exp(z[t * E + top[j]]);
+                for (int j = 0; j < k; j++)
+                    ok &= fabs(w[t * k + j] - exp(z[t * E + top[j]]) / s) < 1e-5, ws += w[t * k + j];
+                ok &= fabs(ws - 1) < 1e-5;
+                if (!ok && bad++ < 3)
+                    printf("  E %d k %d groups %d/%d row %d: expert %g, reference %d\n", E, k, Kg, G, t, ix[t * k],
+                           top[0]);
+            }
+        }
+    CHECK(bad == 0, "group-limited top-k: %d of %d rows differ from the reference", bad, rows);
+    /* one group, or E groups of one expert with Kg = k: plain top-k */
+    {
+        enum { N = 30, E = 8, K = 3 };
+        float z[N * E], p[N * E], ix[N * K], w[N * K], p1[N * E], ix1[N * K], w1[N * K], ixe[N * K], we[N * K];
+        for (int i = 0; i < N * E; i++) {
+            x = x * 1103515245u + 12345u;
+            z[i] = (float)((x >> 8) % 4);   /* ties */
+        }
+        moe_route(z, N, E, K, p, ix, w);
+        moe_route_groups(z, N, E, K, 1, 1, p1, ix1, w1);
+        moe_route_groups(z, N, E, K, E, K, p1, ixe, we);
+        CHECK(!memcmp(ix, ix1, sizeof ix) && !memcmp(w, w1, sizeof w) && !memcmp(p, p1, sizeof p),
+              "one group routes as plain top-k");
+        CHECK(!memcmp(ix, ixe, sizeof ix) && !memcmp(w, we, sizeof w), "groups of one expert, Kg = k: plain top-k");
+    }
+    printf("router: group-limited top-k checked on %d rows\n", rows);
 }
 
 /* The router against a naive top-k, its backward against finite
@@ -318,7 +432,9 @@ int main(int argc, char **argv)
     grad_check("gpt", path);
     grad_check("llama", path);
     router_checks();
+    group_router_checks();
     grad_check("moe", path);
+    grad_check("moegroups", path);
     grad_check("mla", path);
     grad_check("mla0", path);
     grad_check("mtp", path);

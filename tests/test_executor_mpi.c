@@ -7,7 +7,8 @@
  *     within 10 %.
  * --moe makes the model a tiny mixture of experts (4 experts, top 2, expert
  * FFN 64, no biases; --shared N a shared expert of N, --first-dense K dense
- * leading layers, --capacity F a capacity factor) laid out with --ep and
+ * leading layers, --capacity F a capacity factor, --experts N another
+ * count, --groups G,KG group-limited routing) laid out with --ep and
  * --etp; it checks the load-balancing loss against the reference too.
  * The MoE expectations are model/memory.c's at the imbalance the executor
  * sized its expert buffers for. --mla Q gives a llama model multi-head
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
     const char *kind = "gpt", *dir = "/tmp", *wfile = NULL, *rfile = NULL;
     int steps = 5, full[LAYOUT_MAX_PP] = {0}, sel[LAYOUT_MAX_PP] = {0}, stages[LAYOUT_MAX_PP] = {0};
     double rtol = 1e-5, acts_tol = 0.10, capacity = 0;
-    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0, mla = -1, mtp = 0;
+    int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0, mla = -1, mtp = 0, experts = 4, groups = 0, gtopk = 0;
     Layout lo;
     layout_default(&lo);
     lo.prec = PREC_FP32;
@@ -120,6 +121,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--shared")) shared = atoi(v), i++;
         else if (!strcmp(a, "--first-dense")) first_dense = atoi(v), i++;
         else if (!strcmp(a, "--capacity")) capacity = atof(v), i++;
+        else if (!strcmp(a, "--experts")) experts = atoi(v), i++;
+        else if (!strcmp(a, "--groups")) sscanf(v, "%d,%d", &groups, &gtopk), i++;
         else if (!strcmp(a, "--ep")) ep = atoi(v), i++;
         else if (!strcmp(a, "--etp")) etp = atoi(v), i++;
         else {
@@ -135,8 +138,9 @@ int main(int argc, char **argv)
     if (moe) {
         m.bias = false;
         dense.bias = false;
-        m.experts = 4, m.topk = 2, m.moe_ffn = 64, m.shared_ffn = shared, m.moe_freq = 1;
+        m.experts = experts, m.topk = 2, m.moe_ffn = 64, m.shared_ffn = shared, m.moe_freq = 1;
         m.moe_first_dense = first_dense, m.capacity_factor = capacity;
+        m.router_groups = groups, m.router_group_topk = gtopk;
         lo.ep = ep, lo.etp = etp;
     }
     if (mla >= 0)

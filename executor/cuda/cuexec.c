@@ -705,6 +705,9 @@ static int check_moe(const ModelSpec *m, const Layout *lo, char *err, int errlen
     if (m->experts % ep || lo->dp % ep)
         FAIL("layout.ep %d must divide the %d experts and dp %d (tp = cp = 1: the ep ranks are dp ranks)", ep,
              m->experts, lo->dp);
+    if (m->router_groups > 1)
+        FAIL("model.moe_router_groups %d (--moe-router-num-groups, group-limited routing): the CUDA router "
+             "kernel takes plain top-k so far; use the CPU backend, or plan without expert groups", m->router_groups);
     if (m->experts > KC_MOE_MAX_E || m->topk > KC_MOE_MAX_K)
         FAIL("model \"%s\": experts %d, topk %d: the CUDA kernels take up to %d experts and top-%d", m->name,
              m->experts, m->topk, KC_MOE_MAX_E, KC_MOE_MAX_K);
