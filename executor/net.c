@@ -92,6 +92,23 @@ static const float *row_dout(Exec *e, const float *dout)
 #define W(id) exec_lw(e, li, id)
 #define G(id) exec_lg(e, li, id)
 
+/* RoPE in place on x (N, nh, hs); the backward adds into dx from dy. */
+static void rope_fwd(Exec *e, float *x, int nh, int hs)
+{
+    if (e->cpos)
+        k_rope_pos_fwd(x, x, e->cpos, e->B, e->Tl, nh, hs, ROPE_THETA);
+    else
+        k_rope_fwd(x, x, e->B, e->T, nh, hs, 0, ROPE_THETA);
+}
+
+static void rope_bwd(Exec *e, float *dx, const float *dy, int nh, int hs)
+{
+    if (e->cpos)
+        k_rope_pos_bwd(dx, dy, e->cpos, e->B, e->Tl, nh, hs, ROPE_THETA);
+    else
+        k_rope_bwd(dx, dy, e->B, e->T, nh, hs, 0, ROPE_THETA);
+}
+
 /* Multi-head attention (MHA/GQA): x2 = proj(attn(rope(qkv(a1)))), before the residual. */
 static void attn_fwd(Exec *e, int li, LayerActs *A)
 {
@@ -101,12 +118,9 @@ static void attn_fwd(Exec *e, int li, LayerActs *A)
     k_matmul_fwd(A->q, in, wq, bq, N, C, ql);
     k_matmul_fwd(A->k, in, wq + (size_t)ql * C, bq ? bq + ql : NULL, N, C, kvl);
     k_matmul_fwd(A->v, in, wq + (size_t)(ql + kvl) * C, bq ? bq + ql + kvl : NULL, N, C, kvl);
-    if (e->m.pos == POS_ROPE && e->cpos) {
-        k_rope_pos_fwd(A->q, A->q, e->cpos, e->B, e->Tl, e->NHl, e->HS, ROPE_THETA);
-        k_rope_pos_fwd(A->k, A->k, e->cpos, e->B, e->Tl, e->NKVl, e->HS, ROPE_THETA);
-    } else if (e->m.pos == POS_ROPE) {
-        k_rope_fwd(A->q, A->q, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
-        k_rope_fwd(A->k, A->k, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
+    if (e->m.pos == POS_ROPE) {
+        rope_fwd(e, A->q, e->NHl, e->HS);
+        rope_fwd(e, A->k, e->NKVl, e->HS);
     }
     if (e->cpos)
         cpattn_fwd(&e->cpa, A->o, A->lse, A->q, A->k, A->v);
@@ -137,16 +151,10 @@ static void attn_bwd(Exec *e, int li, LayerActs *A)
     if (e->m.pos == POS_ROPE) {
         memcpy(e->drope, dq, (size_t)N * ql * sizeof *dq);
         k_zero(dq, (size_t)N * ql);
-        if (e->cpos)
-            k_rope_pos_bwd(dq, e->drope, e->cpos, e->B, e->Tl, e->NHl, e->HS, ROPE_THETA);
-        else
-            k_rope_bwd(dq, e->drope, e->B, e->T, e->NHl, e->HS, 0, ROPE_THETA);
+        rope_bwd(e, dq, e->drope, e->NHl, e->HS);
         memcpy(e->drope, dk, (size_t)N * kvl * sizeof *dk);
         k_zero(dk, (size_t)N * kvl);
-        if (e->cpos)
-            k_rope_pos_bwd(dk, e->drope, e->cpos, e->B, e->Tl, e->NKVl, e->HS, ROPE_THETA);
-        else
-            k_rope_bwd(dk, e->drope, e->B, e->T, e->NKVl, e->HS, 0, ROPE_THETA);
+        rope_bwd(e, dk, e->drope, e->NKVl, e->HS);
     }
     in = col_input(e, A->a1);
     const float *wq = W(P_QKVW);
@@ -171,23 +179,6 @@ static void cols_copy(float *dst, int ds, const float *src, int ss, size_t R, in
 {
     for (size_t r = 0; r < R; r++)
         memcpy(dst + r * ds, src + r * ss, (size_t)w * sizeof *dst);
-}
-
-/* RoPE in place on x (N, nh, hs); the backward adds into dx from dy. */
-static void rope_fwd(Exec *e, float *x, int nh, int hs)
-{
-    if (e->cpos)
-        k_rope_pos_fwd(x, x, e->cpos, e->B, e->Tl, nh, hs, ROPE_THETA);
-    else
-        k_rope_fwd(x, x, e->B, e->T, nh, hs, 0, ROPE_THETA);
-}
-
-static void rope_bwd(Exec *e, float *dx, const float *dy, int nh, int hs)
-{
-    if (e->cpos)
-        k_rope_pos_bwd(dx, dy, e->cpos, e->B, e->Tl, nh, hs, ROPE_THETA);
-    else
-        k_rope_bwd(dx, dy, e->B, e->T, nh, hs, 0, ROPE_THETA);
 }
 
 static void mla_fwd(Exec *e, int li, LayerActs *A)
