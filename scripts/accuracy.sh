@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# accuracy.sh [ULTRAPLAN] — the MAPE of every shipped corpus, one line each,
+# with the command that gives it (the figures of docs/accuracy/NOTES.md
+# "Figures now" and docs/accuracy/MOE.md). Each file is predicted with the
+# profile of its GPU and its own stack column (megatron-lm where it has none);
+# the MoE files with --moe-imbalance 1 (their runs are force-balanced).
+# Run from anywhere; paths are relative to the source tree.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+U=${1:-$here/build/ultraplan}
+[ -x "$U" ] || { echo "accuracy.sh: $U is not an executable (build ultraplan first)" >&2; exit 2; }
+cd "$here" || exit 1
+m() {
+    local r
+    r=$("$U" validate "$@" --summary 2>&1 | grep -m1 -o 'MAPE [0-9.]*%') || r="FAILED"
+    printf '%-14s ultraplan validate %s\n' "$r" "$*"
+}
+m validation/vtrain/single_node.csv
+m validation/vtrain/multi_node.csv
+for f in h100:h100-sxm b200:b200 gb200:gb200 a100:a100-80g selene2021:a100-80g korthikanti_a100:a100-80g \
+         longctx_h100:h100-sxm mosaic_a100:a100-80g mosaic_h100:h100-sxm; do
+    m "docs/accuracy/${f%%:*}_published.csv" --gpu "${f#*:}"
+done
+for g in h100:h100-sxm b200:b200 gb200:gb200 b300:b300 gb300:gb300 h800:h100-sxm; do
+    m "docs/accuracy/moe_${g%%:*}_published.csv" --gpu "${g#*:}" --moe-imbalance 1
+done
