@@ -34,28 +34,33 @@ int stack_parse_attn_kernel(const char *s, AttnKernel *out)
     return -1;
 }
 
-/* Fractions of the dense bf16 peak the kernels reach in their papers' own
- * forward+backward benchmarks, mid-range:
- *  - A100: FlashAttention 25-40 %, FlashAttention-2 50-73 % (Dao 2023,
- *    arXiv:2307.08691, abstract): FA1 / FA2 = 32.5 / 61.5 = 0.53.
- *  - H100: the FlashAttention-3 paper's forward benchmark (Shah et al. 2024,
- *    arXiv:2407.08608, H100 SXM5, head dim 128, 16K tokens) has FA2 at
- *    335-370 TFLOP/s and FA3 at 616-648: FA2 / FA3 = 0.54-0.57, taken as
- *    0.55. cuDNN's fused attention is of FA3's class there (529-600 in the
- *    same figure; Transformer Engine picks it).
- * The profiles' attn_eff curves describe FA2 on A100 (0.60-0.65 of peak)
- * and NeMo's cuDNN attention from Hopper on (h100-sxm is fitted on it). */
+/* Ratios of an attention kernel's forward+backward rate to the kernel the
+ * profile's attn_eff curve describes: FA2 on A100 (a100-80g, 0.60-0.65 of
+ * peak) and cuDNN's fused attention from Hopper on (h100-sxm is fitted on
+ * NeMo, where Transformer Engine picks cuDNN on sm90).
+ *  - A100: FlashAttention 25-40 %, FlashAttention-2 50-73 % of peak (Dao
+ *    2023, arXiv:2307.08691, abstract): FA1 / FA2 = 32.5 / 61.5 = 0.53.
+ *    LLM Foundry's "triton" kernel (the FA1 algorithm in pre-MLIR Triton)
+ *    is of this class: FA2 is 1.3-2.5x faster than it (same paper, §4.1).
+ *  - H100: the FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608,
+ *    H100 SXM5, head dim 128, 16K tokens) has FA2 / cuDNN / FA3 at
+ *    335 / 539 / 616 TFLOP/s forward causal, 370 / 595 / 648 forward
+ *    non-causal and 322 / 516 / 561 backward: FA2 runs at 0.62 of cuDNN
+ *    both ways, FA3 at 1.09-1.14 (1.10 weighting the backward's 2.5x
+ *    FLOPs). FA1-class kernels stay at 0.53 of FA2: neither they nor FA2
+ *    use Hopper's wgmma/TMA, so both meet the same instruction ceiling. */
 #define FA1_OVER_FA2 0.53
-#define FA2_OVER_FA3_HOPPER 0.55
+#define FA2_OVER_CUDNN_HOPPER 0.62
+#define FA3_OVER_CUDNN_HOPPER 1.10
 
 double stack_attn_ratio(AttnKernel k, const HwProfile *hw)
 {
     bool hopper = hw->peak[PREC_FP8] > 0;   // fp8 tensor cores came with Hopper, as did FA3's wgmma/TMA
-    double fa2 = hopper ? FA2_OVER_FA3_HOPPER : 1.0;
+    double fa2 = hopper ? FA2_OVER_CUDNN_HOPPER : 1.0;
     switch (k) {
     case ATTN_KERNEL_FA1: return FA1_OVER_FA2 * fa2;
     case ATTN_KERNEL_FA2: return fa2;
-    case ATTN_KERNEL_FA3: return hopper ? 1.0 : fa2;   // FA3 needs Hopper: FA2 runs instead
+    case ATTN_KERNEL_FA3: return hopper ? FA3_OVER_CUDNN_HOPPER : fa2;   // FA3 needs Hopper: FA2 runs instead
     case ATTN_KERNEL_CUDNN:
     case ATTN_KERNEL_PROFILE:
     default: return 1.0;
