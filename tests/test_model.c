@@ -1094,6 +1094,48 @@ static void test_cp_ring_and_allgather(void **st)
     assert_rel(memory_cp_ring_bytes(&m, &lo), 2.0 * 4 * 2 * 4096 * 4096, 1e-12);
 }
 
+/* The ring's memory passes per later step (Transformer Engine's
+ * AttnFuncWithCP): forward, the merge into the fp32 output and the copy of
+ * the half chunk the step reads; backward, that copy again and the dQ, dK,
+ * dV sums. Llama 2 7B at 8K tokens, cp 2, tp 1 on A100: tok = 4096,
+ * c = 2048, q = kv = 4096, ab = 2, one later step. With links free, no
+ * launch time and a flat memory curve (bytes / (hbm_bw / 2)), worked by hand:
+ *   merge (2 + 8)·4096·4096 + 8·4096·32   = 168,820,736 B
+ *   half  2·4096·(4096 + 4096/2)         =  50,331,648 B
+ *   sums  0.75·2·4096·(3·4096 + 10·4096) = 327,155,712 B
+ * forward core = 2 steps + merge + half, backward core = 5 steps + half +
+ * sums. The backward core is read off against a cp 1 run of the same 4096
+ * tokens a rank (same GEMMs and norms): bwd - (bwd1 - 2.5·core1). */
+static void test_cp_ring_memory_passes(void **st)
+{
+    (void)st;
+    ModelSpec m = llama2_7b();
+    m.s = 8192;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
+    hw.intra.bw = hw.inter.bw = 1e30;
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    double bw = 0.5 * hw.hbm_bw;
+    Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+    lo.cp = 2;
+    LayerTime t;
+    time_layer(&m, &hw, &lo, &t);
+    double step = attn_step_s(&hw, 4.0 * 2 * 2048.0 * 2048 * 4096);
+    double merge = 168820736.0, half = 50331648.0, sums = 327155712.0;
+    assert_rel(t.rc_sel, 2 * step + (merge + half) / bw, 1e-9);
+    ModelSpec m1 = m;
+    m1.s = 4096;
+    assert_int_equal(spec_validate(&m1, err, sizeof err), 0);
+    Layout lo1 = layout_for(&m1, &hw, 1, 1, 1, 1, 8);
+    LayerTime t1;
+    time_layer(&m1, &hw, &lo1, &t1);
+    assert_rel(t.bwd - (t1.bwd - 2.5 * t1.rc_sel), 5 * step + (half + sums) / bw, 1e-9);
+}
+
 /* Short chunks are slow: at 8K tokens and cp 16 a rank's attention is 16
  * kernels of 256 x 512 token blocks, each read on the attention curve at its
  * own size, so 16 ranks together spend far more GPU time than one rank
@@ -1872,6 +1914,7 @@ int main(void)
         cmocka_unit_test(test_pp_scatter_gather),
         cmocka_unit_test(test_cp_ring_and_allgather),
         cmocka_unit_test(test_cp_short_chunks),
+        cmocka_unit_test(test_cp_ring_memory_passes),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),
