@@ -459,16 +459,18 @@ static void cp_attn_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
      * Q chunks or the second Q chunk against both K/V chunks (half the
      * steps each, averaged over the ring), and that half is first copied
      * into a dense buffer (read + write): ab·tok/2·(2kv) or ab·tok/2·q,
-     * each on half the steps. Backward copies it again and adds the step's
-     * gradients into the running sums: dQ added (read the step's, read and
-     * write the sum, 3ab), dK and dV concatenated (2ab each) and added into
-     * the buffer that travels on (3ab each), over 3/4 of the rank's rows
-     * on average (full on one side, half on the other). Transformer
-     * Engine's AttnFuncWithCP (v1.3-1.5) does each as its own PyTorch op. */
-    double half = ab * tok * (kvw + 0.5 * qw);
+     * each on half the steps. Backward copies it again (the Q half with
+     * its output and output gradient: 3 tensors of width q) and adds the
+     * step's gradients into the running sums: dQ added (read the step's,
+     * read and write the sum, 3ab), dK and dV concatenated (2ab each) and
+     * added into the buffer that travels on (3ab each), over 3/4 of the
+     * rank's rows on average (full on one side, half on the other).
+     * Transformer Engine's AttnFuncWithCP (v1.3-1.5) does each as its own
+     * PyTorch op. */
+    double half = ab * tok * (kvw + 0.5 * qw), half_b = ab * tok * (kvw + 1.5 * qw);
     double accum = 0.75 * ab * tok * (3.0 * qw + 10.0 * kvw);
     *fwd = cp * step + (cp - 1.0) * (merge + time_mem_s(hw, half));
-    *bwd = cp * 2.5 * step + (cp - 1.0) * time_mem_s(hw, half + accum);
+    *bwd = cp * 2.5 * step + (cp - 1.0) * time_mem_s(hw, half_b + accum);
     bool cross = (long long)lo->tp * lo->cp > hw->gpus_per_node;
     double kv_bytes = 2.0 * ab * tok * kvw;
     double send = time_p2p(hw, kv_bytes, cross), send_b = time_p2p(hw, 2.0 * kv_bytes, cross);
