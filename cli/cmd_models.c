@@ -100,7 +100,8 @@ static int models_main(int argc, char **argv)
         printf("%-10s %9.0f %9.1f %8.2f %10d  %s\n", hw.name, hw.peak[PREC_BF16] / 1e12, hw.hbm_bytes / 1073741824.0,
                hw.hbm_bw / 1e12, hw.gpus_per_node, hw.desc);
     }
-    printf("\n%-18s %5s %5s %-7s %4s %4s %6s  %s\n", "stack", "gemm", "mem", "attn", "tp", "dp", "zero3", "description");
+    printf("\n%-23s %5s %5s %-7s %4s %4s %6s %6s  %s\n", "stack", "gemm", "mem", "attn", "tp", "dp", "zero3", "pp p2p",
+           "description");
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack st;
         char err[400], tp[16] = "-", dp[16] = "-", z3[16] = "-";
@@ -114,8 +115,8 @@ static int models_main(int argc, char **argv)
             snprintf(dp, sizeof dp, "%g", st.dp_overlap);
         if (st.zero3_gathers_per_layer > 0)
             snprintf(z3, sizeof z3, "%d/L", st.zero3_gathers_per_layer);
-        printf("%-18s %5.3g %5.3g %-7s %4s %4s %6s  %s\n", st.name, st.gemm_scale, st.mem_scale,
-               stack_attn_kernel_name(st.attn_kernel), tp, dp, z3, st.desc);
+        printf("%-23s %5.3g %5.3g %-7s %4s %4s %6s %6s  %s\n", st.name, st.gemm_scale, st.mem_scale,
+               stack_attn_kernel_name(st.attn_kernel), tp, dp, z3, st.pp_p2p_serial ? "serial" : "paired", st.desc);
     }
     return 0;
 }

@@ -107,4 +107,6 @@ void stack_apply(HwProfile *hw, const Stack *st)
         hw->zero3_call_s = st->zero3_call_s;
     if (st->zero3_rank_s > 0)
         hw->zero3_rank_s = st->zero3_rank_s;
+    if (st->pp_p2p_serial)
+        hw->pp_p2p_serial = true;
 }

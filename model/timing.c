@@ -759,7 +759,13 @@ double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double gather = !lo->sp && lo->tp > 1
                         ? time_coll_allgather(hw, bytes * lo->tp, lo->tp, time_members_per_node(hw, 1, lo->tp))
                         : 0.0;
-    return 2.0 * lo->vp * (time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap) + gather);
+    /* transfers a stage waits on per micro-batch: Megatron pairs each send
+     * with the receive of the other direction in one batched call (activation
+     * out with gradient in, gradient out with activation in), two transfer
+     * times on full-duplex links; DeepSpeed's pipeline engine issues the four
+     * as separate blocking calls, one after another (pp_p2p_serial) */
+    double calls = hw->pp_p2p_serial ? 4.0 : 2.0;
+    return lo->vp * (calls * time_p2p(hw, bytes, cross) * (1.0 - hw->pp_overlap) + 2.0 * gather);
 }
 
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,

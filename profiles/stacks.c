@@ -13,6 +13,7 @@
 
 static const char *const builtin[STACK_BUILTIN_COUNT] = {
     "megatron-lm", "nemo", "megatron-2021", "megatron-deepspeed", "composer-fsdp", "torchtitan", "deepspeed-zero3",
+    "megatron-deepspeed-2021",
 };
 
 const char *stacks_name(int i) { return i >= 0 && i < STACK_BUILTIN_COUNT ? builtin[i] : NULL; }
@@ -132,7 +133,13 @@ static int read_stack(Ctx *c, const cJSON *root, Stack *st)
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "attn_kernel");
     if (k && (!cJSON_IsString(k) || stack_parse_attn_kernel(k->valuestring, &st->attn_kernel)))
         return fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
-    return read_zero3(c, root, st);
+    if (read_zero3(c, root, st))
+        return -1;
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "pp_p2p_serial");
+    if (ps && !cJSON_IsBool(ps))
+        return fail(c, "pp_p2p_serial", "true or false", ps);
+    st->pp_p2p_serial = ps && cJSON_IsTrue(ps);
+    return 0;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
@@ -216,6 +223,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddNumberToObject(z, "call_s", st->zero3_call_s);
         cJSON_AddNumberToObject(z, "rank_s", st->zero3_rank_s);
     }
+    if (st->pp_p2p_serial)
+        cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

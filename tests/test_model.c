@@ -1042,6 +1042,43 @@ static void test_pp_scatter_gather(void **st)
     assert_rel(time_pp_mb(&g, &hw, &lo), 6 * (p2p + ag), 1e-9);
 }
 
+/* DeepSpeed's pipeline engine (HwProfile.pp_p2p_serial, set by the
+ * megatron-deepspeed stacks): each send and receive is its own blocking
+ * call, so a stage waits on four transfers a micro-batch (activation in and
+ * out, gradient in and out) where Megatron's batched send/recv pairs waits
+ * on two; the receiver's NVLink gather of the tp pieces stays one per
+ * received tensor. GPT-3 175B, tp 8, pp 8, no SP, micro-batch 1, bf16, on
+ * round numbers: call 50 us, IB 5 us and 25 GB/s, NVLink 0 us and 300 GB/s,
+ * NCCL at full bandwidth. M = 2 * 2048 * 12288 = 50,331,648 bytes:
+ *   p2p of M/8 = 50e-6 + 5e-6 + 6,291,456 / 25e9   = 306.65824 us
+ *   AG of M    = 50e-6 + 7/8 * 50,331,648 / 300e9 = 196.80064 us
+ *   paired: 2 (p2p + AG)   = 1,006.91776 us
+ *   serial: 4 p2p + 2 AG   = 1,620.23424 us; x3 with 3 chunks a stage */
+static void test_pp_serial_p2p(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.pp_overlap = 0;
+    hw.coll_lat = 50e-6, hw.coll_eff = 1;
+    hw.inter.lat = 5e-6, hw.inter.bw = 25e9;
+    hw.intra.lat = 0, hw.intra.bw = 300e9;
+    Layout lo = layout_for(&g, &hw, 1, 8, 8, 1, 64);
+    lo.sp = false;
+    assert_rel(time_pp_mb(&g, &hw, &lo), 1006.91776e-6, 1e-9);
+    hw.pp_p2p_serial = true;
+    assert_rel(time_pp_mb(&g, &hw, &lo), 1620.23424e-6, 1e-9);
+    lo.vp = 3;
+    assert_rel(time_pp_mb(&g, &hw, &lo), 3 * 1620.23424e-6, 1e-9);
+    /* the step: every micro-batch of the bottleneck stage pays it in T_PP */
+    lo.vp = 1;
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost c;
+    cost(&g, &hw, &lo, &o, &c);
+    assert_rel(c.time[T_PP], 64 * 1620.23424e-6, 1e-9);
+}
+
 /* Context parallelism (COSTMODEL.md §4.4), worked by hand. Llama-2-7B's
  * shape (h 4096, 32 heads, MHA) at s = 8192, tp 1, micro-batch 1, bf16,
  * flash. cp 2, ring: 4 chunks of c = 2048 tokens, a rank holds 2c = 4096;
@@ -1931,6 +1968,7 @@ int main(void)
         cmocka_unit_test(test_moe_grouped_gemm_size),
         cmocka_unit_test(test_pipeline_layout_string),
         cmocka_unit_test(test_moe_dispatchers),
+        cmocka_unit_test(test_pp_serial_p2p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

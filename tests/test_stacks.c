@@ -288,6 +288,7 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"call_s\": 5}}", "\"zero3.call_s\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"prefetch_params\": -1}}",
          "\"zero3.prefetch_params\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"pp_p2p_serial\": 1}", "\"pp_p2p_serial\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -306,6 +307,21 @@ static void test_loader_errors(void **state)
     assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"unknown\": 1}", "t.json",
                                        &st, err, sizeof err), 0);
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
+    assert_false(st.pp_p2p_serial);
+    /* DeepSpeed's pipeline engine: the Megatron-DeepSpeed stacks say so, Megatron's own do not,
+     * and the flag reaches the profile */
+    static const struct { const char *name; bool serial; } pe[] = {
+        {"megatron-deepspeed", true}, {"megatron-deepspeed-2021", true}, {"megatron-2021", false}, {"nemo", false},
+    };
+    for (size_t i = 0; i < sizeof pe / sizeof *pe; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(stacks_index(pe[i].name), &b, err, sizeof err), 0);
+        assert_int_equal(b.pp_p2p_serial, pe[i].serial);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply(&hw, &b);
+        assert_int_equal(hw.pp_p2p_serial, pe[i].serial);
+    }
 }
 
 /* A named stack travels to the error band's query: its runs are nearer. */
