@@ -384,9 +384,16 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     double scores = 4.0 * tok_r * E;
     f_s += time_mem_s(hw, 4.0 * scores);   /* cast, softmax, top-k, aux-loss statistics */
     b_s += time_mem_s(hw, 4.0 * scores);
-    /* permute / unpermute: rows out of (tok_r topk) and into (rows) the
-     * expert order, read and written, both ways; the backward mirrors it */
-    double perm = 2.0 * ab * h * (tok_r * m->topk + rows) * 2.0;
+    /* permute / unpermute, read and written, both ways; the backward
+     * mirrors it. alltoall (and allgather): the tok_r·topk copies sorted
+     * into destination order before the exchange, the received rows into
+     * expert order after it, and back on the combine. flex: the DeepEP and
+     * HybridEP kernels read each token where it lies and send it to every
+     * rank that wants it (Megatron's _DeepepManager / _HybridEPManager take
+     * the routing map, not permuted tokens), so only the received rows are
+     * sorted into expert order and back. */
+    double sent = lo->moe_dispatcher == MOE_DISPATCH_FLEX ? 0.0 : tok_r * m->topk;
+    double perm = 2.0 * ab * h * (sent + rows) * 2.0;
     f_s += time_mem_s(hw, perm);
     b_s += time_mem_s(hw, perm);
     /* grouped expert GEMMs: local experts of `per` rows each */

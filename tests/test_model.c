@@ -1765,6 +1765,22 @@ static void test_moe_dispatchers(void **st)
     double flex1 = time_moe_a2a_s(&m, &hw, &lo);
     lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
     assert_rel(flex1, time_moe_a2a_s(&m, &hw, &lo), 1e-15);
+    /* ... but flex sorts only the received rows: alltoall permutes the 128 tokens x top 2 = 256 copies
+     * and the 256 received rows, h 64, bf16, read and written, dispatch and combine: 2·2·64·512·2 =
+     * 262144 B each way; flex the 256 rows only, 131072 B (host time off so the GPU's shows) */
+    {
+        HwProfile nh = hw;
+        nh.kernel_lat = 0;
+        LayerTime ta, tf;
+        time_layer(&m, &nh, &lo, &ta);
+        lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+        time_layer(&m, &nh, &lo, &tf);
+        lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+        assert_rel(layout_moe_rows(&m, &lo), 256, 1e-15);
+        assert_rel(ta.moe_fwd - tf.moe_fwd, time_mem_s(&nh, 262144) - time_mem_s(&nh, 131072), 1e-9);
+        assert_rel(ta.moe_bwd - tf.moe_bwd, time_mem_s(&nh, 262144) - time_mem_s(&nh, 131072), 1e-9);
+        assert_rel(ta.fwd, tf.fwd, 1e-15);   /* a dense layer has no dispatcher */
+    }
 
     /* the overlap: what the pair's compute (forward + backward of the layer) cannot hide of the four
      * transfers, half each way; a slow NIC so that some is left */
