@@ -512,6 +512,14 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         char e[160];
         if (layout_parse_rc_modules(lo->rc_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --recompute-modules: %s", e);
+        if (lo->cuda_graph < 0 || lo->cuda_graph >= CG_COUNT)
+            FAIL("layout: --cuda-graph-impl %d is none of none, local, transformer_engine, full_iteration",
+                 (int)lo->cuda_graph);
+        if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
+            FAIL("layout: --cuda-graph-modules: %s", e);
+        if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))
+            FAIL("layout: --cuda-graph-modules %s needs --cuda-graph-impl local or transformer_engine (with %s "
+                 "it must be empty)", lo->cg_modules, layout_cuda_graph_name(lo->cuda_graph));
     }
     char why[200];   /* after the stages: a --pipeline-layout sets vp */
     if (layout_moe_a2a_check(lo, why, sizeof why) != 0)
@@ -741,6 +749,83 @@ int layout_rc_modules(const Layout *lo)
     int mask;
     char err[8];
     return lo->rc_modules[0] && layout_parse_rc_modules(lo->rc_modules, &mask, err, sizeof err) == 0 ? mask : 0;
+}
+
+static const char *const cuda_graph_names[] = {"none", "local", "transformer_engine", "full_iteration"};
+_Static_assert(sizeof cuda_graph_names / sizeof *cuda_graph_names == CG_COUNT, "cuda graph names");
+
+const char *layout_cuda_graph_name(CudaGraphImpl g)
+{
+    return g >= 0 && g < CG_COUNT ? cuda_graph_names[g] : "?";
+}
+
+int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out)
+{
+    for (int i = 0; i < CG_COUNT; i++)
+        if (strcasecmp(s, cuda_graph_names[i]) == 0) {
+            *out = (CudaGraphImpl)i;
+            return 0;
+        }
+    if (strcasecmp(s, "te") == 0) {
+        *out = CG_TE;
+        return 0;
+    }
+    return -1;
+}
+
+static const struct { const char *name; int bit; } cg_module_names[] = {
+    {"attn", CGM_ATTN}, {"mlp", CGM_MLP}, {"moe", CGM_MOE}, {"moe_router", CGM_MOE_ROUTER},
+    {"moe_preprocess", CGM_MOE_PREPROCESS},
+};
+
+int layout_parse_cg_modules(const char *s, int *mask, char *err, int errlen)
+{
+    *mask = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",+ ");
+        if (n > 0) {
+            int bit = 0;
+            for (size_t i = 0; i < sizeof cg_module_names / sizeof *cg_module_names; i++)
+                if (strlen(cg_module_names[i].name) == n && !strncmp(s, cg_module_names[i].name, n))
+                    bit = cg_module_names[i].bit;
+            if (!bit) {
+                snprintf(err, errlen, "CUDA graph module \"%.*s\": expected attn, mlp, moe, moe_router or "
+                         "moe_preprocess (mamba layers are not modelled)", (int)n, s);
+                return -1;
+            }
+            *mask |= bit;
+        }
+        s += n;
+        if (*s)
+            s++;
+    }
+    /* transformer_config.py: "moe_preprocess" must be used together with "moe_router"; "moe" and
+     * "moe_router" are exclusive */
+    if ((*mask & CGM_MOE_PREPROCESS) && !(*mask & CGM_MOE_ROUTER)) {
+        snprintf(err, errlen, "CUDA graph module moe_preprocess needs moe_router");
+        return -1;
+    }
+    if ((*mask & CGM_MOE) && (*mask & CGM_MOE_ROUTER)) {
+        snprintf(err, errlen, "CUDA graph modules moe and moe_router exclude each other");
+        return -1;
+    }
+    return 0;
+}
+
+void layout_format_cg_modules(int mask, const char *sep, char *buf, int len)
+{
+    int n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof cg_module_names / sizeof *cg_module_names && n < len; i++)
+        if (mask & cg_module_names[i].bit)
+            n += snprintf(buf + n, (size_t)(len - n), "%s%s", n ? sep : "", cg_module_names[i].name);
+}
+
+int layout_cg_modules(const Layout *lo)
+{
+    int mask;
+    char err[8];
+    return lo->cg_modules[0] && layout_parse_cg_modules(lo->cg_modules, &mask, err, sizeof err) == 0 ? mask : 0;
 }
 
 const char *layout_dispatcher_name(MoeDispatcher d)

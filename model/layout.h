@@ -36,6 +36,13 @@ typedef enum {
  * node it picked once over the NIC and is fanned out over NVLink there. */
 typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_FLEX, MOE_DISPATCH_COUNT } MoeDispatcher;
 
+/* Megatron's --cuda-graph-impl: NONE launches every kernel from the host;
+ * LOCAL (Megatron's own capture) and TE (Transformer Engine's
+ * make_graphed_callables) replay the parts --cuda-graph-modules names (all
+ * of each layer when it names none) with one launch each way; FULL_ITERATION
+ * captures the whole forward-backward step (static shapes, no host sync). */
+typedef enum { CG_NONE, CG_LOCAL, CG_TE, CG_FULL_ITERATION, CG_COUNT } CudaGraphImpl;
+
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
  * model knows (ultraplan's own executor runs all of them). */
@@ -86,6 +93,9 @@ typedef struct {
                                    // layers per stage and chunk, where embedding, MTP and loss sit (layout_pp_parse)
     char rc_modules[LAYOUT_PPL_LEN];// Megatron --recompute-modules besides core_attn ("mla_up_proj,mlp"), "" = none:
                                    // recomputed in every layer not fully recomputed (layout_rc_modules)
+    CudaGraphImpl cuda_graph;      // Megatron --cuda-graph-impl (default none)
+    char cg_modules[LAYOUT_PPL_LEN];// Megatron --cuda-graph-modules ("attn,moe_router,moe_preprocess"), "" = the
+                                   // whole layer under local/transformer_engine (layout_cg_modules)
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
@@ -196,6 +206,21 @@ int layout_parse_rc_modules(const char *s, int *mask, char *err, int errlen);
 int layout_rc_modules(const Layout *lo);   // the mask of lo->rc_modules (0 when unparsable: layout_check refuses it)
 /* the names of a RcModule mask, in table order, joined by sep */
 void layout_format_rc_modules(int mask, const char *sep, char *buf, int len);
+
+/* Megatron's --cuda-graph-modules: the parts of each layer a local or
+ * transformer_engine CUDA graph captures (none named: the whole layer). */
+typedef enum {
+    CGM_ATTN = 1 << 0,            // TransformerLayer._forward_attention: norm, QKV, core, projection, residual
+    CGM_MLP = 1 << 1,             // a dense layer's _forward_mlp
+    CGM_MOE = 1 << 2,             // an MoE layer's _forward_mlp, whole (static shapes only)
+    CGM_MOE_ROUTER = 1 << 3,      // an MoE layer's _forward_mlp up to the router (norm, router, top-k)
+    CGM_MOE_PREPROCESS = 1 << 4,  // MoELayer.preprocess (the dispatcher's token counts); needs moe_router
+} CgModule;
+int layout_parse_cg_modules(const char *s, int *mask, char *err, int errlen);
+int layout_cg_modules(const Layout *lo);   // the mask of lo->cg_modules (0 when unparsable: layout_check refuses it)
+void layout_format_cg_modules(int mask, const char *sep, char *buf, int len);
+const char *layout_cuda_graph_name(CudaGraphImpl g);   // "none", "local", "transformer_engine", "full_iteration"
+int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out);
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

@@ -384,9 +384,16 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     double scores = 4.0 * tok_r * E;
     f_s += time_mem_s(hw, 4.0 * scores);   /* cast, softmax, top-k, aux-loss statistics */
     b_s += time_mem_s(hw, 4.0 * scores);
-    /* permute / unpermute: rows out of (tok_r topk) and into (rows) the
-     * expert order, read and written, both ways; the backward mirrors it */
-    double perm = 2.0 * ab * h * (tok_r * m->topk + rows) * 2.0;
+    /* permute / unpermute, read and written, both ways; the backward
+     * mirrors it. alltoall (and allgather): the tok_r·topk copies sorted
+     * into destination order before the exchange, the received rows into
+     * expert order after it, and back on the combine. flex: the DeepEP and
+     * HybridEP kernels read each token where it lies and send it to every
+     * rank that wants it (Megatron's _DeepepManager / _HybridEPManager take
+     * the routing map, not permuted tokens), so only the received rows are
+     * sorted into expert order and back. */
+    double sent = lo->moe_dispatcher == MOE_DISPATCH_FLEX ? 0.0 : tok_r * m->topk;
+    double perm = 2.0 * ab * h * (sent + rows) * 2.0;
     f_s += time_mem_s(hw, perm);
     b_s += time_mem_s(hw, perm);
     /* grouped expert GEMMs: local experts of `per` rows each */
@@ -479,9 +486,74 @@ static void cp_attn_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     *kern = 4.0 * (cp - 1.0);   /* per later step: the send/receive, the copy, the kernel, the merge */
 }
 
-/* router, its softmax/top-k, aux loss, 2 permutes, 2 unpermutes, the two
- * grouped GEMMs' set-up, the dispatcher's bookkeeping; shared expert 3 */
-enum { K_MOE_EXTRA = 12, K_SHARED_EXTRA = 3 };
+/* An MoE layer's forward kernels beyond a dense layer's, by the part of
+ * Megatron's MoELayer that launches them: the router (its GEMM, softmax /
+ * top-k, aux loss), the dispatcher's preprocess (tokens per expert, the
+ * splits, their copy to the host), 2 permutes and 2 unpermutes, the two
+ * grouped GEMMs' set-up; the shared expert 3 (FC1, activation, FC2). */
+enum {
+    K_MOE_ROUTER = 3,
+    K_MOE_PREPROCESS = 3,
+    K_MOE_PERMUTE = 4,
+    K_MOE_GG_SETUP = 2,
+    K_MOE_EXTRA = K_MOE_ROUTER + K_MOE_PREPROCESS + K_MOE_PERMUTE + K_MOE_GG_SETUP,
+    K_SHARED_EXTRA = 3,
+};
+_Static_assert(K_MOE_EXTRA == 12, "the MoE layer's extra kernels (the count the host floor was checked with)");
+
+/* A layer's forward kernels by the parts --cuda-graph-modules names: the
+ * attention part (TransformerLayer._forward_attention: input norm, QKV GEMM,
+ * QKV split, core, projection GEMM, bias-dropout-add, fp8's cast of the
+ * projection's input), the rest is the MLP part; an MoE layer's MLP part up
+ * to the router (pre-MLP norm, router, the shared expert unless it overlaps
+ * the dispatch) and its preprocess. */
+enum { K_ATTN_PART = 5, K_PRE_MLP_NORM = 1 };
+
+typedef struct {
+    double fwd, bwd;   // host launches of one layer's forward and backward
+} Launches;
+
+/* Host launches under Megatron's CUDA graphs (--cuda-graph-impl,
+ * --cuda-graph-modules). Eager: kf forward and 2·kf backward (dgrad and
+ * wgrad per GEMM, about one kernel per other forward kernel). A graphed part
+ * is replayed by one launch forward and one backward (Transformer Engine's
+ * make_graphed_callables and Megatron's local graphs capture both), its
+ * kernels still run on the GPU; no modules named: the whole layer is one
+ * graph. full_iteration: the step is one graph, no launch per layer. */
+static Launches layer_launches(const Layout *lo, bool moe, double kf, double kf_attn, double kf_router,
+                               double kf_pre)
+{
+    if (lo->cuda_graph == CG_FULL_ITERATION)
+        return (Launches){0, 0};
+    if (lo->cuda_graph == CG_NONE)
+        return (Launches){kf, 2.0 * kf};
+    int cgm = layout_cg_modules(lo);
+    if (!cgm)
+        return (Launches){1, 1};
+    double eager = kf, graphs = 0;
+    if (cgm & CGM_ATTN)
+        eager -= kf_attn, graphs++;
+    if ((!moe && (cgm & CGM_MLP)) || (moe && (cgm & CGM_MOE)))
+        eager -= kf - kf_attn, graphs++;
+    if (moe && (cgm & CGM_MOE_ROUTER))
+        eager -= kf_router + ((cgm & CGM_MOE_PREPROCESS) ? kf_pre : 0), graphs++;
+    return (Launches){eager + graphs, 2.0 * eager + graphs};
+}
+
+/* Dropless routing sizes the experts' inputs by a count the GPU computes:
+ * the dispatcher's preprocess copies tokens per expert to the host (the
+ * all-to-all's splits, the grouped GEMM's m_splits, HybridEP's output size)
+ * and the host waits for it once per MoE layer forward. The GPU drains the
+ * queue and then idles while the copy returns and the next kernel is
+ * launched: two host operations. A capacity factor fixes the shapes on the
+ * host; a full-iteration graph runs with static, device-side counts (the
+ * recipes' moe_expert_rank_capacity_factor budget), so neither syncs. */
+double time_moe_host_sync_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    if (!spec_is_moe(m) || m->capacity_factor > 0 || lo->cuda_graph == CG_FULL_ITERATION)
+        return 0;
+    return 2.0 * hw->kernel_lat;
+}
 
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
 {
@@ -601,10 +673,15 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * compute terms carry (the collectives run on the GPU either way). */
     double kf = kernels_fwd(m, lo) + cp_kern, lat = hw->kernel_lat;
     double core_k = (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED) + cp_kern;
-    out->fwd = fmax(gpu_fwd, kf * lat - out->tp_fwd);
-    out->bwd = fmax(gpu_bwd, 2.0 * kf * lat - out->tp_bwd);
+    double kf_attn = K_ATTN_PART + core_k + (p == PREC_FP8 ? 1 : 0) +
+                     (!lo->flash && !time_softmax_fused(m, lo) ? K_SOFTMAX_UNFUSED_EXTRA : 0);
+    Launches ld = layer_launches(lo, false, kf, kf_attn, 0, 0);
+    out->fwd = fmax(gpu_fwd, ld.fwd * lat - out->tp_fwd);
+    out->bwd = fmax(gpu_bwd, ld.bwd * lat - out->tp_bwd);
     /* a recomputed forward runs the attention core again, K/V exchange included */
-    out->rc_full = fmax(gpu_fwd, kf * lat - out->tp_rc) + cp_xf;
+    out->rc_full = fmax(gpu_fwd, ld.fwd * lat - out->tp_rc) + cp_xf;
+    if (lo->cuda_graph == CG_FULL_ITERATION)
+        core_k = 0;
     out->rc_sel = fmax(core + softmax, core_k * lat) + cp_xf;
 
     /* CP: the exposed K/V exchange of the forward and the backward (cp_attn_s) */
@@ -647,9 +724,12 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->moe_tp_fwd = mtpc - fmin(mhide, g_attn);
     out->moe_tp_bwd = mtpc - fmin(mhide, g_attn_bwd);
     out->moe_tp_rc = out->moe_tp_fwd;
-    double mk = kf + K_MOE_EXTRA + (m->shared_ffn > 0 ? K_SHARED_EXTRA : 0);
-    out->moe_fwd = fmax(mgpu_fwd, mk * lat - out->moe_tp_fwd);
-    out->moe_bwd = fmax(mgpu_bwd, 2.0 * mk * lat - out->moe_tp_bwd);
+    double shared_k = m->shared_ffn > 0 ? K_SHARED_EXTRA : 0;
+    double mk = kf + K_MOE_EXTRA + shared_k;
+    double kf_router = K_PRE_MLP_NORM + K_MOE_ROUTER + (lo->moe_shared_overlap ? 0 : shared_k);
+    Launches lm = layer_launches(lo, true, mk, kf_attn, kf_router, K_MOE_PREPROCESS);
+    out->moe_fwd = fmax(mgpu_fwd, lm.fwd * lat - out->moe_tp_fwd) + time_moe_host_sync_s(m, hw, lo);
+    out->moe_bwd = fmax(mgpu_bwd, lm.bwd * lat - out->moe_tp_bwd);
     out->moe_rc_full = out->moe_fwd;
     out->moe_rc_sel = out->rc_sel;
     /* EP: dispatch and combine, forward and backward (and again in a full
@@ -715,7 +795,7 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     t += time_mem_s(hw, 4.0 * ab * V / lo->tp * m->h);
     /* the embedding's TP collective feeds no GEMM: nothing hides it */
     t += time_coll_allreduce(hw, bytes, lo->tp, time_members_per_node(hw, 1, lo->tp));
-    return t + K_MB_EMBED * hw->kernel_lat;
+    return t + (lo->cuda_graph == CG_FULL_ITERATION ? 0 : K_MB_EMBED) * hw->kernel_lat;
 }
 
 double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
@@ -742,7 +822,8 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
         t += 2.0 * time_coll_allgather(hw, ab * tok * m->h, lo->tp, time_members_per_node(hw, 1, lo->tp));
     /* the loss is where the schedule meets the host (loss scaling, the
      * backward's start): its kernels' launch time adds to the GPU time */
-    return t + (hw->ce_fused ? K_MB_HEAD_FUSED : K_MB_HEAD) * hw->kernel_lat;
+    double k = lo->cuda_graph == CG_FULL_ITERATION ? 0 : hw->ce_fused ? K_MB_HEAD_FUSED : K_MB_HEAD;
+    return t + k * hw->kernel_lat;
 }
 
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)

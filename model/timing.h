@@ -99,6 +99,11 @@ typedef struct {
                                                 // (--moe-shared-expert-overlap; 0 otherwise)
 } LayerTime;
 
+/* The host sync of a dropless MoE layer's forward (tokens per expert
+ * copied to the host): 2 kernel_lat, 0 with a capacity factor or a
+ * full-iteration CUDA graph. */
+double time_moe_host_sync_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+
 /* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */
 double time_moe_layer_s(const LayerTime *lt);
 

@@ -280,6 +280,17 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARG("--sequence-parallel");
     if (lo->tp_comm_overlap && lo->sp && lo->tp > 1)
         ARG("--tp-comm-overlap");
+    if (lo->cuda_graph != CG_NONE) {   /* the graphs the step is priced with (model/timing.c layer_launches) */
+        ARGV("--cuda-graph-impl", "%s", layout_cuda_graph_name(lo->cuda_graph));
+        int cgm = layout_cg_modules(lo);
+        if (cgm) {
+            char mods[96];
+            layout_format_cg_modules(cgm, " ", mods, sizeof mods);
+            ARGV("--cuda-graph-modules", "%s", mods);
+        }
+        if (lo->cuda_graph == CG_FULL_ITERATION)   /* arguments.py asserts it for full-iteration training */
+            ARG("--no-check-for-nan-in-loss-and-grad");
+    }
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
     if (fsdp) {
@@ -421,6 +432,17 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
 }
 
 /* ---- reading Megatron arguments back ---- */
+
+/* one word of --cuda-graph-modules: appended to the comma list, except
+ * "full" (the whole layer: no module) and "full_iteration" (the deprecated
+ * scope spelling of --cuda-graph-impl full_iteration) */
+static void cg_word(const char *w, char *words, int *len, Layout *lo)
+{
+    if (!strcmp(w, "full_iteration"))
+        lo->cuda_graph = CG_FULL_ITERATION;
+    else if (strcmp(w, "full") && *len < LAYOUT_PPL_LEN)
+        *len += snprintf(words + *len, (size_t)(LAYOUT_PPL_LEN - *len), "%s%s", *len ? "," : "", w);
+}
 
 static int want_int(const char *flag, const char *v, int min, int *out, char *err, int errlen)
 {
@@ -610,6 +632,28 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
                 core_attn = !strcmp(v, "core_attn");
             }
             layout_format_rc_modules(mask, ",", lo->rc_modules, sizeof lo->rc_modules);
+            i = eq ? i : k - 1;   /* the words are taken */
+        } else if (!strcmp(f, "--cuda-graph-impl")) {
+            took = 1;
+            if (!v || layout_parse_cuda_graph(v, &lo->cuda_graph) != 0) {
+                snprintf(err, errlen, "--cuda-graph-impl: expected none, local, transformer_engine or "
+                                      "full_iteration, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--cuda-graph-modules") || !strcmp(f, "--cuda-graph-scope")) {
+            /* nargs '+' (--cuda-graph-scope: its deprecated name): the words joined and parsed as one list;
+             * "full" is the whole layer, "full_iteration" the deprecated spelling of the impl */
+            char words[LAYOUT_PPL_LEN] = "", e[160];
+            int k = i + 1, mask, len = 0;
+            if (eq)
+                cg_word(v, words, &len, lo);
+            for (; !eq && k < nt && strncmp(tok[k], "--", 2); k++)
+                cg_word(tok[k], words, &len, lo);
+            if (layout_parse_cg_modules(words, &mask, e, sizeof e) != 0) {
+                snprintf(err, errlen, "%s: %s", f, e);
+                goto out;
+            }
+            layout_format_cg_modules(mask, ",", lo->cg_modules, sizeof lo->cg_modules);
             i = eq ? i : k - 1;   /* the words are taken */
         } else if (!strcmp(f, "--recompute-granularity")) {
             took = 1;
@@ -845,6 +889,10 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     put(&b, "# checked against pytorch/torchtitan b5bcd76c66d0 (2026-08-21): configurations are Python functions\n"
             "# returning Trainer.Config. Save as my_plan.py on PYTHONPATH and run, with NGPU=%d:\n"
             "#   MODULE=my_plan CONFIG=ultraplan_plan ./run_train.sh\n", layout_gpus(lo));
+    if (lo->cuda_graph != CG_NONE)   /* torchtitan compiles (torch.compile) but has no CUDA-graph setting */
+        put(&b, "# CUDA graphs: the plan is priced with Megatron's --cuda-graph-impl %s; torchtitan has no "
+                "equivalent,\n# so its host launches come back (ultraplan predict --cuda-graph-impl none prices that)\n",
+            layout_cuda_graph_name(lo->cuda_graph));
     put(&b, "from torchtitan.components.quantization import Float8LinearConverter\n"
             "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
             "from torchtitan.models.llama3 import model_registry\n"

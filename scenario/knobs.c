@@ -19,7 +19,7 @@ _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int)
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
                    sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int) &&
-                   sizeof(MoeDispatcher) == sizeof(int),
+                   sizeof(MoeDispatcher) == sizeof(int) && sizeof(CudaGraphImpl) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -43,6 +43,7 @@ ENUM_WRAP(rc, Recompute, spec_recompute_name, spec_parse_recompute)
 ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
 ENUM_WRAP(cpcomm, CpComm, layout_cp_comm_name, layout_parse_cp_comm)
 ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispatcher)
+ENUM_WRAP(cgraph, CudaGraphImpl, layout_cuda_graph_name, layout_parse_cuda_graph)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -346,6 +347,22 @@ static const Knob table[KNOB_COUNT] = {
                       .help = "Megatron's --recompute-modules beyond core attention (--recompute selective): "
                               "layernorm, mla_up_proj, moe_act, mlp, shared_experts, comma-separated",
                       .dflt = "none"},
+    /* Megatron's --cuda-graph-impl and --cuda-graph-modules: the host launches a graph replaces
+     * (model/timing.c layer_launches) and the dropless host sync full-iteration graphs remove */
+    [K_CUDA_GRAPH] = {K_CUDA_GRAPH, "cuda-graph-impl", L(cuda_graph), ENUM(cgraph, CG_COUNT), .flag = "cuda-graph-impl",
+                      .arg = "none|local|transformer_engine|full_iteration", .json = "cuda_graph_impl",
+                      .json_optional = true, .csv = "cuda_graph_impl",
+                      .help = "CUDA graphs: local or transformer_engine replay the --cuda-graph-modules of each "
+                              "layer (all of it when none) with one launch; full_iteration the whole step, "
+                              "no host launches and no host sync",
+                      .dflt = "none, Megatron-LM's"},
+    [K_CG_MODULES] = {K_CG_MODULES, "cuda-graph-modules", L(cg_modules), .type = KNOB_STR,
+                      .flag = "cuda-graph-modules", .arg = "LIST", .chars = "abcdefghijklmnopqrstuvwxyz_,+ ",
+                      .expect = "module names separated by ',' or '+' (attn, mlp, moe, moe_router, moe_preprocess)",
+                      .json = "cuda_graph_modules", .json_optional = true, .csv = "cuda_graph_modules",
+                      .help = "Megatron's --cuda-graph-modules (was --cuda-graph-scope) under --cuda-graph-impl "
+                              "local or transformer_engine: attn, mlp, moe, moe_router, moe_preprocess",
+                      .dflt = "empty: the whole layer"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

@@ -373,6 +373,15 @@ static void test_torchtitan(void **state)
         if (!strstr(t, want[i]))
             fail_msg("missing \"%s\" in:\n%s", want[i], t);
     free(t);
+    assert_null(strstr(t, "CUDA graphs"));
+    /* CUDA graphs have no torchtitan setting: said so, not dropped silently */
+    lo.cuda_graph = CG_FULL_ITERATION;
+    t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "# CUDA graphs: the plan is priced with Megatron's --cuda-graph-impl full_iteration; "
+                              "torchtitan has no equivalent"));
+    free(t);
+    lo.cuda_graph = CG_NONE;
     base(&lo, 4, 8, 4, 2, 1, 1024, OPT_ZERO0);
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
     t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
@@ -512,6 +521,34 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_non_null(strstr(err, "\"moe_gate\""));
     layout_set_recompute(&lo, RECOMPUTE_NONE);
     lo.rc_modules[0] = 0;
+    /* CUDA graphs: the recipes' partial graphs and the full iteration, written and read back with the
+     * same step time (round_trip); the deprecated --cuda-graph-scope spellings read as Megatron migrates them */
+    lo.cuda_graph = CG_TE;
+    snprintf(lo.cg_modules, sizeof lo.cg_modules, "moe_router+attn+moe_preprocess");
+    round_trip(&m, &hw, &lo, "--cuda-graph-impl transformer_engine \\\n--cuda-graph-modules attn moe_router "
+                             "moe_preprocess \\");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.cuda_graph, CG_TE);
+    assert_string_equal(lo2.cg_modules, "attn,moe_router,moe_preprocess");
+    free(t);
+    lo.cuda_graph = CG_FULL_ITERATION, lo.cg_modules[0] = 0;
+    round_trip(&m, &hw, &lo, "--cuda-graph-impl full_iteration \\\n--no-check-for-nan-in-loss-and-grad");
+    lo.cuda_graph = CG_NONE;
+    const char *scope = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                        "--global-batch-size 8 --vocab-size 256 --cuda-graph-scope full_iteration";
+    assert_int_equal(export_parse_megatron(scope, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.cuda_graph, CG_FULL_ITERATION);
+    assert_string_equal(lo2.cg_modules, "");
+    const char *badg[] = {"--cuda-graph-impl transformer_engine --cuda-graph-modules attn moe_preprocess",
+                          "--cuda-graph-impl local --cuda-graph-modules=mamba", "--cuda-graph-impl eager"};
+    for (size_t i = 0; i < sizeof badg / sizeof *badg; i++) {
+        char a[400];
+        snprintf(a, sizeof a, "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                              "--global-batch-size 8 --vocab-size 256 %s", badg[i]);
+        assert_int_equal(export_parse_megatron(a, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+        assert_non_null(strstr(err, "--cuda-graph-"));
+    }
     /* the standalone-MTP form: m on stage 14 of 16 */
     base(&lo, 64, 1, 16, 1, 1, 8192, OPT_DISTOPT);
     lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;

@@ -1567,6 +1567,97 @@ static void test_moe_grouped_gemm_size(void **st)
 }
 
 
+/* CUDA graphs (--cuda-graph-impl, --cuda-graph-modules) on the tiny MoE,
+ * host-bound on purpose (1 s a launch, so the GPU's microseconds never
+ * show). Kernels per forward, worked from the counts in model/timing.c: a
+ * dense layer 10 + flash core 1 + SwiGLU's multiply 1 = 12, of them the
+ * attention part 5 + 1 = 6; an MoE layer 12 + the MoE's 12 + the shared
+ * expert's 3 = 27, of them up to the router 1 + 3 + 3 = 7 and the
+ * preprocess 3. Eager: 27 forward, 54 backward, plus the dropless host sync
+ * (2 launches). attn + moe_router + moe_preprocess graphed: 27 - 6 - 10 = 11
+ * eager and 2 graph launches forward (13 + 2 sync), 22 + 2 backward; the
+ * dense layer 6 + 1 and 12 + 1. No modules: one graph a layer each way.
+ * full_iteration: no launch, no sync, the GPU time alone. */
+static void test_cuda_graph_launches(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    hw.kernel_lat = 1.0;
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.ep = 8, lo.mbs = 2, lo.gbs = 16, lo.moe_imbalance = 1;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime lt;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_rel(time_moe_host_sync_s(&m, &hw, &lo), 2.0, 1e-15);
+    assert_rel(lt.fwd, 12, 1e-12);
+    assert_rel(lt.bwd, 24, 1e-12);
+    assert_rel(lt.moe_fwd, 27 + 2, 1e-12);
+    assert_rel(lt.moe_bwd, 54, 1e-12);
+
+    lo.cuda_graph = CG_TE;
+    snprintf(lo.cg_modules, sizeof lo.cg_modules, "attn,moe_router,moe_preprocess");
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &lt);
+    assert_rel(lt.fwd, 7, 1e-12);
+    assert_rel(lt.bwd, 13, 1e-12);
+    assert_rel(lt.moe_fwd, 13 + 2, 1e-12);
+    assert_rel(lt.moe_bwd, 24, 1e-12);
+    /* the shared expert overlapping the dispatch leaves the router graph: 27 - 6 - 7 = 14 eager */
+    lo.moe_shared_overlap = true;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_rel(lt.moe_fwd, 14 + 2 + 2, 1e-12);
+    lo.moe_shared_overlap = false;
+
+    lo.cg_modules[0] = 0;   /* the whole layer */
+    lo.cuda_graph = CG_LOCAL;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_rel(lt.fwd, 1, 1e-12);
+    assert_rel(lt.bwd, 1, 1e-12);
+    assert_rel(lt.moe_fwd, 1 + 2, 1e-12);
+    assert_rel(lt.moe_bwd, 1, 1e-12);
+
+    /* a capacity factor fixes the shapes on the host: no sync */
+    lo.cuda_graph = CG_NONE;
+    m.capacity_factor = 1.0;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_rel(lt.moe_fwd, 27, 1e-12);
+    m.capacity_factor = 0;
+
+    /* full iteration: what the GPU takes, as with free launches */
+    HwProfile free_launch = hw;
+    free_launch.kernel_lat = 0;
+    LayerTime gpu;
+    time_layer(&m, &free_launch, &lo, &gpu);
+    lo.cuda_graph = CG_FULL_ITERATION;
+    time_layer(&m, &hw, &lo, &lt);
+    assert_true(gpu.moe_fwd < 1e-3 && gpu.fwd < 1e-3);
+    assert_rel(lt.fwd, gpu.fwd, 1e-12);
+    assert_rel(lt.bwd, gpu.bwd, 1e-12);
+    assert_rel(lt.moe_fwd, gpu.moe_fwd, 1e-12);
+    assert_rel(lt.moe_bwd, gpu.moe_bwd, 1e-12);
+    assert_rel(lt.rc_sel, gpu.rc_sel, 1e-12);
+    assert_rel(time_embed(&m, &hw, &lo), time_embed(&m, &free_launch, &lo), 1e-12);
+    assert_rel(time_head(&m, &hw, &lo), time_head(&m, &free_launch, &lo), 1e-12);
+    assert_true(time_moe_host_sync_s(&m, &hw, &lo) == 0);
+
+    /* what Megatron refuses is refused, naming the flag */
+    const char *bad[][2] = {{"full_iteration", "attn"}, {"none", "attn"}, {"local", "moe_preprocess"},
+                            {"local", "moe,moe_router"}, {"local", "mamba"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(layout_parse_cuda_graph(bad[i][0], &lo.cuda_graph), 0);
+        snprintf(lo.cg_modules, sizeof lo.cg_modules, "%s", bad[i][1]);
+        assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+        assert_non_null(strstr(err, "--cuda-graph-modules"));
+    }
+    CudaGraphImpl g;
+    assert_int_equal(layout_parse_cuda_graph("transformer_engine", &g), 0);
+    assert_int_equal(g, CG_TE);
+    assert_int_equal(layout_parse_cuda_graph("graphs", &g), -1);
+}
+
 /* Megatron's --pipeline-model-parallel-layout, worked by hand from its
  * grammar (pipeline_parallel_layer_layout.py): entry i is chunk i / pp of
  * stage i % pp. DeepSeek-V3's H100 recipe "Et|(tt|)*30mL" at pp 8: 32
@@ -1845,6 +1936,22 @@ static void test_moe_dispatchers(void **st)
     double flex1 = time_moe_a2a_s(&m, &hw, &lo);
     lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
     assert_rel(flex1, time_moe_a2a_s(&m, &hw, &lo), 1e-15);
+    /* ... but flex sorts only the received rows: alltoall permutes the 128 tokens x top 2 = 256 copies
+     * and the 256 received rows, h 64, bf16, read and written, dispatch and combine: 2·2·64·512·2 =
+     * 262144 B each way; flex the 256 rows only, 131072 B (host time off so the GPU's shows) */
+    {
+        HwProfile nh = hw;
+        nh.kernel_lat = 0;
+        LayerTime ta, tf;
+        time_layer(&m, &nh, &lo, &ta);
+        lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+        time_layer(&m, &nh, &lo, &tf);
+        lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+        assert_rel(layout_moe_rows(&m, &lo), 256, 1e-15);
+        assert_rel(ta.moe_fwd - tf.moe_fwd, time_mem_s(&nh, 262144) - time_mem_s(&nh, 131072), 1e-9);
+        assert_rel(ta.moe_bwd - tf.moe_bwd, time_mem_s(&nh, 262144) - time_mem_s(&nh, 131072), 1e-9);
+        assert_rel(ta.fwd, tf.fwd, 1e-15);   /* a dense layer has no dispatcher */
+    }
 
     /* the overlap: what the pair's compute (forward + backward of the layer) cannot hide of the four
      * transfers, half each way; a slow NIC so that some is left */
@@ -1969,6 +2076,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_layout_string),
         cmocka_unit_test(test_moe_dispatchers),
         cmocka_unit_test(test_pp_serial_p2p),
+        cmocka_unit_test(test_cuda_graph_launches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
