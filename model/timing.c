@@ -127,6 +127,64 @@ static double attn_s(const HwProfile *hw, Precision p, double flops)
     return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, eff_flops(hw, p, flops)));
 }
 
+/* Flash attention's rate by head dimension, relative to the profile's
+ * curve (measured at d = 128). The FlashAttention-3 paper's forward
+ * benchmark (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5, no
+ * mask, 4K tokens) has cuDNN at 408 TFLOP/s with d = 64 against 609 with d
+ * = 128 (FA3 476 / 638): a d = 64 kernel does half the work per byte of Q,
+ * K and V it loads and its softmax is twice the share. 0.67 at d <= 64,
+ * linear up to 1 at d = 128, 1 above; Hopper on (the profiles' curves
+ * there are cuDNN's). Before Hopper no factor: not measured here. */
+#define ATTN_D64_OVER_D128 0.67
+double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw)
+{
+    int d = m->attn == ATTN_MLA ? m->qk_nope_dim + m->qk_rope_dim : spec_head_dim(m);
+    if (hw->peak[PREC_FP8] <= 0 || d >= 128)
+        return 1.0;
+    if (d <= 64)
+        return ATTN_D64_OVER_D128;
+    return ATTN_D64_OVER_D128 + (1.0 - ATTN_D64_OVER_D128) * (d - 64) / 64.0;
+}
+
+/* Keys a query of a windowed layer is computed against by a flash kernel:
+ * it works in tiles of ATTN_TILE queries x ATTN_TILE keys and computes every
+ * tile the band touches, so a window narrower than a tile still costs whole
+ * tiles (W = 128: two tiles, 256 keys a query, for 129 kept). The mean over
+ * the query tiles of s tokens. */
+#define ATTN_TILE 128
+double time_window_tile_keys(const ModelSpec *m)
+{
+    long long s = m->s, W = m->window, B = ATTN_TILE, nq = (s + B - 1) / B;
+    double keys = 0;
+    for (long long qb = 0; qb < nq; qb++) {
+        long long lo_k = qb * B - W > 0 ? qb * B - W : 0;
+        keys += (double)(qb - lo_k / B + 1) * B;
+    }
+    double full = 0.5 * (double)s;   /* what a full causal layer is costed at */
+    return fmin(keys / (double)nq, full);
+}
+
+/* One layer's attention core forward on one GPU (tok tokens, qw = query
+ * width per GPU), the mean over the L layers when some are windowed: each
+ * kind timed on the attention curve at its own FLOPs (a 128-token band is
+ * a small kernel and runs at a small kernel's rate), at the head
+ * dimension's rate. Sinks (a per-head offset in the softmax) are fused in
+ * cuDNN's and FA3's kernels: no pass of their own. */
+static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double tok, double qw)
+{
+    Precision pa = prec_bf16_if_fp8(hw, lo->prec);
+    double full = attn_s(hw, pa, 4.0 * tok * (double)m->s * qw * (lo->flash ? 0.5 : 1.0));
+    if (!lo->flash)
+        return full;
+    int nw = spec_windowed_layers(m);
+    double core = full;
+    if (nw > 0 && m->window + 1 < m->s) {
+        double win = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw);
+        core = ((m->L - nw) * full + nw * win) / m->L;
+    }
+    return core / time_attn_dim_eff(m, hw);
+}
+
 bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
 
 int time_members_per_node(const HwProfile *hw, int stride, int n)
@@ -510,9 +568,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double g_mlp_bwd = linear_bwd_s(hw, p, tok, n_fc1, h) + linear_bwd_s(hw, p, tok, h, k_fc2);
     double gemm = g_attn + g_mlp, gemm_bwd = g_attn_bwd + g_mlp_bwd;
 
-    /* attention core: flash skips the masked half; an unfused kernel computes it all */
-    double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
-    double core = attn_s(hw, prec_bf16_if_fp8(hw, p), core_flops);
+    /* attention core: flash skips the masked half (and outside a sliding
+     * window); an unfused kernel computes it all */
+    double core = attn_core_s(m, hw, lo, tok, q / t);
     if (!lo->flash) {
         /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */

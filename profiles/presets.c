@@ -129,12 +129,13 @@ static const Preset presets[] = {
     {{.name = "gpt-oss-120b", .L = 36, .h = 2880, .a = 64, .g = 8, .d_head = 64, .f = 2880, .vocab = 201088,
       .vocab_div = 128, .s = 4096, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = true,
       .tied = false, .dropout = false, .rope_theta = 150000, .experts = 128, .topk = 4,
-      .moe_ffn = 2880, .moe_freq = 1},
+      .moe_ffn = 2880, .moe_freq = 1, .window = 127, .window_skip_freq = 2, .sinks = true, .act_clamp = 7},
      116.8e9, FAM_HUB,
      "huggingface.co/openai/gpt-oss-120b config.json (128 experts, top 4, biases on q/k/v/o, experts and "
-     "router); seq 4096 (initial_context_length); alternating 128-token sliding windows costed as full causal "
-     "attention, per-head attention sinks (2304 in all) not counted, the clamped SwiGLU costed as SwiGLU; "
-     "116.8B total, 5.1B active (model card: without the input embedding)"},
+     "router); seq 4096 (initial_context_length); sliding_window 128 keys (itself + 127 before) on layers "
+     "0, 2, 4, ... (layer_types), full causal on the others; per-head attention sinks (2304 in all); "
+     "swiglu_limit 7 (quick-GELU gate, clamp 7, linear + 1); 116.83B total, 5.13B active (model card: "
+     "without the input embedding)"},
     {{HUB("llama4-maverick", 48, 5120, 40, 8, 128, 16384, 202048, 8192, 500000), .experts = 128, .topk = 1,
       .moe_ffn = 8192, .shared_ffn = 8192, .moe_freq = 2, .moe_first_dense = 1},
      400e9, FAM_HUB,
