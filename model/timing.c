@@ -465,6 +465,24 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
 }
 
+/* Biased experts (GPT-OSS): the passes a bias adds beyond the grouped
+ * GEMMs and the activation. The FC1 bias goes into the fused gated
+ * activation (Megatron's bias_activation_fusion, GPT-OSS's clamped quick
+ * GEGLU included: the same bytes as SwiGLU's), but its gradient is a
+ * reduction over the rows (read 2·ef a row); the FC2 bias is added to the
+ * rows after the GEMM, weighted by the routing probability (read and write
+ * h a row), and its gradient is one more reduction (read h a row).
+ * Added to *fwd and *bwd. */
+static void moe_bias_passes_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
+{
+    if (!m->bias || m->experts <= 0)
+        return;
+    double ab = hw_precision_bytes(lo->prec), rows = layout_moe_rows(m, lo);
+    double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / layout_etp(lo), gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+    *fwd += time_mem_s(hw, 2.0 * ab * rows * m->h);
+    *bwd += time_mem_s(hw, ab * rows * (gated * ef + m->h));
+}
+
 /* Context parallelism's attention core on one GPU, per micro-batch
  * (COSTMODEL.md §4.4). The sequence is cut into 2·cp chunks of c = s/(2cp)
  * tokens and rank r holds chunks r and 2cp-1-r (Megatron's load balancing
@@ -675,6 +693,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         return;
     double mf, mb;
     moe_mlp_s(m, hw, lo, &mf, &mb);
+    moe_bias_passes_s(m, hw, lo, &mf, &mb);
     double ea = time_mem_s(hw, ew_attn);
     double mgpu_fwd = g_attn + core + softmax + ea + mf;
     double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + mb;

@@ -1948,6 +1948,29 @@ static void test_attn_head_dim(void **st)
     assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
 }
 
+/* Biased experts: the FC2 bias pass forward (read and write h a row) and
+ * the two bias-gradient reductions backward (2 ef + h a row), nothing else. */
+static void test_moe_bias_passes(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 64, 1, 1, 1, 64);
+    lo.ep = 8;
+    ModelSpec nb = m;
+    nb.bias = false;
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    time_layer(&nb, &hw, &lo, &b);
+    double rows = layout_moe_rows(&m, &lo);
+    assert_rel(a.moe_fwd - b.moe_fwd, time_mem_s(&hw, 2.0 * 2 * rows * 2880), 1e-9);
+    assert_rel(a.moe_bwd - b.moe_bwd, time_mem_s(&hw, 2.0 * rows * (2 * 2880 + 2880)), 1e-9);
+    assert_rel(a.fwd, b.fwd, 0);   /* a dense layer's time has no such term */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2006,6 +2029,7 @@ int main(void)
         cmocka_unit_test(test_gpt_oss_counts),
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_attn_head_dim),
+        cmocka_unit_test(test_moe_bias_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
