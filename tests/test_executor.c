@@ -78,6 +78,9 @@ static void grad_check(const char *kind, const char *data)
         m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.attn = ATTN_MLA,
         m.q_lora_rank = strcmp(kind, "mla0") ? 8 : 0, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
         m.v_head_dim = 6;
+    else if (!strcmp(kind, "window"))   /* llama-shaped, layer 0 a 2-key-back window, layer 1 full (GPT-OSS's pattern) */
+        m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.window = 2,
+        m.window_skip_freq = 2;
     else if (!strcmp(kind, "mtp"))   /* llama-shaped, two MTP modules (the second reads the first's output) */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.mtp_layers = 2;
     else if (!strcmp(kind, "deepseek"))   /* MLA, layer 0 dense, experts with a shared one, one MTP module */
@@ -354,6 +357,41 @@ static void router_checks(void)
     printf("router: top-k, backward and capacity checked\n");
 }
 
+/* The window is applied: the same weights and batch give another loss
+ * with layer 0 windowed (a query of 8 sees 3 keys) than fully causal. */
+static void window_differs(const char *data)
+{
+    double loss[2];
+    for (int w = 0; w < 2; w++) {
+        ModelSpec m;
+        memset(&m, 0, sizeof m);
+        m.L = 2, m.h = 16, m.a = 2, m.g = 1, m.s = 8, m.vocab = 256, m.vocab_div = 1, m.f = 32;
+        m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+        m.window = w ? 2 : 0, m.window_skip_freq = w ? 2 : 0;
+        char err[256];
+        spec_validate(&m, err, sizeof err);
+        Layout lo;
+        layout_default(&lo);
+        lo.prec = PREC_FP32, lo.mbs = 2, lo.gbs = 2;
+        layout_check(&lo, &m, NULL, err, sizeof err);
+        TrainOpts o;
+        exec_default_opts(&o);
+        o.lr = 0;
+        Exec e;
+        if (exec_init(&e, &m, &lo, &o, data, err, sizeof err) != 0) {
+            CHECK(0, "exec_init: %s", err);
+            return;
+        }
+        for (size_t i = 0; i < e.ps.n_alloc; i++)   /* sharp attention, so the mask matters */
+            e.ps.w[i] *= 8.0f;
+        loss[w] = loss_at(&e, data_get_pos(&e.dl));
+        exec_free(&e);
+    }
+    CHECK(fabs(loss[0] - loss[1]) > 1e-4 * fabs(loss[0]), "window: loss %.6f windowed vs %.6f causal", loss[1],
+          loss[0]);
+    printf("window: loss %.6f windowed, %.6f causal\n", loss[1], loss[0]);
+}
+
 /* What the executor's MLA and MTP do not run is refused by name. */
 static void refusals(const char *data)
 {
@@ -365,6 +403,9 @@ static void refusals(const char *data)
         {"mla wide v", "v-head-dim 12 <= qk-nope-dim + qk-rope-dim = 10"},
         {"mtp cp", "multi-token prediction needs layout.cp 1 (got 2)"},
         {"mtp zero3", "layout.optimizer zero3 with model.mtp_layers 3"},
+        {"sinks", "model.attn_sinks (--attn-sinks"},
+        {"clamp", "model.act_clamp 7 (--act-clamp"},
+        {"window cp", "model.window 2 with layout.cp 2"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const char *w = cases[c].what;
@@ -375,6 +416,12 @@ static void refusals(const char *data)
         if (!strncmp(w, "mla", 3))
             m.attn = ATTN_MLA, m.q_lora_rank = 8, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
             m.v_head_dim = 6;
+        else if (!strcmp(w, "sinks"))
+            m.sinks = true;
+        else if (!strcmp(w, "clamp"))
+            m.act_clamp = 7;
+        else if (!strcmp(w, "window cp"))
+            m.window = 2;
         else
             m.mtp_layers = strstr(w, "zero3") ? 3 : 1;
         if (strstr(w, "layernorm"))
@@ -401,7 +448,7 @@ static void refusals(const char *data)
         if (rc == 0)
             exec_free(&e);
     }
-    printf("refusals: MLA and MTP limits named\n");
+    printf("refusals: MLA, MTP, sinks, clamp and window limits named\n");
 }
 
 static void sched_checks(void)
@@ -437,6 +484,8 @@ int main(int argc, char **argv)
     grad_check("moegroups", path);
     grad_check("mla", path);
     grad_check("mla0", path);
+    grad_check("window", path);
+    window_differs(path);
     grad_check("mtp", path);
     grad_check("deepseek", path);
     refusals(path);

@@ -8,6 +8,7 @@
  * |a − b| ≤ atol + rtol·|b|; on failure the first mismatches and the maximum
  * difference are printed. */
 #include <math.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,15 +319,19 @@ static void test_rope_pos(void **state) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS; } AttnCtx;
+typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS, win; } AttnCtx;   // win: sliding window, 0 none
 
 static double attn_obj(void *p) {
     AttnCtx *c = p;
-    k_attention_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS);
+    if (c->win > 0)
+        k_attention_window_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS, c->win);
+    else
+        k_attention_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS);
     return wsum(c->out, c->W, (size_t)c->B * c->T * c->NH * c->HS);
 }
 
-/* the whole (T, T) score matrix per head, softmax with the causal mask */
+/* the whole (T, T) score matrix per head, softmax with the causal mask
+ * (and the window: key j seen by query t when t − win <= j <= t) */
 static void attn_naive(double *out, double *lse, const AttnCtx *c) {
     int B = c->B, T = c->T, NH = c->NH, NKV = c->NKV, HS = c->HS;
     double *att = malloc(sizeof(double) * T * T);
@@ -339,7 +344,8 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
                     for (int d = 0; d < HS; d++)
                         s += (double)c->q[((b * T + t) * NH + h) * HS + d]
                            * c->k[((b * T + j) * NKV + g) * HS + d];
-                    att[t * T + j] = j <= t ? s / sqrt(HS) : -INFINITY;
+                    bool seen = j <= t && (c->win <= 0 || t - j <= c->win);
+                    att[t * T + j] = seen ? s / sqrt(HS) : -INFINITY;
                 }
                 double mx = -INFINITY, sum = 0;
                 for (int j = 0; j < T; j++) mx = fmax(mx, att[t * T + j]);
@@ -356,10 +362,10 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
     free(att);
 }
 
-static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
+static void attn_case_w(int B, int T, int NH, int NKV, int HS, int check_grad, int win) {
     size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
     AttnCtx c = {malloc(sizeof(float) * nq), malloc(sizeof(float) * B * NH * T),
-                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS};
+                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win};
     attn_obj(&c);
     double *ref = malloc(nq * sizeof *ref), *rlse = malloc(sizeof(double) * B * NH * T);
     attn_naive(ref, rlse, &c);
@@ -368,7 +374,10 @@ static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
     if (check_grad) {
         float *dq = randv(nq, 1), *dk = randv(nk, 1), *dv = randv(nk, 1);
         float *dq0 = copyv(dq, nq), *dk0 = copyv(dk, nk), *dv0 = copyv(dv, nk);
-        k_attention_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS);
+        if (win > 0)
+            k_attention_window_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS, win);
+        else
+            k_attention_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS);
         int bad = grad_check("attention dq", attn_obj, &c, c.q, nq, dq, dq0)
                 + grad_check("attention dk", attn_obj, &c, c.k, nk, dk, dk0)
                 + grad_check("attention dv", attn_obj, &c, c.v, nk, dv, dv0);
@@ -377,6 +386,10 @@ static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
     }
     free(ref); free(rlse);
     free(c.out); free(c.lse); free(c.q); free(c.k); free(c.v); free(c.W);
+}
+
+static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
+    attn_case_w(B, T, NH, NKV, HS, check_grad, 0);
 }
 
 static void test_attention_fwd(void **state) {
@@ -393,6 +406,21 @@ static void test_attention_bwd(void **state) {
     attn_case(2, 5, 4, 2, 4, 1);    // GQA
     attn_case(1, 4, 2, 2, 3, 1);    // MHA, odd head size
     attn_case(1, 70, 2, 1, 4, 1);   // two query tiles
+}
+
+/* Sliding windows (query t sees keys t−W..t) against the naive masked
+ * softmax, forward and gradient-checked backward: windows narrower than a
+ * tile, across tile edges, one key (W 0 would be causal: W 1 is the
+ * narrowest band), and one wider than the sequence (= causal). */
+static void test_attention_window(void **state) {
+    (void)state;
+    attn_case_w(2, 150, 4, 2, 16, 0, 5);    // three tiles, a 6-key band
+    attn_case_w(1, 150, 2, 1, 8, 0, 64);    // the band spans exactly one tile back
+    attn_case_w(1, 150, 2, 1, 8, 0, 100);   // across a tile edge
+    attn_case_w(1, 9, 2, 2, 4, 0, 1);       // two keys a query
+    attn_case_w(1, 9, 2, 1, 4, 0, 50);      // wider than the sequence: causal
+    attn_case_w(1, 6, 4, 2, 4, 1, 2);       // GQA, gradients
+    attn_case_w(1, 70, 2, 1, 4, 1, 3);      // two query tiles, gradients
 }
 
 /* Context parallel: the sequence cut into 2·cp chunks, "rank" r holding
@@ -668,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_bwd),
+        cmocka_unit_test(test_attention_window),
         cmocka_unit_test(test_attention_cp),
         cmocka_unit_test(test_attention_block_full),
         cmocka_unit_test(test_rope_pos),

@@ -123,6 +123,15 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                      const float *out, const float *lse,
                      int B, int T, int NH, int NKV, int HS);
 
+/* The same with a sliding window (GPT-OSS, Mistral): query t sees keys
+ * t−W..t (Megatron's window_size (W, 0)); W 0 is the causal kernel above.
+ * Work is a band: each query tile starts at key t0 − W. */
+void k_attention_window_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int NH, int NKV, int HS, int W);
+void k_attention_window_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
+                            int HS, int W);
+
 /* Context parallel: one block of a longer sequence. Queries q (B, Tq, NH, HS)
  * at global positions qpos (Tq) against keys and values k, v (B, Tk, NKV, HS)
  * at kpos (Tk); both position lists are shared by the B rows and must be
