@@ -600,6 +600,10 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double cp_xf = 0, cp_xb = 0, cp_kern = 0;
     if (lo->cp > 1)   /* context parallel: the core in blocks, with its K/V exchange */
         cp_attn_s(m, hw, lo, &core, &core_bwd, &cp_xf, &cp_xb, &cp_kern);
+    if (lo->cp > 1 && lo->flash) {   /* its blocks at the head dimension's rate too (merges with them) */
+        core /= time_attn_dim_eff(m, hw);
+        core_bwd /= time_attn_dim_eff(m, hw);
+    }
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */
         double el = m->a * tok * (double)m->s / t;

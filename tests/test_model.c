@@ -1946,6 +1946,20 @@ static void test_attn_head_dim(void **st)
     time_layer(&a, &h100, &lo, &ta);
     time_layer(&b, &h100, &lo, &tb);
     assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+    /* under context parallelism too (the ring's blocks and merges): the same d = 64
+     * model on the same profile without fp8 (read as pre-Hopper: no factor),
+     * links fast enough that the forward exchange hides */
+    HwProfile fast = h100;
+    fast.intra.bw *= 1e6, fast.inter.bw *= 1e6, fast.intra.lat = fast.inter.lat = fast.coll_lat = 0;
+    HwProfile nof8 = fast;
+    nof8.peak[PREC_FP8] = 0;
+    lo = layout_for(&b, &fast, 4, 1, 1, 8, 64);   /* mbs 8: far above the launch floor */
+    lo.cp = 2;
+    char e2[256];
+    assert_int_equal(layout_check(&lo, &b, &fast, e2, sizeof e2), 0);
+    time_layer(&b, &fast, &lo, &tb);
+    time_layer(&b, &nof8, &lo, &ta);
+    assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
 }
 
 /* Biased experts: the FC2 bias pass forward (read and write h a row) and
