@@ -1865,6 +1865,14 @@ static void test_gpt_oss_counts(void **st)
     d.sinks = true;
     assert_int_equal(spec_params(&d, 1, PARAMS_EXACT) - n0, 32 * 32);
     assert_int_equal(spec_params(&d, 1, PARAMS_MEGATRON), g0);
+    /* gpt-oss-20b: the same layer, 24 layers of 32 experts (router 2880*32 + 32):
+     * 24*(26,550,144 + 32*24,891,840 + 92,192 + 5,760) + 2*579,133,440 + 2880
+     * = 20,914,757,184 (the card's 20.91B); active 24*(26,550,144 +
+     * 4*24,891,840 + 92,192 + 5,760) + 579,133,440 + 2880 = 3,608,307,264
+     * without the input embedding (3.61B) */
+    assert_int_equal(presets_find("gpt-oss-20b", &m, err, sizeof err), 0);
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT), 20914757184LL);
+    assert_int_equal(spec_params_active(&m, 1, PARAMS_EXACT) - 201088LL * 2880, 3608307264LL);
 }
 
 /* Sliding windows: which layers, how many keys, what FLOPs. */
