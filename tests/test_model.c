@@ -1865,6 +1865,18 @@ static void test_gpt_oss_counts(void **st)
     d.sinks = true;
     assert_int_equal(spec_params(&d, 1, PARAMS_EXACT) - n0, 32 * 32);
     assert_int_equal(spec_params(&d, 1, PARAMS_MEGATRON), g0);
+    /* the cost model's memory counts them too: a whole gpt-oss-120b MoE layer at
+     * tp 1, ep 1 is spec_moe_layer_params; at tp 2 the 64 sinks split with the heads */
+    ModelSpec big;
+    assert_int_equal(presets_find("gpt-oss-120b", &big, err, sizeof err), 0);
+    Layout lo1;
+    layout_default(&lo1);
+    double ex1;
+    assert_rel(memory_layer_params(&big, &lo1, true, &ex1), (double)spec_moe_layer_params(&big), 1e-15);
+    ModelSpec nos = big;
+    nos.sinks = false;
+    lo1.tp = 2, lo1.sp = true;
+    assert_rel(memory_layer_params(&big, &lo1, true, &ex1) - memory_layer_params(&nos, &lo1, true, &ex1), 32, 1e-12);
     /* gpt-oss-20b: the same layer, 24 layers of 32 experts (router 2880*32 + 32):
      * 24*(26,550,144 + 32*24,891,840 + 92,192 + 5,760) + 2*579,133,440 + 2880
      * = 20,914,757,184 (the card's 20.91B); active 24*(26,550,144 +
