@@ -319,7 +319,8 @@ static void test_rope_pos(void **state) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS, win; } AttnCtx;   // win: sliding window, 0 none
+typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS, win; float *sink; } AttnCtx;
+// win: sliding window (0 none); sink: a sink logit per head (NULL none)
 
 static double attn_obj(void *p) {
     AttnCtx *c = p;
@@ -327,6 +328,8 @@ static double attn_obj(void *p) {
         k_attention_window_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS, c->win);
     else
         k_attention_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS);
+    if (c->sink)
+        k_attention_sink_fwd(c->out, c->lse, c->sink, c->B, c->T, c->NH, c->HS);
     return wsum(c->out, c->W, (size_t)c->B * c->T * c->NH * c->HS);
 }
 
@@ -347,9 +350,10 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
                     bool seen = j <= t && (c->win <= 0 || t - j <= c->win);
                     att[t * T + j] = seen ? s / sqrt(HS) : -INFINITY;
                 }
-                double mx = -INFINITY, sum = 0;
+                double mx = c->sink ? c->sink[h] : -INFINITY, sum = 0;
                 for (int j = 0; j < T; j++) mx = fmax(mx, att[t * T + j]);
                 for (int j = 0; j < T; j++) sum += exp(att[t * T + j] - mx);
+                if (c->sink) sum += exp(c->sink[h] - mx);   /* the sink: in the denominator, no value */
                 lse[(b * NH + h) * T + t] = mx + log(sum);
                 for (int d = 0; d < HS; d++) {
                     double o = 0;
@@ -365,7 +369,7 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
 static void attn_case_w(int B, int T, int NH, int NKV, int HS, int check_grad, int win) {
     size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
     AttnCtx c = {malloc(sizeof(float) * nq), malloc(sizeof(float) * B * NH * T),
-                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win};
+                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win, NULL};
     attn_obj(&c);
     double *ref = malloc(nq * sizeof *ref), *rlse = malloc(sizeof(double) * B * NH * T);
     attn_naive(ref, rlse, &c);
@@ -421,6 +425,38 @@ static void test_attention_window(void **state) {
     attn_case_w(1, 9, 2, 1, 4, 0, 50);      // wider than the sequence: causal
     attn_case_w(1, 6, 4, 2, 4, 1, 2);       // GQA, gradients
     attn_case_w(1, 70, 2, 1, 4, 1, 3);      // two query tiles, gradients
+}
+
+/* Attention sinks: the naive softmax with one more logit per head in the
+ * denominator; forward, and q, k, v and the sinks gradient-checked. */
+static void sink_case(int B, int T, int NH, int NKV, int HS, int win) {
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
+    AttnCtx c = {malloc(sizeof(float) * nq), malloc(sizeof(float) * B * NH * T), randv(nq, 1), randv(nk, 1),
+                 randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win, randv(NH, 1)};
+    attn_obj(&c);
+    double *ref = malloc(nq * sizeof *ref), *rlse = malloc(sizeof(double) * B * NH * T);
+    attn_naive(ref, rlse, &c);
+    assert_int_equal(compare("sink attention out", c.out, ref, nq, 1e-5, 1e-4), 0);
+    assert_int_equal(compare("sink attention lse", c.lse, rlse, (size_t)B * NH * T, 1e-5, 1e-5), 0);
+    float *dq = randv(nq, 1), *dk = randv(nk, 1), *dv = randv(nk, 1), *ds = randv(NH, 1);
+    float *dq0 = copyv(dq, nq), *dk0 = copyv(dk, nk), *dv0 = copyv(dv, nk), *ds0 = copyv(ds, NH);
+    k_attention_window_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS, win);
+    k_attention_sink_bwd(ds, c.W, c.out, c.lse, c.sink, B, T, NH, HS);
+    int bad = grad_check("sink attention dq", attn_obj, &c, c.q, nq, dq, dq0)
+            + grad_check("sink attention dk", attn_obj, &c, c.k, nk, dk, dk0)
+            + grad_check("sink attention dv", attn_obj, &c, c.v, nk, dv, dv0)
+            + grad_check("sink attention dsink", attn_obj, &c, c.sink, NH, ds, ds0);
+    assert_int_equal(bad, 0);
+    free(dq); free(dk); free(dv); free(ds); free(dq0); free(dk0); free(dv0); free(ds0);
+    free(ref); free(rlse);
+    free(c.out); free(c.lse); free(c.q); free(c.k); free(c.v); free(c.W); free(c.sink);
+}
+
+static void test_attention_sinks(void **state) {
+    (void)state;
+    sink_case(1, 6, 4, 2, 4, 0);    // GQA, causal
+    sink_case(2, 5, 2, 2, 3, 0);    // MHA, odd head size
+    sink_case(1, 70, 2, 1, 4, 3);   // two query tiles, a window (GPT-OSS's windowed layers have sinks too)
 }
 
 /* Context parallel: the sequence cut into 2·cp chunks, "rank" r holding
@@ -697,6 +733,7 @@ int main(void) {
         cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_bwd),
         cmocka_unit_test(test_attention_window),
+        cmocka_unit_test(test_attention_sinks),
         cmocka_unit_test(test_attention_cp),
         cmocka_unit_test(test_attention_block_full),
         cmocka_unit_test(test_rope_pos),

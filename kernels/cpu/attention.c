@@ -174,6 +174,47 @@ void k_attention_window_bwd(float *dq, float *dk, float *dv, const float *dout, 
     attn_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, W > 0 ? W : 0);
 }
 
+/* ---- attention sinks (GPT-OSS) ------------------------------------------ */
+
+/* A sink is one more logit per head in every row's softmax, with no value:
+ * lse' = logaddexp(lse, sink_h) and out' = out·e^(lse − lse'). The
+ * backward's p = exp(s − lse') then already carries the sink's share. */
+void k_attention_sink_fwd(float *out, float *lse, const float *sink, int B, int T, int NH, int HS)
+{
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                float *l = lse + ((size_t)b * NH + h) * T + t;
+                float m = fmaxf(*l, sink[h]);
+                float tot = m + logf(expf(*l - m) + expf(sink[h] - m));
+                float f = expf(*l - tot);
+                float *o = out + (((size_t)b * T + t) * NH + h) * HS;
+                for (int d = 0; d < HS; d++)
+                    o[d] *= f;
+                *l = tot;
+            }
+}
+
+/* d sink_h = Σ_rows p_sink·(0 − dout·out) with p_sink = e^(sink_h − lse'):
+ * the sink's column of ds, whose value is zero. Accumulates into dsink. */
+void k_attention_sink_bwd(float *dsink, const float *dout, const float *out, const float *lse, const float *sink,
+                          int B, int T, int NH, int HS)
+{
+    for (int h = 0; h < NH; h++) {
+        double acc = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t r = (((size_t)b * T + t) * NH + h) * HS;
+                double D = 0;
+                for (int d = 0; d < HS; d++)
+                    D += (double)dout[r + d] * out[r + d];
+                acc -= exp((double)sink[h] - lse[((size_t)b * NH + h) * T + t]) * D;
+            }
+        dsink[h] += (float)acc;
+    }
+}
+
 /* ---- one K/V block of a longer sequence (context parallel) --------------- */
 
 /* Keys of kpos (Tk, non-decreasing) at or before position qp: a prefix. */

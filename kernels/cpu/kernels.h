@@ -132,6 +132,16 @@ void k_attention_window_bwd(float *dq, float *dk, float *dv, const float *dout, 
                             const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
                             int HS, int W);
 
+/* Attention sinks (GPT-OSS, Megatron --softmax-type learnable): a learned
+ * logit sink (NH) per head joins every row's softmax with no value. Run
+ * after k_attention_fwd: scales out (B, T, NH, HS) by e^(lse − lse') and
+ * sets lse (B, NH, T) to lse' = logaddexp(lse, sink). The attention
+ * backward then needs nothing else; k_attention_sink_bwd accumulates the
+ * sinks' gradient −Σ_rows e^(sink − lse')·(dout·out) into dsink (NH). */
+void k_attention_sink_fwd(float *out, float *lse, const float *sink, int B, int T, int NH, int HS);
+void k_attention_sink_bwd(float *dsink, const float *dout, const float *out, const float *lse, const float *sink,
+                          int B, int T, int NH, int HS);
+
 /* Context parallel: one block of a longer sequence. Queries q (B, Tq, NH, HS)
  * at global positions qpos (Tq) against keys and values k, v (B, Tk, NKV, HS)
  * at kpos (Tk); both position lists are shared by the B rows and must be
