@@ -56,9 +56,9 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    if (m->sinks)
-        FAIL("model.attn_sinks (--attn-sinks, a learned softmax offset per head): the executor's attention has "
-             "no sinks so far; plan it with --no-attn-sinks to run it");
+    if (m->sinks && lo->cp > 1)
+        FAIL("model.attn_sinks (--attn-sinks) with layout.cp %d: the executor's context-parallel ring has no "
+             "sinks so far; plan it with --cp 1", lo->cp);
     if (m->act_clamp > 0)
         FAIL("model.act_clamp %g (--act-clamp, GPT-OSS's clamped quick-GELU gate): the executor runs plain SwiGLU "
              "so far; plan it with --act-clamp 0 to run it", m->act_clamp);

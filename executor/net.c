@@ -115,7 +115,8 @@ static int layer_window(const Exec *e, int li)
     return li >= 0 && li < e->sm.nlayers && spec_layer_is_windowed(&e->m, e->ps.glayer[li]) ? e->m.window : 0;
 }
 
-/* Causal attention of the whole local sequence, windowed or not. */
+/* Causal attention of the whole local sequence, windowed or not, with the
+ * layer's sinks when the model has them. */
 static void core_fwd(Exec *e, int li, LayerActs *A, int nh, int nkv, int hs)
 {
     int w = layer_window(e, li);
@@ -123,11 +124,15 @@ static void core_fwd(Exec *e, int li, LayerActs *A, int nh, int nkv, int hs)
         k_attention_window_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, nh, nkv, hs, w);
     else
         k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, nh, nkv, hs);
+    if (W(P_SINK))
+        k_attention_sink_fwd(A->o, A->lse, W(P_SINK), e->B, e->T, nh, hs);
 }
 
 static void core_bwd(Exec *e, int li, LayerActs *A, float *dq, float *dk, float *dv, const float *dov, int nh, int nkv,
                      int hs)
 {
+    if (G(P_SINK))
+        k_attention_sink_bwd(G(P_SINK), dov, A->o, A->lse, W(P_SINK), e->B, e->T, nh, hs);
     int w = layer_window(e, li);
     if (w > 0)
         k_attention_window_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, nh, nkv, hs, w);
