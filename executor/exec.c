@@ -59,9 +59,6 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
     if (m->sinks && lo->cp > 1)
         FAIL("model.attn_sinks (--attn-sinks) with layout.cp %d: the executor's context-parallel ring has no "
              "sinks so far; plan it with --cp 1", lo->cp);
-    if (m->act_clamp > 0)
-        FAIL("model.act_clamp %g (--act-clamp, GPT-OSS's clamped quick-GELU gate): the executor runs plain SwiGLU "
-             "so far; plan it with --act-clamp 0 to run it", m->act_clamp);
     if (m->window > 0 && lo->cp > 1)
         FAIL("model.window %d with layout.cp %d: the executor's context-parallel ring has no sliding window "
              "so far; plan it with --cp 1", m->window, lo->cp);

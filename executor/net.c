@@ -351,7 +351,7 @@ void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
         in = col_input(e, A->a2);
         k_matmul_fwd(A->hpre, in, W(P_FC1W), W(P_FC1B), N, C, F1);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_fwd(A->hact, A->hpre, N, F);
+            k_glu_fwd(A->hact, A->hpre, N, F, (float)e->m.act_clamp);
         else
             k_gelu_fwd(A->hact, A->hpre, (size_t)N * F);
         row_fwd(e, out, A->hact, W(P_FC2W), W(P_FC2B), F);
@@ -380,7 +380,7 @@ void net_layer_bwd(Exec *e, int li, LayerActs *A)
         k_matmul_bwd(e->dhact, G(P_FC2W), NULL, dy, A->hact, W(P_FC2W), N, F, C);
         k_zero(e->dhpre, (size_t)N * F1);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F);
+            k_glu_bwd(e->dhpre, A->hpre, e->dhact, N, F, (float)e->m.act_clamp);
         else
             k_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F);
         in = col_input(e, A->a2);

@@ -102,8 +102,8 @@ static bool executor_refuses(const ModelSpec *m, const Layout *lo)
         return true;
     if (m->mtp_layers > 0 && (lo->cp > 1 || (zero23 && m->mtp_layers > 2)))
         return true;   /* MTP's tokens k ahead on one cp rank; ZeRO-2/3 buckets hold two MTP modules */
-    if (m->act_clamp > 0 || ((m->window > 0 || m->sinks) && lo->cp > 1))
-        return true;   /* no clamped activation; no window or sinks in the CP ring */
+    if ((m->window > 0 || m->sinks) && lo->cp > 1)
+        return true;   /* no window or sinks in the CP ring */
     return false;
 }
 
@@ -786,9 +786,6 @@ static bool model_fault(const ModelSpec *m, const PlanRequest *req, char *buf, i
     if (m->mtp_layers > 0 && !rms_rope)
         FAULT("%s: ultraplan's executor runs multi-token prediction with --norm rmsnorm --pos rope; plan it so, or "
               "for --target megatron", m->name);
-    if (m->act_clamp > 0)
-        FAULT("%s has GPT-OSS's clamped activation (--act-clamp %g): ultraplan's executor runs plain SwiGLU; plan "
-              "it with --act-clamp 0, or for --target megatron", m->name, m->act_clamp);
     return false;
 }
 

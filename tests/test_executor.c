@@ -81,9 +81,9 @@ static void grad_check(const char *kind, const char *data)
     else if (!strcmp(kind, "window"))   /* llama-shaped, layer 0 a 2-key-back window, layer 1 full (GPT-OSS's pattern) */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.window = 2,
         m.window_skip_freq = 2;
-    else if (!strcmp(kind, "sinks"))   /* GPT-OSS's attention: as "window", with a sink logit per head */
+    else if (!strcmp(kind, "sinks"))   /* GPT-OSS's layer: as "window", with sinks and the clamped quick-GEGLU */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.window = 2,
-        m.window_skip_freq = 2, m.sinks = true;
+        m.window_skip_freq = 2, m.sinks = true, m.act_clamp = 7;
     else if (!strcmp(kind, "mtp"))   /* llama-shaped, two MTP modules (the second reads the first's output) */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.mtp_layers = 2;
     else if (!strcmp(kind, "deepseek"))   /* MLA, layer 0 dense, experts with a shared one, one MTP module */
@@ -370,17 +370,18 @@ static void router_checks(void)
     printf("router: top-k, backward and capacity checked\n");
 }
 
-/* The window is applied: the same weights and batch give another loss
- * with layer 0 windowed (a query of 8 sees 3 keys) than fully causal. */
+/* The window and the clamped activation are applied: the same weights and
+ * batch give another loss with layer 0 windowed (a query of 8 sees 3 keys)
+ * than fully causal, and with GPT-OSS's quick-GEGLU than with SwiGLU. */
 static void window_differs(const char *data)
 {
-    double loss[2];
-    for (int w = 0; w < 2; w++) {
+    double loss[3];
+    for (int w = 0; w < 3; w++) {
         ModelSpec m;
         memset(&m, 0, sizeof m);
         m.L = 2, m.h = 16, m.a = 2, m.g = 1, m.s = 8, m.vocab = 256, m.vocab_div = 1, m.f = 32;
         m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
-        m.window = w ? 2 : 0, m.window_skip_freq = w ? 2 : 0;
+        m.window = w == 1 ? 2 : 0, m.window_skip_freq = w == 1 ? 2 : 0, m.act_clamp = w == 2 ? 7 : 0;
         char err[256];
         spec_validate(&m, err, sizeof err);
         Layout lo;
@@ -402,7 +403,9 @@ static void window_differs(const char *data)
     }
     CHECK(fabs(loss[0] - loss[1]) > 1e-4 * fabs(loss[0]), "window: loss %.6f windowed vs %.6f causal", loss[1],
           loss[0]);
-    printf("window: loss %.6f windowed, %.6f causal\n", loss[1], loss[0]);
+    CHECK(fabs(loss[0] - loss[2]) > 1e-4 * fabs(loss[0]), "clamp: loss %.6f quick-GEGLU vs %.6f SwiGLU", loss[2],
+          loss[0]);
+    printf("window: loss %.6f windowed, %.6f causal; %.6f with GPT-OSS's activation\n", loss[1], loss[0], loss[2]);
 }
 
 /* What the executor's MLA and MTP do not run is refused by name. */
@@ -417,7 +420,6 @@ static void refusals(const char *data)
         {"mtp cp", "multi-token prediction needs layout.cp 1 (got 2)"},
         {"mtp zero3", "layout.optimizer zero3 with model.mtp_layers 3"},
         {"sinks cp", "model.attn_sinks (--attn-sinks) with layout.cp 2"},
-        {"clamp", "model.act_clamp 7 (--act-clamp"},
         {"window cp", "model.window 2 with layout.cp 2"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -431,8 +433,6 @@ static void refusals(const char *data)
             m.v_head_dim = 6;
         else if (!strcmp(w, "sinks cp"))
             m.sinks = true;
-        else if (!strcmp(w, "clamp"))
-            m.act_clamp = 7;
         else if (!strcmp(w, "window cp"))
             m.window = 2;
         else
@@ -461,7 +461,7 @@ static void refusals(const char *data)
         if (rc == 0)
             exec_free(&e);
     }
-    printf("refusals: MLA, MTP, sinks, clamp and window limits named\n");
+    printf("refusals: MLA, MTP, sinks and window limits named\n");
 }
 
 static void sched_checks(void)

@@ -198,10 +198,14 @@ static void test_rmsnorm(void **state) { (void)state; norm_test(1); }
 
 /* ---- gelu / swiglu ------------------------------------------------------ */
 
-typedef struct { float *out, *inp, *W; int N, F; int swiglu; } ActCtx;
+typedef struct { float *out, *inp, *W; int N, F; int swiglu; float clamp; } ActCtx;   // clamp: k_glu_* (GPT-OSS)
 
 static double act_obj(void *p) {
     ActCtx *c = p;
+    if (c->clamp > 0) {
+        k_glu_fwd(c->out, c->inp, c->N, c->F, c->clamp);
+        return wsum(c->out, c->W, (size_t)c->N * c->F);
+    }
     if (c->swiglu) {
         k_swiglu_fwd(c->out, c->inp, c->N, c->F);
         return wsum(c->out, c->W, (size_t)c->N * c->F);
@@ -213,7 +217,7 @@ static double act_obj(void *p) {
 static void test_gelu(void **state) {
     (void)state;
     int N = 40;
-    ActCtx c = {malloc(sizeof(float) * N), randv(N, 4), randv(N, 1), N, 0, 0};
+    ActCtx c = {malloc(sizeof(float) * N), randv(N, 4), randv(N, 1), N, 0, 0, 0};
     act_obj(&c);
     double ref[40];
     for (int i = 0; i < N; i++) {
@@ -235,7 +239,7 @@ static void test_gelu(void **state) {
 static void test_swiglu(void **state) {
     (void)state;
     int N = 5, F = 6;
-    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1};
+    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1, 0};
     act_obj(&c);
     double ref[5 * 6];
     for (int i = 0; i < N; i++)
@@ -247,6 +251,41 @@ static void test_swiglu(void **state) {
     float *d = randv(N * 2 * F, 1), *d0 = copyv(d, N * 2 * F);
     k_swiglu_bwd(d, c.inp, c.W, N, F);
     assert_int_equal(grad_check("swiglu dinp", act_obj, &c, c.inp, N * 2 * F, d, d0), 0);
+    free(c.out); free(c.inp); free(c.W); free(d); free(d0);
+}
+
+/* GPT-OSS's clamped quick-GEGLU against the formula (HF modeling_gpt_oss),
+ * the clamp biting on about half the inputs (|x| up to 3, clamp 1.5); the
+ * gradient checked away from the bounds, where it is defined. */
+static void test_glu_clamp(void **state) {
+    (void)state;
+    int N = 6, F = 8;
+    float C = 1.5f;
+    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1, C};
+    for (int i = 0; i < N * 2 * F; i++)   /* keep 0.05 from the bounds: finite differences across a kink */
+        if (fabsf(fabsf(c.inp[i]) - C) < 0.05f)
+            c.inp[i] += 0.1f;
+    act_obj(&c);
+    double ref[6 * 8];
+    int clamped = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < F; j++) {
+            double g = c.inp[i * 2 * F + j], u = c.inp[i * 2 * F + F + j];
+            clamped += g > C || fabs(u) > C;
+            g = fmin(g, C), u = fmax(fmin(u, C), -C);
+            ref[i * F + j] = g / (1 + exp(-1.702 * g)) * (u + 1);
+        }
+    assert_true(clamped >= 5);
+    assert_int_equal(compare("glu clamp out", c.out, ref, N * F, 1e-6, 1e-5), 0);
+    float *d = randv(N * 2 * F, 1), *d0 = copyv(d, N * 2 * F);
+    k_glu_bwd(d, c.inp, c.W, N, F, C);
+    assert_int_equal(grad_check("glu clamp dinp", act_obj, &c, c.inp, N * 2 * F, d, d0), 0);
+    /* clamp 0 is SwiGLU exactly */
+    float *o1 = malloc(sizeof(float) * N * F), *o2 = malloc(sizeof(float) * N * F);
+    k_glu_fwd(o1, c.inp, N, F, 0);
+    k_swiglu_fwd(o2, c.inp, N, F);
+    assert_int_equal(compare_f("glu clamp 0", o1, o2, N * F, 0, 0), 0);
+    free(o1); free(o2);
     free(c.out); free(c.inp); free(c.W); free(d); free(d0);
 }
 
@@ -729,6 +768,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_glu_clamp),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_bwd),

@@ -723,7 +723,7 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
     if (m->window > 0 || m->sinks || m->act_clamp > 0)
         FAIL("model \"%s\" has window %d, attn_sinks %s, act_clamp %g: the CUDA attention and activation kernels "
              "run full causal attention without sinks and plain SwiGLU so far; plan it with --window 0 "
-             "--no-attn-sinks --act-clamp 0 (the CPU backend runs sliding windows and sinks)", m->name, m->window,
+             "--no-attn-sinks --act-clamp 0 (the CPU backend runs all three)", m->name, m->window,
              m->sinks ? "true" : "false", m->act_clamp);
     if (check_moe(m, lo, err, errlen) != 0)
         return -1;

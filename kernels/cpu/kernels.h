@@ -79,6 +79,12 @@ void k_swiglu_fwd(float *out, const float *inp, int N, int F);
 /* dinp (N, 2F) += [dgate | dup] from dout (N, F). */
 void k_swiglu_bwd(float *dinp, const float *inp, const float *dout, int N, int F);
 
+/* The gated activation of a model: SwiGLU with clamp 0, else GPT-OSS's
+ * (model act_clamp C): gate clamped at C from above, up to [−C, C],
+ * out = gate·sigmoid(1.702·gate)·(up + 1). Same layouts as k_swiglu_*. */
+void k_glu_fwd(float *out, const float *inp, int N, int F, float clamp);
+void k_glu_bwd(float *dinp, const float *inp, const float *dout, int N, int F, float clamp);
+
 /* ---- rotary position embedding ------------------------------------------ */
 
 /* RoPE, Llama/GPT-NeoX "rotate half" convention: within each head vector of
