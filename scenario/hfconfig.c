@@ -6,10 +6,10 @@
  * GptOssConfig, Llama4TextConfig): a key the file leaves out takes the class
  * default (num_key_value_heads = heads, head_dim = hidden / heads,
  * tie_word_embeddings per family). Llama4ForConditionalGeneration's shape is
- * its "text_config" (the vision tower is not costed). What GPT-OSS and Llama 4
- * have that the spec cannot hold (sliding windows, attention sinks, the
- * clamped SwiGLU, chunked attention, NoPE layers) is costed as the plain form
- * and said in the note, with its size where it has weights. */
+ * its "text_config" (the vision tower is not costed). What Llama 4 has that
+ * the spec cannot hold (chunked attention, NoPE layers) is costed as the
+ * plain form and said in the note; sliding windows, GPT-OSS's sinks and its
+ * clamped activation are the spec's own fields. */
 #include "hfconfig.h"
 
 #include <math.h>
