@@ -128,22 +128,26 @@ static double attn_s(const HwProfile *hw, Precision p, double flops)
 }
 
 /* Flash attention's rate by head dimension, relative to the profile's
- * curve (measured at d = 128). The FlashAttention-3 paper's forward
- * benchmark (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5, no
- * mask, 4K tokens) has cuDNN at 408 TFLOP/s with d = 64 against 609 with d
- * = 128 (FA3 476 / 638): a d = 64 kernel does half the work per byte of Q,
- * K and V it loads and its softmax is twice the share. 0.67 at d <= 64,
- * linear up to 1 at d = 128, 1 above; Hopper on (the profiles' curves
- * there are cuDNN's). Before Hopper no factor: not measured here. */
-#define ATTN_D64_OVER_D128 0.67
-double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw)
+ * curve (measured at d = 128). The FlashAttention-3 paper's benchmarks
+ * (Shah et al. 2024, arXiv:2407.08608, Figs. 5 and 6, H100 SXM5, no mask,
+ * 4K tokens) have cuDNN's forward at 408 TFLOP/s with d = 64 against 609
+ * with d = 128 (0.67; FA3 476 / 638) and its backward at 417 against 499
+ * (0.84; FA3 453 / 542): a d = 64 kernel does half the work per byte of Q,
+ * K and V it loads and its softmax is twice the share, which the backward's
+ * five GEMMs dilute. The factor at d <= 64, linear up to 1 at d = 128, 1
+ * above; Hopper on (the profiles' curves there are cuDNN's). Before Hopper
+ * no factor: not measured here. */
+#define ATTN_D64_FWD 0.67
+#define ATTN_D64_BWD 0.84
+double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw, bool bwd)
 {
     int d = m->attn == ATTN_MLA ? m->qk_nope_dim + m->qk_rope_dim : spec_head_dim(m);
+    double f64 = bwd ? ATTN_D64_BWD : ATTN_D64_FWD;
     if (hw->peak[PREC_FP8] <= 0 || d >= 128)
         return 1.0;
     if (d <= 64)
-        return ATTN_D64_OVER_D128;
-    return ATTN_D64_OVER_D128 + (1.0 - ATTN_D64_OVER_D128) * (d - 64) / 64.0;
+        return f64;
+    return f64 + (1.0 - f64) * (d - 64) / 64.0;
 }
 
 /* Keys a query of a windowed layer is computed against by a flash kernel:
@@ -168,7 +172,7 @@ double time_window_tile_keys(const ModelSpec *m)
  * width per GPU), the mean over the L layers when some are windowed: each
  * kind timed on the attention curve at its own FLOPs (a 128-token band is
  * a small kernel and runs at a small kernel's rate), at the head
- * dimension's rate. Sinks (a per-head offset in the softmax) are fused in
+ * dimension's forward rate. Sinks (a per-head offset in the softmax) are fused in
  * cuDNN's and FA3's kernels: no pass of their own. */
 static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double tok, double qw)
 {
@@ -182,7 +186,7 @@ static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout 
         double win = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw);
         core = ((m->L - nw) * full + nw * win) / m->L;
     }
-    return core / time_attn_dim_eff(m, hw);
+    return core / time_attn_dim_eff(m, hw, false);
 }
 
 bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
@@ -596,13 +600,15 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         double qkvo = 4.0 * ab * tok * q / t;
         core = fmax(core, time_mem_s(hw, 2.0 * scores + qkvo));
     }
-    double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
+    /* the backward at 2.5x the forward at d = 128, and at its own head-dimension rate */
+    double core_bwd = lo->flash ? 2.5 * core * time_attn_dim_eff(m, hw, false) / time_attn_dim_eff(m, hw, true)
+                                : 2.0 * core;
     double cp_xf = 0, cp_xb = 0, cp_kern = 0;
     if (lo->cp > 1)   /* context parallel: the core in blocks, with its K/V exchange */
         cp_attn_s(m, hw, lo, &core, &core_bwd, &cp_xf, &cp_xb, &cp_kern);
     if (lo->cp > 1 && lo->flash) {   /* its blocks at the head dimension's rate too (merges with them) */
-        core /= time_attn_dim_eff(m, hw);
-        core_bwd /= time_attn_dim_eff(m, hw);
+        core /= time_attn_dim_eff(m, hw, false);
+        core_bwd /= time_attn_dim_eff(m, hw, true);
     }
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */

@@ -1951,12 +1951,14 @@ static void test_attn_head_dim(void **st)
     assert_int_equal(profile_load_builtin("a100-80g", &a100p, err, sizeof err), 0);
     ModelSpec m;
     assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
-    assert_rel(time_attn_dim_eff(&m, &h100), 0.67, 1e-15);
-    assert_rel(time_attn_dim_eff(&m, &a100p), 1.0, 0);
+    assert_rel(time_attn_dim_eff(&m, &h100, false), 0.67, 1e-15);
+    assert_rel(time_attn_dim_eff(&m, &h100, true), 0.84, 1e-15);
+    assert_rel(time_attn_dim_eff(&m, &a100p, false), 1.0, 0);
     ModelSpec l = llama2_7b();
-    assert_rel(time_attn_dim_eff(&l, &h100), 1.0, 0);
+    assert_rel(time_attn_dim_eff(&l, &h100, false), 1.0, 0);
     l.d_head = 96;
-    assert_rel(time_attn_dim_eff(&l, &h100), 0.835, 1e-12);
+    assert_rel(time_attn_dim_eff(&l, &h100, false), 0.835, 1e-12);
+    assert_rel(time_attn_dim_eff(&l, &h100, true), 0.92, 1e-12);
     /* the selective-recompute term is the attention core: with the same
      * FLOPs, d = 64 takes 1/0.67 of d = 128's time */
     ModelSpec a = llama2_7b(), b = a;
@@ -1966,6 +1968,15 @@ static void test_attn_head_dim(void **st)
     time_layer(&a, &h100, &lo, &ta);
     time_layer(&b, &h100, &lo, &tb);
     assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+    /* the backward at 0.84: the same d = 64 model against the profile without
+     * fp8 (read as pre-Hopper, no factor), mbs 8 to stay off the launch floor */
+    HwProfile nof8h = h100;
+    nof8h.peak[PREC_FP8] = 0;
+    Layout l8 = layout_for(&b, &h100, 8, 1, 1, 8, 64);
+    time_layer(&b, &h100, &l8, &tb);
+    time_layer(&b, &nof8h, &l8, &ta);
+    assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+    assert_rel(tb.bwd - ta.bwd, 2.5 * ta.rc_sel * (1 / 0.84 - 1), 1e-9);
     /* under context parallelism too (the ring's blocks and merges): the same d = 64
      * model on the same profile without fp8 (read as pre-Hopper: no factor),
      * links fast enough that the forward exchange hides */
