@@ -116,4 +116,10 @@ $MPI 2 $U run "$D/planoss.json" --data "$D/text.txt" --steps 3 --checkpoint-dir 
 $MPI 2 $U run "$D/planoss.json" --data "$D/text.txt" --steps 6 --checkpoint-dir "$D/cko" --resume -o "$D/bo.json" \
     > /dev/null || fail "oss: resume"
 diff <(losses "$D/ao.json" | tail -n 3) <(losses "$D/bo.json") || fail "oss: resumed losses differ"
-echo "GPT-OSS's layer: runs, resume bit-identical"
+# another window is another model: its checkpoint is refused, naming both
+$U plan --gpus 2 --dp 2 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout --mlp swiglu --norm rmsnorm --pos rope \
+    --window 4 --window-skip-freq 2 --attn-sinks --act-clamp 7 -o "$D/planoss4.json" > /dev/null || fail "plan oss 4"
+expect_err "win8/2 sinks1 clamp7.*win4/2 sinks1 clamp7" $MPI 2 $U run "$D/planoss4.json" --data "$D/text.txt" \
+    --steps 7 --checkpoint-dir "$D/cko" --resume
+echo "GPT-OSS's layer: runs, resume bit-identical, another window's checkpoint refused"
