@@ -127,6 +127,16 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
                 m->experts, m->topk, m->moe_ffn > 0 ? m->moe_ffn : m->f, shared, fr, spec_moe_layers(m), m->L, cap,
                 human((double)spec_params_active(m, lo->tp, PARAMS_EXACT) - mtp_active, b1, 32), active_mtp);
     }
+    if (m->window > 0 || m->sinks || m->act_clamp > 0) {   /* GPT-OSS's attention and activation */
+        char win[96] = "full causal attention";
+        if (m->window > 0)
+            snprintf(win, sizeof win, "sliding window (a token and the %d before it) on %d of %d layers", m->window,
+                     spec_windowed_layers(m), m->L);
+        char act[64] = "";
+        if (m->act_clamp > 0)
+            snprintf(act, sizeof act, ", quick-GELU gate clamped at %g", m->act_clamp);
+        fprintf(f, "        %s%s%s\n", win, m->sinks ? ", attention sinks" : "", act);
+    }
     if (m->attn == ATTN_MLA || m->mtp_layers > 0)
         fprintf(f, "        %s attention (q rank %d, kv rank %d, qk %d+%d, v %d), %d MTP module(s)\n",
                 spec_attn_name(m->attn), m->q_lora_rank, m->kv_lora_rank, m->qk_nope_dim, m->qk_rope_dim,

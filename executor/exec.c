@@ -56,6 +56,12 @@ static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int err
         FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    if (m->sinks && lo->cp > 1)
+        FAIL("model.attn_sinks (--attn-sinks) with layout.cp %d: the executor's context-parallel ring has no "
+             "sinks so far; plan it with --cp 1", lo->cp);
+    if (m->window > 0 && lo->cp > 1)
+        FAIL("model.window %d with layout.cp %d: the executor's context-parallel ring has no sliding window "
+             "so far; plan it with --cp 1", m->window, lo->cp);
     if (m->attn == ATTN_MLA) {
         if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE || m->bias)
             FAIL("the executor's multi-head latent attention needs an RMSNorm, RoPE model without biases "

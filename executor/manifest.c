@@ -14,6 +14,10 @@ void ckpt_shape(const ModelSpec *m, const Layout *lo, char *buf, size_t n)
     int len = snprintf(buf, n, "L%d h%d a%d g%d d%d f%d V%d/%d s%d %s %s %s bias%d tied%d split", m->L, m->h, m->a,
                        m->g ? m->g : m->a, spec_head_dim(m), m->f, m->vocab, m->vocab_div ? m->vocab_div : 128, m->s,
                        spec_mlp_name(m->mlp), spec_norm_name(m->norm), spec_pos_name(m->pos), m->bias, m->tied);
+    /* GPT-OSS's window, sinks and clamp, only when set (older checkpoints' shapes read the same) */
+    if ((m->window > 0 || m->sinks || m->act_clamp > 0) && len > 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - len, " win%d/%d sinks%d clamp%g", m->window, m->window_skip_freq, m->sinks,
+                        m->act_clamp);
     for (int st = 0; st < lo->pp && st < LAYOUT_MAX_PP && len > 0 && (size_t)len < n; st++)
         len += snprintf(buf + len, n - len, "%c%d", st ? ',' : ' ', lo->layers[st]);
 }

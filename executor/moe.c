@@ -470,7 +470,7 @@ void moe_fwd(Exec *e, int li, LayerActs *A, float *out)
         float *hp = b->hpre + (size_t)f * e->F1e, *ha = b->hact + (size_t)f * e->Fe;
         k_matmul_fwd(hp, b->x + (size_t)f * C, w1 + (size_t)j * e->F1e * C, NULL, n, C, e->F1e);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_fwd(ha, hp, n, e->Fe);
+            k_glu_fwd(ha, hp, n, e->Fe, (float)e->m.act_clamp);
         else
             k_gelu_fwd(ha, hp, (size_t)n * e->Fe);
         k_matmul_fwd(s->a + (size_t)f * C, ha, w2 + (size_t)j * C * e->Fe, NULL, n, e->Fe, C);
@@ -531,7 +531,7 @@ void moe_bwd(Exec *e, int li, LayerActs *A, float *dx)
                      n, e->Fe, C);
         k_zero(dhp, (size_t)n * e->F1e);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_bwd(dhp, hp, dha, n, e->Fe);
+            k_glu_bwd(dhp, hp, dha, n, e->Fe, (float)e->m.act_clamp);
         else
             k_gelu_bwd(dhp, hp, dha, (size_t)n * e->Fe);
         k_zero(dxe, (size_t)n * C);

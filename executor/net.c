@@ -109,6 +109,37 @@ static void rope_bwd(Exec *e, float *dx, const float *dy, int nh, int hs)
         k_rope_bwd(dx, dy, e->B, e->T, nh, hs, 0, ROPE_THETA);
 }
 
+/* The sliding window of local layer li (0: full causal); an MTP layer has none. */
+static int layer_window(const Exec *e, int li)
+{
+    return li >= 0 && li < e->sm.nlayers && spec_layer_is_windowed(&e->m, e->ps.glayer[li]) ? e->m.window : 0;
+}
+
+/* Causal attention of the whole local sequence, windowed or not, with the
+ * layer's sinks when the model has them. */
+static void core_fwd(Exec *e, int li, LayerActs *A, int nh, int nkv, int hs)
+{
+    int w = layer_window(e, li);
+    if (w > 0)
+        k_attention_window_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, nh, nkv, hs, w);
+    else
+        k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, nh, nkv, hs);
+    if (W(P_SINK))
+        k_attention_sink_fwd(A->o, A->lse, W(P_SINK), e->B, e->T, nh, hs);
+}
+
+static void core_bwd(Exec *e, int li, LayerActs *A, float *dq, float *dk, float *dv, const float *dov, int nh, int nkv,
+                     int hs)
+{
+    if (G(P_SINK))
+        k_attention_sink_bwd(G(P_SINK), dov, A->o, A->lse, W(P_SINK), e->B, e->T, nh, hs);
+    int w = layer_window(e, li);
+    if (w > 0)
+        k_attention_window_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, nh, nkv, hs, w);
+    else
+        k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, nh, nkv, hs);
+}
+
 /* Multi-head attention (MHA/GQA): x2 = proj(attn(rope(qkv(a1)))), before the residual. */
 static void attn_fwd(Exec *e, int li, LayerActs *A)
 {
@@ -125,7 +156,7 @@ static void attn_fwd(Exec *e, int li, LayerActs *A)
     if (e->cpos)
         cpattn_fwd(&e->cpa, A->o, A->lse, A->q, A->k, A->v);
     else
-        k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, e->NHl, e->NKVl, e->HS);
+        core_fwd(e, li, A, e->NHl, e->NKVl, e->HS);
     row_fwd(e, A->x2, A->o, W(P_PROJW), W(P_PROJB), ql);
 }
 
@@ -147,7 +178,7 @@ static void attn_bwd(Exec *e, int li, LayerActs *A)
     if (e->cpos)
         cpattn_bwd(&e->cpa, dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse);
     else
-        k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, e->NHl, e->NKVl, e->HS);
+        core_bwd(e, li, A, dq, dk, dv, dov, e->NHl, e->NKVl, e->HS);
     if (e->m.pos == POS_ROPE) {
         memcpy(e->drope, dq, (size_t)N * ql * sizeof *dq);
         k_zero(dq, (size_t)N * ql);
@@ -222,7 +253,7 @@ static void mla_fwd(Exec *e, int li, LayerActs *A)
     if (e->cpos)
         cpattn_fwd(&e->cpa, A->o, A->lse, A->q, A->k, A->v);
     else
-        k_attention_fwd(A->o, A->lse, A->q, A->k, A->v, e->B, e->T, H, H, HS);
+        core_fwd(e, li, A, H, H, HS);
     cols_copy(e->mo, vd, A->o, HS, NH, vd);
     row_fwd(e, A->x2, e->mo, W(P_PROJW), NULL, H * vd);
 }
@@ -246,7 +277,7 @@ static void mla_bwd(Exec *e, int li, LayerActs *A)
     if (e->cpos)
         cpattn_bwd(&e->cpa, dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse);
     else
-        k_attention_bwd(dq, dk, dv, dov, A->q, A->k, A->v, A->o, A->lse, e->B, e->T, H, H, HS);
+        core_bwd(e, li, A, dq, dk, dv, dov, H, H, HS);
     /* back through RoPE: q's rope parts, and the shared key summed over heads */
     cols_copy(e->drope, rope, dq + nope, HS, NH, rope);
     k_zero(e->mqr, NH * rope);
@@ -320,7 +351,7 @@ void net_layer_fwd(Exec *e, int li, LayerActs *A, float *out)
         in = col_input(e, A->a2);
         k_matmul_fwd(A->hpre, in, W(P_FC1W), W(P_FC1B), N, C, F1);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_fwd(A->hact, A->hpre, N, F);
+            k_glu_fwd(A->hact, A->hpre, N, F, (float)e->m.act_clamp);
         else
             k_gelu_fwd(A->hact, A->hpre, (size_t)N * F);
         row_fwd(e, out, A->hact, W(P_FC2W), W(P_FC2B), F);
@@ -349,7 +380,7 @@ void net_layer_bwd(Exec *e, int li, LayerActs *A)
         k_matmul_bwd(e->dhact, G(P_FC2W), NULL, dy, A->hact, W(P_FC2W), N, F, C);
         k_zero(e->dhpre, (size_t)N * F1);
         if (e->m.mlp == MLP_SWIGLU)
-            k_swiglu_bwd(e->dhpre, A->hpre, e->dhact, N, F);
+            k_glu_bwd(e->dhpre, A->hpre, e->dhact, N, F, (float)e->m.act_clamp);
         else
             k_gelu_bwd(e->dhpre, A->hpre, e->dhact, (size_t)N * F);
         in = col_input(e, A->a2);

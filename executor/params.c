@@ -32,6 +32,7 @@ const ParamDesc param_desc[P_COUNT] = {
     [P_MTPHN] = {"mtp.hnorm", SPLIT_REP, INIT_ONE},
     [P_MTPEH] = {"mtp.eh.w", SPLIT_COL, INIT_NORMAL},
     [P_MTPFN] = {"mtp.norm", SPLIT_REP, INIT_ONE},
+    [P_SINK] = {"attn.sinks", SPLIT_COL, INIT_ZERO},
     [P_WTE] = {"wte", SPLIT_VOCAB, INIT_NORMAL},
     [P_WPE] = {"wpe", SPLIT_REP, INIT_NORMAL},
     [P_LNFW] = {"lnf.w", SPLIT_REP, INIT_ONE},
@@ -62,6 +63,7 @@ int param_shape_at(ParamId id, const ModelSpec *m, int tp, bool moe, int64_t par
     case P_KVBW: parts[0] = a * (nope + m->v_head_dim), *cols = kr; return mla;
     case P_MTPEN: case P_MTPHN: case P_MTPFN: parts[0] = h; return m->mtp_layers > 0;
     case P_MTPEH: parts[0] = h, *cols = 2 * h; return m->mtp_layers > 0;
+    case P_SINK: parts[0] = a; return m->sinks;
     default: break;
     }
     switch (id) {

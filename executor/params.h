@@ -32,6 +32,9 @@
  * heads (rows head-major, each head's [nope | rope] or [nope | v]), and
  * proj.w (h x a·v) is row-parallel. No biases (the executor refuses them).
  *
+ * Attention sinks (model.sinks, GPT-OSS): attn.sinks holds one logit per
+ * query head (a), column-parallel by heads like q; initialised to 0.
+ *
  * Multi-token prediction (model.mtp_layers D): the last stage holds D more
  * layers after its chunks' (local layers nlayers − D .. nlayers − 1,
  * global index L + k), each a transformer layer plus the module's norms
@@ -57,6 +60,7 @@ typedef enum {
     P_QAW, P_QANW, P_QBW,                // MLA: q down-projection, its norm, q up-projection
     P_KVAW, P_KVANW, P_KVBW,             // MLA: kv down-projection, its norm, kv up-projection
     P_MTPEN, P_MTPHN, P_MTPEH, P_MTPFN,  // MTP modules: embedding norm, hidden norm, 2h -> h, final norm
+    P_SINK,                              // attention sinks: one logit a head, split with the heads
     P_LAYER_COUNT,                       // tensors of one transformer layer
     P_WTE = P_LAYER_COUNT, P_WPE, P_LNFW, P_LNFB, P_HEAD,
     P_COUNT

@@ -184,6 +184,7 @@ double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, doubl
     double n = (attn - rep) / t + rep + (double)spec_layer_norm_params(m);
     if (m->bias)   /* column-parallel QKV biases shard; the projection's replicates */
         n += (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t + h;
+    n += (double)spec_sink_params(m) / t;   /* attention sinks: one a head, split with the heads */
     double ex = 0;
     if (moe && spec_is_moe(m)) {
         double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, etp = layout_etp(lo);

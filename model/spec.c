@@ -107,6 +107,30 @@ static int validate_moe_mla(ModelSpec *m, char *err, int errlen)
     return 0;
 }
 
+/* Sliding window, sinks and the clamped activation (GPT-OSS). */
+static int validate_gptoss(const ModelSpec *m, char *err, int errlen)
+{
+    if (m->window < 0 || m->window_skip_freq < 0) {
+        snprintf(err, errlen, "model: window %d and window-skip-freq %d must be >= 0", m->window, m->window_skip_freq);
+        return -1;
+    }
+    if (m->window_skip_freq > 0 && m->window == 0) {
+        snprintf(err, errlen, "model: window-skip-freq %d without a window (give --window W, the keys a query "
+                 "sees before itself)", m->window_skip_freq);
+        return -1;
+    }
+    if (!(m->act_clamp >= 0 && m->act_clamp <= 1e6)) {
+        snprintf(err, errlen, "model: act-clamp %g must be a number from 0 (no clamp) to 1e6", m->act_clamp);
+        return -1;
+    }
+    if (m->act_clamp > 0 && m->mlp != MLP_SWIGLU) {
+        snprintf(err, errlen, "model: act-clamp (GPT-OSS's clamped gated activation) needs --mlp swiglu, "
+                 "got %s", spec_mlp_name(m->mlp));
+        return -1;
+    }
+    return 0;
+}
+
 int spec_validate(ModelSpec *m, char *err, int errlen)
 {
     if (m->L <= 0 || m->h <= 0 || m->a <= 0 || m->s <= 0 || m->vocab <= 0) {
@@ -160,6 +184,8 @@ int spec_validate(ModelSpec *m, char *err, int errlen)
     }
     if (m->experts > 0 && m->moe_ffn == 0)
         m->moe_ffn = m->f;
+    if (validate_gptoss(m, err, errlen) != 0)
+        return -1;
     if (spec_params_estimate(m, 1) > SPEC_MAX_PARAMS) {
         snprintf(err, errlen, "model: about %.3g parameters, beyond the %.0e this model handles",
                  spec_params_estimate(m, 1), SPEC_MAX_PARAMS);
@@ -226,6 +252,30 @@ int spec_moe_layers(const ModelSpec *m)
     return (m->L - first + freq - 1) / freq;
 }
 
+bool spec_layer_is_windowed(const ModelSpec *m, int layer)
+{
+    if (m->window <= 0 || layer < 0 || layer >= m->L)
+        return false;
+    return m->window_skip_freq <= 0 || (layer + 1) % m->window_skip_freq != 0;
+}
+
+int spec_windowed_layers(const ModelSpec *m)
+{
+    if (m->window <= 0 || m->L <= 0)
+        return 0;
+    return m->window_skip_freq > 0 ? m->L - m->L / m->window_skip_freq : m->L;
+}
+
+/* sum_{i<s} min(i + 1, k) with k = W + 1 keys: a ramp of k(k-1)/2 over the
+ * first k-1 queries, then k for each of the other s-k+1 */
+double spec_window_keys(const ModelSpec *m)
+{
+    double s = m->s, k = (double)m->window + 1.0;
+    if (m->window <= 0 || k >= s)
+        return (s + 1.0) / 2.0;
+    return (k * (k - 1.0) / 2.0 + k * (s - k + 1.0)) / s;
+}
+
 /* MoE layers among the L layers and the MTP modules' layers. */
 static int64_t moe_layers_all(const ModelSpec *m)
 {
@@ -277,7 +327,12 @@ static int64_t latent_norms(const ModelSpec *m)
     return k * ((int64_t)(m->q_lora_rank > 0 ? m->q_lora_rank : 0) + m->kv_lora_rank);
 }
 
-int64_t spec_attn_params(const ModelSpec *m) { return attn_matrix(m) + attn_bias(m) + latent_norms(m); }
+int64_t spec_sink_params(const ModelSpec *m) { return m->sinks ? m->a : 0; }
+
+int64_t spec_attn_params(const ModelSpec *m)
+{
+    return attn_matrix(m) + attn_bias(m) + latent_norms(m) + spec_sink_params(m);
+}
 
 int64_t spec_dense_mlp_params(const ModelSpec *m) { return mlp_matrix(m, m->f) + mlp_bias(m, m->f); }
 
@@ -323,7 +378,7 @@ int64_t spec_layer_norm_params(const ModelSpec *m) { return 2 * spec_norm_params
 
 int64_t spec_layer_params(const ModelSpec *m)
 {
-    return spec_layer_matrix_params(m) + spec_layer_bias_params(m) + spec_layer_norm_params(m);
+    return spec_layer_matrix_params(m) + spec_layer_bias_params(m) + spec_layer_norm_params(m) + spec_sink_params(m);
 }
 
 int64_t spec_moe_layer_params(const ModelSpec *m)
@@ -353,15 +408,15 @@ int64_t spec_mtp_params_active(const ModelSpec *m)
 
 int64_t spec_params(const ModelSpec *m, int tp, ParamConvention conv)
 {
-    if (conv == PARAMS_MEGATRON && m->bias && (spec_is_moe(m) || m->mtp_layers > 0)) {
-        ModelSpec c = *m;   /* Megatron's estimator has no biases */
-        c.bias = false;
+    if (conv == PARAMS_MEGATRON && (m->bias || m->sinks) && (spec_is_moe(m) || m->mtp_layers > 0)) {
+        ModelSpec c = *m;   /* Megatron's estimator has no biases, nor sinks */
+        c.bias = c.sinks = false;
         return spec_params(&c, tp, conv);
     }
     int64_t V = spec_padded_vocab(m, tp), h = m->h;
     int64_t per_layer = spec_layer_matrix_params(m) + spec_layer_norm_params(m);
     if (conv == PARAMS_EXACT)
-        per_layer += spec_layer_bias_params(m);
+        per_layer += spec_layer_bias_params(m) + spec_sink_params(m);
     int64_t nmoe = spec_moe_layers(m);
     int64_t n = (m->L - nmoe) * per_layer + spec_norm_params(m) + V * h;
     if (nmoe > 0)
@@ -381,7 +436,7 @@ int64_t spec_params_active(const ModelSpec *m, int tp, ParamConvention conv)
         return n;
     ModelSpec c = *m;
     if (conv == PARAMS_MEGATRON)
-        c.bias = false;
+        c.bias = c.sinks = false;
     return n - (int64_t)(m->experts - m->topk) * spec_expert_params(&c) * moe_layers_all(m);
 }
 
@@ -401,13 +456,19 @@ double spec_mlp_flops_fwd(const ModelSpec *m, bool moe_layer)
                   (double)m->h * m->experts);
 }
 
-/* QK^T and AV: 2 * s * a * d_qk and 2 * s * a * d_v per token over the full square. */
+/* QK^T and AV: 2 * s * a * d_qk and 2 * s * a * d_v per token over the full
+ * square. A windowed layer's query meets W+1 keys (Megatron counts that
+ * many), or the band's exact mean under `causal`; the L layers' mean. */
 double spec_layer_attn_flops_fwd(const ModelSpec *m, bool causal)
 {
-    double full = m->attn == ATTN_MLA
-                      ? 2.0 * (double)m->s * m->a * ((double)m->qk_nope_dim + m->qk_rope_dim + m->v_head_dim)
-                      : 4.0 * (double)m->s * spec_q_width(m);
-    return causal ? full / 2 : full;
+    double per_key = m->attn == ATTN_MLA ? 2.0 * m->a * ((double)m->qk_nope_dim + m->qk_rope_dim + m->v_head_dim)
+                                         : 4.0 * (double)spec_q_width(m);
+    double full = per_key * (double)m->s * (causal ? 0.5 : 1.0);
+    int nw = spec_windowed_layers(m);
+    if (nw == 0 || m->window + 1 >= m->s)
+        return full;
+    double win = per_key * (causal ? spec_window_keys(m) : (double)m->window + 1.0);
+    return ((m->L - nw) * full + nw * win) / m->L;
 }
 
 double spec_logits_flops_fwd(const ModelSpec *m, int tp)

@@ -61,6 +61,15 @@ typedef struct {
     int qk_nope_dim;    // per-head q/k dimension without RoPE
     int qk_rope_dim;    // per-head q/k RoPE dimension (the key part shared by all heads)
     int v_head_dim;
+    /* GPT-OSS's attention and activation: all 0 for every other model */
+    int window;         // sliding-window attention (Megatron --window-size W,0): a query sees itself and the
+                        // W keys before it; 0 = full causal attention in every layer
+    int window_skip_freq; // Megatron --window-attn-skip-freq N: layer i (1-based) is full attention when
+                        // i % N == 0, windowed otherwise; 0 = every layer windowed (spec_layer_is_windowed)
+    bool sinks;         // attention sinks: a learned softmax offset per head (Megatron --softmax-type learnable)
+    double act_clamp;   // GPT-OSS's gated activation: quick-GELU gate, halves clamped to +-act_clamp, linear
+                        // half + 1 (Megatron --quick-geglu --activation-func-clamp-value C --glu-linear-offset 1);
+                        // 0 = the plain gated MLP. Needs mlp swiglu (the same three matrices and GEMM FLOPs)
 } ModelSpec;
 
 /* Parameter-count conventions (COSTMODEL.md §1). */
@@ -108,6 +117,17 @@ bool spec_is_moe(const ModelSpec *m);
 bool spec_layer_is_moe(const ModelSpec *m, int layer);
 int spec_moe_layers(const ModelSpec *m);                 // MoE layers among the L (MTP not counted)
 
+/* Sliding-window attention. Layer i (0-based) is windowed when window > 0
+ * and, with window_skip_freq N > 0, (i + 1) % N != 0: Megatron's
+ * TransformerConfig.window_attn_skip_freq (layer_number % N == 0 runs full
+ * attention), which for N = 2 is GPT-OSS's alternation (layer_types:
+ * sliding, full, sliding, ...). An MTP layer (i >= L) is never windowed. */
+bool spec_layer_is_windowed(const ModelSpec *m, int layer);
+int spec_windowed_layers(const ModelSpec *m);            // windowed layers among the L
+/* Keys a query attends to on average in one windowed layer of s tokens
+ * under a causal band of W+1 keys: (1/s) sum_i min(i + 1, W + 1). */
+double spec_window_keys(const ModelSpec *m);
+
 /* Parse Megatron's --moe-layer-freq: an int N (every N-th layer from 0), or
  * a Python list expression of 0/1 such as "[0]*3+[1]*58", "[1,0]*12" or
  * "[0,1,1,1]". A list must be K zeros then a period "1 then F-1 zeros"
@@ -122,6 +142,7 @@ void spec_format_moe_freq(const ModelSpec *m, char *buf, int len);
 int64_t spec_attn_params(const ModelSpec *m);           // one layer's attention: MHA/GQA (+ biases) or MLA (+ its 2 latent norms)
 int64_t spec_dense_mlp_params(const ModelSpec *m);      // a dense layer's MLP (+ biases)
 int64_t spec_expert_params(const ModelSpec *m);         // ONE routed expert (+ biases), hidden moe_ffn
+int64_t spec_sink_params(const ModelSpec *m);           // one layer's attention sinks: a per head, 0 without
 int64_t spec_router_params(const ModelSpec *m);         // h * experts (+ experts with bias, as GPT-OSS)
 int64_t spec_shared_expert_params(const ModelSpec *m);  // the shared expert(s) as one MLP of shared_ffn; 0 = none
 int64_t spec_moe_mlp_params(const ModelSpec *m);        // an MoE layer's MLP: experts * expert + router + shared
@@ -151,7 +172,10 @@ double spec_flops_per_token(const ModelSpec *m, int tp, FlopConvention conv);
 
 /* FLOPs per token of one layer's forward pass, split into its dense GEMMs
  * and its attention core (QK^T and AV); `causal` halves the core.
- * spec_layer_gemm_flops_fwd is a dense layer's (attention + dense MLP). */
+ * spec_layer_gemm_flops_fwd is a dense layer's (attention + dense MLP).
+ * With sliding windows the core is the mean over the L layers: a windowed
+ * layer counts W+1 keys a query (Megatron's convention, not halved) with
+ * `causal` false, and the exact band spec_window_keys with `causal` true. */
 double spec_layer_gemm_flops_fwd(const ModelSpec *m);
 double spec_attn_gemm_flops_fwd(const ModelSpec *m);            // QKV or MLA projections + output projection
 double spec_mlp_flops_fwd(const ModelSpec *m, bool moe_layer);  // dense MLP, or topk*expert + shared + router

@@ -127,6 +127,68 @@ static double attn_s(const HwProfile *hw, Precision p, double flops)
     return flops / (hw->peak[p] * hw_eff(&hw->attn_eff, eff_flops(hw, p, flops)));
 }
 
+/* Flash attention's rate by head dimension, relative to the profile's
+ * curve (measured at d = 128). The FlashAttention-3 paper's benchmarks
+ * (Shah et al. 2024, arXiv:2407.08608, Figs. 5 and 6, H100 SXM5, no mask,
+ * 4K tokens) have cuDNN's forward at 408 TFLOP/s with d = 64 against 609
+ * with d = 128 (0.67; FA3 476 / 638) and its backward at 417 against 499
+ * (0.84; FA3 453 / 542): a d = 64 kernel does half the work per byte of Q,
+ * K and V it loads and its softmax is twice the share, which the backward's
+ * five GEMMs dilute. The factor at d <= 64, linear up to 1 at d = 128, 1
+ * above; Hopper on (the profiles' curves there are cuDNN's). Before Hopper
+ * no factor: not measured here. */
+#define ATTN_D64_FWD 0.67
+#define ATTN_D64_BWD 0.84
+double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw, bool bwd)
+{
+    int d = m->attn == ATTN_MLA ? m->qk_nope_dim + m->qk_rope_dim : spec_head_dim(m);
+    double f64 = bwd ? ATTN_D64_BWD : ATTN_D64_FWD;
+    if (hw->peak[PREC_FP8] <= 0 || d >= 128)
+        return 1.0;
+    if (d <= 64)
+        return f64;
+    return f64 + (1.0 - f64) * (d - 64) / 64.0;
+}
+
+/* Keys a query of a windowed layer is computed against by a flash kernel:
+ * it works in tiles of ATTN_TILE queries x ATTN_TILE keys and computes every
+ * tile the band touches, so a window narrower than a tile still costs whole
+ * tiles (W = 128: two tiles, 256 keys a query, for 129 kept). The mean over
+ * the query tiles of s tokens. */
+#define ATTN_TILE 128
+double time_window_tile_keys(const ModelSpec *m)
+{
+    long long s = m->s, W = m->window, B = ATTN_TILE, nq = (s + B - 1) / B;
+    double keys = 0;
+    for (long long qb = 0; qb < nq; qb++) {
+        long long lo_k = qb * B - W > 0 ? qb * B - W : 0;
+        keys += (double)(qb - lo_k / B + 1) * B;
+    }
+    double full = 0.5 * (double)s;   /* what a full causal layer is costed at */
+    return fmin(keys / (double)nq, full);
+}
+
+/* One layer's attention core forward on one GPU (tok tokens, qw = query
+ * width per GPU), the mean over the L layers when some are windowed: each
+ * kind timed on the attention curve at its own FLOPs (a 128-token band is
+ * a small kernel and runs at a small kernel's rate), at the head
+ * dimension's forward rate. Sinks (a per-head offset in the softmax) are fused in
+ * cuDNN's and FA3's kernels: no pass of their own. */
+static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double tok, double qw)
+{
+    Precision pa = prec_bf16_if_fp8(hw, lo->prec);
+    double full = attn_s(hw, pa, 4.0 * tok * (double)m->s * qw * (lo->flash ? 0.5 : 1.0));
+    if (!lo->flash)
+        return full;
+    int nw = spec_windowed_layers(m);
+    double core = full;
+    if (nw > 0 && m->window + 1 < m->s) {
+        double win = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw);
+        core = ((m->L - nw) * full + nw * win) / m->L;
+    }
+    return core / time_attn_dim_eff(m, hw, false);
+}
+
 bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
 
 int time_members_per_node(const HwProfile *hw, int stride, int n)
@@ -414,6 +476,24 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
 }
 
+/* Biased experts (GPT-OSS): the passes a bias adds beyond the grouped
+ * GEMMs and the activation. The FC1 bias goes into the fused gated
+ * activation (Megatron's bias_activation_fusion, GPT-OSS's clamped quick
+ * GEGLU included: the same bytes as SwiGLU's), but its gradient is a
+ * reduction over the rows (read 2·ef a row); the FC2 bias is added to the
+ * rows after the GEMM, weighted by the routing probability (read and write
+ * h a row), and its gradient is one more reduction (read h a row).
+ * Added to *fwd and *bwd. */
+static void moe_bias_passes_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
+{
+    if (!m->bias || m->experts <= 0)
+        return;
+    double ab = hw_precision_bytes(lo->prec), rows = layout_moe_rows(m, lo);
+    double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / layout_etp(lo), gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+    *fwd += time_mem_s(hw, 2.0 * ab * rows * m->h);
+    *bwd += time_mem_s(hw, ab * rows * (gated * ef + m->h));
+}
+
 /* Context parallelism's attention core on one GPU, per micro-batch
  * (COSTMODEL.md §4.4). The sequence is cut into 2·cp chunks of c = s/(2cp)
  * tokens and rank r holds chunks r and 2cp-1-r (Megatron's load balancing
@@ -596,9 +676,9 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double g_mlp_bwd = linear_bwd_s(hw, p, tok, n_fc1, h) + linear_bwd_s(hw, p, tok, h, k_fc2);
     double gemm = g_attn + g_mlp, gemm_bwd = g_attn_bwd + g_mlp_bwd;
 
-    /* attention core: flash skips the masked half; an unfused kernel computes it all */
-    double core_flops = 4.0 * tok * (double)m->s * q / t * (lo->flash ? 0.5 : 1.0);
-    double core = attn_s(hw, prec_bf16_if_fp8(hw, p), core_flops);
+    /* attention core: flash skips the masked half (and outside a sliding
+     * window); an unfused kernel computes it all */
+    double core = attn_core_s(m, hw, lo, tok, q / t);
     if (!lo->flash) {
         /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
@@ -606,10 +686,16 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         double qkvo = 4.0 * ab * tok * q / t;
         core = fmax(core, time_mem_s(hw, 2.0 * scores + qkvo));
     }
-    double core_bwd = (lo->flash ? 2.5 : 2.0) * core;
+    /* the backward at 2.5x the forward at d = 128, and at its own head-dimension rate */
+    double core_bwd = lo->flash ? 2.5 * core * time_attn_dim_eff(m, hw, false) / time_attn_dim_eff(m, hw, true)
+                                : 2.0 * core;
     double cp_xf = 0, cp_xb = 0, cp_kern = 0;
     if (lo->cp > 1)   /* context parallel: the core in blocks, with its K/V exchange */
         cp_attn_s(m, hw, lo, &core, &core_bwd, &cp_xf, &cp_xb, &cp_kern);
+    if (lo->cp > 1 && lo->flash) {   /* its blocks at the head dimension's rate too (merges with them) */
+        core /= time_attn_dim_eff(m, hw, false);
+        core_bwd /= time_attn_dim_eff(m, hw, true);
+    }
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */
         double el = m->a * tok * (double)m->s / t;
@@ -708,6 +794,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         return;
     double mf, mb;
     moe_mlp_s(m, hw, lo, &mf, &mb);
+    moe_bias_passes_s(m, hw, lo, &mf, &mb);
     double ea = time_mem_s(hw, ew_attn);
     double mgpu_fwd = g_attn + core + softmax + ea + mf;
     double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + mb;

@@ -78,6 +78,14 @@ double time_mem_s(const HwProfile *hw, double bytes);
  * s a multiple of 4); else PyTorch runs it in fp32 as separate ops. */
 bool time_softmax_fused(const ModelSpec *m, const Layout *lo);
 
+/* Flash attention's rate at this head dimension over the profile's (d =
+ * 128) curve, forward or backward: 0.67 / 0.84 at d <= 64 from Hopper on, 1
+ * at d >= 128 or before Hopper (COSTMODEL.md §4.1). */
+double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw, bool bwd);
+/* Keys a query of a sliding-window layer is computed against by a tiled
+ * flash kernel (128 x 128 tiles): the band rounded out to whole tiles. */
+double time_window_tile_keys(const ModelSpec *m);
+
 /* Per-layer, per-micro-batch times on one GPU (seconds). */
 typedef struct {
     double fwd;        // forward compute of one layer

@@ -338,8 +338,19 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     ARGV("--seq-length", "%d", m->s);
     ARGV("--max-position-embeddings", "%d", m->s);
     ARGV("--make-vocab-size-divisible-by", "%d", m->vocab_div > 0 ? m->vocab_div : 128);
-    if (m->mlp == MLP_SWIGLU)
+    if (m->mlp == MLP_SWIGLU && m->act_clamp > 0) {   /* GPT-OSS: quick-GELU gate, clamped, linear half + 1 */
+        ARG("--quick-geglu");
+        ARGV("--activation-func-clamp-value", "%g", m->act_clamp);
+        ARGV("--glu-linear-offset", "1.0");
+    } else if (m->mlp == MLP_SWIGLU)
         ARG("--swiglu");
+    if (m->window > 0) {
+        ARGV("--window-size", "%d,0", m->window);
+        if (m->window_skip_freq > 0)
+            ARGV("--window-attn-skip-freq", "%d", m->window_skip_freq);
+    }
+    if (m->sinks)
+        ARGV("--softmax-type", "learnable");
     ARGV("--normalization", "%s", m->norm == NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
     ARGV("--position-embedding-type", "%s", m->pos == POS_ROPE ? "rope" : "learned_absolute");
     if (m->pos == POS_ROPE && m->rope_theta > 0 && m->rope_theta != 10000)
@@ -515,6 +526,8 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     int disp_given = 0;   /* without --moe-token-dispatcher-type Megatron dispatches with allgather */
     int rcm_given = 0, core_attn = 0;   /* --recompute-modules, and whether it names core_attn */
     int mla = 0, topk = -1, etp = -1, kv_lora = 32, qk_head = 128, qk_pos = 64, v_head = 128, pad_cap = 0;
+    int quick_geglu = 0;
+    double glu_offset = 0;   /* Megatron's default */
     const char *freq_text = NULL;
     for (int i = 0; i < nt; i++) {
         char *f = tok[i], *v = NULL;
@@ -579,6 +592,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
         FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)
+        FLAG("--quick-geglu", quick_geglu = 1)
         FLAG("--untie-embeddings-and-output-weights", m->tied = false)
         FLAG("--disable-bias-linear", m->bias = false)
         FLAG("--use-rope-scaling", m->rope_scaling = true)
@@ -673,6 +687,46 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             uniform = v && !strcmp(v, "uniform");
             if (!v || (!uniform && strcmp(v, "block"))) {
                 snprintf(err, errlen, "--recompute-method: expected uniform or block, got \"%s\"", v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--window-size")) {
+            /* Megatron's tuple "W,0" (or "(W, 0)"): W keys before a query, none after */
+            took = 1;
+            int w = -1, r = -1;
+            if (!v || (sscanf(v, " (%d , %d )", &w, &r) != 2 && sscanf(v, "%d,%d", &w, &r) != 2) || w < 1 || r != 0) {
+                snprintf(err, errlen, "--window-size: expected W,0 (a causal window of W >= 1 keys before the "
+                                      "query), got \"%s\"", v ? v : "");
+                goto out;
+            }
+            m->window = w;
+        } else if (!strcmp(f, "--window-attn-skip-freq")) {
+            took = 1;
+            if (want_int("--window-attn-skip-freq", v, 1, &m->window_skip_freq, err, errlen))
+                goto out;
+        } else if (!strcmp(f, "--softmax-type")) {
+            took = 1;
+            if (!v || (strcmp(v, "learnable") && strcmp(v, "vanilla"))) {
+                snprintf(err, errlen, "--softmax-type: expected vanilla or learnable (attention sinks), got \"%s\"%s",
+                         v ? v : "", v && !strcmp(v, "off-by-one") ? " (a fixed offset is not modelled)" : "");
+                goto out;
+            }
+            m->sinks = !strcmp(v, "learnable");
+        } else if (!strcmp(f, "--activation-func-clamp-value")) {
+            took = 1;
+            char *end;
+            double x = v ? strtod(v, &end) : 0;
+            if (!v || end == v || *end || !(x > 0 && x <= 1e6)) {
+                snprintf(err, errlen, "--activation-func-clamp-value: expected a number in (0, 1e6], got \"%s\"",
+                         v ? v : "");
+                goto out;
+            }
+            m->act_clamp = x;
+        } else if (!strcmp(f, "--glu-linear-offset")) {
+            took = 1;
+            char *end;
+            glu_offset = v ? strtod(v, &end) : -1;
+            if (!v || end == v || *end) {
+                snprintf(err, errlen, "--glu-linear-offset: expected a number, got \"%s\"", v ? v : "");
                 goto out;
             }
         } else if (!strcmp(f, "--moe-layer-freq")) {
@@ -775,6 +829,22 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     }
     if (m->experts > 0 && !disp_given)
         lo->moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    /* GPT-OSS's activation is --quick-geglu with a clamp and the linear half
+     * offset by 1, all three; a plain quick GEGLU is no MLP this tool costs */
+    if (quick_geglu || m->act_clamp > 0 || glu_offset != 0) {
+        if (!quick_geglu || m->act_clamp <= 0 || glu_offset != 1.0) {
+            snprintf(err, errlen, "--quick-geglu, --activation-func-clamp-value C and --glu-linear-offset 1 go together "
+                                  "(GPT-OSS's clamped activation); got %s, %s and offset %g",
+                     quick_geglu ? "--quick-geglu" : "no --quick-geglu",
+                     m->act_clamp > 0 ? "a clamp" : "no clamp", glu_offset);
+            goto out;
+        }
+        m->mlp = MLP_SWIGLU;
+    }
+    if (m->window_skip_freq > 0 && m->window <= 0) {
+        snprintf(err, errlen, "--window-attn-skip-freq without --window-size");
+        goto out;
+    }
     if (mla) {
         m->attn = ATTN_MLA;
         m->kv_lora_rank = kv_lora, m->qk_nope_dim = qk_head, m->qk_rope_dim = qk_pos, m->v_head_dim = v_head;

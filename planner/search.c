@@ -102,6 +102,8 @@ static bool executor_refuses(const ModelSpec *m, const Layout *lo)
         return true;
     if (m->mtp_layers > 0 && (lo->cp > 1 || (zero23 && m->mtp_layers > 2)))
         return true;   /* MTP's tokens k ahead on one cp rank; ZeRO-2/3 buckets hold two MTP modules */
+    if ((m->window > 0 || m->sinks) && lo->cp > 1)
+        return true;   /* no window or sinks in the CP ring */
     return false;
 }
 

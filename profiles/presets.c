@@ -84,9 +84,10 @@ static const Preset presets[] = {
     {GPT("megatron-530b", 105, 20480, 128, 160, 51200, 2048), 530e9, FAM_MEGATRON, MEG_SRC},
     {GPT("megatron-1t", 128, 25600, 160, 160, 51200, 2048), 1e12, FAM_MEGATRON, MEG_SRC},
     /* ---- dense models people ask for (Hub config.json) ---- */
-    {{HUB("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 8192, 0)}, 7.24e9, FAM_HUB,
-     "huggingface.co/mistralai/Mistral-7B-v0.1 config.json; seq 8192 (Jiang et al. 2023, Table 1); its 4096-token "
-     "sliding window is costed as full causal attention"},
+    {{HUB("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32000, 8192, 0), .window = 4095},
+     7.24e9, FAM_HUB,
+     "huggingface.co/mistralai/Mistral-7B-v0.1 config.json; seq 8192 (Jiang et al. 2023, Table 1); "
+     "sliding_window 4096 on every layer (a token and the 4095 before it)"},
     {{HUB("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 4096, 1000000)}, 7.61e9, FAM_HUB,
      "huggingface.co/Qwen/Qwen2.5-7B config.json; seq 4096 (Qwen2.5 report §3.2: pre-training at 4096); "
      "q/k/v biases not counted (0.3M)"},
@@ -129,12 +130,21 @@ static const Preset presets[] = {
     {{.name = "gpt-oss-120b", .L = 36, .h = 2880, .a = 64, .g = 8, .d_head = 64, .f = 2880, .vocab = 201088,
       .vocab_div = 128, .s = 4096, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = true,
       .tied = false, .dropout = false, .rope_theta = 150000, .experts = 128, .topk = 4,
-      .moe_ffn = 2880, .moe_freq = 1},
+      .moe_ffn = 2880, .moe_freq = 1, .window = 127, .window_skip_freq = 2, .sinks = true, .act_clamp = 7},
      116.8e9, FAM_HUB,
      "huggingface.co/openai/gpt-oss-120b config.json (128 experts, top 4, biases on q/k/v/o, experts and "
-     "router); seq 4096 (initial_context_length); alternating 128-token sliding windows costed as full causal "
-     "attention, per-head attention sinks (2304 in all) not counted, the clamped SwiGLU costed as SwiGLU; "
-     "116.8B total, 5.1B active (model card: without the input embedding)"},
+     "router); seq 4096 (initial_context_length); sliding_window 128 keys (itself + 127 before) on layers "
+     "0, 2, 4, ... (layer_types), full causal on the others; per-head attention sinks (2304 in all); "
+     "swiglu_limit 7 (quick-GELU gate, clamp 7, linear + 1); 116.83B total, 5.13B active (model card: "
+     "without the input embedding)"},
+    {{.name = "gpt-oss-20b", .L = 24, .h = 2880, .a = 64, .g = 8, .d_head = 64, .f = 2880, .vocab = 201088,
+      .vocab_div = 128, .s = 4096, .mlp = MLP_SWIGLU, .norm = NORM_RMSNORM, .pos = POS_ROPE, .bias = true,
+      .tied = false, .dropout = false, .rope_theta = 150000, .experts = 32, .topk = 4,
+      .moe_ffn = 2880, .moe_freq = 1, .window = 127, .window_skip_freq = 2, .sinks = true, .act_clamp = 7},
+     20.91e9, FAM_HUB,
+     "huggingface.co/openai/gpt-oss-20b config.json: gpt-oss-120b's layer with 24 layers and 32 experts (top 4); "
+     "seq 4096 (initial_context_length); the same windows, sinks and clamp; 20.91B total, 3.61B active (model "
+     "card: without the input embedding)"},
     {{HUB("llama4-maverick", 48, 5120, 40, 8, 128, 16384, 202048, 8192, 500000), .experts = 128, .topk = 1,
       .moe_ffn = 8192, .shared_ffn = 8192, .moe_freq = 2, .moe_first_dense = 1},
      400e9, FAM_HUB,
@@ -154,7 +164,7 @@ static const Preset presets[] = {
 };
 
 #define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
-_Static_assert(sizeof presets / sizeof presets[0] == 38, "preset count changed: update tests");
+_Static_assert(sizeof presets / sizeof presets[0] == 39, "preset count changed: update tests");
 
 int presets_count(void) { return NPRESETS; }
 

@@ -6,10 +6,10 @@
  * GptOssConfig, Llama4TextConfig): a key the file leaves out takes the class
  * default (num_key_value_heads = heads, head_dim = hidden / heads,
  * tie_word_embeddings per family). Llama4ForConditionalGeneration's shape is
- * its "text_config" (the vision tower is not costed). What GPT-OSS and Llama 4
- * have that the spec cannot hold (sliding windows, attention sinks, the
- * clamped SwiGLU, chunked attention, NoPE layers) is costed as the plain form
- * and said in the note, with its size where it has weights. */
+ * its "text_config" (the vision tower is not costed). What Llama 4 has that
+ * the spec cannot hold (chunked attention, NoPE layers) is costed as the
+ * plain form and said in the note; sliding windows, GPT-OSS's sinks and its
+ * clamped activation are the spec's own fields. */
 #include "hfconfig.h"
 
 #include <math.h>
@@ -269,6 +269,49 @@ __attribute__((format(printf, 3, 4))) static void note_add(char *note, int notel
     }
 }
 
+/* sliding_window (keys a query sees, itself included: the mask keeps
+ * q - k < sliding_window) becomes Megatron's window W = sliding_window - 1
+ * keys before the query. layer_types (GPT-OSS, later transformers) names the
+ * windowed layers: they must follow Megatron's int --window-attn-skip-freq
+ * N (layer i full when (i + 1) % N == 0, e.g. sliding, full, ... for N = 2);
+ * without it every layer is windowed (Mistral). Another pattern is costed
+ * as full causal attention and said in the note. */
+static int read_window(const cJSON *j, const HfFamily *f, ModelSpec *m, int win, char *note, int notelen, const Ctx *c)
+{
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+    int sliding = 0, freq = 0;
+    if (cJSON_IsArray(lt)) {
+        if (cJSON_GetArraySize(lt) != m->L)
+            FIELD_BAD(c, "layer_types", "%d entries for num_hidden_layers %d", cJSON_GetArraySize(lt), m->L);
+        int i = 0, first_full = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
+            bool sl = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+            sliding += sl;
+            if (!sl && !first_full)
+                first_full = i + 1;
+        }
+        freq = sliding == m->L ? 0 : first_full;
+        i = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, i++) {
+            bool sl = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+            if (sl != (freq == 0 || (i + 1) % freq != 0))
+                freq = -1;
+        }
+        if (sliding == 0)
+            return 0;
+        if (freq < 0) {
+            note_add(note, notelen, "; %s sliding window %d (%d of %d layers, a pattern Megatron's "
+                     "--window-attn-skip-freq cannot say) costed as full causal attention", f->family, win, sliding, m->L);
+            return 0;
+        }
+    }
+    m->window = win - 1;
+    m->window_skip_freq = freq;
+    note_add(note, notelen, "; %s sliding window %d keys (--window %d) on %d of %d layers", f->family, win, win - 1,
+             spec_windowed_layers(m), m->L);
+    return 0;
+}
+
 static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note, int notelen, const Ctx *c)
 {
     if (get_int(j, "num_hidden_layers", 0, &m->L, c) || get_int(j, "hidden_size", 0, &m->h, c) ||
@@ -356,22 +399,8 @@ static int read_shape(const cJSON *j, const HfFamily *f, ModelSpec *m, char *not
     const cJSON *wv = cJSON_GetObjectItemCaseSensitive(j, "sliding_window");
     if (window && wv && !cJSON_IsNull(wv) && get_int(j, "sliding_window", 0, &win, c) != 0)
         return -1;
-    if (window && win > 0 && win < m->s) {
-        /* layer_types (GPT-OSS, later transformers) names the windowed layers */
-        const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
-        int sliding = 0;
-        if (cJSON_IsArray(lt)) {
-            if (cJSON_GetArraySize(lt) != m->L)
-                FIELD_BAD(c, "layer_types", "%d entries for num_hidden_layers %d", cJSON_GetArraySize(lt), m->L);
-            for (const cJSON *e = lt->child; e; e = e->next)
-                sliding += cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
-        }
-        if (cJSON_IsArray(lt))
-            note_add(note, notelen, "; %s sliding window %d (%d of %d layers) costed as full causal attention",
-                     f->family, win, sliding, m->L);
-        else
-            note_add(note, notelen, "; %s sliding window %d costed as full causal attention", f->family, win);
-    }
+    if (window && win > 0 && win < m->s)
+        return read_window(j, f, m, win, note, notelen, c);
     return 0;
 }
 
@@ -453,10 +482,17 @@ static int read_moe(const cJSON *j, const HfFamily *f, ModelSpec *m, char *note,
             FIELD_BAD(c, "experts_per_token", "%d contradicts num_experts_per_tok %d", k2, m->topk);
         m->moe_ffn = m->f;
         m->moe_freq = 1;
-        note_add(note, notelen, "; attention sinks not counted (%lld parameters)", (long long)m->L * m->a);
-        const cJSON *lim = cJSON_GetObjectItemCaseSensitive(j, "swiglu_limit");
-        if (cJSON_IsNumber(lim))
-            note_add(note, notelen, "; SwiGLU clamp %g not modelled", lim->valuedouble);
+        /* every GPT-OSS layer has its sinks (a per head) and the clamped
+         * quick-GELU gate with the linear half offset by 1 (modeling_gpt_oss) */
+        m->sinks = true;
+        double lim = 7.0;
+        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(j, "swiglu_limit");
+        if (lv && !cJSON_IsNull(lv)) {
+            if (!cJSON_IsNumber(lv) || !(lv->valuedouble > 0 && lv->valuedouble <= 1e6))
+                FIELD_BAD(c, "swiglu_limit", "expected a number in (0, 1e6] (the clamp of the gated activation)");
+            lim = lv->valuedouble;
+        }
+        m->act_clamp = lim;
         return 0;
     }
     case MOE_LLAMA4: {

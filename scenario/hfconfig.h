@@ -19,10 +19,13 @@
  * refused with an error naming the file and the field. What the spec cannot hold exactly is
  * said in the note (Gemma's GeGLU is costed as swiglu: the same three
  * matrices and FLOPs, a different elementwise activation; Qwen2's q/k/v-only
- * biases are left out, with their count; Mistral's sliding window is
- * costed as full causal attention, as are GPT-OSS's windowed layers and Llama
- * 4's chunked and NoPE layers; GPT-OSS's attention sinks are left out, with
- * their count). Nothing here prints or exits.
+ * biases are left out, with their count; Llama 4's chunked and NoPE layers
+ * are costed as full causal attention). Sliding windows are read into the
+ * spec's window (sliding_window − 1 keys before the query) and, from
+ * layer_types, its window_skip_freq (a pattern Megatron's int form cannot
+ * say is costed as full attention, noted); GPT-OSS's attention sinks and
+ * clamped activation (swiglu_limit) into sinks and act_clamp. Nothing here
+ * prints or exits.
  */
 #ifndef ULTRAPLAN_SCENARIO_HFCONFIG_H
 #define ULTRAPLAN_SCENARIO_HFCONFIG_H
@@ -33,7 +36,7 @@
 
 /* config.json files are a few KiB; anything larger is not one */
 #define HFCONFIG_MAX_BYTES (1u << 20)
-/* Room for the longest note (GPT-OSS's, about 330 characters) with space to
+/* Room for the longest note (about 330 characters once) with space to
  * spare; a note that would not fit ends in "..." rather than being cut off
  * unmarked. Scenario.model_rule has this size. */
 #define HFCONFIG_NOTE_MAX 1024

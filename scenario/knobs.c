@@ -204,6 +204,26 @@ static const Knob table[KNOB_COUNT] = {
                              .csv = "moe_router_group_topk",
                              .help = "group-limited routing: a token's experts from at most K groups (DeepSeek-V3: 4)",
                              .dflt = "0, no group limit"},
+    /* GPT-OSS (Megatron --window-size W,0 --window-attn-skip-freq N --softmax-type learnable --quick-geglu
+     * --activation-func-clamp-value C --glu-linear-offset 1): plan files written before them load without */
+    [K_WINDOW] = {K_WINDOW, "window", M(window), INT(0, 100000000), .flag = "window", .json = "window",
+                  .json_optional = true, .csv = "window",
+                  .help = "sliding-window attention: a query sees itself and the W keys before it (GPT-OSS: 128)",
+                  .dflt = "0, full causal attention"},
+    [K_WINDOW_SKIP_FREQ] = {K_WINDOW_SKIP_FREQ, "window-skip-freq", M(window_skip_freq), INT(0, 100000),
+                            .flag = "window-skip-freq", .json = "window_skip_freq", .json_optional = true,
+                            .csv = "window_skip_freq",
+                            .help = "with --window: every N-th layer (1-based) runs full attention (GPT-OSS: 2)",
+                            .dflt = "0, every layer windowed"},
+    [K_SINKS] = {K_SINKS, "attn-sinks", M(sinks), .type = KNOB_BOOL, .flag = "attn-sinks", .neg_flag = "no-attn-sinks",
+                 .json = "attn_sinks", .json_optional = true, .csv = "attn_sinks", .custom_default = 0,
+                 .help = "attention sinks: a learned softmax offset per head (Megatron --softmax-type learnable)",
+                 .dflt = "the preset's; off for an explicit shape"},
+    [K_ACT_CLAMP] = {K_ACT_CLAMP, "act-clamp", M(act_clamp), DOUBLE(0, 1e6), .flag = "act-clamp",
+                     .expect = "a number from 0 (plain gated MLP) to 1e6", .json = "act_clamp", .json_optional = true,
+                     .csv = "act_clamp",
+                     .help = "GPT-OSS activation: quick-GELU gate, halves clamped to +-C, linear half + 1 (GPT-OSS: 7)",
+                     .dflt = "0, the plain gated MLP"},
 
     /* ---- layout ---- */
     [K_DP] = {K_DP, "dp", L(dp), INT(1, BIG), .flag = "dp", .json = "dp", .csv = "dp", .fix = FIX_DP,

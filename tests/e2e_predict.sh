@@ -153,5 +153,14 @@ assert 0 < m["params_mtp_active"] < mtp
   python3 -c 'import json,sys; m = json.load(sys.stdin)["model"]; assert m["params_mtp"] == 0 == m["params_mtp_active"]' \
   && ok "no MTP: params_mtp 0" || bad "no MTP: params_mtp missing or not 0"
 
+"$U" predict --model gpt-oss-120b --gpus 64 --gbs 1280 2>/dev/null |
+  grep -q 'sliding window (a token and the 127 before it) on 18 of 36 layers, attention sinks, quick-GELU gate clamped at 7' \
+  && ok "gpt-oss text: window, sinks, clamp" || bad "gpt-oss text: window, sinks or clamp not said"
+"$U" predict --model gpt-oss-120b --gpus 64 --gbs 1280 --json 2>/dev/null |
+  python3 -c 'import json,sys; m = json.load(sys.stdin)["model"]; assert (m["window"], m["window_skip_freq"], m["attn_sinks"], m["act_clamp"]) == (127, 2, True, 7)' \
+  && ok "gpt-oss json: window 127, skip 2, sinks, clamp 7" || bad "gpt-oss json: window, sinks or clamp missing"
+expect_error "window-skip-freq 2 without a window" predict --model llama2-7b --window-skip-freq 2
+expect_error "act-clamp" predict --model gpt3-175b --act-clamp 7
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -166,5 +166,14 @@ run_moe ds 8 llama $DS --tp 2 --sp --dp 4 --ep 4 --etp 1 --zero3
 moe_ref moe_grp llama --experts 8 --groups 4,1
 run_moe moe_grp 2 llama --experts 8 --groups 4,1 --dp 2 --ep 2
 run_moe moe_grp 4 llama --experts 8 --groups 4,1 --dp 4 --ep 4
+# GPT-OSS's layer: a 5-key window on layers 0 and 2, sinks on every layer
+# (split with the heads over tp), the clamped quick-GEGLU (clamp 0.5, so it
+# bites), against its single-rank run
+OSS="--window 4 --sinks --clamp 0.5"
+"$BIN" --model llama $OSS --dir "$DIR" --write "$DIR/ref_oss.txt" --acts-tol 0.15 \
+    || { echo "single-rank oss failed"; fails=$((fails + 1)); }
+run_mla oss 2 $OSS --tp 2 --sp --acts-tol 0.15
+run_mla oss 2 $OSS --pp 2 --acts-tol 0.15
+run_mla oss 4 $OSS --dp 2 --tp 2 --zero1 --acts-tol 0.15
 echo "$fails layout(s) failed"
 [ $fails -eq 0 ]

@@ -103,3 +103,23 @@ else
     expect_err "this build has no CUDA backend" $U run "$D/plan1.json" --data "$D/text.txt" --steps 1 --backend cuda
 fi
 echo "modules: a missing one is named, a CPU run needs no CUDA module"
+
+# GPT-OSS's layer (sliding window on every other layer, sinks, clamped
+# quick-GEGLU) planned and run: the sinks round-trip a checkpoint (resume
+# gives bit-identical losses), and the CUDA backend names what it lacks
+$U plan --gpus 2 --dp 2 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout --mlp swiglu --norm rmsnorm --pos rope \
+    --window 8 --window-skip-freq 2 --attn-sinks --act-clamp 7 -o "$D/planoss.json" > /dev/null || fail "plan oss"
+grep -q '"attn_sinks":[[:space:]]*true' "$D/planoss.json" || fail "plan oss: no sinks in plan.json"
+$MPI 2 $U run "$D/planoss.json" --data "$D/text.txt" --steps 6 -o "$D/ao.json" > /dev/null || fail "oss: run 6 steps"
+$MPI 2 $U run "$D/planoss.json" --data "$D/text.txt" --steps 3 --checkpoint-dir "$D/cko" > /dev/null || fail "oss: run 3"
+$MPI 2 $U run "$D/planoss.json" --data "$D/text.txt" --steps 6 --checkpoint-dir "$D/cko" --resume -o "$D/bo.json" \
+    > /dev/null || fail "oss: resume"
+diff <(losses "$D/ao.json" | tail -n 3) <(losses "$D/bo.json") || fail "oss: resumed losses differ"
+# another window is another model: its checkpoint is refused, naming both
+$U plan --gpus 2 --dp 2 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout --mlp swiglu --norm rmsnorm --pos rope \
+    --window 4 --window-skip-freq 2 --attn-sinks --act-clamp 7 -o "$D/planoss4.json" > /dev/null || fail "plan oss 4"
+expect_err "win8/2 sinks1 clamp7.*win4/2 sinks1 clamp7" $MPI 2 $U run "$D/planoss4.json" --data "$D/text.txt" \
+    --steps 7 --checkpoint-dir "$D/cko" --resume
+echo "GPT-OSS's layer: runs, resume bit-identical, another window's checkpoint refused"

@@ -57,6 +57,9 @@ static void moe_groups(ModelSpec *m, Layout *lo) { moe(m, lo); m->router_groups 
 static void dense_ep(ModelSpec *m, Layout *lo) { (void)m; lo->ep = 2, lo->dp = 2; }
 static void mla(ModelSpec *m, Layout *lo) { (void)lo; m->attn = ATTN_MLA; }
 static void mtp(ModelSpec *m, Layout *lo) { (void)lo; m->mtp_layers = 1; }
+static void window(ModelSpec *m, Layout *lo) { (void)lo; m->window = 16, m->window_skip_freq = 2; }
+static void sinks(ModelSpec *m, Layout *lo) { (void)lo; m->sinks = true; }
+static void clamp(ModelSpec *m, Layout *lo) { (void)lo; m->act_clamp = 7; }
 
 static void test_refusals(void **state)
 {
@@ -78,6 +81,9 @@ static void test_refusals(void **state)
     refused(dense_ep, "layout.ep 2 with a dense model");
     refused(mla, "attention mla");
     refused(mtp, "mtp_layers 1");
+    refused(window, "window 16, attn_sinks false");
+    refused(sinks, "attn_sinks true");
+    refused(clamp, "act_clamp 7:");
 }
 
 int main(void)

@@ -78,6 +78,12 @@ static void grad_check(const char *kind, const char *data)
         m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.attn = ATTN_MLA,
         m.q_lora_rank = strcmp(kind, "mla0") ? 8 : 0, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
         m.v_head_dim = 6;
+    else if (!strcmp(kind, "window"))   /* llama-shaped, layer 0 a 2-key-back window, layer 1 full (GPT-OSS's pattern) */
+        m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.window = 2,
+        m.window_skip_freq = 2;
+    else if (!strcmp(kind, "sinks"))   /* GPT-OSS's layer: as "window", with sinks and the clamped quick-GEGLU */
+        m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.window = 2,
+        m.window_skip_freq = 2, m.sinks = true, m.act_clamp = 7;
     else if (!strcmp(kind, "mtp"))   /* llama-shaped, two MTP modules (the second reads the first's output) */
         m.g = 1, m.f = 32, m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE, m.mtp_layers = 2;
     else if (!strcmp(kind, "deepseek"))   /* MLA, layer 0 dense, experts with a shared one, one MTP module */
@@ -129,19 +135,27 @@ static void grad_check(const char *kind, const char *data)
             if (t == P_KVAW)   /* rows kv_lora .. kv_lora + rope: the RoPE key */
                 cand[nc][0] = o + (size_t)e.kr * e.C, cand[nc][1] = o + len, nc++;
         }
-    int checked = 0, bad = 0, kinks = 0;
+    for (int l = 0; l < e.ps.nlayers; l++)   /* each layer's sinks (two floats: no span would pick them) */
+        if (e.ps.layer_off[l][P_SINK] != PARAM_NONE)
+            for (size_t j = 0; j < e.ps.layer_len[l][P_SINK]; j++)
+                cand[nc][0] = e.ps.layer_off[l][P_SINK] + j, cand[nc][1] = cand[nc][0] + 1, nc++;
+    int checked = 0, bad = 0, kinks = 0, sinks_checked = 0;
     for (int c = 0; c < nc; c++) {
         size_t best = cand[c][0];
         for (size_t j = cand[c][0]; j < cand[c][1]; j++)
             if (fabsf(g[j]) > fabsf(g[best]))
                 best = j;
+        /* a sink's gradient is small (a share of one logit in each row's
+         * softmax, times dout·out): a larger step keeps fp32 rounding of the
+         * loss (~2e-6) under 1 % of it, and the loss is smooth in the sink */
+        bool sink = !strncmp(tensor_name(&e, best) + 8, "attn.sinks", 10);
         /* MLA, MTP: fp32 rounding of the loss is ~1e-4 of a gradient at the small step */
-        if (fabsf(g[best]) < (e.mla || e.nmtp ? 2e-3f : 1e-3f))
+        if (fabsf(g[best]) < (sink ? 5e-5f : e.mla || e.nmtp ? 2e-3f : 1e-3f))
             continue;
         /* MoE: a smaller step, so the top-k choice does not flip inside it;
          * MLA: so the sharper attention stays near linear over it */
         int small = e.E > 0 || e.mla;
-        float w0 = e.ps.w[best], h = (small ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
+        float w0 = e.ps.w[best], h = (sink ? 0.2f : small ? 1e-3f : 1e-2f) * fmaxf(1.0f, fabsf(w0));
         double fd = central_difference(&e, p0, best, h);
         /* MoE with MTP, MLA or expert groups: a routing flip inside the step
          * shows as a difference that changes with the step; such points are
@@ -155,6 +169,7 @@ static void grad_check(const char *kind, const char *data)
         }
         double rel = fabs(fd - g[best]) / fmax(fabs(fd), fabs(g[best]));
         checked++;
+        sinks_checked += sink;
         /* the smaller step: allow fp32 rounding of 1e-4 in its difference */
         if (rel > 0.05 && !(small && fabs(fd - g[best]) < 1e-4)) {
             bad++;
@@ -165,6 +180,7 @@ static void grad_check(const char *kind, const char *data)
     CHECK(kinks <= checked / 4, "%s: %d points skipped for a step-dependent difference, %d checked", kind, kinks,
           checked);
     CHECK(checked >= 10 && bad == 0, "%s: %d of %d gradients off by more than 5 %%", kind, bad, checked);
+    CHECK(!m.sinks || sinks_checked >= 2, "%s: %d sink gradients checked", kind, sinks_checked);
     printf("%s: %d gradients match finite differences (%d skipped)\n", kind, checked - bad, kinks);
     exec_free(&e);
 }
@@ -354,6 +370,44 @@ static void router_checks(void)
     printf("router: top-k, backward and capacity checked\n");
 }
 
+/* The window and the clamped activation are applied: the same weights and
+ * batch give another loss with layer 0 windowed (a query of 8 sees 3 keys)
+ * than fully causal, and with GPT-OSS's quick-GEGLU than with SwiGLU. */
+static void window_differs(const char *data)
+{
+    double loss[3];
+    for (int w = 0; w < 3; w++) {
+        ModelSpec m;
+        memset(&m, 0, sizeof m);
+        m.L = 2, m.h = 16, m.a = 2, m.g = 1, m.s = 8, m.vocab = 256, m.vocab_div = 1, m.f = 32;
+        m.mlp = MLP_SWIGLU, m.norm = NORM_RMSNORM, m.pos = POS_ROPE;
+        m.window = w == 1 ? 2 : 0, m.window_skip_freq = w == 1 ? 2 : 0, m.act_clamp = w == 2 ? 7 : 0;
+        char err[256];
+        spec_validate(&m, err, sizeof err);
+        Layout lo;
+        layout_default(&lo);
+        lo.prec = PREC_FP32, lo.mbs = 2, lo.gbs = 2;
+        layout_check(&lo, &m, NULL, err, sizeof err);
+        TrainOpts o;
+        exec_default_opts(&o);
+        o.lr = 0;
+        Exec e;
+        if (exec_init(&e, &m, &lo, &o, data, err, sizeof err) != 0) {
+            CHECK(0, "exec_init: %s", err);
+            return;
+        }
+        for (size_t i = 0; i < e.ps.n_alloc; i++)   /* sharp attention, so the mask matters */
+            e.ps.w[i] *= 8.0f;
+        loss[w] = loss_at(&e, data_get_pos(&e.dl));
+        exec_free(&e);
+    }
+    CHECK(fabs(loss[0] - loss[1]) > 1e-4 * fabs(loss[0]), "window: loss %.6f windowed vs %.6f causal", loss[1],
+          loss[0]);
+    CHECK(fabs(loss[0] - loss[2]) > 1e-4 * fabs(loss[0]), "clamp: loss %.6f quick-GEGLU vs %.6f SwiGLU", loss[2],
+          loss[0]);
+    printf("window: loss %.6f windowed, %.6f causal; %.6f with GPT-OSS's activation\n", loss[1], loss[0], loss[2]);
+}
+
 /* What the executor's MLA and MTP do not run is refused by name. */
 static void refusals(const char *data)
 {
@@ -365,6 +419,8 @@ static void refusals(const char *data)
         {"mla wide v", "v-head-dim 12 <= qk-nope-dim + qk-rope-dim = 10"},
         {"mtp cp", "multi-token prediction needs layout.cp 1 (got 2)"},
         {"mtp zero3", "layout.optimizer zero3 with model.mtp_layers 3"},
+        {"sinks cp", "model.attn_sinks (--attn-sinks) with layout.cp 2"},
+        {"window cp", "model.window 2 with layout.cp 2"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const char *w = cases[c].what;
@@ -375,6 +431,10 @@ static void refusals(const char *data)
         if (!strncmp(w, "mla", 3))
             m.attn = ATTN_MLA, m.q_lora_rank = 8, m.kv_lora_rank = 8, m.qk_nope_dim = 6, m.qk_rope_dim = 4,
             m.v_head_dim = 6;
+        else if (!strcmp(w, "sinks cp"))
+            m.sinks = true;
+        else if (!strcmp(w, "window cp"))
+            m.window = 2;
         else
             m.mtp_layers = strstr(w, "zero3") ? 3 : 1;
         if (strstr(w, "layernorm"))
@@ -401,7 +461,7 @@ static void refusals(const char *data)
         if (rc == 0)
             exec_free(&e);
     }
-    printf("refusals: MLA and MTP limits named\n");
+    printf("refusals: MLA, MTP, sinks and window limits named\n");
 }
 
 static void sched_checks(void)
@@ -437,6 +497,9 @@ int main(int argc, char **argv)
     grad_check("moegroups", path);
     grad_check("mla", path);
     grad_check("mla0", path);
+    grad_check("window", path);
+    grad_check("sinks", path);
+    window_differs(path);
     grad_check("mtp", path);
     grad_check("deepseek", path);
     refusals(path);

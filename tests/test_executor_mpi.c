@@ -85,6 +85,8 @@ int main(int argc, char **argv)
     int steps = 5, full[LAYOUT_MAX_PP] = {0}, sel[LAYOUT_MAX_PP] = {0}, stages[LAYOUT_MAX_PP] = {0};
     double rtol = 1e-5, acts_tol = 0.10, capacity = 0;
     int moe = 0, shared = 0, first_dense = 0, ep = 1, etp = 0, mla = -1, mtp = 0, experts = 4, groups = 0, gtopk = 0;
+    int window = 0, sinks = 0;
+    double clamp = 0;
     Layout lo;
     layout_default(&lo);
     lo.prec = PREC_FP32;
@@ -124,6 +126,9 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--experts")) experts = atoi(v), i++;
         else if (!strcmp(a, "--groups")) sscanf(v, "%d,%d", &groups, &gtopk), i++;
         else if (!strcmp(a, "--ep")) ep = atoi(v), i++;
+        else if (!strcmp(a, "--window")) window = atoi(v), i++;   /* GPT-OSS's pattern: every other layer */
+        else if (!strcmp(a, "--sinks")) sinks = 1;
+        else if (!strcmp(a, "--clamp")) clamp = atof(v), i++;
         else if (!strcmp(a, "--etp")) etp = atoi(v), i++;
         else {
             if (rank == 0)
@@ -147,6 +152,7 @@ int main(int argc, char **argv)
         m.attn = ATTN_MLA, m.q_lora_rank = mla, m.kv_lora_rank = 32, m.qk_nope_dim = 16, m.qk_rope_dim = 8,
         m.v_head_dim = 16;
     m.mtp_layers = mtp;
+    m.window = window, m.window_skip_freq = window > 0 ? 2 : 0, m.sinks = sinks, m.act_clamp = clamp;
     char err[512];
     if (spec_validate(&m, err, sizeof err) != 0 || spec_validate(&dense, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);

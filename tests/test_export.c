@@ -562,6 +562,49 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_non_null(strstr(err, "'x' at position 5"));
 }
 
+/* GPT-OSS: its window, sinks and clamped activation go out as Megatron's
+ * flags and come back as the same model (round_trip re-predicts it). */
+static void test_round_trip_gpt_oss(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("gpt-oss-120b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 8, 1, 1, 1, 1, 64, OPT_DISTOPT);
+    lo.ep = 8, lo.etp = 1;
+    round_trip(&m, &hw, &lo, "--window-size 127,0 \\");
+    const char *flags[] = {"--window-attn-skip-freq 2 \\", "--softmax-type learnable \\", "--quick-geglu \\",
+                           "--activation-func-clamp-value 7 \\", "--glu-linear-offset 1.0 \\"};
+    char err[256];
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+        if (!strstr(t, flags[i]))
+            fail_msg("missing \"%s\"", flags[i]);
+    assert_null(strstr(t, "--swiglu"));
+    ModelSpec m2;
+    Layout lo2;
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_true(m2.window == 127 && m2.window_skip_freq == 2 && m2.sinks && m2.act_clamp == 7.0 && m2.mlp == MLP_SWIGLU);
+    free(t);
+    /* what the reader refuses, by flag */
+    static const struct { const char *text, *says; } bad[] = {
+        {"--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --global-batch-size 8 --vocab-size 512 --window-size 128,64", "--window-size"},
+        {"--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --global-batch-size 8 --vocab-size 512 --softmax-type off-by-one",
+         "--softmax-type"},
+        {"--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --global-batch-size 8 --vocab-size 512 --quick-geglu", "--quick-geglu"},
+        {"--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --global-batch-size 8 --vocab-size 512 --window-attn-skip-freq 2",
+         "--window-size"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        assert_int_equal(export_parse_megatron(bad[i].text, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+        if (!strstr(err, bad[i].says))
+            fail_msg("\"%s\": error \"%s\" does not name %s", bad[i].text, err, bad[i].says);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
+        cmocka_unit_test(test_round_trip_gpt_oss),
         cmocka_unit_test(test_round_trip_pipeline_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -223,8 +223,8 @@ static void test_preset_seq_sources(void **st)
  *    2*2880 + 2880 (gate/up and down biases) = 24,891,840 each; router
  *    2880*128 + 128; 2 norms 5,760. Per layer 3,213,080,128; 36 layers +
  *    2 * 201,088*2880 (untied) + 2880 = 116,829,154,368; with the sinks (36*64
- *    = 2304, not counted) 116,829,156,672, the model card's 116.8B. Active: 4
- *    experts instead of 128.
+ *    = 2304) 116,829,156,672, the model card's 116.83B. Active: 4 experts
+ *    instead of 128.
  *  Llama 4 Maverick: 24 dense layers (MLP 3*5120*16384) and 24 MoE layers
  *    (128 + 1 shared experts of 3*5120*8192, router 5120*128); the published
  *    400B total / 17B active. */
@@ -236,15 +236,18 @@ static void test_gpt_oss_llama4(void **st)
     path_of(p, sizeof p, "gpt-oss-120b.json");
     if (hfconfig_load(p, &m, note, sizeof note, err, sizeof err) != 0)
         fail_msg("%s", err);
-    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT) + 36 * 64, 116829156672LL);
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT), 116829156672LL);   /* sinks included */
+    assert_int_equal(spec_sink_params(&m), 64);
+    /* sliding_window 128 keys = Megatron's window 127; layer_types sliding, full, ...: skip freq 2 */
+    assert_true(m.window == 127 && m.window_skip_freq == 2 && m.sinks && m.act_clamp == 7.0);
+    assert_int_equal(spec_windowed_layers(&m), 18);
+    assert_true(spec_layer_is_windowed(&m, 0) && !spec_layer_is_windowed(&m, 1) && !spec_layer_is_windowed(&m, 35));
     assert_true(m.bias && !m.tied && m.s == 131072 && m.moe_ffn == m.f && m.shared_ffn == 0);
     assert_int_equal(spec_moe_layers(&m), 36);
     assert_int_equal(spec_router_params(&m), 2880 * 128 + 128);
     int64_t active = spec_params_active(&m, 1, PARAMS_EXACT) - 201088LL * 2880;   // the card leaves the input embedding out
     assert_true(fabs((double)active / 5.1e9 - 1) < 0.01);
-    static const char *const oss_says[] = {"sliding window 128 (18 of 36 layers) costed as full causal attention",
-                                           "attention sinks not counted (2304 parameters)",
-                                           "SwiGLU clamp 7 not modelled"};
+    static const char *const oss_says[] = {"GPT-OSS sliding window 128 keys (--window 127) on 18 of 36 layers"};
     for (size_t i = 0; i < sizeof oss_says / sizeof *oss_says; i++)
         if (!strstr(note, oss_says[i]))
             fail_msg("note \"%s\" does not say \"%s\"", note, oss_says[i]);
@@ -301,7 +304,7 @@ static void test_notes(void **st)
         {"gemma-7b.json", "GeGLU MLP costed as swiglu"},
         {"Qwen2.5-7B.json", "q/k/v biases not counted (129024 parameters)"},
         {"Qwen3-8B.json", "q/k norms not counted (9216 parameters)"},
-        {"Mistral-7B-v0.1.json", "sliding window 4096 costed as full causal attention"},
+        {"Mistral-7B-v0.1.json", "Mistral sliding window 4096 keys (--window 4095) on 32 of 32 layers"},
     };
     for (size_t i = 0; i < sizeof notes / sizeof *notes; i++) {
         char p[1024], note[256] = "", err[512];
@@ -479,9 +482,10 @@ static void test_size_limit(void **st)
     assert_non_null(strstr(err, "/nonexistent/config.json"));
 }
 
-/* The whole note reaches Scenario.model_rule (GPT-OSS's is the longest, about
- * 330 characters: it was cut at 256 once, mid-word and unmarked); a buffer
- * too short for it gets the note cut with "..." at its end. */
+/* The whole note reaches Scenario.model_rule (GPT-OSS's was about 330
+ * characters and was cut at 256 once, mid-word and unmarked; now that the
+ * spec holds its window, sinks and clamp it is about 200); a buffer too
+ * short for it gets the note cut with "..." at its end. */
 static void test_note_whole(void **st)
 {
     (void)st;
@@ -493,9 +497,9 @@ static void test_note_whole(void **st)
     sc.gpus = 8;
     if (scenario_finish(&sc, true, err, sizeof err) != 0)
         fail_msg("%s", err);
-    const char *last = "; SwiGLU clamp 7 not modelled";   /* the last thing read_moe says of GPT-OSS */
+    const char *last = "; GPT-OSS sliding window 128 keys (--window 127) on 18 of 36 layers";   /* the last thing said */
     size_t n = strlen(sc.model_rule), k = strlen(last);
-    assert_true(n > 256);
+    assert_true(n > 150);
     assert_true(n >= k && !strcmp(sc.model_rule + n - k, last));
     ModelSpec m;
     assert_int_equal(hfconfig_load(p, &m, small, sizeof small, err, sizeof err), 0);

@@ -8,6 +8,7 @@
  * |a − b| ≤ atol + rtol·|b|; on failure the first mismatches and the maximum
  * difference are printed. */
 #include <math.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -197,10 +198,14 @@ static void test_rmsnorm(void **state) { (void)state; norm_test(1); }
 
 /* ---- gelu / swiglu ------------------------------------------------------ */
 
-typedef struct { float *out, *inp, *W; int N, F; int swiglu; } ActCtx;
+typedef struct { float *out, *inp, *W; int N, F; int swiglu; float clamp; } ActCtx;   // clamp: k_glu_* (GPT-OSS)
 
 static double act_obj(void *p) {
     ActCtx *c = p;
+    if (c->clamp > 0) {
+        k_glu_fwd(c->out, c->inp, c->N, c->F, c->clamp);
+        return wsum(c->out, c->W, (size_t)c->N * c->F);
+    }
     if (c->swiglu) {
         k_swiglu_fwd(c->out, c->inp, c->N, c->F);
         return wsum(c->out, c->W, (size_t)c->N * c->F);
@@ -212,7 +217,7 @@ static double act_obj(void *p) {
 static void test_gelu(void **state) {
     (void)state;
     int N = 40;
-    ActCtx c = {malloc(sizeof(float) * N), randv(N, 4), randv(N, 1), N, 0, 0};
+    ActCtx c = {malloc(sizeof(float) * N), randv(N, 4), randv(N, 1), N, 0, 0, 0};
     act_obj(&c);
     double ref[40];
     for (int i = 0; i < N; i++) {
@@ -234,7 +239,7 @@ static void test_gelu(void **state) {
 static void test_swiglu(void **state) {
     (void)state;
     int N = 5, F = 6;
-    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1};
+    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1, 0};
     act_obj(&c);
     double ref[5 * 6];
     for (int i = 0; i < N; i++)
@@ -246,6 +251,41 @@ static void test_swiglu(void **state) {
     float *d = randv(N * 2 * F, 1), *d0 = copyv(d, N * 2 * F);
     k_swiglu_bwd(d, c.inp, c.W, N, F);
     assert_int_equal(grad_check("swiglu dinp", act_obj, &c, c.inp, N * 2 * F, d, d0), 0);
+    free(c.out); free(c.inp); free(c.W); free(d); free(d0);
+}
+
+/* GPT-OSS's clamped quick-GEGLU against the formula (HF modeling_gpt_oss),
+ * the clamp biting on about half the inputs (|x| up to 3, clamp 1.5); the
+ * gradient checked away from the bounds, where it is defined. */
+static void test_glu_clamp(void **state) {
+    (void)state;
+    int N = 6, F = 8;
+    float C = 1.5f;
+    ActCtx c = {malloc(sizeof(float) * N * F), randv(N * 2 * F, 3), randv(N * F, 1), N, F, 1, C};
+    for (int i = 0; i < N * 2 * F; i++)   /* keep 0.05 from the bounds: finite differences across a kink */
+        if (fabsf(fabsf(c.inp[i]) - C) < 0.05f)
+            c.inp[i] += 0.1f;
+    act_obj(&c);
+    double ref[6 * 8];
+    int clamped = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < F; j++) {
+            double g = c.inp[i * 2 * F + j], u = c.inp[i * 2 * F + F + j];
+            clamped += g > C || fabs(u) > C;
+            g = fmin(g, C), u = fmax(fmin(u, C), -C);
+            ref[i * F + j] = g / (1 + exp(-1.702 * g)) * (u + 1);
+        }
+    assert_true(clamped >= 5);
+    assert_int_equal(compare("glu clamp out", c.out, ref, N * F, 1e-6, 1e-5), 0);
+    float *d = randv(N * 2 * F, 1), *d0 = copyv(d, N * 2 * F);
+    k_glu_bwd(d, c.inp, c.W, N, F, C);
+    assert_int_equal(grad_check("glu clamp dinp", act_obj, &c, c.inp, N * 2 * F, d, d0), 0);
+    /* clamp 0 is SwiGLU exactly */
+    float *o1 = malloc(sizeof(float) * N * F), *o2 = malloc(sizeof(float) * N * F);
+    k_glu_fwd(o1, c.inp, N, F, 0);
+    k_swiglu_fwd(o2, c.inp, N, F);
+    assert_int_equal(compare_f("glu clamp 0", o1, o2, N * F, 0, 0), 0);
+    free(o1); free(o2);
     free(c.out); free(c.inp); free(c.W); free(d); free(d0);
 }
 
@@ -318,15 +358,22 @@ static void test_rope_pos(void **state) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS; } AttnCtx;
+typedef struct { float *out, *lse, *q, *k, *v, *W; int B, T, NH, NKV, HS, win; float *sink; } AttnCtx;
+// win: sliding window (0 none); sink: a sink logit per head (NULL none)
 
 static double attn_obj(void *p) {
     AttnCtx *c = p;
-    k_attention_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS);
+    if (c->win > 0)
+        k_attention_window_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS, c->win);
+    else
+        k_attention_fwd(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->NH, c->NKV, c->HS);
+    if (c->sink)
+        k_attention_sink_fwd(c->out, c->lse, c->sink, c->B, c->T, c->NH, c->HS);
     return wsum(c->out, c->W, (size_t)c->B * c->T * c->NH * c->HS);
 }
 
-/* the whole (T, T) score matrix per head, softmax with the causal mask */
+/* the whole (T, T) score matrix per head, softmax with the causal mask
+ * (and the window: key j seen by query t when t − win <= j <= t) */
 static void attn_naive(double *out, double *lse, const AttnCtx *c) {
     int B = c->B, T = c->T, NH = c->NH, NKV = c->NKV, HS = c->HS;
     double *att = malloc(sizeof(double) * T * T);
@@ -339,11 +386,13 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
                     for (int d = 0; d < HS; d++)
                         s += (double)c->q[((b * T + t) * NH + h) * HS + d]
                            * c->k[((b * T + j) * NKV + g) * HS + d];
-                    att[t * T + j] = j <= t ? s / sqrt(HS) : -INFINITY;
+                    bool seen = j <= t && (c->win <= 0 || t - j <= c->win);
+                    att[t * T + j] = seen ? s / sqrt(HS) : -INFINITY;
                 }
-                double mx = -INFINITY, sum = 0;
+                double mx = c->sink ? c->sink[h] : -INFINITY, sum = 0;
                 for (int j = 0; j < T; j++) mx = fmax(mx, att[t * T + j]);
                 for (int j = 0; j < T; j++) sum += exp(att[t * T + j] - mx);
+                if (c->sink) sum += exp(c->sink[h] - mx);   /* the sink: in the denominator, no value */
                 lse[(b * NH + h) * T + t] = mx + log(sum);
                 for (int d = 0; d < HS; d++) {
                     double o = 0;
@@ -356,10 +405,10 @@ static void attn_naive(double *out, double *lse, const AttnCtx *c) {
     free(att);
 }
 
-static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
+static void attn_case_w(int B, int T, int NH, int NKV, int HS, int check_grad, int win) {
     size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
     AttnCtx c = {malloc(sizeof(float) * nq), malloc(sizeof(float) * B * NH * T),
-                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS};
+                 randv(nq, 1), randv(nk, 1), randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win, NULL};
     attn_obj(&c);
     double *ref = malloc(nq * sizeof *ref), *rlse = malloc(sizeof(double) * B * NH * T);
     attn_naive(ref, rlse, &c);
@@ -368,7 +417,10 @@ static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
     if (check_grad) {
         float *dq = randv(nq, 1), *dk = randv(nk, 1), *dv = randv(nk, 1);
         float *dq0 = copyv(dq, nq), *dk0 = copyv(dk, nk), *dv0 = copyv(dv, nk);
-        k_attention_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS);
+        if (win > 0)
+            k_attention_window_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS, win);
+        else
+            k_attention_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS);
         int bad = grad_check("attention dq", attn_obj, &c, c.q, nq, dq, dq0)
                 + grad_check("attention dk", attn_obj, &c, c.k, nk, dk, dk0)
                 + grad_check("attention dv", attn_obj, &c, c.v, nk, dv, dv0);
@@ -377,6 +429,10 @@ static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
     }
     free(ref); free(rlse);
     free(c.out); free(c.lse); free(c.q); free(c.k); free(c.v); free(c.W);
+}
+
+static void attn_case(int B, int T, int NH, int NKV, int HS, int check_grad) {
+    attn_case_w(B, T, NH, NKV, HS, check_grad, 0);
 }
 
 static void test_attention_fwd(void **state) {
@@ -393,6 +449,53 @@ static void test_attention_bwd(void **state) {
     attn_case(2, 5, 4, 2, 4, 1);    // GQA
     attn_case(1, 4, 2, 2, 3, 1);    // MHA, odd head size
     attn_case(1, 70, 2, 1, 4, 1);   // two query tiles
+}
+
+/* Sliding windows (query t sees keys t−W..t) against the naive masked
+ * softmax, forward and gradient-checked backward: windows narrower than a
+ * tile, across tile edges, one key (W 0 would be causal: W 1 is the
+ * narrowest band), and one wider than the sequence (= causal). */
+static void test_attention_window(void **state) {
+    (void)state;
+    attn_case_w(2, 150, 4, 2, 16, 0, 5);    // three tiles, a 6-key band
+    attn_case_w(1, 150, 2, 1, 8, 0, 64);    // the band spans exactly one tile back
+    attn_case_w(1, 150, 2, 1, 8, 0, 100);   // across a tile edge
+    attn_case_w(1, 9, 2, 2, 4, 0, 1);       // two keys a query
+    attn_case_w(1, 9, 2, 1, 4, 0, 50);      // wider than the sequence: causal
+    attn_case_w(1, 6, 4, 2, 4, 1, 2);       // GQA, gradients
+    attn_case_w(1, 70, 2, 1, 4, 1, 3);      // two query tiles, gradients
+}
+
+/* Attention sinks: the naive softmax with one more logit per head in the
+ * denominator; forward, and q, k, v and the sinks gradient-checked. */
+static void sink_case(int B, int T, int NH, int NKV, int HS, int win) {
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
+    AttnCtx c = {malloc(sizeof(float) * nq), malloc(sizeof(float) * B * NH * T), randv(nq, 1), randv(nk, 1),
+                 randv(nk, 1), randv(nq, 1), B, T, NH, NKV, HS, win, randv(NH, 1)};
+    attn_obj(&c);
+    double *ref = malloc(nq * sizeof *ref), *rlse = malloc(sizeof(double) * B * NH * T);
+    attn_naive(ref, rlse, &c);
+    assert_int_equal(compare("sink attention out", c.out, ref, nq, 1e-5, 1e-4), 0);
+    assert_int_equal(compare("sink attention lse", c.lse, rlse, (size_t)B * NH * T, 1e-5, 1e-5), 0);
+    float *dq = randv(nq, 1), *dk = randv(nk, 1), *dv = randv(nk, 1), *ds = randv(NH, 1);
+    float *dq0 = copyv(dq, nq), *dk0 = copyv(dk, nk), *dv0 = copyv(dv, nk), *ds0 = copyv(ds, NH);
+    k_attention_window_bwd(dq, dk, dv, c.W, c.q, c.k, c.v, c.out, c.lse, B, T, NH, NKV, HS, win);
+    k_attention_sink_bwd(ds, c.W, c.out, c.lse, c.sink, B, T, NH, HS);
+    int bad = grad_check("sink attention dq", attn_obj, &c, c.q, nq, dq, dq0)
+            + grad_check("sink attention dk", attn_obj, &c, c.k, nk, dk, dk0)
+            + grad_check("sink attention dv", attn_obj, &c, c.v, nk, dv, dv0)
+            + grad_check("sink attention dsink", attn_obj, &c, c.sink, NH, ds, ds0);
+    assert_int_equal(bad, 0);
+    free(dq); free(dk); free(dv); free(ds); free(dq0); free(dk0); free(dv0); free(ds0);
+    free(ref); free(rlse);
+    free(c.out); free(c.lse); free(c.q); free(c.k); free(c.v); free(c.W); free(c.sink);
+}
+
+static void test_attention_sinks(void **state) {
+    (void)state;
+    sink_case(1, 6, 4, 2, 4, 0);    // GQA, causal
+    sink_case(2, 5, 2, 2, 3, 0);    // MHA, odd head size
+    sink_case(1, 70, 2, 1, 4, 3);   // two query tiles, a window (GPT-OSS's windowed layers have sinks too)
 }
 
 /* Context parallel: the sequence cut into 2·cp chunks, "rank" r holding
@@ -665,9 +768,12 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_glu_clamp),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_bwd),
+        cmocka_unit_test(test_attention_window),
+        cmocka_unit_test(test_attention_sinks),
         cmocka_unit_test(test_attention_cp),
         cmocka_unit_test(test_attention_block_full),
         cmocka_unit_test(test_rope_pos),

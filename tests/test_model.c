@@ -2019,6 +2019,190 @@ static void test_moe_dispatchers(void **st)
     assert_int_equal(layout_parse_dispatcher("deepep", &d), -1);
 }
 
+/* GPT-OSS-120B by hand from its config.json (the model card's 116.83B total,
+ * 5.13B active without the input embedding). Per layer: attention q 2880*4096
+ * + 4096, k and v 2*(2880*512 + 512), o 4096*2880 + 2880, sinks 64 =
+ * 26,550,144 (the card's 0.96B over 36 layers); 128 experts of 2880*5760 +
+ * 5760 + 2880*2880 + 2880 = 24,891,840; router 2880*128 + 128 = 368,768;
+ * norms 2*2880. 36 layers + 2*201,088*2880 + 2880 = 116,829,156,672.
+ * Active: 4 experts: 36*(26,550,144 + 4*24,891,840 + 368,768 + 5,760) +
+ * 2*579,133,440 + 2880 = 5,711,982,912 (5,132,849,472 without the input
+ * embedding). Megatron's estimator leaves biases and sinks out. */
+static void test_gpt_oss_counts(void **st)
+{
+    (void)st;
+    char err[256];
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    assert_int_equal(spec_attn_params(&m), 26550144);
+    assert_int_equal(spec_expert_params(&m), 24891840);
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT), 116829156672LL);
+    assert_int_equal(spec_params_active(&m, 1, PARAMS_EXACT), 5711982912LL);
+    assert_int_equal(spec_params_active(&m, 1, PARAMS_EXACT) - 201088LL * 2880, 5132849472LL);
+    ModelSpec plain = m;
+    plain.bias = plain.sinks = false;
+    assert_int_equal(spec_params(&m, 1, PARAMS_MEGATRON), spec_params(&plain, 1, PARAMS_EXACT));
+    /* sinks are a per head per layer */
+    ModelSpec ns = m;
+    ns.sinks = false;
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT) - spec_params(&ns, 1, PARAMS_EXACT), 36 * 64);
+    /* a dense model carries them too */
+    ModelSpec d = llama2_7b();
+    int64_t n0 = spec_params(&d, 1, PARAMS_EXACT), g0 = spec_params(&d, 1, PARAMS_MEGATRON);
+    d.sinks = true;
+    assert_int_equal(spec_params(&d, 1, PARAMS_EXACT) - n0, 32 * 32);
+    assert_int_equal(spec_params(&d, 1, PARAMS_MEGATRON), g0);
+    /* the cost model's memory counts them too: a whole gpt-oss-120b MoE layer at
+     * tp 1, ep 1 is spec_moe_layer_params; at tp 2 the 64 sinks split with the heads */
+    ModelSpec big;
+    assert_int_equal(presets_find("gpt-oss-120b", &big, err, sizeof err), 0);
+    Layout lo1;
+    layout_default(&lo1);
+    double ex1;
+    assert_rel(memory_layer_params(&big, &lo1, true, &ex1), (double)spec_moe_layer_params(&big), 1e-15);
+    ModelSpec nos = big;
+    nos.sinks = false;
+    lo1.tp = 2, lo1.sp = true;
+    assert_rel(memory_layer_params(&big, &lo1, true, &ex1) - memory_layer_params(&nos, &lo1, true, &ex1), 32, 1e-12);
+    /* gpt-oss-20b: the same layer, 24 layers of 32 experts (router 2880*32 + 32):
+     * 24*(26,550,144 + 32*24,891,840 + 92,192 + 5,760) + 2*579,133,440 + 2880
+     * = 20,914,757,184 (the card's 20.91B); active 24*(26,550,144 +
+     * 4*24,891,840 + 92,192 + 5,760) + 579,133,440 + 2880 = 3,608,307,264
+     * without the input embedding (3.61B) */
+    assert_int_equal(presets_find("gpt-oss-20b", &m, err, sizeof err), 0);
+    assert_int_equal(spec_params(&m, 1, PARAMS_EXACT), 20914757184LL);
+    assert_int_equal(spec_params_active(&m, 1, PARAMS_EXACT) - 201088LL * 2880, 3608307264LL);
+}
+
+/* Sliding windows: which layers, how many keys, what FLOPs. */
+static void test_sliding_window(void **st)
+{
+    (void)st;
+    char err[256];
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    /* skip freq 2: layers 1, 3, ... (0-based) full, 0, 2, ... windowed */
+    assert_true(spec_layer_is_windowed(&m, 0) && !spec_layer_is_windowed(&m, 1) && spec_layer_is_windowed(&m, 34));
+    assert_false(spec_layer_is_windowed(&m, 36));
+    assert_int_equal(spec_windowed_layers(&m), 18);
+    ModelSpec x = m;
+    x.window_skip_freq = 3;   /* layers 2, 5, ..., 35 full: 12 of 36 */
+    assert_int_equal(spec_windowed_layers(&x), 24);
+    assert_true(spec_layer_is_windowed(&x, 1) && !spec_layer_is_windowed(&x, 2));
+    x.window_skip_freq = 0;
+    assert_int_equal(spec_windowed_layers(&x), 36);
+    /* W = 3 (4 keys) over s = 8: keys 1, 2, 3, 4, 4, 4, 4, 4 = 26 -> 3.25 */
+    x.s = 8, x.window = 3;
+    assert_rel(spec_window_keys(&x), 26.0 / 8, 1e-15);
+    /* window 127 at 4096 tokens: a ramp of 128*127/2 then 128 keys for 3969 queries */
+    double keys = (128.0 * 127 / 2 + 128.0 * 3969) / 4096;
+    assert_rel(spec_window_keys(&m), keys, 1e-15);
+    /* core FLOPs a token: 4 * 4096 (q width) per key; half the layers full */
+    double per_key = 4.0 * 4096;
+    assert_rel(spec_layer_attn_flops_fwd(&m, true), per_key * (0.5 * 4096 + keys) / 2, 1e-12);
+    assert_rel(spec_layer_attn_flops_fwd(&m, false), per_key * (4096.0 + 128) / 2, 1e-12);
+    ModelSpec full = m;
+    full.window = full.window_skip_freq = 0;
+    assert_rel(spec_layer_attn_flops_fwd(&full, false), per_key * 4096, 1e-12);
+    double d = spec_flops_per_token(&full, 1, FLOPS_FULL_ATTN) - spec_flops_per_token(&m, 1, FLOPS_FULL_ATTN);
+    assert_rel(d, 3.0 * 36 * per_key * (4096.0 - (4096.0 + 128) / 2), 1e-9);
+    /* a flash kernel in 128 x 128 tiles: the first query tile one tile, every
+     * other two (its own and the one before): (128 + 31 * 256) / 32 keys */
+    assert_rel(time_window_tile_keys(&m), (128.0 + 31 * 256) / 32, 1e-15);
+    x = m;
+    x.window = 300;   /* 301 keys: 3 earlier tiles for most query tiles, 4 in all */
+    assert_rel(time_window_tile_keys(&x), (128.0 * (1 + 2 + 3) + 29 * 512.0) / 32, 1e-15);
+    /* refusals name the knob */
+    x = m;
+    x.window = 0;
+    assert_int_equal(spec_validate(&x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "window-skip-freq"));
+    x = m;
+    x.mlp = MLP_GELU;
+    assert_int_equal(spec_validate(&x, err, sizeof err), -1);
+    assert_non_null(strstr(err, "act-clamp"));
+    x = m;
+    x.act_clamp = -1;
+    assert_int_equal(spec_validate(&x, err, sizeof err), -1);
+}
+
+/* Head dimension 64 runs flash attention at 0.67 of the d = 128 rate from
+ * Hopper on (FlashAttention-3 paper, cuDNN 408 / 609 TFLOP/s); nothing
+ * changes at d = 128 or on an A100 profile. */
+static void test_attn_head_dim(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile h100, a100p;
+    assert_int_equal(profile_load_builtin("h100-sxm", &h100, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("a100-80g", &a100p, err, sizeof err), 0);
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    assert_rel(time_attn_dim_eff(&m, &h100, false), 0.67, 1e-15);
+    assert_rel(time_attn_dim_eff(&m, &h100, true), 0.84, 1e-15);
+    assert_rel(time_attn_dim_eff(&m, &a100p, false), 1.0, 0);
+    ModelSpec l = llama2_7b();
+    assert_rel(time_attn_dim_eff(&l, &h100, false), 1.0, 0);
+    l.d_head = 96;
+    assert_rel(time_attn_dim_eff(&l, &h100, false), 0.835, 1e-12);
+    assert_rel(time_attn_dim_eff(&l, &h100, true), 0.92, 1e-12);
+    /* the selective-recompute term is the attention core: with the same
+     * FLOPs, d = 64 takes 1/0.67 of d = 128's time */
+    ModelSpec a = llama2_7b(), b = a;
+    b.a = 64, b.d_head = 64;   /* same q width 4096, same core FLOPs */
+    Layout lo = layout_for(&a, &h100, 8, 1, 1, 1, 64);
+    LayerTime ta, tb;
+    time_layer(&a, &h100, &lo, &ta);
+    time_layer(&b, &h100, &lo, &tb);
+    assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+    /* the backward at 0.84: the same d = 64 model against the profile without
+     * fp8 (read as pre-Hopper, no factor), mbs 8 to stay off the launch floor */
+    HwProfile nof8h = h100;
+    nof8h.peak[PREC_FP8] = 0;
+    Layout l8 = layout_for(&b, &h100, 8, 1, 1, 8, 64);
+    time_layer(&b, &h100, &l8, &tb);
+    time_layer(&b, &nof8h, &l8, &ta);
+    assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+    assert_rel(tb.bwd - ta.bwd, 2.5 * ta.rc_sel * (1 / 0.84 - 1), 1e-9);
+    /* under context parallelism too (the ring's blocks and merges): the same d = 64
+     * model on the same profile without fp8 (read as pre-Hopper: no factor),
+     * links fast enough that the forward exchange hides */
+    HwProfile fast = h100;
+    fast.intra.bw *= 1e6, fast.inter.bw *= 1e6, fast.intra.lat = fast.inter.lat = fast.coll_lat = 0;
+    HwProfile nof8 = fast;
+    nof8.peak[PREC_FP8] = 0;
+    lo = layout_for(&b, &fast, 4, 1, 1, 8, 64);   /* mbs 8: far above the launch floor */
+    lo.cp = 2;
+    char e2[256];
+    assert_int_equal(layout_check(&lo, &b, &fast, e2, sizeof e2), 0);
+    time_layer(&b, &fast, &lo, &tb);
+    time_layer(&b, &nof8, &lo, &ta);
+    assert_rel(tb.rc_sel, ta.rc_sel / 0.67, 1e-9);
+}
+
+/* Biased experts: the FC2 bias pass forward (read and write h a row) and
+ * the two bias-gradient reductions backward (2 ef + h a row), nothing else. */
+static void test_moe_bias_passes(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 64, 1, 1, 1, 64);
+    lo.ep = 8;
+    ModelSpec nb = m;
+    nb.bias = false;
+    LayerTime a, b;
+    time_layer(&m, &hw, &lo, &a);
+    time_layer(&nb, &hw, &lo, &b);
+    double rows = layout_moe_rows(&m, &lo);
+    assert_rel(a.moe_fwd - b.moe_fwd, time_mem_s(&hw, 2.0 * 2 * rows * 2880), 1e-9);
+    assert_rel(a.moe_bwd - b.moe_bwd, time_mem_s(&hw, 2.0 * rows * (2 * 2880 + 2880)), 1e-9);
+    assert_rel(a.fwd, b.fwd, 0);   /* a dense layer's time has no such term */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2077,6 +2261,10 @@ int main(void)
         cmocka_unit_test(test_moe_dispatchers),
         cmocka_unit_test(test_pp_serial_p2p),
         cmocka_unit_test(test_cuda_graph_launches),
+        cmocka_unit_test(test_gpt_oss_counts),
+        cmocka_unit_test(test_sliding_window),
+        cmocka_unit_test(test_attn_head_dim),
+        cmocka_unit_test(test_moe_bias_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

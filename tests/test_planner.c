@@ -596,6 +596,49 @@ static void test_default_batch_plans(void **state)
     planner_result_free(&res);
 }
 
+/* --target ultraplan offers only what the executor runs: the clamped
+ * activation anywhere, sinks and a sliding window only at cp 1; --target
+ * megatron offers them all. */
+static void test_target_ultraplan_gpt_oss_parts(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama2-7b", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    PlanResult res;
+    char err[256];
+    for (int c = 0; c < 3; c++) {
+        ModelSpec x = m;
+        if (c == 0)
+            x.sinks = true;
+        else if (c == 1)
+            x.act_clamp = 7;
+        else
+            x.window = 1024, x.window_skip_freq = 2;
+        request(&r, &x, 64);
+        r.base.target = TARGET_ULTRAPLAN;
+        /* all three run at cp 1: free, it plans; cp 2 asked for, nothing for sinks and windows */
+        assert_int_equal(planner_search(&x, &hw, &o, &r, &res, err, sizeof err), 0);
+        assert_true(res.n > 0);
+        planner_result_free(&res);
+        r.base.cp = 2, r.fixed |= FIX_CP;
+        int rc = planner_search(&x, &hw, &o, &r, &res, err, sizeof err);
+        if (c == 1)
+            assert_true(rc == 0 && res.n > 0);   /* the clamp is in the MLP: any cp */
+        else
+            assert_true(rc != 0 || res.n == 0);
+        if (rc == 0)
+            planner_result_free(&res);
+        r.base.target = TARGET_MEGATRON;
+        assert_int_equal(planner_search(&x, &hw, &o, &r, &res, err, sizeof err), 0);
+        assert_true(res.n > 0);
+        planner_result_free(&res);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_default_batch_plans),
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
+        cmocka_unit_test(test_target_ultraplan_gpt_oss_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

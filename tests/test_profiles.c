@@ -494,8 +494,8 @@ static void test_presets_are_valid(void **state)
 {
     (void)state;
     char err[256];
-    assert_int_equal(presets_count(), 38);
-    assert_null(presets_get(38));
+    assert_int_equal(presets_count(), 39);
+    assert_null(presets_get(39));
     assert_null(presets_source(-1));
     for (int i = 0; i < presets_count(); i++) {
         ModelSpec m = *presets_get(i);
@@ -529,6 +529,7 @@ static void test_moe_preset_counts(void **state)
         {"qwen3-235b-a22b", 235e9, 22e9, 0.01, 0},
         {"deepseek-v3", 671e9, 37e9, 0.015, 0},       /* without the MTP module (below) */
         {"gpt-oss-120b", 116.8e9, 5.1e9, 0.01, 1},    /* active without the input embedding (model card) */
+        {"gpt-oss-20b", 20.91e9, 3.61e9, 0.002, 1},   /* likewise: 20.91B / 3.61B */
         {"llama4-maverick", 400e9, 17e9, 0.015, 0},
         {"kimi-k2", 1.04e12, 32.6e9, 0.015, 0},       /* the K2 report's 1.04T and 32.6B */
         {"mistral-7b", 7.24e9, 7.24e9, 0.001, 0},

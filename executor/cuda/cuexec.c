@@ -720,6 +720,11 @@ static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int err
     if (m->attn == ATTN_MLA || m->mtp_layers > 0)
         FAIL("model \"%s\" has attention %s, mtp_layers %d: the CUDA executor runs MHA/GQA without multi-token "
              "prediction; plan it with --attn mha --mtp-layers 0", m->name, spec_attn_name(m->attn), m->mtp_layers);
+    if (m->window > 0 || m->sinks || m->act_clamp > 0)
+        FAIL("model \"%s\" has window %d, attn_sinks %s, act_clamp %g: the CUDA attention and activation kernels "
+             "run full causal attention without sinks and plain SwiGLU so far; plan it with --window 0 "
+             "--no-attn-sinks --act-clamp 0 (the CPU backend runs all three)", m->name, m->window,
+             m->sinks ? "true" : "false", m->act_clamp);
     if (check_moe(m, lo, err, errlen) != 0)
         return -1;
     if (lo->cp < 1 || (lo->cp > 1 && m->s % (2 * lo->cp)))

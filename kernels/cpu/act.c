@@ -1,4 +1,4 @@
-/* act.c — GELU (tanh approximation) and SwiGLU. */
+/* act.c — GELU (tanh approximation), SwiGLU and GPT-OSS's clamped quick-GEGLU. */
 #include <math.h>
 #include "kernels.h"
 #include "vmath.h"
@@ -82,6 +82,50 @@ void k_swiglu_bwd(float *dinp, const float *inp, const float *dout, int N, int F
             float g = gate[j], s = 1.0f / (1.0f + expf(-g));
             dgate[j] += dy[j] * up[j] * s * (1.0f + g * (1.0f - s));
             dup[j] += dy[j] * g * s;
+        }
+    }
+}
+
+/* GPT-OSS's gated activation (HF modeling_gpt_oss, Megatron's quick_gelu
+ * with activation_func_clamp_value C and glu_linear_offset 1): the gate
+ * clamped from above at C, the linear half to [−C, C], out = g·σ(1.702 g)·(u + 1).
+ * A clamped input gets no gradient (as torch.clamp's backward, which passes
+ * it at the bound itself). clamp 0 is SwiGLU. */
+#define QUICK_GELU_A 1.702f
+
+void k_glu_fwd(float *out, const float *inp, int N, int F, float clamp) {
+    if (clamp <= 0) {
+        k_swiglu_fwd(out, inp, N, F);
+        return;
+    }
+    #pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float *gate = inp + (size_t)i * 2 * F, *up = gate + F;
+        float *o = out + (size_t)i * F;
+        for (int j = 0; j < F; j++) {
+            float g = fminf(gate[j], clamp), u = fminf(fmaxf(up[j], -clamp), clamp);
+            o[j] = g / (1.0f + expf(-QUICK_GELU_A * g)) * (u + 1.0f);
+        }
+    }
+}
+
+void k_glu_bwd(float *dinp, const float *inp, const float *dout, int N, int F, float clamp) {
+    if (clamp <= 0) {
+        k_swiglu_bwd(dinp, inp, dout, N, F);
+        return;
+    }
+    #pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float *gate = inp + (size_t)i * 2 * F, *up = gate + F;
+        const float *dy = dout + (size_t)i * F;
+        float *dgate = dinp + (size_t)i * 2 * F, *dup = dgate + F;
+        for (int j = 0; j < F; j++) {
+            float g = fminf(gate[j], clamp), u = fminf(fmaxf(up[j], -clamp), clamp);
+            float s = 1.0f / (1.0f + expf(-QUICK_GELU_A * g));
+            if (gate[j] <= clamp)
+                dgate[j] += dy[j] * (u + 1.0f) * s * (1.0f + QUICK_GELU_A * g * (1.0f - s));
+            if (up[j] >= -clamp && up[j] <= clamp)
+                dup[j] += dy[j] * g * s;
         }
     }
 }

@@ -24,7 +24,9 @@
 
 enum { ATT_BQ = 64 };   // queries per tile
 
-static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in);
+static void tile_exp_band(float *s, int ld, int nq, int t1, const int *first, const int *nv, float *lse_out,
+                          const float *lse_in);
+static void tile_exp_win(float *s, int ld, int t0, int nq, int k0, int W, float *lse_out, const float *lse_in);
 
 /* The GEMMs inside the parallel loops must not start BLAS threads of their
  * own: OpenBLAS's (pthread) pool serves one caller at a time, so OpenMP
@@ -69,8 +71,12 @@ static void tile_grads(const float *p, float *dp, int ld, int nq, int t1, int HS
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t1, HS, nq, 1.0f, p, ld, dyt, qs, 1.0f, dvb, ks);
 }
 
-void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
-                     const float *v, int B, int T, int NH, int NKV, int HS) {
+/* The full kernels, with an optional sliding window: W > 0 lets query t see
+ * keys t−W..t only (Megatron's window_size (W, 0)), and each tile starts at
+ * key k0 = t0 − W, so a narrow band costs a band of work; W = 0 is causal. */
+static void attn_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int NH,
+                     int NKV, int HS, int W)
+{
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
     int qs = NH * HS, ks = NKV * HS;   // row strides over t
@@ -85,13 +91,14 @@ void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
                 const float *vb = v + (size_t)b * T * ks + (size_t)(h / rep) * HS;
                 for (int t0 = 0; t0 < T; t0 += ATT_BQ) {
                     int nq = T - t0 < ATT_BQ ? T - t0 : ATT_BQ, t1 = t0 + nq;
+                    int k0 = W > 0 && t0 > W ? t0 - W : 0, n1 = t1 - k0;
                     const float *qt = q + ((size_t)b * T + t0) * qs + (size_t)h * HS;
                     float *ot = out + ((size_t)b * T + t0) * qs + (size_t)h * HS;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
-                                scale, qt, qs, kb, ks, 0.0f, s, T);
-                    tile_exp(s, T, t0, nq, t1, lse + ((size_t)b * NH + h) * T + t0, NULL);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, t1,
-                                1.0f, s, T, vb, ks, 0.0f, ot, qs);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n1, HS,
+                                scale, qt, qs, kb + (size_t)k0 * ks, ks, 0.0f, s, T);
+                    tile_exp_win(s, T, t0, nq, k0, W, lse + ((size_t)b * NH + h) * T + t0, NULL);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, HS, n1,
+                                1.0f, s, T, vb + (size_t)k0 * ks, ks, 0.0f, ot, qs);
                 }
             }
         }
@@ -100,10 +107,9 @@ void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
     blas_single_end(blas_threads);
 }
 
-void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
-                     const float *q, const float *k, const float *v,
-                     const float *out, const float *lse,
-                     int B, int T, int NH, int NKV, int HS) {
+static void attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                     const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV, int HS, int W)
+{
     int rep = NH / NKV;
     float scale = 1.0f / sqrtf((float)HS);
     int qs = NH * HS, ks = NKV * HS;
@@ -121,16 +127,18 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                 for (int h = g * rep; h < (g + 1) * rep; h++) {
                     for (int t0 = 0; t0 < T; t0 += ATT_BQ) {
                         int nq = T - t0 < ATT_BQ ? T - t0 : ATT_BQ, t1 = t0 + nq;
-                        size_t qoff = ((size_t)b * T + t0) * qs + (size_t)h * HS;
+                        int k0 = W > 0 && t0 > W ? t0 - W : 0, n1 = t1 - k0;
+                        size_t qoff = ((size_t)b * T + t0) * qs + (size_t)h * HS, k0off = (size_t)k0 * ks;
                         const float *qt = q + qoff, *ot = out + qoff, *dyt = dout + qoff;
                         /* p = exp(scale·q kᵀ − lse); dp = dy vᵀ */
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
-                                    scale, qt, qs, kb, ks, 0.0f, p, T);
-                        tile_exp(p, T, t0, nq, t1, NULL, lse + ((size_t)b * NH + h) * T + t0);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, t1, HS,
-                                    1.0f, dyt, qs, vb, ks, 0.0f, dp, T);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n1, HS,
+                                    scale, qt, qs, kb + k0off, ks, 0.0f, p, T);
+                        tile_exp_win(p, T, t0, nq, k0, W, NULL, lse + ((size_t)b * NH + h) * T + t0);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, n1, HS,
+                                    1.0f, dyt, qs, vb + k0off, ks, 0.0f, dp, T);
                         /* ds = p·(dp − Σ_j p_j dp_j)·scale, and Σ_j p_j dp_j = dy·o */
-                        tile_grads(p, dp, T, nq, t1, HS, scale, qt, ot, dyt, qs, kb, ks, dq + qoff, dkb, dvb);
+                        tile_grads(p, dp, T, nq, n1, HS, scale, qt, ot, dyt, qs, kb + k0off, ks, dq + qoff,
+                                   dkb + k0off, dvb + k0off);
                     }
                 }
             }
@@ -139,6 +147,72 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
         free(dp);
     }
     blas_single_end(blas_threads);
+}
+
+void k_attention_fwd(float *out, float *lse, const float *q, const float *k,
+                     const float *v, int B, int T, int NH, int NKV, int HS) {
+    attn_fwd(out, lse, q, k, v, B, T, NH, NKV, HS, 0);
+}
+
+void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
+                     const float *q, const float *k, const float *v,
+                     const float *out, const float *lse,
+                     int B, int T, int NH, int NKV, int HS) {
+    attn_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, 0);
+}
+
+void k_attention_window_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int NH, int NKV, int HS, int W)
+{
+    attn_fwd(out, lse, q, k, v, B, T, NH, NKV, HS, W > 0 ? W : 0);
+}
+
+void k_attention_window_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
+                            int HS, int W)
+{
+    attn_bwd(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, W > 0 ? W : 0);
+}
+
+/* ---- attention sinks (GPT-OSS) ------------------------------------------ */
+
+/* A sink is one more logit per head in every row's softmax, with no value:
+ * lse' = logaddexp(lse, sink_h) and out' = out·e^(lse − lse'). The
+ * backward's p = exp(s − lse') then already carries the sink's share. */
+void k_attention_sink_fwd(float *out, float *lse, const float *sink, int B, int T, int NH, int HS)
+{
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                float *l = lse + ((size_t)b * NH + h) * T + t;
+                float m = fmaxf(*l, sink[h]);
+                float tot = m + logf(expf(*l - m) + expf(sink[h] - m));
+                float f = expf(*l - tot);
+                float *o = out + (((size_t)b * T + t) * NH + h) * HS;
+                for (int d = 0; d < HS; d++)
+                    o[d] *= f;
+                *l = tot;
+            }
+}
+
+/* d sink_h = Σ_rows p_sink·(0 − dout·out) with p_sink = e^(sink_h − lse'):
+ * the sink's column of ds, whose value is zero. Accumulates into dsink. */
+void k_attention_sink_bwd(float *dsink, const float *dout, const float *out, const float *lse, const float *sink,
+                          int B, int T, int NH, int HS)
+{
+    for (int h = 0; h < NH; h++) {
+        double acc = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t r = (((size_t)b * T + t) * NH + h) * HS;
+                double D = 0;
+                for (int d = 0; d < HS; d++)
+                    D += (double)dout[r + d] * out[r + d];
+                acc -= exp((double)sink[h] - lse[((size_t)b * NH + h) * T + t]) * D;
+            }
+        dsink[h] += (float)acc;
+    }
 }
 
 /* ---- one K/V block of a longer sequence (context parallel) --------------- */
@@ -161,11 +235,22 @@ static int keys_seen(const int *kpos, int Tk, int qp)
  * key is all zeros and, in the forward, gets lse −∞. */
 static void tile_exp_nv(float *s, int ld, int nq, int t1, const int *nv, float *lse_out, const float *lse_in)
 {
+    tile_exp_band(s, ld, nq, t1, NULL, nv, lse_out, lse_in);
+}
+
+/* tile_exp_nv over the keys first[i]..nv[i]−1 of row i (first NULL: from 0),
+ * the keys before first[i] zeroed too: a sliding window's band. */
+static void tile_exp_band(float *s, int ld, int nq, int t1, const int *first, const int *nv, float *lse_out,
+                          const float *lse_in)
+{
     for (int i = 0; i < nq; i++) {
         float *r = s + (size_t)i * ld;
-        int n = nv[i];
+        int f = first ? first[i] : 0, n = nv[i] - f, tr = t1 - f;
+        for (int j = 0; j < f; j++)
+            r[j] = 0.0f;
+        r += f;
         if (n == 0) {
-            for (int j = 0; j < t1; j++)
+            for (int j = 0; j < tr; j++)
                 r[j] = 0.0f;
             if (lse_out)
                 lse_out[i] = -INFINITY;
@@ -184,7 +269,7 @@ static void tile_exp_nv(float *s, int ld, int nq, int t1, const int *nv, float *
         for (int j = 0; j < n; j++)
             r[j] -= m;
         vm_exp(r, r, n);
-        for (int j = n; j < t1; j++)
+        for (int j = n; j < tr; j++)
             r[j] = 0.0f;
         if (lse_out) {
             float sum = 0.0f;
@@ -200,15 +285,19 @@ static void tile_exp_nv(float *s, int ld, int nq, int t1, const int *nv, float *
     }
 }
 
-/* The causal tile of the full kernels: row i holds the scaled scores of query
- * t0+i against keys 0..t1−1 and sees keys 0..t0+i (tile_exp_nv with those
- * counts; t1 ≤ t0 + nq, nq ≤ ATT_BQ). */
-static void tile_exp(float *s, int ld, int t0, int nq, int t1, float *lse_out, const float *lse_in)
+/* The tile of the full kernels: row i holds the scaled scores of query t0+i
+ * against keys k0..t0+nq−1 and sees keys max(0, t0+i−W)..t0+i (W 0: from 0,
+ * the causal mask), columns max(0, t0+i−W)−k0 .. t0+i−k0 (tile_exp_band;
+ * nq ≤ ATT_BQ). */
+static void tile_exp_win(float *s, int ld, int t0, int nq, int k0, int W, float *lse_out, const float *lse_in)
 {
-    int nv[ATT_BQ];
-    for (int i = 0; i < nq; i++)
-        nv[i] = t0 + i + 1;
-    tile_exp_nv(s, ld, nq, t1, nv, lse_out, lse_in);
+    int nv[ATT_BQ], first[ATT_BQ];
+    for (int i = 0; i < nq; i++) {
+        int lo = W > 0 && t0 + i > W ? t0 + i - W : 0;
+        first[i] = lo - k0;
+        nv[i] = t0 + i + 1 - k0;
+    }
+    tile_exp_band(s, ld, nq, t0 + nq - k0, first, nv, lse_out, lse_in);
 }
 
 void k_attention_block_fwd(float *out, float *lse, const float *q, const float *k, const float *v,

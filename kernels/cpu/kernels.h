@@ -79,6 +79,12 @@ void k_swiglu_fwd(float *out, const float *inp, int N, int F);
 /* dinp (N, 2F) += [dgate | dup] from dout (N, F). */
 void k_swiglu_bwd(float *dinp, const float *inp, const float *dout, int N, int F);
 
+/* The gated activation of a model: SwiGLU with clamp 0, else GPT-OSS's
+ * (model act_clamp C): gate clamped at C from above, up to [−C, C],
+ * out = gate·sigmoid(1.702·gate)·(up + 1). Same layouts as k_swiglu_*. */
+void k_glu_fwd(float *out, const float *inp, int N, int F, float clamp);
+void k_glu_bwd(float *dinp, const float *inp, const float *dout, int N, int F, float clamp);
+
 /* ---- rotary position embedding ------------------------------------------ */
 
 /* RoPE, Llama/GPT-NeoX "rotate half" convention: within each head vector of
@@ -122,6 +128,25 @@ void k_attention_bwd(float *dq, float *dk, float *dv, const float *dout,
                      const float *q, const float *k, const float *v,
                      const float *out, const float *lse,
                      int B, int T, int NH, int NKV, int HS);
+
+/* The same with a sliding window (GPT-OSS, Mistral): query t sees keys
+ * t−W..t (Megatron's window_size (W, 0)); W 0 is the causal kernel above.
+ * Work is a band: each query tile starts at key t0 − W. */
+void k_attention_window_fwd(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T,
+                            int NH, int NKV, int HS, int W);
+void k_attention_window_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, int B, int T, int NH, int NKV,
+                            int HS, int W);
+
+/* Attention sinks (GPT-OSS, Megatron --softmax-type learnable): a learned
+ * logit sink (NH) per head joins every row's softmax with no value. Run
+ * after k_attention_fwd: scales out (B, T, NH, HS) by e^(lse − lse') and
+ * sets lse (B, NH, T) to lse' = logaddexp(lse, sink). The attention
+ * backward then needs nothing else; k_attention_sink_bwd accumulates the
+ * sinks' gradient −Σ_rows e^(sink − lse')·(dout·out) into dsink (NH). */
+void k_attention_sink_fwd(float *out, float *lse, const float *sink, int B, int T, int NH, int HS);
+void k_attention_sink_bwd(float *dsink, const float *dout, const float *out, const float *lse, const float *sink,
+                          int B, int T, int NH, int HS);
 
 /* Context parallel: one block of a longer sequence. Queries q (B, Tq, NH, HS)
  * at global positions qpos (Tq) against keys and values k, v (B, Tk, NKV, HS)
