@@ -71,6 +71,8 @@ typedef struct {
     int zero3_gathers_per_layer;   // gathers (and reduce-scatters) per layer per pass; 0 = one per stage
     bool zero3_flat_ring;          // each call pays (n-1) latencies of its slowest link (NCCL ring)
     double zero3_prefetch_params;  // parameters gathered ahead of the layer computing; 0 = unlimited (a whole layer or more: hidden at dp_overlap)
+    double zero3_max_live_params;  // gathered parameters above which a tensor-granular stack (gathers_per_layer > 1) prefetches nothing; 0 = no cap
+    double zero3_reduce_bucket_params; // gradient elements a tensor-granular stack reduces at a time; 0 = a layer (block buffers)
     double zero3_call_s;           // seconds of host time per gather or reduce-scatter call
     double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
     bool pp_p2p_serial;            // pipeline sends and receives are separate blocking calls (DeepSpeed's engine): 4 transfers a micro-batch on the critical path, not 2 (set by a stack)

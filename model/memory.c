@@ -388,24 +388,74 @@ static double fp8_buffers(const ModelSpec *m, const Layout *lo, int s)
     return sc + 2.0 * per_layer * lo->layers[s];
 }
 
+/* The largest parameter tensor of stage s on one GPU (tp-sharded as it is
+ * stored): a layer's fused QKV, projection, FC1 (SwiGLU's two halves fused)
+ * or FC2, an expert's FC1 or FC2, the shared expert's, and the stage's
+ * embedding, learned positions or head. MLA's attention counts as one
+ * tensor: its largest piece is bounded by the sum. */
+static double largest_tensor(const ModelSpec *m, const Layout *lo, int s)
+{
+    double t = lo->tp, h = m->h, up = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+    double big = m->attn == ATTN_MLA ? ((double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f)) / t
+                                     : fmax(h * (spec_q_width(m) + 2.0 * spec_kv_width(m)), spec_q_width(m) * h) / t;
+    big = fmax(big, up * h * m->f / t);
+    if (spec_is_moe(m)) {
+        double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+        big = fmax(big, up * h * ef / layout_etp(lo));
+        big = fmax(big, up * h * m->shared_ffn / t);
+    }
+    double V = (double)spec_padded_vocab(m, lo->tp);
+    if (s == 0 || s == lo->pp - 1)
+        big = fmax(big, V * h / t);
+    if (s == 0 && m->pos == POS_LEARNED)
+        big = fmax(big, (double)m->s * h);
+    return big;
+}
+
+/* ZeRO-2/3 buffers in parameters: *grad gradient elements held while they
+ * reduce, *gath parameters gathered (ZeRO-3). Block-granular stacks (FSDP,
+ * ultraplan's executor: zero3_gathers_per_layer <= 1) hold whole units:
+ * every layer is one and the stage's other tensors (embedding, final norm,
+ * head) one more. Two layer buckets, so one reduces while the next layer's
+ * backward writes the other, and the stage unit's (its head gradient is
+ * written in the forward, its embedding gradient at the end of the
+ * backward); two layers gathered, the one computing and the one
+ * prefetched, and the stage unit held from a micro-batch's embedding to its
+ * backward. Tensor-granular stacks (DeepSpeed ZeRO-3: a gather per tensor)
+ * never hold a layer whole: the tensor computing (at most the largest, T)
+ * and, while fewer than zero3_max_live_params are gathered, the prefetch
+ * bucket, which fetches whole tensors, so at least the next one: T +
+ * max(prefetch, T) below the cap, T at or above it. Gradients: the tensor
+ * just computed and the reduce bucket it is copied into (a tensor larger
+ * than the bucket reduces alone), in the weights' type, T + max(bucket, T).
+ * Neither is ever more than the block count. True when the gradient
+ * buffers are the tensor-granular ones (in the weights' type). */
+static bool zero_buffer_params(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, double *grad,
+                               double *gath)
+{
+    double layer, stage = memory_zero_unit_params(m, lo, s, &layer);
+    *grad = 2.0 * layer + stage;
+    *gath = lo->opt == OPT_ZERO3 ? 2.0 * layer + stage : 0;
+    if (lo->opt != OPT_ZERO3 || hw->zero3_gathers_per_layer <= 1)
+        return false;
+    double T = largest_tensor(m, lo, s), cap = hw->zero3_max_live_params;
+    double ahead = cap > 0 && T >= cap ? 0 : fmax(hw->zero3_prefetch_params, T);
+    *gath = fmin(*gath, T + ahead);
+    if (hw->zero3_reduce_bucket_params <= 0)
+        return false;
+    *grad = fmin(*grad, T + fmax(hw->zero3_reduce_bucket_params, T));
+    return true;
+}
+
 static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
 {
     double bytes = 0;
     if (lo->pp > 1)   /* send and receive buffers for activations and their gradients */
         bytes += 4.0 * memory_pp_msg_bytes(m, lo);
     if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) {
-        /* FSDP-style units: every layer, and the stage's other tensors
-         * (embedding, final norm, head) as one more. A unit's full gradient
-         * lives in a bucket until its reduce-scatter ends: two layer buckets,
-         * so one reduces while the next layer's backward writes the other,
-         * and the stage unit's own (its head gradient is written in the
-         * forward, its embedding gradient at the end of the backward) */
-        double layer, stage = memory_zero_unit_params(m, lo, s, &layer);
-        bytes += memory_grad_bytes(lo) * (2.0 * layer + stage);
-        /* ZeRO-3 gathers: the layer computing and the one prefetched, and
-         * the stage unit held from a micro-batch's embedding to its backward */
-        if (lo->opt == OPT_ZERO3)
-            bytes += memory_weight_bytes(lo) * (2.0 * layer + stage);
+        double grad, gath;
+        bool tensor_grads = zero_buffer_params(m, hw, lo, s, &grad, &gath);
+        bytes += (tensor_grads ? memory_weight_bytes(lo) : memory_grad_bytes(lo)) * grad + memory_weight_bytes(lo) * gath;
     }
     bytes += memory_cp_ring_bytes(m, lo);
     if (lo->prec == PREC_FP8)

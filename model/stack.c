@@ -103,6 +103,10 @@ void stack_apply(HwProfile *hw, const Stack *st)
         hw->zero3_flat_ring = true;
     if (st->zero3_prefetch_params > 0)
         hw->zero3_prefetch_params = st->zero3_prefetch_params;
+    if (st->zero3_max_live_params > 0)
+        hw->zero3_max_live_params = st->zero3_max_live_params;
+    if (st->zero3_reduce_bucket_params > 0)
+        hw->zero3_reduce_bucket_params = st->zero3_reduce_bucket_params;
     if (st->zero3_call_s > 0)
         hw->zero3_call_s = st->zero3_call_s;
     if (st->zero3_rank_s > 0)

@@ -45,6 +45,8 @@ typedef struct {
     int zero3_gathers_per_layer;  // parameter gathers per layer per pass; 0 = one per stage
     bool zero3_flat_ring;         // each gather pays (n-1) link latencies (NCCL ring over n ranks)
     double zero3_prefetch_params; // parameters gathered ahead of the computing layer; 0 = a layer or more
+    double zero3_max_live_params; // gathered parameters above which nothing more is prefetched; 0 = no cap
+    double zero3_reduce_bucket_params; // gradient elements reduced at a time (tensor-granular stacks); 0 = a layer
     double zero3_call_s;          // host seconds per gather call (hooks, allocation), >= 0
     double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)

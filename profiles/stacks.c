@@ -96,6 +96,11 @@ static int read_zero3(Ctx *c, const cJSON *root, Stack *st)
     st->zero3_flat_ring = r && cJSON_IsTrue(r);
     if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
         return -1;
+    if (opt_number(c, z, "max_live_params", "zero3.max_live_params", 0, 1e15, false, &st->zero3_max_live_params))
+        return -1;
+    if (opt_number(c, z, "reduce_bucket_params", "zero3.reduce_bucket_params", 0, 1e15, false,
+                   &st->zero3_reduce_bucket_params))
+        return -1;
     if (opt_number(c, z, "call_s", "zero3.call_s", 0, 1, false, &st->zero3_call_s))
         return -1;
     return opt_number(c, z, "rank_s", "zero3.rank_s", 0, 1e-3, false, &st->zero3_rank_s);
@@ -220,6 +225,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddNumberToObject(z, "gathers_per_layer", st->zero3_gathers_per_layer);
         cJSON_AddBoolToObject(z, "flat_ring", st->zero3_flat_ring);
         cJSON_AddNumberToObject(z, "prefetch_params", st->zero3_prefetch_params);
+        cJSON_AddNumberToObject(z, "max_live_params", st->zero3_max_live_params);
+        cJSON_AddNumberToObject(z, "reduce_bucket_params", st->zero3_reduce_bucket_params);
         cJSON_AddNumberToObject(z, "call_s", st->zero3_call_s);
         cJSON_AddNumberToObject(z, "rank_s", st->zero3_rank_s);
     }

@@ -1381,6 +1381,54 @@ static void test_fp8_copies(void **st)
     assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_FULL), 2.0 * 64 * 64, 1e-12);
 }
 
+/* ZeRO-3 buffers by the stack's gather granularity (memory.c
+ * zero_buffer_params), by hand for 2 GELU layers, h 64, ffn 256, vocab 256,
+ * 32 learned positions, no biases, tied, tp 1, bf16 weights, fp32 grads:
+ *   a layer unit: QKV 12,288 + proj 4,096 + FC1 16,384 + FC2 16,384 + two
+ *   LayerNorms 256 = 49,408; the stage unit: embedding 16,384 + positions
+ *   2,048 + final norm 128 = 18,560; the largest tensor T = 16,384.
+ * Block (the executor's, FSDP's): grads 4 B x (2 x 49,408 + 18,560) =
+ * 469,504, gathers 2 B x 117,376 = 234,752. Tensor by tensor: gathers T +
+ * max(prefetch, T) below the live cap, T at or above it; gradients T +
+ * max(bucket, T) in 2 B, at most the block count. */
+static void test_zero3_granularity(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = true;
+    char err[256];
+    if (spec_validate(&m, err, sizeof err) != 0)
+        fail_msg("spec_validate: %s", err);
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 4, lo.tp = 1, lo.pp = 1, lo.mbs = 1, lo.gbs = 4, lo.layers[0] = 2, lo.prec = PREC_BF16;
+    static const struct {
+        int gathers;
+        double prefetch, cap, bucket, want;
+    } c[] = {
+        {0, 0, 0, 0, 469504.0 + 234752.0},               /* the default: block, as the executor */
+        {1, 1000, 1e9, 5000, 469504.0 + 234752.0},       /* FSDP: a gather a layer is block-granular */
+        {12, 1000, 0, 5000, 2 * 32768.0 + 2 * 32768.0},  /* tiny bucket, no cap: the next tensor whole */
+        {12, 40000, 1e9, 200000, 2 * 117376.0 + 2 * 56384.0},  /* bucket above the block: the block bound */
+        {12, 1000, 16384, 5000, 2 * 32768.0 + 2 * 16384.0},    /* T at the cap: nothing prefetched */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        hw.zero3_gathers_per_layer = c[i].gathers, hw.zero3_prefetch_params = c[i].prefetch;
+        hw.zero3_max_live_params = c[i].cap, hw.zero3_reduce_bucket_params = c[i].bucket;
+        StageMem z1, z3;
+        lo.opt = OPT_ZERO1;
+        memory_stage(&m, &hw, &lo, 0, &z1);
+        lo.opt = OPT_ZERO3;
+        memory_stage(&m, &hw, &lo, 0, &z3);
+        if (fabs(z3.bytes[MEM_BUFFERS] - z1.bytes[MEM_BUFFERS] - c[i].want) > 1e-6 * c[i].want)
+            fail_msg("case %zu: ZeRO-3 buffers %.0f bytes over ZeRO-1's, expected %.0f", i,
+                     z3.bytes[MEM_BUFFERS] - z1.bytes[MEM_BUFFERS], c[i].want);
+    }
+}
+
 static void test_moe_alltoall(void **st)
 {
     (void)st;
@@ -2249,6 +2297,7 @@ int main(void)
         cmocka_unit_test(test_moe_alltoall),
         cmocka_unit_test(test_zero_unit_largest_layer),
         cmocka_unit_test(test_fp8_copies),
+        cmocka_unit_test(test_zero3_granularity),
         cmocka_unit_test(test_moe_group_limited_nodes),
         cmocka_unit_test(test_recompute_modules),
         cmocka_unit_test(test_fused_cross_entropy),

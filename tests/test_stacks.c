@@ -267,6 +267,45 @@ static void test_zero3_prefetch(void **state)
     assert_rel(dp[3], c.time[T_DP], 1e-6);
 }
 
+/* The 530B ZeRO-3 runs of Narayanan et al. 2021 (Table 2 and its footnote;
+ * docs/accuracy/selene2021_published.csv): DeepSpeed gathered tensor by
+ * tensor, so its buffers hold a 4h^2 MLP weight or two, not two whole layers.
+ * Under deepspeed-zero3 the three layouts that ran fit 80 GB; 560 GPUs at the
+ * same micro-batch 4 does not (the footnote: it did not fit there, so 640
+ * were used); under the default stack's whole-layer buffers none fits. */
+static void test_zero3_530b_fits(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 105, m.h = 20480, m.a = 128, m.g = 128, m.f = 81920, m.vocab = 51200, m.vocab_div = 128, m.s = 2048;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.bias = m.tied = m.dropout = true;
+    char err[400];
+    if (spec_validate(&m, err, sizeof err))
+        fail_msg("spec_validate: %s", err);
+    HwProfile hw = gpu("a100-80g"), ds = hw;
+    assert_int_equal(stacks_apply(&ds, stacks_index("deepspeed-zero3"), err, sizeof err), 0);
+    static const struct { int gpus, mbs; bool fits; } run[] = {
+        {640, 4, true}, {1120, 2, true}, {2240, 1, true}, {560, 4, false},
+    };
+    for (size_t i = 0; i < sizeof run / sizeof *run; i++) {
+        Layout lo;
+        layout_default(&lo);
+        lo.dp = run[i].gpus, lo.mbs = run[i].mbs, lo.gbs = run[i].gpus * run[i].mbs;
+        lo.opt = OPT_ZERO3, lo.prec = PREC_BF16, lo.flash = false;
+        if (layout_check(&lo, &m, &hw, err, sizeof err))
+            fail_msg("layout_check: %s", err);
+        layout_set_recompute(&lo, RECOMPUTE_FULL);
+        StageMem a, b;
+        memory_stage(&m, &ds, &lo, 0, &a);
+        memory_stage(&m, &hw, &lo, 0, &b);
+        if ((a.total <= hw.hbm_bytes) != run[i].fits || b.total <= hw.hbm_bytes)
+            fail_msg("530B on %d GPUs: %.2f GiB under deepspeed-zero3 (expected %s), %.2f GiB by whole layers",
+                     run[i].gpus, a.total / 1073741824.0, run[i].fits ? "fits" : "does not fit",
+                     b.total / 1073741824.0);
+    }
+}
+
 /* Bad files: -1, one line naming the field, nothing filled. */
 static void test_loader_errors(void **state)
 {
@@ -288,6 +327,10 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"call_s\": 5}}", "\"zero3.call_s\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"prefetch_params\": -1}}",
          "\"zero3.prefetch_params\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"max_live_params\": -1}}",
+         "\"zero3.max_live_params\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"reduce_bucket_params\": \"5e8\"}}",
+         "\"zero3.reduce_bucket_params\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"pp_p2p_serial\": 1}", "\"pp_p2p_serial\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
@@ -367,7 +410,8 @@ int main(void)
         cmocka_unit_test(test_builtins_load),   cmocka_unit_test(test_default_is_identity),
         cmocka_unit_test(test_scales_by_hand),  cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_overlaps),        cmocka_unit_test(test_zero3_by_hand),
-        cmocka_unit_test(test_zero3_prefetch),  cmocka_unit_test(test_loader_errors),
+        cmocka_unit_test(test_zero3_prefetch),  cmocka_unit_test(test_zero3_530b_fits),
+        cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_unknown_name),    cmocka_unit_test(test_band_query_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
