@@ -87,25 +87,35 @@ static bool push_outer(OuterList *l, const Outer *o)
     return true;
 }
 
-/* What ultraplan's executor refuses of a mixture-of-experts, MLA or MTP
- * model's layout (executor/exec.c check_shapes); --target ultraplan does
- * not offer it. The rest of check_shapes' rules layout_check or the
- * enumeration already keep. */
-static bool executor_refuses(const ModelSpec *m, const Layout *lo)
+/* What ultraplan's executor refuses of a mixture-of-experts, MLA, MTP,
+ * windowed or sink model's layout (executor/exec.c check_shapes), named as
+ * the planner says it, or NULL when the executor runs it; --target
+ * ultraplan does not offer a refused layout. The rest of check_shapes'
+ * rules layout_check or the enumeration already keep. */
+static const char *executor_refusal(const ModelSpec *m, const Layout *lo)
 {
     bool zero23 = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
-    if (spec_is_moe(m) && (m->bias || (lo->tp > 1 && !lo->sp)))
-        return true;   /* no expert biases; MoE under tp needs SP, as in Megatron-LM */
+    if (spec_is_moe(m) && m->bias)
+        return "it has no expert biases (--bias with --experts)";
+    if (spec_is_moe(m) && lo->tp > 1 && !lo->sp)
+        return "it runs mixture-of-experts under tp > 1 with sequence parallelism only, as Megatron-LM (--no-sp)";
     if ((m->attn == ATTN_MLA || m->mtp_layers > 0) && (m->norm != NORM_RMSNORM || m->pos != POS_ROPE))
-        return true;   /* the model's own limits (model_fault says which) */
+        return "it runs multi-head latent attention and multi-token prediction with --norm rmsnorm --pos rope only";
     if (m->attn == ATTN_MLA && (m->bias || m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim))
-        return true;
-    if (m->mtp_layers > 0 && (lo->cp > 1 || (zero23 && m->mtp_layers > 2)))
-        return true;   /* MTP's tokens k ahead on one cp rank; ZeRO-2/3 buckets hold two MTP modules */
-    if ((m->window > 0 || m->sinks) && lo->cp > 1)
-        return true;   /* no window or sinks in the CP ring */
-    return false;
+        return "it runs multi-head latent attention with --no-bias, an even --qk-rope-dim and --v-head-dim <= "
+               "--qk-nope-dim + --qk-rope-dim only";
+    if (m->mtp_layers > 0 && lo->cp > 1)
+        return "it runs multi-token prediction at cp 1 only (--mtp-layers with --cp)";
+    if (m->mtp_layers > 2 && zero23)
+        return "its ZeRO-2/3 buckets hold at most two multi-token-prediction modules (--mtp-layers > 2 with --zero 2 or 3)";
+    if (m->window > 0 && lo->cp > 1)
+        return "it has no sliding window in the context-parallel ring (--window with --cp)";
+    if (m->sinks && lo->cp > 1)
+        return "it has no attention sinks in the context-parallel ring (--attn-sinks with --cp)";
+    return NULL;
 }
+
+static bool executor_refuses(const ModelSpec *m, const Layout *lo) { return executor_refusal(m, lo) != NULL; }
 
 /* The layout of an outer choice, checked; layers even (or the user's). */
 static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, const Outer *o, Layout *lo)
@@ -812,6 +822,33 @@ static unsigned fixed_layout_bits(const PlanRequest *req, char *given, int len)
     return bits;
 }
 
+/* --target ultraplan found no layout, --target megatron would: the
+ * executor refuses every layout the request leaves. Name what it refuses
+ * (of the first such layout) and the target, not the GPU count or a knob. */
+static bool target_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
+{
+    if (req->base.target != TARGET_ULTRAPLAN)
+        return false;
+    PlanRequest r2 = *req;
+    r2.base.target = TARGET_MEGATRON;
+    OuterList L = {0};
+    const char *why = NULL;
+    if (enumerate(m, hw, &r2, &L) == 0)
+        for (long i = 0; i < L.n && !why; i++) {
+            Layout lo;
+            if (outer_layout(m, hw, &r2, &L.v[i], &lo) == 0)
+                why = executor_refusal(m, &lo);
+        }
+    free(L.v);
+    if (!why)
+        return false;
+    char given[256] = "";
+    fixed_layout_bits(req, given, sizeof given);
+    FAULT("--target ultraplan: ultraplan's executor runs none of the layouts of %s on %d GPUs with global batch %d%s%s%s: "
+          "%s; change the model%s, or plan for --target megatron", m->name, req->gpus, req->base.gbs,
+          given[0] ? " (fixed: " : "", given, given[0] ? ")" : "", why, given[0] ? " or the fixed knobs" : "");
+}
+
 static bool fixed_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
 {
     const unsigned *bits = layout_fix_bits;
@@ -1111,6 +1148,7 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
     } else if (out->n == 0 && !out->cancelled) {
         /* the fixed knobs first: no GPU count helps a --tp that does not divide the heads */
         if (out->outer_total == 0 && (model_fault(m, req, out->infeasible, sizeof out->infeasible) ||
+                                      target_fault(m, hw, req, out->infeasible, sizeof out->infeasible) ||
                                       fixed_fault(m, hw, req, out->infeasible, sizeof out->infeasible))) {
             out->fixed_fault = true;
             size_t n = strcspn(out->infeasible, ";");

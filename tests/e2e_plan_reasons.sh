@@ -49,6 +49,31 @@ reason "zero3 with pp" "--zero 3 cannot combine with --pp 8" -- --gpus 512 --par
 # Llama 2 70B has 8 KV heads
 reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model llama2-70b --tp 16
 
+# --target ultraplan: when the executor refuses every layout the request leaves (executor/exec.c
+# check_shapes), the reason names the refused feature and the target, not a knob or the GPU count
+T="--layers 4 --hidden 512 --heads 8 --seq 4096 --vocab 1024 --gpu a100-80g"
+reason "window with cp" "--target ultraplan" "no sliding window in the context-parallel ring" "(fixed: --cp 2)" \
+    "--target megatron" -- --gpus 4 $T --window 128 --cp 2 --target ultraplan
+reason "sinks with cp" "no attention sinks in the context-parallel ring" -- \
+    --gpus 8 $T --attn-sinks --tp 1 --pp 1 --cp 8 --target ultraplan
+reason "moe without sp" "mixture-of-experts under tp > 1 with sequence parallelism only" "--no-sp" -- \
+    --gpus 8 $T --experts 8 --topk 2 --no-sp --tp 8 --target ultraplan
+reason "mtp 3 with zero 3" "at most two multi-token-prediction modules" -- \
+    --gpus 4 $T --mtp-layers 3 --norm rmsnorm --pos rope --mlp swiglu --zero 3 --target ultraplan
+"$U" plan --gpus 4 $T --window 128 --cp 2 --target megatron --top 1 > /dev/null 2> "$tmp/err" ||
+    fail "window with cp: --target megatron does not plan: $(cat "$tmp/err")"
+
+# ZeRO-3 of GPT 530B without model parallelism (Narayanan et al. 2021 Table 2 ran it on 1,120 GPUs,
+# micro-batch 2): whole-layer gather buffers (the default stack, FSDP's and the executor's
+# granularity) do not fit 80 GB; DeepSpeed's tensor-by-tensor gathers (--stack deepspeed-zero3) do
+Z="--layers 105 --hidden 20480 --heads 128 --ffn 81920 --vocab 51200 --seq 2048 --mlp gelu --norm layernorm
+   --pos learned --bias --tied --dropout --gpu a100-80g --no-flash --gpus 1120 --gbs 2240 --tp 1 --pp 1 --zero 3"
+"$U" plan $Z > /dev/null 2> "$tmp/err" && fail "530B ZeRO-3 planned under the default stack"
+grep -q "does not fit on 1120" "$tmp/err" || fail "530B ZeRO-3, default stack: $(cat "$tmp/err")"
+"$U" plan $Z --stack deepspeed-zero3 --top 1 > "$tmp/out" 2> "$tmp/err" ||
+    fail "530B ZeRO-3 not planned under deepspeed-zero3: $(cat "$tmp/err")"
+grep -qE "^ +1 +1 +1 +1120 .* zero3 " "$tmp/out" || fail "530B ZeRO-3 under deepspeed-zero3: $(cat "$tmp/out")"
+
 # no fixed knob: the GPU-count explanation stays (40 GPUs with the whole of each GPU usable;
 # the default 5% --mem-margin leaves 75.7 of 79.6 GiB and needs 48)
 "$U" plan --gpus 8 --params 175B --mem-margin 0 > /dev/null 2> "$tmp/err"
