@@ -79,7 +79,11 @@ static void help(FILE *f)
                "                        SIGTERM/SIGUSR1 as on the CPU, in the same files\n"
                "  --proxy-stage S       (cuda) run on one GPU the per-rank work of pipeline stage S of a\n"
                "                        large plan (its layers, tp-sharded) and compare the time per\n"
-               "                        micro-batch with the prediction less communication; no --data\n",
+               "                        micro-batch with the prediction less communication; no --data\n\n"
+               "A plan with cuda_graph_impl other than none (plan --cuda-graph-impl): neither backend\n"
+               "captures CUDA graphs, so the CUDA backend refuses it (its kernels launched one by one\n"
+               "would not time the plan that was predicted; plan again with --cuda-graph-impl none).\n"
+               "The CPU backend runs it: graphs change launch timing only, not the math it checks.\n",
             multi_gpu_note());
 }
 
@@ -225,15 +229,17 @@ static int run_main(int argc, char **argv)
     int prc = parse(argc, argv, &a, rank);
     if (prc)
         return prc == 1 ? 0 : 2;
-    if (a.cuda && !ULTRAPLAN_HAVE_CUDA) {
-        if (rank == 0)
-            fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
-        return 1;
-    }
     char err[1024] = "";
     PlanFile *pf = malloc(sizeof *pf);
     const char *what = "";
     int bad = !pf || planfile_read(a.plan, pf, err, sizeof err) != 0;
+    if (!bad && a.cuda && pf->layout.cuda_graph != CG_NONE) {   /* the plan it predicts is the plan that runs */
+        snprintf(err, sizeof err,
+                 "%s: layout.cuda_graph_impl is \"%s\", and the CUDA backend captures no CUDA graphs: its "
+                 "kernel launches would not be the predicted plan's; plan it again with --cuda-graph-impl none",
+                 a.plan, layout_cuda_graph_name(pf->layout.cuda_graph));
+        bad = 1;
+    }
     if (!bad && a.out && util_check_writable(a.out, err, sizeof err) != 0) {   /* before the training */
         bad = 1;
         what = "-o: ";
@@ -241,6 +247,12 @@ static int run_main(int argc, char **argv)
     if (bad) {
         if (rank == 0)
             fprintf(stderr, "ultraplan run: %s%s\n", what, pf ? err : "out of memory");
+        free(pf);
+        return 1;
+    }
+    if (a.cuda && !ULTRAPLAN_HAVE_CUDA) {
+        if (rank == 0)
+            fprintf(stderr, "ultraplan run: this build has no CUDA backend (nvcc was not found at configure time)\n");
         free(pf);
         return 1;
     }

@@ -104,6 +104,16 @@ else
 fi
 echo "modules: a missing one is named, a CPU run needs no CUDA module"
 
+# CUDA graphs are a timing knob neither backend captures: the CUDA backend refuses such a plan by
+# name (in any build, before looking for the CUDA module), the CPU backend runs it
+$U plan --gpus 1 --dp 1 --tp 1 --pp 1 --zero 1 --precision fp32 --gpu h100 --layers 2 --hidden 64 \
+    --heads 4 --seq 32 --vocab 256 --gbs 4 --mbs 2 --no-dropout --cuda-graph-impl local -o "$D/plang.json" \
+    > /dev/null || fail "plan with CUDA graphs"
+expect_err 'layout.cuda_graph_impl is "local".*--cuda-graph-impl none' \
+    $U run "$D/plang.json" --data "$D/text.txt" --steps 1 --backend cuda
+$U run "$D/plang.json" --data "$D/text.txt" --steps 1 > /dev/null || fail "the CPU backend refused CUDA graphs"
+echo "CUDA graphs: the CUDA backend refuses them by name, the CPU backend runs the plan"
+
 # GPT-OSS's layer (sliding window on every other layer, sinks, clamped
 # quick-GEGLU) planned and run: the sinks round-trip a checkpoint (resume
 # gives bit-identical losses), and the CUDA backend names what it lacks
