@@ -21,7 +21,7 @@ refused() {   # refused WHAT PATTERN PLAN-ARGS...: plan exits non-zero with PATT
 }
 refused "MTP with cp 2" "runs multi-token prediction at cp 1" --gpus 4 $TMTP --cp 2
 refused "MoE with biases" "has no expert biases" --gpus 4 $TINY --experts 4 --topk 2 --bias
-refused "MoE with tp 2 and no SP" "leave no layout" --gpus 4 $TMTP --experts 4 --topk 2 --tp 2 --no-sp
+refused "MoE with tp 2 and no SP" "mixture-of-experts under tp > 1 with sequence parallelism only" --gpus 4 $TMTP --experts 4 --topk 2 --tp 2 --no-sp
 refused "MLA with LayerNorm" "runs multi-head latent attention with --norm rmsnorm" --gpus 2 $TINY --attn mla \
     --q-lora-rank 64 --kv-lora-rank 32 --qk-nope-dim 32 --qk-rope-dim 16 --v-head-dim 32
 # searched, not fixed: from 8K tokens the search tries cp, but not with MTP
