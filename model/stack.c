@@ -89,6 +89,11 @@ void stack_apply(HwProfile *hw, const Stack *st)
     scale_curve(&hw->mem_eff, st->mem_scale);
     scale_curve(&hw->attn_eff, st->attn_scale * stack_attn_ratio(st->attn_kernel, hw));
     hw->kernel_lat *= st->kernel_lat_scale;
+    stack_apply_settings(hw, st);
+}
+
+void stack_apply_settings(HwProfile *hw, const Stack *st)
+{
     if (st->tp_overlap >= 0)
         hw->tp_overlap = st->tp_overlap;
     if (st->dp_overlap >= 0)

@@ -64,6 +64,11 @@ double stack_attn_ratio(AttnKernel k, const HwProfile *hw);
 /* The profile as this stack runs on it. Applying the default is the identity. */
 void stack_apply(HwProfile *hw, const Stack *st);
 
+/* Only the settings stack_apply sets outright (overlaps, ce_fused, ZeRO-3,
+ * pp_p2p_serial), not the scales: applying them twice changes nothing. A
+ * plan file's profile has the scaled curves but not all of these fields. */
+void stack_apply_settings(HwProfile *hw, const Stack *st);
+
 const char *stack_attn_kernel_name(AttnKernel k);   // "fa2"
 int stack_parse_attn_kernel(const char *s, AttnKernel *out);
 

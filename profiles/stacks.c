@@ -248,3 +248,15 @@ int stacks_apply(HwProfile *hw, int i, char *err, int errlen)
     snprintf(hw->stack, sizeof hw->stack, "%s", builtin[i]);
     return 0;
 }
+
+int stacks_apply_settings(HwProfile *hw, int i, char *err, int errlen)
+{
+    if (i == 0)
+        return 0;
+    Stack st;
+    if (stacks_load(i, &st, err, errlen))
+        return -1;
+    stack_apply_settings(hw, &st);
+    snprintf(hw->stack, sizeof hw->stack, "%s", builtin[i]);
+    return 0;
+}

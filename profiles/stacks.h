@@ -55,4 +55,9 @@ char *stacks_to_json(const Stack *st);
 /* The profile as builtin stack i runs on it (i 0: unchanged). 0 ok. */
 int stacks_apply(HwProfile *hw, int i, char *err, int errlen);
 
+/* A profile builtin stack i was applied to, read back from a plan file
+ * (scaled curves kept, ZeRO-3 and the other set fields not written): those
+ * fields again, and the stack's name. 0 ok. */
+int stacks_apply_settings(HwProfile *hw, int i, char *err, int errlen);
+
 #endif

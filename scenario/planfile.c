@@ -13,6 +13,7 @@
 #include "json.h"
 #include "knobs.h"
 #include "profile.h"
+#include "stacks.h"
 
 /* The knobs of a group as JSON fields, in table order. */
 static void add_knobs(cJSON *j, KnobGroup g, const void *obj, int pp)
@@ -344,6 +345,11 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
         goto out;
     if (plan_parse_layout(cJSON_GetObjectItemCaseSensitive(j, "layout"), path, &pf->layout, err, errlen))
         goto out;
+    /* the profile JSON has the stack's scaled curves, not its ZeRO-3 and other set fields */
+    if (stacks_apply_settings(&pf->hw, pf->layout.stack, e2, sizeof e2) != 0) {
+        snprintf(err, errlen, "%s: field \"layout.stack\": %s", path, e2);
+        goto out;
+    }
     cost_opts_default(&pf->opts);
     const cJSON *oj = cJSON_GetObjectItemCaseSensitive(j, "options");
     if (cJSON_IsObject(oj)) {

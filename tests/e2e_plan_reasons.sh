@@ -70,9 +70,21 @@ Z="--layers 105 --hidden 20480 --heads 128 --ffn 81920 --vocab 51200 --seq 2048 
    --pos learned --bias --tied --dropout --gpu a100-80g --no-flash --gpus 1120 --gbs 2240 --tp 1 --pp 1 --zero 3"
 "$U" plan $Z > /dev/null 2> "$tmp/err" && fail "530B ZeRO-3 planned under the default stack"
 grep -q "does not fit on 1120" "$tmp/err" || fail "530B ZeRO-3, default stack: $(cat "$tmp/err")"
-"$U" plan $Z --stack deepspeed-zero3 --top 1 > "$tmp/out" 2> "$tmp/err" ||
+"$U" plan $Z --stack deepspeed-zero3 --top 1 -o "$tmp/z3.json" > "$tmp/out" 2> "$tmp/err" ||
     fail "530B ZeRO-3 not planned under deepspeed-zero3: $(cat "$tmp/err")"
 grep -qE "^ +1 +1 +1 +1120 .* zero3 " "$tmp/out" || fail "530B ZeRO-3 under deepspeed-zero3: $(cat "$tmp/out")"
+# read back (diff re-prices the file), the plan keeps its stack's ZeRO-3 memory and time: the
+# profile JSON carries the stack's scaled curves but not its zero3 fields (stacks_apply_settings)
+"$U" diff "$tmp/z3.json" "$tmp/z3.json" --json --all > "$tmp/d.json" || fail "diff of the deepspeed-zero3 plan"
+python3 - "$tmp/z3.json" "$tmp/d.json" <<'PY' || fail "deepspeed-zero3 plan read back differs from its prediction"
+import json, sys
+p, d = (json.load(open(f)) for f in sys.argv[1:])
+row = {r["field"]: r["a"] for r in d["rows"] if r["field"] in ("peak_bytes", "step_s")}
+want = {"peak_bytes": p["prediction"]["memory"]["peak_bytes"], "step_s": p["prediction"]["time"]["step_s"]}
+bad = [k for k in want if abs(row[k] - want[k]) > 1e-6 * want[k]]
+print("read back:", row, "saved:", want) if bad else None
+sys.exit(1 if bad else 0)
+PY
 
 # no fixed knob: the GPU-count explanation stays (40 GPUs with the whole of each GPU usable;
 # the default 5% --mem-margin leaves 75.7 of 79.6 GiB and needs 48)
