@@ -455,7 +455,8 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) {
         double grad, gath;
         bool tensor_grads = zero_buffer_params(m, hw, lo, s, &grad, &gath);
-        bytes += (tensor_grads ? memory_weight_bytes(lo) : memory_grad_bytes(lo)) * grad + memory_weight_bytes(lo) * gath;
+        double gb = tensor_grads ? memory_weight_bytes(lo) : memory_grad_bytes(lo);
+        bytes += gb * grad + memory_weight_bytes(lo) * gath;
     }
     bytes += memory_cp_ring_bytes(m, lo);
     if (lo->prec == PREC_FP8)

@@ -107,7 +107,8 @@ static const char *executor_refusal(const ModelSpec *m, const Layout *lo)
     if (m->mtp_layers > 0 && lo->cp > 1)
         return "it runs multi-token prediction at cp 1 only (--mtp-layers with --cp)";
     if (m->mtp_layers > 2 && zero23)
-        return "its ZeRO-2/3 buckets hold at most two multi-token-prediction modules (--mtp-layers > 2 with --zero 2 or 3)";
+        return "its ZeRO-2/3 buckets hold at most two multi-token-prediction modules "
+               "(--mtp-layers > 2 with --zero 2 or 3)";
     if (m->window > 0 && lo->cp > 1)
         return "it has no sliding window in the context-parallel ring (--window with --cp)";
     if (m->sinks && lo->cp > 1)
@@ -844,8 +845,8 @@ static bool target_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         return false;
     char given[256] = "";
     fixed_layout_bits(req, given, sizeof given);
-    FAULT("--target ultraplan: ultraplan's executor runs none of the layouts of %s on %d GPUs with global batch %d%s%s%s: "
-          "%s; change the model%s, or plan for --target megatron", m->name, req->gpus, req->base.gbs,
+    FAULT("--target ultraplan: ultraplan's executor runs none of the layouts of %s on %d GPUs with global "
+          "batch %d%s%s%s: %s; change the model%s, or plan for --target megatron", m->name, req->gpus, req->base.gbs,
           given[0] ? " (fixed: " : "", given, given[0] ? ")" : "", why, given[0] ? " or the fixed knobs" : "");
 }
 
