@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "moe.h"
 #include "net.h"
+#include "refuse.h"
 
 void exec_default_opts(TrainOpts *o)
 {
@@ -34,92 +35,6 @@ void exec_default_opts(TrainOpts *o)
 static MPI_Comm grad_comm(const Exec *e) { return e->d.dpcp_comm; }
 static int grad_size(const Exec *e) { return e->d.dp * e->d.cp; }
 static int grad_rank(const Exec *e) { return e->d.dpcp_rank; }
-
-static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    int tp = lo->tp, hs = spec_head_dim(m);
-    int g = m->g > 0 ? m->g : m->a;
-    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
-        FAIL("plan: layout.optimizer %s needs layout.pp 1 (got %d): ZeRO-2/3 shard per layer of one stage",
-             layout_opt_name(lo->opt), lo->pp);
-    if (m->a % tp || g % tp)
-        FAIL("tp %d must divide the query heads (%d) and the KV heads (%d)", tp, m->a, g);
-    if (m->f % tp)
-        FAIL("tp %d must divide the FFN width %d", tp, m->f);
-    if (m->pos == POS_ROPE && hs % 2)
-        FAIL("RoPE needs an even head size (got %d)", hs);
-    if (lo->cp > 1 && m->s % (2 * lo->cp))
-        FAIL("context parallel needs seq %d to be a multiple of 2*cp = %d", m->s, 2 * lo->cp);
-    if (lo->sp && (lo->mbs * m->s / lo->cp) % tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d", tp, lo->mbs * m->s / lo->cp);
-    if (lo->gbs % (lo->dp * lo->mbs))
-        FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
-    if (m->dropout)
-        FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    if (m->attn == ATTN_MLA) {
-        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE || m->bias)
-            FAIL("the executor's multi-head latent attention needs an RMSNorm, RoPE model without biases "
-                 "(model.norm %s, model.pos %s, model.bias %s)", m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
-                 m->pos == POS_ROPE ? "rope" : "learned", m->bias ? "true" : "false");
-        if (m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim)
-            FAIL("the executor's multi-head latent attention needs an even qk-rope-dim (got %d) and v-head-dim %d "
-                 "<= qk-nope-dim + qk-rope-dim = %d", m->qk_rope_dim, m->v_head_dim,
-                 m->qk_nope_dim + m->qk_rope_dim);
-    }
-    if (m->mtp_layers > 0) {
-        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE)
-            FAIL("the executor's multi-token prediction needs an RMSNorm, RoPE model (model.norm %s, model.pos %s)",
-                 m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm", m->pos == POS_ROPE ? "rope" : "learned");
-        if (lo->cp > 1)
-            FAIL("the executor's multi-token prediction needs layout.cp 1 (got %d): the tokens k ahead may lie "
-                 "on another cp rank", lo->cp);
-        if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && m->mtp_layers > 2)
-            FAIL("plan: layout.optimizer %s with model.mtp_layers %d: the executor's ZeRO-2/3 buckets hold at "
-                 "most 2 MTP modules at once", layout_opt_name(lo->opt), m->mtp_layers);
-        if (m->mtp_layers >= m->s)
-            FAIL("model.mtp_layers %d leaves no token to predict in a sequence of %d", m->mtp_layers, m->s);
-    }
-    if (spec_is_moe(m)) {
-        int etp = layout_etp(lo), fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
-        if (m->bias)
-            FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
-        if (tp > 1 && !lo->sp)
-            FAIL("a mixture-of-experts model with tp %d needs sequence parallel (layout.sp), as in Megatron-LM", tp);
-        if (m->experts % lo->ep || fe % etp || m->shared_ffn % tp)
-            FAIL("ep %d must divide the %d experts, etp %d the expert FFN %d, tp %d the shared FFN %d", lo->ep,
-                 m->experts, etp, fe, tp, m->shared_ffn);
-        if ((long long)lo->tp * lo->cp * lo->dp % ((long long)etp * lo->ep))
-            FAIL("etp %d x ep %d must divide tp %d x cp %d x dp %d", etp, lo->ep, lo->tp, lo->cp, lo->dp);
-    }
-    return 0;
-}
-
-int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    /* in 64 bits, before anything is allocated: a hostile plan file must
-     * not overflow the int products of the step (B*T, 2*m*vp) */
-    long long mbs = lo->mbs, seq = m->s, gbs = lo->gbs, dp = lo->dp, vp = lo->vp, pp = lo->pp;
-    if (mbs <= 0 || seq <= 0 || gbs <= 0 || dp <= 0 || vp <= 0 || pp <= 0)
-        FAIL("plan: layout.mbs (%lld), model.seq (%lld), layout.gbs (%lld), layout.dp, layout.pp and layout.vp "
-             "must be positive", mbs, seq, gbs);
-    if (mbs * seq > EXEC_MAX_MB_TOKENS)
-        FAIL("plan: layout.mbs x model.seq = %lld x %lld = %lld tokens per micro-batch; the executor takes at "
-             "most %lld", mbs, seq, mbs * seq, (long long)EXEC_MAX_MB_TOKENS);
-    /* both backends run context parallelism as Megatron's ring; a plan that
-     * was costed with Llama 3's all-gather exchange is not the plan they run */
-    if (lo->cp > 1 && lo->cp_comm != CP_COMM_RING)
-        FAIL("plan: layout.cp_comm %s with layout.cp %d: the executors exchange K/V only around the ring; "
-             "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
-    long long nmb = gbs / (dp * mbs);
-    if (nmb * vp > EXEC_MAX_MB_CHUNKS)
-        FAIL("plan: layout.gbs %lld / (layout.dp %lld x layout.mbs %lld) = %lld micro-batches x layout.vp %lld "
-             "chunks is more than the %lld a step can schedule", gbs, dp, mbs, nmb, vp,
-             (long long)EXEC_MAX_MB_CHUNKS);
-    if (nmb * mbs * seq > EXEC_MAX_STEP_TOKENS)
-        FAIL("plan: layout.gbs / layout.dp x model.seq = %lld tokens per rank and step; the executor takes at "
-             "most %lld", nmb * mbs * seq, (long long)EXEC_MAX_STEP_TOKENS);
-    return 0;
-}
 
 /* Bump allocator over a slab: the first pass (base NULL) counts, the second carves. */
 typedef struct {
@@ -442,7 +357,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
-    if (exec_check_sizes(m, lo, err, errlen) != 0 || check_shapes(m, lo, err, errlen) != 0)
+    if (refuse_overflow(m, lo, err, errlen) != 0 || refuse_cpu(m, lo, err, errlen) != 0)
         return -1;
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;

@@ -252,14 +252,6 @@ typedef struct {
 /* Build this rank's part of the model for a checked layout (fp32) and
  * open the data. Needs MPI initialised. 0, or -1 with err (world size,
  * shapes the executor can't split, data). Collective: every rank calls it. */
-/* The sizes a plan may ask of the executor, checked in 64 bits before
- * anything is allocated (a hostile plan file must not overflow the step's
- * int products): tokens per micro-batch, micro-batches x chunks per step,
- * tokens per rank and step. 0, or -1 with err naming the plan's fields. */
-#define EXEC_MAX_MB_TOKENS (1LL << 24)
-#define EXEC_MAX_MB_CHUNKS (1LL << 20)
-#define EXEC_MAX_STEP_TOKENS (1LL << 30)
-int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen);
 int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
               const char *data, char *err, int errlen);
 
