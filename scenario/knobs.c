@@ -363,7 +363,9 @@ static const Knob table[KNOB_COUNT] = {
     [K_STACK] = {K_STACK, "stack", L(stack), .type = KNOB_ENUM, .count = STACK_BUILTIN_COUNT, .value_name = stack_kname,
                  .value_parse = stack_kparse, .flag = "stack", .arg = "NAME", .json = "stack", .json_optional = true,
                  .csv = "stack", .help = "software stack the run uses: its kernel efficiency, attention kernel, overlap and "
-                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm"},
+                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm", .tui_label = "stack",
+                 .tui_row = 187, .tui_step = TUI_CYCLE, .tui_problem = true,
+                 .tui_help = "software stack over the GPU profile (`ultraplan models` lists them)"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",
