@@ -383,6 +383,16 @@ static int set_gpu(TuiState *st, Scenario *c, const char *name)
     return apply(st, c, state_field_own(TF_GPU), false);
 }
 
+/* GPUs per node v, kept over later GPU type and stack changes. */
+static int set_gpn(TuiState *st, Scenario *c, TuiField f, int v)
+{
+    c->hw.gpus_per_node = v;
+    if (apply(st, c, f, false) != 0)
+        return -1;
+    st->gpn_override = v;
+    return 0;
+}
+
 /* Next value of a doubling knob. */
 static int dbl(int v, int dir) { return dir > 0 ? (v > (1 << 29) ? v : v * 2) : v / 2; }
 
@@ -484,11 +494,7 @@ int state_step(TuiState *st, TuiField f, int dir)
     case TF_GPN:
         if ((v = dbl(c.hw.gpus_per_node, dir)) < 1)
             break;
-        c.hw.gpus_per_node = v;
-        if (apply(st, &c, f, false) != 0)
-            return -1;
-        st->gpn_override = v;
-        return 0;
+        return set_gpn(st, &c, f, v);
     case TF_TOKENS:
         c.opts.tokens = dir > 0 ? st->cost.train.tokens * 2 : st->cost.train.tokens / 2;
         if (c.opts.tokens < 1e6) {
@@ -574,11 +580,7 @@ int state_set(TuiState *st, TuiField f, const char *text)
     case TF_GPN:
         if (want_int(st, f, text, &v))
             return -1;
-        c.hw.gpus_per_node = v;
-        if (apply(st, &c, f, false) != 0)
-            return -1;
-        st->gpn_override = v;
-        return 0;
+        return set_gpn(st, &c, f, v);
     case TF_TOKENS:
         if (util_parse_count(text, &d) != 0 || d < 1e6) {
             state_msg(st, true, "tokens: refused: expected a count >= 1M such as 300B, got \"%s\"", text);
