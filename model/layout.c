@@ -400,7 +400,7 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
                 FAIL("layout: stage %d has %d layers in \"%s\" but %d in the stage split given", s, n,
                      lo->pp_layout, lo->layers[s]);
             lo->layers[s] = n;
-            for (int c = 0; c < p.vp && lo->target == TARGET_ULTRAPLAN; c++)
+            for (int c = 0; c < p.vp && lo->target != TARGET_MEGATRON; c++)
                 if (p.t[c * lo->pp + s] * p.vp != n)
                     FAIL("layout: \"%s\" gives stage %d chunks of unequal layers: --target ultraplan's executor "
                          "splits every stage into vp equal chunks", lo->pp_layout, s);
@@ -527,7 +527,7 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
     return 0;
 }
 
-static const char *const target_names[] = {"megatron", "ultraplan"};
+static const char *const target_names[] = {"megatron", "ultraplan", "ultraplan-cuda"};
 _Static_assert(sizeof target_names / sizeof *target_names == TARGET_COUNT, "target names");
 
 const char *layout_target_name(Target t) { return t >= 0 && t < TARGET_COUNT ? target_names[t] : "?"; }

@@ -44,11 +44,13 @@ typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_FLEX,
 typedef enum { CG_NONE, CG_LOCAL, CG_TE, CG_FULL_ITERATION, CG_COUNT } CudaGraphImpl;
 
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
- * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
- * model knows (ultraplan's own executor runs all of them). */
+ * can express (layout_megatron_check); ULTRAPLAN: the layouts ultraplan's
+ * CPU executor runs; ULTRAPLAN_CUDA: those its CUDA executor runs (`run
+ * --backend cuda`). What each executor refuses is executor/refuse.h. */
 typedef enum {
     TARGET_MEGATRON,   // default: the framework most users run at scale
     TARGET_ULTRAPLAN,
+    TARGET_ULTRAPLAN_CUDA,
     TARGET_COUNT
 } Target;
 
@@ -232,7 +234,7 @@ int layout_moe_a2a_check(const Layout *lo, char *why, int len);
 
 const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);
-const char *layout_target_name(Target t);          // "megatron", "ultraplan"
+const char *layout_target_name(Target t);          // "megatron", "ultraplan", "ultraplan-cuda"
 int layout_parse_target(const char *s, Target *out);
 const char *layout_cp_comm_name(CpComm c);         // "ring", "all-gather"
 int layout_parse_cp_comm(const char *s, CpComm *out);   // also Megatron's p2p, all_gather

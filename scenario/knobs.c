@@ -391,15 +391,18 @@ static const Knob table[KNOB_COUNT] = {
      * megatron. The last TUI row: at the TUI's least size (64x22) the Inputs
      * pane scrolls to it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
-                  .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
-                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
+                  .arg = "megatron|ultraplan|ultraplan-cuda", .json = "target", .json_optional = true,
+                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: those our CPU executor "
+                  "runs; ultraplan-cuda: those `run --backend cuda` runs",
                   .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
-                  .tui_problem = true, .tui_help = "megatron (what Megatron-LM expresses) or ultraplan (all layouts)"},
+                  .tui_problem = true, .tui_help = "megatron, ultraplan (our CPU executor), ultraplan-cuda (our CUDA one)"},
 
     [K_STACK] = {K_STACK, "stack", L(stack), .type = KNOB_ENUM, .count = STACK_BUILTIN_COUNT, .value_name = stack_kname,
                  .value_parse = stack_kparse, .flag = "stack", .arg = "NAME", .json = "stack", .json_optional = true,
                  .csv = "stack", .help = "software stack the run uses: its kernel efficiency, attention kernel, overlap and "
-                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm"},
+                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm", .tui_label = "stack",
+                 .tui_row = 187, .tui_step = TUI_CYCLE, .tui_problem = true,
+                 .tui_help = "software stack over the GPU profile (`ultraplan models` lists them)"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",

@@ -301,9 +301,20 @@ static void test_loader_errors(void **state)
             fail_msg("case %zu: error \"%s\" does not name %s", i, err, bad[i].want);
         assert_memory_equal(&st, &before, sizeof st);
     }
-    /* a good minimal file: defaults for what it leaves out */
+    /* the profile reader's wording (profiles/fields.c): what the file holds, named */
     Stack st;
     char err[400];
+    static const struct { const char *value, *got; } held[] = {
+        {"true", "got true"}, {"null", "got null"}, {"[1]", "got an array"}, {"{}", "got an object"}};
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        char json[160];
+        snprintf(json, sizeof json, "{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"gemm_scale\": %s}",
+                 held[i].value);
+        assert_int_equal(stacks_parse_json(json, "t.json", &st, err, sizeof err), -1);
+        if (!strstr(err, "stack t.json: field \"gemm_scale\": expected ") || !strstr(err, held[i].got))
+            fail_msg("gemm_scale %s: error \"%s\" does not say %s", held[i].value, err, held[i].got);
+    }
+    /* a good minimal file: defaults for what it leaves out */
     assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"unknown\": 1}", "t.json",
                                        &st, err, sizeof err), 0);
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
