@@ -752,7 +752,13 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double ov = time_tp_overlap(lo) ? hw->tp_overlap : 0.0;
     out->tp_fwd = tpc - fmin(ov * tpc, gemm);
     out->tp_bwd = tpc_bwd - fmin(ov * tpc_bwd, gemm_bwd);
-    out->tp_rc = tpc - fmin(ov * tpc, gemm);
+    /* PyTorch's non-reentrant checkpoint (2.1 on) stops the recompute once
+     * the last tensor backward saved is rebuilt (early stop): the down
+     * projection's input is saved before its GEMM runs, so that GEMM, the
+     * layer's last, and its TP reduction after it are not run again */
+    double g_last = hw->rc_early_stop ? linear_fwd_s(hw, p, tok, h, k_fc2) : 0.0;
+    double tpc_rc = tpc - (hw->rc_early_stop ? (sp_tp ? ag_tp : ar) : 0.0);
+    out->tp_rc = tpc_rc - fmin(ov * tpc_rc, gemm - g_last);
 
     /* The GPU cannot run ahead of the host that launches its kernels: a pass
      * lasts max(host launches, GPU compute + its TP collectives), which the
@@ -765,7 +771,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->fwd = fmax(gpu_fwd, ld.fwd * lat - out->tp_fwd);
     out->bwd = fmax(gpu_bwd, ld.bwd * lat - out->tp_bwd);
     /* a recomputed forward runs the attention core again, K/V exchange included */
-    out->rc_full = fmax(gpu_fwd, ld.fwd * lat - out->tp_rc) + cp_xf;
+    out->rc_full = fmax(gpu_fwd - g_last, ld.fwd * lat - out->tp_rc) + cp_xf;
     if (lo->cuda_graph == CG_FULL_ITERATION)
         core_k = 0;
     out->rc_sel = fmax(core + softmax, core_k * lat) + cp_xf;

@@ -106,6 +106,10 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     if (ps && !cJSON_IsBool(ps))
         return fields_fail(c, "pp_p2p_serial", "true or false", ps);
     st->pp_p2p_serial = ps && cJSON_IsTrue(ps);
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(root, "rc_early_stop");
+    if (es && !cJSON_IsBool(es))
+        return fail(c, "rc_early_stop", "true or false", es);
+    st->rc_early_stop = es && cJSON_IsTrue(es);
     return 0;
 }
 
@@ -192,6 +196,8 @@ char *stacks_to_json(const Stack *st)
     }
     if (st->pp_p2p_serial)
         cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
+    if (st->rc_early_stop)
+        cJSON_AddBoolToObject(j, "rc_early_stop", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

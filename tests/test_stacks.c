@@ -289,6 +289,7 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"prefetch_params\": -1}}",
          "\"zero3.prefetch_params\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"pp_p2p_serial\": 1}", "\"pp_p2p_serial\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"rc_early_stop\": \"yes\"}", "\"rc_early_stop\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -319,6 +320,18 @@ static void test_loader_errors(void **state)
                                        &st, err, sizeof err), 0);
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
     assert_false(st.pp_p2p_serial);
+    assert_false(st.rc_early_stop);
+    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "composer-fsdp") == 0;
+        assert_int_equal(b.rc_early_stop, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply(&hw, &b);
+        assert_int_equal(hw.rc_early_stop, want);
+    }
     /* DeepSpeed's pipeline engine: the Megatron-DeepSpeed stacks say so, Megatron's own do not,
      * and the flag reaches the profile */
     static const struct { const char *name; bool serial; } pe[] = {
