@@ -108,7 +108,7 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     st->pp_p2p_serial = ps && cJSON_IsTrue(ps);
     const cJSON *es = cJSON_GetObjectItemCaseSensitive(root, "rc_early_stop");
     if (es && !cJSON_IsBool(es))
-        return fail(c, "rc_early_stop", "true or false", es);
+        return fields_fail(c, "rc_early_stop", "true or false", es);
     st->rc_early_stop = es && cJSON_IsTrue(es);
     return 0;
 }
