@@ -120,6 +120,29 @@ static Precision prec_bf16_if_fp8(const HwProfile *hw, Precision p)
     return p == PREC_FP8 && hw->peak[PREC_BF16] > 0 ? PREC_BF16 : p;
 }
 
+/* What Megatron's --fp8-recipe adds to fp8's casts (COSTMODEL.md §4.1),
+ * bytes per element, at ab bytes for the unquantized element (Transformer
+ * Engine, transformer_engine/pytorch/csrc: quantizer.cpp, normalization.cpp):
+ *  - *amax: a cast of its own. Per-tensor current scaling ("tensorwise",
+ *    Float8CurrentScalingQuantizer::quantize_impl) runs nvte_compute_amax
+ *    over the input before the cast kernel, one more read (ab); delayed
+ *    scaling records the amax in the cast kernel, MXFP8 and blockwise
+ *    compute their block scales there: nothing.
+ *  - *norm: a cast fed by a norm (TE's LayerNormLinear: QKV, a dense FC1).
+ *    Only delayed scaling writes fp8 from the norm kernel (FULLY_FUSED);
+ *    current scaling has the norm write bf16 with its amax
+ *    (FUSED_NORM_AMAX_FP8), MXFP8 and blockwise write bf16 (UNFUSED, unless
+ *    NVTE_NORM_FWD_USE_CUDNN), and the cast reads it back: a write and a
+ *    read, 2·ab. */
+static void fp8_scale_bytes(const Layout *lo, double ab, double *amax, double *norm)
+{
+    *amax = *norm = 0;
+    if (lo->prec != PREC_FP8)
+        return;
+    *amax = lo->fp8_recipe == FP8R_TENSORWISE ? ab : 0.0;
+    *norm = lo->fp8_recipe == FP8R_DELAYED ? 0.0 : 2.0 * ab;
+}
+
 static double attn_s(const HwProfile *hw, Precision p, double flops)
 {
     if (flops <= 0)
@@ -471,6 +494,15 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     if (p == PREC_FP8) {   /* expert inputs and output gradients quantized, as for dense GEMMs */
         ew += (ab + 2.0) * rows * (h + ef);
         b_s += time_mem_s(hw, (ab + 2.0) * rows * (gated * ef + h));
+        /* current scaling: each expert's slice of the four casts' inputs
+         * read once more for its amax (Transformer Engine's GroupedLinear
+         * keeps a quantizer per expert), a pass of per rows per expert */
+        double amax, norm;
+        fp8_scale_bytes(lo, ab, &amax, &norm);
+        if (amax > 0 && local >= 1) {
+            f_s += local * (time_mem_s(hw, amax * per * h) + time_mem_s(hw, amax * per * ef));
+            b_s += local * (time_mem_s(hw, amax * per * h) + time_mem_s(hw, amax * per * gated * ef));
+        }
     }
     *fwd = f_s + time_mem_s(hw, ew);
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
@@ -716,12 +748,21 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * so only the writes count. The backward casts and transposes each
      * GEMM's output gradient the same way. */
     if (p == PREC_FP8) {
+        /* --fp8-recipe (fp8_scale_bytes): the norms before QKV and FC1
+         * write bf16 and the cast reads it (h a row, on the SP shard); the
+         * other casts (projection and FC2 inputs, the output gradients)
+         * read their input once more for its amax. A norm computes its
+         * output's amax itself (FUSED_NORM_AMAX_FP8). */
+        double amax, norm;
+        fp8_scale_bytes(lo, ab, &amax, &norm);
         double in = tok * (2.0 * 2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
         double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
+        in += tok * (norm * 2.0 * h * rep + amax * (k_proj + k_fc2));
+        gout += amax * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
         gemm_bwd += time_mem_s(hw, gout);
-        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj);
-        gout_attn = (ab + 2.0) * tok * (n_qkv + h);
+        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj + norm * h * rep + amax * k_proj);
+        gout_attn = (ab + 2.0 + amax) * tok * (n_qkv + h);
     }
     double ew_s = time_mem_s(hw, ew);
 

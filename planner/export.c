@@ -371,9 +371,11 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARG("--bf16");
     if (lo->prec == PREC_FP8) {
         ARGV("--fp8-format", "hybrid");
-        ARGV("--fp8-recipe", "delayed");
-        ARGV("--fp8-amax-history-len", "1024");
-        ARGV("--fp8-amax-compute-algo", "max");
+        ARGV("--fp8-recipe", "%s", layout_fp8_recipe_name(lo->fp8_recipe));
+        if (lo->fp8_recipe == FP8R_DELAYED) {   /* the amax history is delayed scaling's alone */
+            ARGV("--fp8-amax-history-len", "1024");
+            ARGV("--fp8-amax-compute-algo", "max");
+        }
     }
     if (lo->prec != PREC_FP32) {
         if (lo->grad_fp32)
@@ -647,6 +649,13 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             }
             layout_format_rc_modules(mask, ",", lo->rc_modules, sizeof lo->rc_modules);
             i = eq ? i : k - 1;   /* the words are taken */
+        } else if (!strcmp(f, "--fp8-recipe")) {
+            took = 1;
+            if (!v || layout_parse_fp8_recipe(v, &lo->fp8_recipe) != 0) {
+                snprintf(err, errlen, "--fp8-recipe: expected delayed, tensorwise, mxfp8 or blockwise, got \"%s\"",
+                         v ? v : "");
+                goto out;
+            }
         } else if (!strcmp(f, "--cuda-graph-impl")) {
             took = 1;
             if (!v || layout_parse_cuda_graph(v, &lo->cuda_graph) != 0) {
