@@ -104,6 +104,8 @@ typedef struct {
     char cg_modules[LAYOUT_PPL_LEN];// Megatron --cuda-graph-modules ("attn,moe_router,moe_preprocess"), "" = the
                                    // whole layer under local/transformer_engine (layout_cg_modules)
     Fp8Recipe fp8_recipe;          // Megatron --fp8-recipe under fp8 (default delayed, Megatron's)
+    bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
+                                   // tokens to the fp8 alignment, so the experts copy nothing to pad
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile

@@ -447,6 +447,22 @@ int time_ep_members_per_node(const HwProfile *hw, const Layout *lo)
     return time_members_per_node(hw, layout_etp(lo), lo->ep);
 }
 
+/* Whether the experts pad their rows under fp8 (COSTMODEL.md §4.6).
+ * Megatron-core's TEGroupedMLP wraps the grouped GEMMs in Transformer
+ * Engine's Fp8Padding / Fp8Unpadding, which copy the rows into a buffer
+ * whose per-expert counts are multiples of 16 (32 for MXFP8) and the
+ * output back, unless every count is one already. Dropless routing's
+ * counts are not (force-balanced benchmarks draw random logits,
+ * apply_random_logits), unless the router pads the routing map
+ * (--moe-router-padding-for-quantization) or the dispatch pads: HybridEP
+ * under fp8 (_HybridEPManager's pad_multiple; Megatron-core 0.18 skips the
+ * experts' padding for it outright, skip_routed_expert_padding), which is
+ * what flex is priced as. */
+bool time_moe_fp8_pad(const Layout *lo)
+{
+    return lo->prec == PREC_FP8 && !lo->moe_router_pad && lo->moe_dispatcher != MOE_DISPATCH_FLEX;
+}
+
 /* An MoE layer's MLP part on one GPU, per micro-batch (COSTMODEL.md §4.6):
  * router GEMM tok_r x E x h (tok_r the SP shard), softmax/top-k and the aux
  * loss as memory-bound passes over tok_r x E fp32 scores; permutation
@@ -497,6 +513,13 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         /* current scaling: each expert's slice of the four casts' inputs
          * read once more for its amax (Transformer Engine's GroupedLinear
          * keeps a quantizer per expert), a pass of per rows per expert */
+        if (time_moe_fp8_pad(lo)) {
+            /* the experts' rows padded to the fp8 alignment: the input copied
+             * into the padded buffer and the output copied back out, read and
+             * written, and their mirrors backward */
+            f_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
+            b_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
+        }
         double amax, norm;
         fp8_scale_bytes(lo, ab, &amax, &norm);
         if (amax > 0 && local >= 1) {
@@ -610,6 +633,7 @@ enum {
     K_MOE_GG_SETUP = 2,
     K_MOE_EXTRA = K_MOE_ROUTER + K_MOE_PREPROCESS + K_MOE_PERMUTE + K_MOE_GG_SETUP,
     K_SHARED_EXTRA = 3,
+    K_MOE_FP8_PAD = 2,   /* Fp8Padding and Fp8Unpadding (time_moe_fp8_pad) */
 };
 _Static_assert(K_MOE_EXTRA == 12, "the MoE layer's extra kernels (the count the host floor was checked with)");
 
@@ -853,7 +877,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->moe_tp_bwd = mtpc - fmin(mhide, g_attn_bwd);
     out->moe_tp_rc = out->moe_tp_fwd;
     double shared_k = m->shared_ffn > 0 ? K_SHARED_EXTRA : 0;
-    double mk = kf + K_MOE_EXTRA + shared_k;
+    double mk = kf + K_MOE_EXTRA + shared_k + (time_moe_fp8_pad(lo) ? K_MOE_FP8_PAD : 0);
     double kf_router = K_PRE_MLP_NORM + K_MOE_ROUTER + (lo->moe_shared_overlap ? 0 : shared_k);
     Launches lm = layer_launches(lo, true, mk, kf_attn, kf_router, K_MOE_PREPROCESS);
     out->moe_fwd = fmax(mgpu_fwd, lm.fwd * lat - out->moe_tp_fwd) + time_moe_host_sync_s(m, hw, lo);

@@ -393,6 +393,15 @@ static const Knob table[KNOB_COUNT] = {
                               "cast tensor once more for its amax; every recipe but delayed writes the norm's "
                               "output before QKV and FC1 in bf16 and casts it apart",
                       .dflt = "delayed, Megatron-LM's"},
+    [K_MOE_ROUTER_PAD] = {K_MOE_ROUTER_PAD, "moe-router-padding-for-quantization", L(moe_router_pad),
+                          .type = KNOB_BOOL, .flag = "moe-router-padding-for-quantization",
+                          .neg_flag = "no-moe-router-padding-for-quantization",
+                          .json = "moe_router_padding_for_quantization", .json_optional = true,
+                          .csv = "moe_router_padding_for_quantization",
+                          .help = "fp8 MoE: the router pads each expert's tokens to the fp8 alignment; off, the "
+                                  "experts copy their input and output to pad and unpad them (not with flex, "
+                                  "whose HybridEP dispatch pads)",
+                          .dflt = "off, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

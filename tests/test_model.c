@@ -2262,6 +2262,53 @@ static void test_fp8_recipe(void **st)
     assert_non_null(strstr(err, "--fp8-recipe"));
 }
 
+/* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
+ * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
+ * scaling. Without --moe-router-padding-for-quantization the alltoall
+ * layer copies its 32,768 rows of h 2048 into the padded buffer and the
+ * output back, read and written: 2 · (2 · 2 · 32768 · 2048) = 536,870,912 B
+ * forward and the same backward. With the router padding, or with flex
+ * (HybridEP pads in its dispatch), or in bf16: nothing. */
+static void test_moe_fp8_padding(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime pad, nopad, fpad, fnopad, b1, b2;
+    assert_true(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &pad);
+    lo.moe_router_pad = true;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &nopad);
+    assert_rel(pad.moe_fwd - nopad.moe_fwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.moe_bwd - nopad.moe_bwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.fwd, nopad.fwd, 0);   /* a dense layer has no experts to pad */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    time_layer(&m, &hw, &lo, &fnopad);
+    lo.moe_router_pad = false;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &fpad);
+    assert_rel(fpad.moe_fwd, fnopad.moe_fwd, 0);
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL, lo.prec = PREC_BF16;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &b1);
+    lo.moe_router_pad = true;
+    time_layer(&m, &hw, &lo, &b2);
+    assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2325,6 +2372,7 @@ int main(void)
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_fp8_recipe),
+        cmocka_unit_test(test_moe_fp8_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
