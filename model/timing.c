@@ -510,9 +510,6 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     if (p == PREC_FP8) {   /* expert inputs and output gradients quantized, as for dense GEMMs */
         ew += (ab + 2.0) * rows * (h + ef);
         b_s += time_mem_s(hw, (ab + 2.0) * rows * (gated * ef + h));
-        /* current scaling: each expert's slice of the four casts' inputs
-         * read once more for its amax (Transformer Engine's GroupedLinear
-         * keeps a quantizer per expert), a pass of per rows per expert */
         if (time_moe_fp8_pad(lo)) {
             /* the experts' rows padded to the fp8 alignment: the input copied
              * into the padded buffer and the output copied back out, read and
@@ -520,6 +517,9 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             f_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
             b_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
         }
+        /* current scaling: each expert's slice of the four casts' inputs
+         * read once more for its amax (Transformer Engine's GroupedLinear
+         * keeps a quantizer per expert), a pass of per rows per expert */
         double amax, norm;
         fp8_scale_bytes(lo, ab, &amax, &norm);
         if (amax > 0 && local >= 1) {
