@@ -515,6 +515,8 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         if (lo->cuda_graph < 0 || lo->cuda_graph >= CG_COUNT)
             FAIL("layout: --cuda-graph-impl %d is none of none, local, transformer_engine, full_iteration",
                  (int)lo->cuda_graph);
+        if (lo->fp8_recipe < 0 || lo->fp8_recipe >= FP8R_COUNT)
+            FAIL("layout: --fp8-recipe %d is none of delayed, tensorwise, mxfp8, blockwise", (int)lo->fp8_recipe);
         if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --cuda-graph-modules: %s", e);
         if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))
@@ -770,6 +772,24 @@ int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out)
         *out = CG_TE;
         return 0;
     }
+    return -1;
+}
+
+static const char *const fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise"};
+_Static_assert(sizeof fp8_recipe_names / sizeof *fp8_recipe_names == FP8R_COUNT, "fp8 recipe names");
+
+const char *layout_fp8_recipe_name(Fp8Recipe r)
+{
+    return r >= 0 && r < FP8R_COUNT ? fp8_recipe_names[r] : "?";
+}
+
+int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out)
+{
+    for (int i = 0; i < FP8R_COUNT; i++)
+        if (strcasecmp(s, fp8_recipe_names[i]) == 0) {
+            *out = (Fp8Recipe)i;
+            return 0;
+        }
     return -1;
 }
 

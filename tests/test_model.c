@@ -2243,6 +2243,112 @@ static void test_moe_bias_passes(void **st)
     assert_rel(a.fwd, b.fwd, 0);   /* a dense layer's time has no such term */
 }
 
+/* --fp8-recipe (COSTMODEL.md §4.1): Qwen3-30B-A3B on one H100 with ep 16,
+ * mbs 1, seq 4096, imbalance 1, a flat memory curve (bytes / (hbm_bw / 2))
+ * and no host time, so each byte counts alike. Worked by hand: tok 4096,
+ * h 2048, expert ffn 768 (FC1 2·768), rows 8·4096 = 32768 over 8 local
+ * experts of 4096 rows, q 32·128 = 4096, kv 4·128 = 512, ab 2.
+ * tensorwise against delayed:
+ *  experts fwd: 8 · 2 · 4096 · (2048 + 768)             = 184,549,376 B
+ *  attention fwd: 4096 · (4 · 2048 [norm] + 2 · 4096)   =  67,108,864 B
+ *  experts bwd: 8 · 2 · 4096 · (2048 + 1536)            = 234,881,024 B
+ *  attention bwd: gradients 2 · 4096 · (5120 + 2048)    =  58,720,256 B
+ *                 and the forward's passes twice        = 134,217,728 B
+ *  a dense layer's fwd: 4096 · (4 · 2 · 2048 + 2 · (4096 + 6144)) = 150,994,944 B
+ * mxfp8 against delayed: only the norm's bf16 write and read,
+ *  4096 · 4 · 2048 = 33,554,432 B forward (twice that backward). */
+static void test_fp8_recipe(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime d, tw, mx, bk;
+    time_layer(&m, &hw, &lo, &d);
+    lo.fp8_recipe = FP8R_TENSORWISE;
+    time_layer(&m, &hw, &lo, &tw);
+    lo.fp8_recipe = FP8R_MXFP8;
+    time_layer(&m, &hw, &lo, &mx);
+    lo.fp8_recipe = FP8R_BLOCKWISE;
+    time_layer(&m, &hw, &lo, &bk);
+    assert_rel(tw.moe_fwd - d.moe_fwd, (184549376.0 + 67108864.0) / bw, 1e-9);
+    assert_rel(tw.moe_bwd - d.moe_bwd, (234881024.0 + 58720256.0 + 134217728.0) / bw, 1e-9);
+    assert_rel(tw.fwd - d.fwd, 150994944.0 / bw, 1e-9);
+    assert_rel(mx.moe_fwd - d.moe_fwd, 33554432.0 / bw, 1e-9);
+    assert_rel(mx.moe_bwd - d.moe_bwd, 2 * 33554432.0 / bw, 1e-9);
+    assert_rel(bk.moe_fwd, mx.moe_fwd, 0);
+    /* the recipe is read only under fp8 */
+    lo.prec = PREC_BF16;
+    LayerTime b1, b2;
+    time_layer(&m, &hw, &lo, &b1);
+    lo.fp8_recipe = FP8R_DELAYED;
+    time_layer(&m, &hw, &lo, &b2);
+    assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
+    assert_rel(b1.moe_bwd, b2.moe_bwd, 0);
+    /* an out-of-range recipe is refused by name */
+    lo.fp8_recipe = (Fp8Recipe)7;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-recipe"));
+}
+
+/* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
+ * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
+ * scaling. Without --moe-router-padding-for-quantization the alltoall
+ * layer copies its 32,768 rows of h 2048 into the padded buffer and the
+ * output back, read and written: 2 · (2 · 2 · 32768 · 2048) = 536,870,912 B
+ * forward and the same backward. With the router padding, or with flex
+ * (HybridEP pads in its dispatch), or in bf16: nothing. */
+static void test_moe_fp8_padding(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime pad, nopad, fpad, fnopad, b1, b2;
+    assert_true(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &pad);
+    lo.moe_router_pad = true;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &nopad);
+    assert_rel(pad.moe_fwd - nopad.moe_fwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.moe_bwd - nopad.moe_bwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.fwd, nopad.fwd, 0);   /* a dense layer has no experts to pad */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    time_layer(&m, &hw, &lo, &fnopad);
+    lo.moe_router_pad = false;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &fpad);
+    assert_rel(fpad.moe_fwd, fnopad.moe_fwd, 0);
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL, lo.prec = PREC_BF16;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &b1);
+    lo.moe_router_pad = true;
+    time_layer(&m, &hw, &lo, &b2);
+    assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2306,6 +2412,8 @@ int main(void)
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
+        cmocka_unit_test(test_fp8_recipe),
+        cmocka_unit_test(test_moe_fp8_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
