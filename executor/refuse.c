@@ -163,6 +163,14 @@ int refuse_cuda(const ModelSpec *m, const Layout *lo, char *err, int errlen)
              "run full causal attention without sinks and plain SwiGLU so far; plan it with --window 0 "
              "--no-attn-sinks --act-clamp 0 (the CPU backend runs all three)", m->name, m->window,
              m->sinks ? "true" : "false", m->act_clamp);
+    /* kernels/cuda/kc_fp8.h scales each tensor by its own amax, taken on the
+     * device just before the cast: Megatron's current scaling. A plan costed
+     * with another recipe (delayed scaling's amax history, MXFP8 or 128-block
+     * scales) prices casts this executor does not run. */
+    if (lo->prec == PREC_FP8 && lo->fp8_recipe != FP8R_TENSORWISE)
+        FAIL("layout.fp8_recipe %s: the CUDA executor's fp8 GEMMs scale each tensor by its current amax "
+             "(Megatron's --fp8-recipe tensorwise); plan it with --fp8-recipe tensorwise",
+             layout_fp8_recipe_name(lo->fp8_recipe));
     if (!refuse_cuda_head_size(spec_head_dim(m)))
         FAIL("the CUDA attention kernel takes head sizes 32, 64, 96 or 128; %s has %d", m->name, spec_head_dim(m));
     if (lo->cp < 1)

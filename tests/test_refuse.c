@@ -234,6 +234,15 @@ static void test_rules(void **unused)
     t.sp = false;
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "sequence parallel"));
+    /* fp8: the CUDA executor runs current (per-tensor) scaling only */
+    t = lo, t.prec = PREC_FP8, t.fp8_recipe = FP8R_DELAYED;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-recipe tensorwise"));
+    t.fp8_recipe = FP8R_MXFP8;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "mxfp8"));
+    t.fp8_recipe = FP8R_TENSORWISE;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), 0);
     t = lo, t.opt = OPT_ZERO3;
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), 0);
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
