@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "command.h"
+#include "refuse.h"
 #include "report.h"
 
 static void help(FILE *f)
@@ -21,8 +22,8 @@ static void help(FILE *f)
                "days (with failures and checkpoints priced in) for one layout. A layout that does not fit\n"
                "memory is still predicted, with fits=false and the overflow named. Says whether the layout\n"
                "leaves --mem-margin free, and under --target megatron (the default) warns when Megatron-LM\n"
-               "cannot run the layout as laid out (export refuses it); --target ultraplan predicts it for\n"
-               "ultraplan's own executor without the warning.\n\n%s\n"
+               "cannot run the layout as laid out (export refuses it); --target ultraplan (ultraplan-cuda)\n"
+               "predicts it for ultraplan's own CPU (CUDA) executor and warns when that executor refuses it.\n\n%s\n"
                "example: ultraplan predict --model gpt3-175b --gpu a100-80g --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536\n",
             args_common_help());
 }
@@ -132,6 +133,10 @@ static int predict_main(int argc, char **argv)
         fprintf(stderr, "ultraplan predict: warning: Megatron-LM cannot run this layout as laid out (--target "
                         "megatron): %s; export refuses it; --target ultraplan predicts it for ultraplan's "
                         "executor\n", why);
+    char refused[400];
+    if (refuse_target(&in.sc.model, &in.sc.layout, in.sc.layout.target, refused, sizeof refused) != 0)
+        fprintf(stderr, "ultraplan predict: warning: ultraplan's executor of --target %s refuses this layout: %s; "
+                        "`run` would refuse the plan\n", layout_target_name(in.sc.layout.target), refused);
     if (one_gpu_note)
         fprintf(stderr, "ultraplan predict: note: no --gpus and no layout given: this is the prediction for one GPU "
                         "(tp*pp*cp*dp = 1)\n");

@@ -57,6 +57,7 @@ static void help(FILE *f)
                "  --plot FILE.png   heatmap of MFU with the values in the cells (needs gnuplot)\n\n"
                "The flags below apply to every cell. Shape flags (--seq, --layers, ...) change every model of\n"
                "the list: such rows are labelled with a * (\"7B*\") and show the changed model's parameters.\n"
+               "A model's parameters (table, CSV params_b, JSON params) are the main model's, without MTP modules.\n"
                "Layout flags are fixed in every cell; a cell they make impossible says which one and why.\n"
                "--model, --stage-layers and -o do not apply to a sweep.\n\n%s\n"
                "example: ultraplan sweep --params 7B,70B --gpus 64,512 --gpu h100-sxm\n",
@@ -167,6 +168,13 @@ static int run_cell(const SweepModel *sm, int gpus, SweepCell *cell)
     return 0;
 }
 
+/* The main model's parameters, as published and as `models` and `predict`
+ * print them: the MTP modules apart (DeepSeek-V3: 671B, not 682.6B). */
+static double main_params(const ModelSpec *m)
+{
+    return (double)(spec_params(m, 1, PARAMS_EXACT) - spec_mtp_params(m));
+}
+
 static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, const SweepCell *cells)
 {
     const HwProfile *hw = &ms[0].in.sc.hw;
@@ -177,7 +185,7 @@ static void print_table(const SweepModel *ms, int nm, const int *gpus, int ng, c
     for (int i = 0; i < nm; i++) {
         const ModelSpec *m = &ms[i].in.sc.model;
         char pb[16];
-        util_si((double)spec_params(m, 1, PARAMS_EXACT), 4, pb, sizeof pb);
+        util_si(main_params(m), 4, pb, sizeof pb);
         for (int j = 0; j < ng; j++) {
             const SweepCell *c = &cells[i * ng + j];
             char lay[128];
@@ -222,7 +230,7 @@ static int write_csv(const char *path, const SweepModel *ms, int nm, const int *
                "dollars_with_failures\n");
     for (int i = 0; i < nm; i++) {
         const ModelSpec *m = &ms[i].in.sc.model;
-        double pb = spec_params(m, 1, PARAMS_EXACT) / 1e9;
+        double pb = main_params(m) / 1e9;
         for (int j = 0; j < ng; j++) {
             const SweepCell *c = &cells[i * ng + j];
             if (!c->ok) {
@@ -276,7 +284,7 @@ static cJSON *sweep_json(const SweepModel *ms, int nm, const int *gpus, int ng, 
             const SweepCell *c = &cells[i * ng + g];
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "model", ms[i].name);
-            cJSON_AddNumberToObject(o, "params", (double)spec_params(&ms[i].in.sc.model, 1, PARAMS_EXACT));
+            cJSON_AddNumberToObject(o, "params", main_params(&ms[i].in.sc.model));
             cJSON_AddNumberToObject(o, "gpus", gpus[g]);
             cJSON_AddNumberToObject(o, "seq", ms[i].in.sc.model.s);
             cJSON_AddBoolToObject(o, "feasible", c->ok);

@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "moe.h"
 #include "net.h"
+#include "refuse.h"
 
 void exec_default_opts(TrainOpts *o)
 {
@@ -34,98 +35,6 @@ void exec_default_opts(TrainOpts *o)
 static MPI_Comm grad_comm(const Exec *e) { return e->d.dpcp_comm; }
 static int grad_size(const Exec *e) { return e->d.dp * e->d.cp; }
 static int grad_rank(const Exec *e) { return e->d.dpcp_rank; }
-
-static int check_shapes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    int tp = lo->tp, hs = spec_head_dim(m);
-    int g = m->g > 0 ? m->g : m->a;
-    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
-        FAIL("plan: layout.optimizer %s needs layout.pp 1 (got %d): ZeRO-2/3 shard per layer of one stage",
-             layout_opt_name(lo->opt), lo->pp);
-    if (m->a % tp || g % tp)
-        FAIL("tp %d must divide the query heads (%d) and the KV heads (%d)", tp, m->a, g);
-    if (m->f % tp)
-        FAIL("tp %d must divide the FFN width %d", tp, m->f);
-    if (m->pos == POS_ROPE && hs % 2)
-        FAIL("RoPE needs an even head size (got %d)", hs);
-    if (lo->cp > 1 && m->s % (2 * lo->cp))
-        FAIL("context parallel needs seq %d to be a multiple of 2*cp = %d", m->s, 2 * lo->cp);
-    if (lo->sp && (lo->mbs * m->s / lo->cp) % tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d", tp, lo->mbs * m->s / lo->cp);
-    if (lo->gbs % (lo->dp * lo->mbs))
-        FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
-    if (m->dropout)
-        FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    if (m->sinks && lo->cp > 1)
-        FAIL("model.attn_sinks (--attn-sinks) with layout.cp %d: the executor's context-parallel ring has no "
-             "sinks so far; plan it with --cp 1", lo->cp);
-    if (m->window > 0 && lo->cp > 1)
-        FAIL("model.window %d with layout.cp %d: the executor's context-parallel ring has no sliding window "
-             "so far; plan it with --cp 1", m->window, lo->cp);
-    if (m->attn == ATTN_MLA) {
-        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE || m->bias)
-            FAIL("the executor's multi-head latent attention needs an RMSNorm, RoPE model without biases "
-                 "(model.norm %s, model.pos %s, model.bias %s)", m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm",
-                 m->pos == POS_ROPE ? "rope" : "learned", m->bias ? "true" : "false");
-        if (m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim)
-            FAIL("the executor's multi-head latent attention needs an even qk-rope-dim (got %d) and v-head-dim %d "
-                 "<= qk-nope-dim + qk-rope-dim = %d", m->qk_rope_dim, m->v_head_dim,
-                 m->qk_nope_dim + m->qk_rope_dim);
-    }
-    if (m->mtp_layers > 0) {
-        if (m->norm != NORM_RMSNORM || m->pos != POS_ROPE)
-            FAIL("the executor's multi-token prediction needs an RMSNorm, RoPE model (model.norm %s, model.pos %s)",
-                 m->norm == NORM_RMSNORM ? "rmsnorm" : "layernorm", m->pos == POS_ROPE ? "rope" : "learned");
-        if (lo->cp > 1)
-            FAIL("the executor's multi-token prediction needs layout.cp 1 (got %d): the tokens k ahead may lie "
-                 "on another cp rank", lo->cp);
-        if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && m->mtp_layers > 2)
-            FAIL("plan: layout.optimizer %s with model.mtp_layers %d: the executor's ZeRO-2/3 buckets hold at "
-                 "most 2 MTP modules at once", layout_opt_name(lo->opt), m->mtp_layers);
-        if (m->mtp_layers >= m->s)
-            FAIL("model.mtp_layers %d leaves no token to predict in a sequence of %d", m->mtp_layers, m->s);
-    }
-    if (spec_is_moe(m)) {
-        int etp = layout_etp(lo), fe = m->moe_ffn > 0 ? m->moe_ffn : m->f;
-        if (m->bias)
-            FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
-        if (tp > 1 && !lo->sp)
-            FAIL("a mixture-of-experts model with tp %d needs sequence parallel (layout.sp), as in Megatron-LM", tp);
-        if (m->experts % lo->ep || fe % etp || m->shared_ffn % tp)
-            FAIL("ep %d must divide the %d experts, etp %d the expert FFN %d, tp %d the shared FFN %d", lo->ep,
-                 m->experts, etp, fe, tp, m->shared_ffn);
-        if ((long long)lo->tp * lo->cp * lo->dp % ((long long)etp * lo->ep))
-            FAIL("etp %d x ep %d must divide tp %d x cp %d x dp %d", etp, lo->ep, lo->tp, lo->cp, lo->dp);
-    }
-    return 0;
-}
-
-int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    /* in 64 bits, before anything is allocated: a hostile plan file must
-     * not overflow the int products of the step (B*T, 2*m*vp) */
-    long long mbs = lo->mbs, seq = m->s, gbs = lo->gbs, dp = lo->dp, vp = lo->vp, pp = lo->pp;
-    if (mbs <= 0 || seq <= 0 || gbs <= 0 || dp <= 0 || vp <= 0 || pp <= 0)
-        FAIL("plan: layout.mbs (%lld), model.seq (%lld), layout.gbs (%lld), layout.dp, layout.pp and layout.vp "
-             "must be positive", mbs, seq, gbs);
-    if (mbs * seq > EXEC_MAX_MB_TOKENS)
-        FAIL("plan: layout.mbs x model.seq = %lld x %lld = %lld tokens per micro-batch; the executor takes at "
-             "most %lld", mbs, seq, mbs * seq, (long long)EXEC_MAX_MB_TOKENS);
-    /* both backends run context parallelism as Megatron's ring; a plan that
-     * was costed with Llama 3's all-gather exchange is not the plan they run */
-    if (lo->cp > 1 && lo->cp_comm != CP_COMM_RING)
-        FAIL("plan: layout.cp_comm %s with layout.cp %d: the executors exchange K/V only around the ring; "
-             "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
-    long long nmb = gbs / (dp * mbs);
-    if (nmb * vp > EXEC_MAX_MB_CHUNKS)
-        FAIL("plan: layout.gbs %lld / (layout.dp %lld x layout.mbs %lld) = %lld micro-batches x layout.vp %lld "
-             "chunks is more than the %lld a step can schedule", gbs, dp, mbs, nmb, vp,
-             (long long)EXEC_MAX_MB_CHUNKS);
-    if (nmb * mbs * seq > EXEC_MAX_STEP_TOKENS)
-        FAIL("plan: layout.gbs / layout.dp x model.seq = %lld tokens per rank and step; the executor takes at "
-             "most %lld", nmb * mbs * seq, (long long)EXEC_MAX_STEP_TOKENS);
-    return 0;
-}
 
 /* Bump allocator over a slab: the first pass (base NULL) counts, the second carves. */
 typedef struct {
@@ -300,18 +209,18 @@ static void carve(Exec *e, float *acts, float *bufs)
         int S = e->ps.nlayers;
         size_t D = grad_size(e), X = e->d.edp, most = 0, xmost = 0;
         for (int u = 0; u < S; u++) {
-            most = e->u_slice[u] * D > most ? e->u_slice[u] * D : most;
-            xmost = e->x_slice[u] * X > xmost ? e->x_slice[u] * X : xmost;
+            most = e->unit[u].slice * D > most ? e->unit[u].slice * D : most;
+            xmost = e->unit[u].x_slice * X > xmost ? e->unit[u].x_slice * X : xmost;
         }
         e->zx = most;      // a layer's experts after its dense part
         most += xmost;
         for (int k = 0; k < 2; k++)
             e->zb[k] = take(&b, most);
-        e->zbs = take(&b, e->u_slice[S] * D);
+        e->zbs = take(&b, e->unit[S].slice * D);
         if (e->zero == 3) {
             for (int k = 0; k < 2; k++)
                 e->zg[k] = take(&b, most);
-            e->zgs = take(&b, e->u_slice[S] * D);
+            e->zgs = take(&b, e->unit[S].slice * D);
         }
     }
     e->acts_n = a.n;
@@ -323,49 +232,37 @@ static void carve(Exec *e, float *acts, float *bufs)
 /* Units: each local layer, then the stage unit (the non-layer tensors,
  * ps.layers_end .. ps.n). Under ZeRO-2/3 each unit is padded to a multiple
  * of the group size D; this rank's slice of it is floats
- * [rank·slice, (rank+1)·slice) of the padded unit, at u_soff in the shard. */
+ * [rank·slice, (rank+1)·slice) of the padded unit, at soff in the shard. */
 static int units_init(Exec *e)
 {
     ParamSet *ps = &e->ps;
     int U = e->nunits = ps->nlayers + 1;
-    e->lay_start = calloc(U, sizeof *e->lay_start);
-    e->lay_n = calloc(U, sizeof *e->lay_n);
-    e->u_slice = calloc(U, sizeof *e->u_slice);
-    e->u_soff = calloc(U, sizeof *e->u_soff);
-    e->uw = calloc(U, sizeof *e->uw);
-    e->ug = calloc(U, sizeof *e->ug);
-    e->x_start = calloc(U, sizeof *e->x_start);
-    e->x_len = calloc(U, sizeof *e->x_len);
-    e->x_slice = calloc(U, sizeof *e->x_slice);
-    e->x_soff = calloc(U, sizeof *e->x_soff);
-    e->xw = calloc(U, sizeof *e->xw);
-    e->xg = calloc(U, sizeof *e->xg);
-    if (!e->lay_start || !e->lay_n || !e->u_slice || !e->u_soff || !e->uw || !e->ug || !e->x_start || !e->x_len ||
-        !e->x_slice || !e->x_soff || !e->xw || !e->xg)
+    e->unit = calloc(U, sizeof *e->unit);
+    if (!e->unit)
         return -1;
     for (int l = 0; l < ps->nlayers; l++) {
-        e->lay_start[l] = ps->layer_off[l][P_LN1W];
+        e->unit[l].start = ps->layer_off[l][P_LN1W];
         for (int id = 0; id < P_LAYER_COUNT; id++)   // the routed experts are not in the unit
             if (ps->layer_off[l][id] != PARAM_NONE && !param_is_expert(id))
-                e->lay_n[l] += ps->layer_len[l][id];
+                e->unit[l].n += ps->layer_len[l][id];
         if (ps->layer_off[l][P_EFC1W] != PARAM_NONE) {   // efc1 then efc2, contiguous (params.c)
-            e->x_start[l] = ps->layer_off[l][P_EFC1W];
-            e->x_len[l] = ps->layer_len[l][P_EFC1W] + ps->layer_len[l][P_EFC2W];
+            e->unit[l].x_start = ps->layer_off[l][P_EFC1W];
+            e->unit[l].x_len = ps->layer_len[l][P_EFC1W] + ps->layer_len[l][P_EFC2W];
         }
     }
-    e->lay_start[U - 1] = ps->layers_end;
-    e->lay_n[U - 1] = ps->n - ps->layers_end;
+    e->unit[U - 1].start = ps->layers_end;
+    e->unit[U - 1].n = ps->n - ps->layers_end;
     size_t D = grad_size(e), off = 0;
     for (int u = 0; u < U; u++) {
-        e->u_slice[u] = (e->lay_n[u] + D - 1) / D;
-        e->u_soff[u] = off;
-        off += e->u_slice[u];
+        e->unit[u].slice = (e->unit[u].n + D - 1) / D;
+        e->unit[u].soff = off;
+        off += e->unit[u].slice;
     }
     size_t X = e->d.edp;   // then the experts' slices over edp
     for (int u = 0; u < U; u++) {
-        e->x_slice[u] = (e->x_len[u] + X - 1) / X;
-        e->x_soff[u] = off;
-        off += e->x_slice[u];
+        e->unit[u].x_slice = (e->unit[u].x_len + X - 1) / X;
+        e->unit[u].x_soff = off;
+        off += e->unit[u].x_slice;
     }
     if (e->zero >= 2)
         e->opt_n = off;
@@ -378,54 +275,55 @@ static int units_init(Exec *e)
 }
 
 /* This rank's slice of unit u within the unit: first float and how many are real (not padding). */
-static size_t slice_first(const Exec *e, int u) { return (size_t)grad_rank(e) * e->u_slice[u]; }
+static size_t slice_first(const Exec *e, int u) { return (size_t)grad_rank(e) * e->unit[u].slice; }
 static size_t slice_real(const Exec *e, int u)
 {
     size_t a = slice_first(e, u);
-    return e->lay_n[u] > a ? (e->lay_n[u] - a < e->u_slice[u] ? e->lay_n[u] - a : e->u_slice[u]) : 0;
+    return e->unit[u].n > a ? (e->unit[u].n - a < e->unit[u].slice ? e->unit[u].n - a : e->unit[u].slice) : 0;
 }
 
 /* The same for unit u's routed experts, sliced over edp. */
-static size_t xslice_first(const Exec *e, int u) { return (size_t)e->d.edp_rank * e->x_slice[u]; }
+static size_t xslice_first(const Exec *e, int u) { return (size_t)e->d.edp_rank * e->unit[u].x_slice; }
 static size_t xslice_real(const Exec *e, int u)
 {
     size_t a = xslice_first(e, u);
-    return e->x_len[u] > a ? (e->x_len[u] - a < e->x_slice[u] ? e->x_len[u] - a : e->x_slice[u]) : 0;
+    return e->unit[u].x_len > a ? (e->unit[u].x_len - a < e->unit[u].x_slice ? e->unit[u].x_len - a : e->unit[u].x_slice) : 0;
 }
 
-static float *unit_ptr(float *const *base, int u, size_t off, size_t start)
+/* held: where unit u's weights or gradients are now (ExecUnit w, g, xw, xg) */
+static float *unit_ptr(float *held, int u, size_t off, size_t start)
 {
-    if (!base[u]) {
+    if (!held) {
         fprintf(stderr, "executor: unit %d used while its weights or gradients are not held (a ZeRO bug)\n", u);
         abort();
     }
-    return base[u] + (off - start);
+    return held + (off - start);
 }
 
 float *exec_lw(const Exec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
     return o == PARAM_NONE ? NULL
-         : param_is_expert(id) ? unit_ptr(e->xw, li, o, e->x_start[li]) : unit_ptr(e->uw, li, o, e->lay_start[li]);
+         : param_is_expert(id) ? unit_ptr(e->unit[li].xw, li, o, e->unit[li].x_start) : unit_ptr(e->unit[li].w, li, o, e->unit[li].start);
 }
 
 float *exec_lg(const Exec *e, int li, ParamId id)
 {
     size_t o = e->ps.layer_off[li][id];
     return o == PARAM_NONE ? NULL
-         : param_is_expert(id) ? unit_ptr(e->xg, li, o, e->x_start[li]) : unit_ptr(e->ug, li, o, e->lay_start[li]);
+         : param_is_expert(id) ? unit_ptr(e->unit[li].xg, li, o, e->unit[li].x_start) : unit_ptr(e->unit[li].g, li, o, e->unit[li].start);
 }
 
 float *exec_sw(const Exec *e, ParamId id)
 {
     size_t o = e->ps.off[id];
-    return o == PARAM_NONE ? NULL : unit_ptr(e->uw, e->nunits - 1, o, e->ps.layers_end);
+    return o == PARAM_NONE ? NULL : unit_ptr(e->unit[e->nunits - 1].w, e->nunits - 1, o, e->ps.layers_end);
 }
 
 float *exec_sg(const Exec *e, ParamId id)
 {
     size_t o = e->ps.off[id];
-    return o == PARAM_NONE ? NULL : unit_ptr(e->ug, e->nunits - 1, o, e->ps.layers_end);
+    return o == PARAM_NONE ? NULL : unit_ptr(e->unit[e->nunits - 1].g, e->nunits - 1, o, e->ps.layers_end);
 }
 
 static void slot_bind(Exec *e, int s, int chunk)
@@ -448,7 +346,7 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
     e->m = *m;
     e->lo = *lo;
     e->opt = *o;
-    if (exec_check_sizes(m, lo, err, errlen) != 0 || check_shapes(m, lo, err, errlen) != 0)
+    if (refuse_overflow(m, lo, err, errlen) != 0 || refuse_cpu(m, lo, err, errlen) != 0)
         return -1;
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;
@@ -520,10 +418,10 @@ int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
         FAIL("out of memory for %zu parameters", e->ps.n_alloc);
     params_init(&e->ps, m, &e->sm, o->seed);
     for (int u = 0; u < e->nunits; u++) {
-        e->uw[u] = e->zero == 3 ? NULL : e->ps.w + e->lay_start[u];
-        e->ug[u] = e->zero >= 2 ? NULL : e->ps.g + e->lay_start[u];
-        e->xw[u] = e->zero == 3 || !e->x_len[u] ? NULL : e->ps.w + e->x_start[u];
-        e->xg[u] = e->zero >= 2 || !e->x_len[u] ? NULL : e->ps.g + e->x_start[u];
+        e->unit[u].w = e->zero == 3 ? NULL : e->ps.w + e->unit[u].start;
+        e->unit[u].g = e->zero >= 2 ? NULL : e->ps.g + e->unit[u].start;
+        e->unit[u].xw = e->zero == 3 || !e->unit[u].x_len ? NULL : e->ps.w + e->unit[u].x_start;
+        e->unit[u].xg = e->zero >= 2 || !e->unit[u].x_len ? NULL : e->ps.g + e->unit[u].x_start;
     }
     if (e->zero == 3) {
         exec_scatter_weights(e, e->ps.w);
@@ -692,11 +590,11 @@ static void bucket_drain(Exec *e, float *buf, int u, DistReq *req, DistReq *xreq
     if (xreq)
         dist_wait(xreq, e->d.edp_comm);
     e->t[PH_DP] += dist_now() - t0;
-    float *g = e->gsh + e->u_soff[u];
-    k_residual_fwd(g, g, buf, e->u_slice[u]);
-    if (e->x_len[u]) {
-        float *xg = e->gsh + e->x_soff[u];
-        k_residual_fwd(xg, xg, buf + e->zx, e->x_slice[u]);
+    float *g = e->gsh + e->unit[u].soff;
+    k_residual_fwd(g, g, buf, e->unit[u].slice);
+    if (e->unit[u].x_len) {
+        float *xg = e->gsh + e->unit[u].x_soff;
+        k_residual_fwd(xg, xg, buf + e->zx, e->unit[u].x_slice);
     }
 }
 
@@ -718,11 +616,11 @@ static void bucket_open(Exec *e, int u)
         e->zb_unit[k] = -1;
         buf = e->zb[k];
     }
-    k_zero(buf, e->u_slice[u] * grad_size(e));
-    e->ug[u] = buf;
-    if (e->x_len[u]) {
-        k_zero(buf + e->zx, e->x_slice[u] * e->d.edp);
-        e->xg[u] = buf + e->zx;
+    k_zero(buf, e->unit[u].slice * grad_size(e));
+    e->unit[u].g = buf;
+    if (e->unit[u].x_len) {
+        k_zero(buf + e->zx, e->unit[u].x_slice * e->d.edp);
+        e->unit[u].xg = buf + e->zx;
     }
 }
 
@@ -731,7 +629,7 @@ static void bucket_open(Exec *e, int u)
 static void bucket_close(Exec *e, int u)
 {
     ParamSet *ps = &e->ps;
-    float *buf = e->ug[u];
+    float *buf = e->unit[u].g;
     int stage = u == e->nunits - 1;
     if (stage) {
         sp_sync(e, exec_sg(e, P_LNFW), ps->len[P_LNFW]);
@@ -743,18 +641,18 @@ static void bucket_close(Exec *e, int u)
     }
     double t0 = dist_now();
     if (stage) {
-        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zbs_req);
+        dist_ireduce_scatter(buf, (int)e->unit[u].slice, grad_comm(e), &e->zbs_req);
         e->zbs_busy = 1;
     } else {   /* the bucket that holds u (two MTP modules hold both at once) */
         int k = buf == e->zb[1];
-        dist_ireduce_scatter(buf, (int)e->u_slice[u], grad_comm(e), &e->zb_req[k]);
+        dist_ireduce_scatter(buf, (int)e->unit[u].slice, grad_comm(e), &e->zb_req[k]);
         e->zbx_req[k] = DIST_REQ_NULL;
-        if (e->x_len[u])   /* the routed experts over the ranks that hold the same ones */
-            dist_ireduce_scatter(buf + e->zx, (int)e->x_slice[u], e->d.edp_comm, &e->zbx_req[k]);
+        if (e->unit[u].x_len)   /* the routed experts over the ranks that hold the same ones */
+            dist_ireduce_scatter(buf + e->zx, (int)e->unit[u].x_slice, e->d.edp_comm, &e->zbx_req[k]);
         e->zb_unit[k] = u;
     }
     e->t[PH_DP] += dist_now() - t0;
-    e->ug[u] = e->xg[u] = NULL;
+    e->unit[u].g = e->unit[u].xg = NULL;
 }
 
 /* Every bucket's reduce-scatter drained into the shard (end of the step). */
@@ -785,13 +683,13 @@ static void gather_start(Exec *e, int u, int keep)
     if (e->zg_unit[k] >= 0) {    /* evicted: a prefetch nobody used must land before the buffer is reused */
         dist_wait(&e->zg_req[k], grad_comm(e));
         dist_wait(&e->zgx_req[k], e->d.edp_comm);
-        e->uw[e->zg_unit[k]] = e->xw[e->zg_unit[k]] = NULL;
+        e->unit[e->zg_unit[k]].w = e->unit[e->zg_unit[k]].xw = NULL;
     }
     e->zg_unit[k] = u;
-    dist_iallgather(e->zg[k], e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), &e->zg_req[k]);
+    dist_iallgather(e->zg[k], e->wsh + e->unit[u].soff, (int)e->unit[u].slice, grad_comm(e), &e->zg_req[k]);
     e->zgx_req[k] = DIST_REQ_NULL;
-    if (e->x_len[u])             /* the routed experts from the edp ranks */
-        dist_iallgather(e->zg[k] + e->zx, e->wsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm,
+    if (e->unit[u].x_len)             /* the routed experts from the edp ranks */
+        dist_iallgather(e->zg[k] + e->zx, e->wsh + e->unit[u].x_soff, (int)e->unit[u].x_slice, e->d.edp_comm,
                         &e->zgx_req[k]);
     e->t[PH_DP] += dist_now() - t0;
 }
@@ -805,9 +703,9 @@ static void gather_wait(Exec *e, int u, int keep)
     dist_wait(&e->zg_req[k], grad_comm(e));
     dist_wait(&e->zgx_req[k], e->d.edp_comm);
     e->t[PH_DP] += dist_now() - t0;
-    e->uw[u] = e->zg[k];
-    if (e->x_len[u])
-        e->xw[u] = e->zg[k] + e->zx;
+    e->unit[u].w = e->zg[k];
+    if (e->unit[u].x_len)
+        e->unit[u].xw = e->zg[k] + e->zx;
 }
 
 /* ZeRO-3: the stage unit, gathered for one micro-batch (start, then wait). */
@@ -815,7 +713,7 @@ static void gather_stage_start(Exec *e)
 {
     int S = e->nunits - 1;
     double t0 = dist_now();
-    dist_iallgather(e->zgs, e->wsh + e->u_soff[S], (int)e->u_slice[S], grad_comm(e), &e->zgs_req);
+    dist_iallgather(e->zgs, e->wsh + e->unit[S].soff, (int)e->unit[S].slice, grad_comm(e), &e->zgs_req);
     e->t[PH_DP] += dist_now() - t0;
 }
 
@@ -824,7 +722,7 @@ static void gather_stage_wait(Exec *e)
     double t0 = dist_now();
     dist_wait(&e->zgs_req, grad_comm(e));
     e->t[PH_DP] += dist_now() - t0;
-    e->uw[e->nunits - 1] = e->zgs;
+    e->unit[e->nunits - 1].w = e->zgs;
 }
 
 /* ZeRO-3: forget every gathered unit (the shard changed: optimizer, load). */
@@ -834,25 +732,25 @@ static void gather_reset(Exec *e)
         dist_wait(&e->zg_req[k], grad_comm(e));
         dist_wait(&e->zgx_req[k], e->d.edp_comm);
         if (e->zg_unit[k] >= 0)
-            e->uw[e->zg_unit[k]] = e->xw[e->zg_unit[k]] = NULL;
+            e->unit[e->zg_unit[k]].w = e->unit[e->zg_unit[k]].xw = NULL;
         e->zg_unit[k] = -1;
     }
     dist_wait(&e->zgs_req, grad_comm(e));
-    e->uw[e->nunits - 1] = NULL;
+    e->unit[e->nunits - 1].w = NULL;
 }
 
 void exec_scatter_weights(Exec *e, const float *w)
 {
     for (int u = 0; u < e->nunits; u++) {
-        float *dst = e->wsh + e->u_soff[u];
+        float *dst = e->wsh + e->unit[u].soff;
         size_t real = slice_real(e, u);
-        memcpy(dst, w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
-        memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
-        dst = e->wsh + e->x_soff[u];
+        memcpy(dst, w + e->unit[u].start + slice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->unit[u].slice - real) * sizeof *dst);
+        dst = e->wsh + e->unit[u].x_soff;
         real = xslice_real(e, u);
         if (real)
-            memcpy(dst, w + e->x_start[u] + xslice_first(e, u), real * sizeof *dst);
-        memset(dst + real, 0, (e->x_slice[u] - real) * sizeof *dst);
+            memcpy(dst, w + e->unit[u].x_start + xslice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->unit[u].x_slice - real) * sizeof *dst);
     }
     if (e->zero == 3)
         gather_reset(e);
@@ -862,11 +760,11 @@ void exec_gather_weights(Exec *e, float *w)
 {
     for (int u = 0; u < e->nunits; u++) {
         float *buf = u == e->nunits - 1 ? e->zgs : e->zg[0];
-        dist_allgather(buf, e->wsh + e->u_soff[u], (int)e->u_slice[u], grad_comm(e), NULL);
-        memcpy(w + e->lay_start[u], buf, e->lay_n[u] * sizeof *w);
-        if (e->x_len[u]) {
-            dist_allgather(e->zg[0] + e->zx, e->wsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm, NULL);
-            memcpy(w + e->x_start[u], e->zg[0] + e->zx, e->x_len[u] * sizeof *w);
+        dist_allgather(buf, e->wsh + e->unit[u].soff, (int)e->unit[u].slice, grad_comm(e), NULL);
+        memcpy(w + e->unit[u].start, buf, e->unit[u].n * sizeof *w);
+        if (e->unit[u].x_len) {
+            dist_allgather(e->zg[0] + e->zx, e->wsh + e->unit[u].x_soff, (int)e->unit[u].x_slice, e->d.edp_comm, NULL);
+            memcpy(w + e->unit[u].x_start, e->zg[0] + e->zx, e->unit[u].x_len * sizeof *w);
         }
     }
     gather_reset(e);
@@ -880,7 +778,7 @@ static void layer_done(Exec *e, int li)
                 sp_sync(e, e->ps.g + e->ps.layer_off[li][id], e->ps.layer_len[li][id]);
     if (grad_size(e) > 1 && e->zero == 0 && e->lo.overlap_grad) {
         double t0 = dist_now();
-        dist_iallreduce(e->ps.g + e->lay_start[li], (int)e->lay_n[li], grad_comm(e), &e->dp_req[e->ndp_req++]);
+        dist_iallreduce(e->ps.g + e->unit[li].start, (int)e->unit[li].n, grad_comm(e), &e->dp_req[e->ndp_req++]);
         e->t[PH_DP] += dist_now() - t0;
     }
 }
@@ -1004,7 +902,7 @@ static void run_backward(Exec *e, int mb, int c)
         if (e->zero >= 2)
             bucket_close(e, e->nunits - 1);
         if (e->zero == 3)
-            e->uw[e->nunits - 1] = NULL;   // the stage unit's gather is free again
+            e->unit[e->nunits - 1].w = NULL;   // the stage unit's gather is free again
     } else {
         int k;
         float *buf = send_buf(e, &k);
@@ -1035,7 +933,7 @@ static void finish_grads(Exec *e)
     }
     if (grad_size(e) > 1 && e->zero == 0 && !e->lo.overlap_grad)   // every layer's bucket, now
         for (int li = 0; li < ps->nlayers; li++)
-            dist_iallreduce(ps->g + e->lay_start[li], (int)e->lay_n[li], grad_comm(e), &e->dp_req[e->ndp_req++]);
+            dist_iallreduce(ps->g + e->unit[li].start, (int)e->unit[li].n, grad_comm(e), &e->dp_req[e->ndp_req++]);
     if (grad_size(e) > 1 && e->zero == 0 && ps->n > ps->layers_end)
         dist_iallreduce(ps->g + ps->layers_end, (int)(ps->n - ps->layers_end), grad_comm(e),
                         &e->dp_req[e->ndp_req++]);
@@ -1063,11 +961,11 @@ static void zero_step(Exec *e, int t)
     /* ZeRO-2: this rank's weights of unit u are its slice of the full copy
      * (AdamW is elementwise: unit by unit is the flat update) */
     for (int u = 0; u < e->nunits; u++) {
-        size_t so = e->u_soff[u];
-        k_adamw(ps->w + e->lay_start[u] + slice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
+        size_t so = e->unit[u].soff;
+        k_adamw(ps->w + e->unit[u].start + slice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
                 slice_real(e, u), o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
-        so = e->x_soff[u];
-        k_adamw(ps->w + e->x_start[u] + xslice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
+        so = e->unit[u].x_soff;
+        k_adamw(ps->w + e->unit[u].x_start + xslice_first(e, u), e->gsh + so, e->om + so, e->ov + so,
                 xslice_real(e, u), o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t);
     }
     e->t[PH_OPTIM] += dist_now() - t0;
@@ -1076,30 +974,30 @@ static void zero_step(Exec *e, int t)
      * started before this one's is copied out */
     double t1 = dist_now();
     for (int u = 0; u < e->nunits; u++) {
-        float *dst = e->gsh + e->u_soff[u];
+        float *dst = e->gsh + e->unit[u].soff;
         size_t real = slice_real(e, u);
-        memcpy(dst, ps->w + e->lay_start[u] + slice_first(e, u), real * sizeof *dst);
-        memset(dst + real, 0, (e->u_slice[u] - real) * sizeof *dst);
-        dst = e->gsh + e->x_soff[u];
+        memcpy(dst, ps->w + e->unit[u].start + slice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->unit[u].slice - real) * sizeof *dst);
+        dst = e->gsh + e->unit[u].x_soff;
         real = xslice_real(e, u);
         if (real)
-            memcpy(dst, ps->w + e->x_start[u] + xslice_first(e, u), real * sizeof *dst);
-        memset(dst + real, 0, (e->x_slice[u] - real) * sizeof *dst);
+            memcpy(dst, ps->w + e->unit[u].x_start + xslice_first(e, u), real * sizeof *dst);
+        memset(dst + real, 0, (e->unit[u].x_slice - real) * sizeof *dst);
     }
     int S = e->nunits - 1;
     for (int u = 0; u <= S; u++) {
         for (int v = u == 0 ? 0 : u + 1; v <= u + 1 && v <= S; v++) {
             DistReq *r = v == S ? &e->zbs_req : &e->zb_req[v % 2];
-            dist_iallgather(v == S ? e->zbs : e->zb[v % 2], e->gsh + e->u_soff[v], (int)e->u_slice[v],
+            dist_iallgather(v == S ? e->zbs : e->zb[v % 2], e->gsh + e->unit[v].soff, (int)e->unit[v].slice,
                             grad_comm(e), r);
         }
         dist_wait(u == S ? &e->zbs_req : &e->zb_req[u % 2], grad_comm(e));
-        memcpy(ps->w + e->lay_start[u], u == S ? e->zbs : e->zb[u % 2], e->lay_n[u] * sizeof(float));
+        memcpy(ps->w + e->unit[u].start, u == S ? e->zbs : e->zb[u % 2], e->unit[u].n * sizeof(float));
     }
     for (int u = 0; u < S; u++)   /* the routed experts from the edp ranks */
-        if (e->x_len[u]) {
-            dist_allgather(e->zb[0] + e->zx, e->gsh + e->x_soff[u], (int)e->x_slice[u], e->d.edp_comm, NULL);
-            memcpy(ps->w + e->x_start[u], e->zb[0] + e->zx, e->x_len[u] * sizeof(float));
+        if (e->unit[u].x_len) {
+            dist_allgather(e->zb[0] + e->zx, e->gsh + e->unit[u].x_soff, (int)e->unit[u].x_slice, e->d.edp_comm, NULL);
+            memcpy(ps->w + e->unit[u].x_start, e->zb[0] + e->zx, e->unit[u].x_len * sizeof(float));
         }
     e->t[PH_DP] += dist_now() - t1;
 }
@@ -1261,18 +1159,7 @@ void exec_free(Exec *e)
     free(e->mtgt);
     moe_free(e);
     free(e->send_req);
-    free(e->lay_start);
-    free(e->lay_n);
-    free(e->u_slice);
-    free(e->u_soff);
-    free(e->uw);
-    free(e->ug);
-    free(e->x_start);
-    free(e->x_len);
-    free(e->x_slice);
-    free(e->x_soff);
-    free(e->xw);
-    free(e->xg);
+    free(e->unit);
     free(e->wsh);
     free(e->gsh);
     free(e->dp_req);

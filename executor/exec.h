@@ -160,6 +160,18 @@ typedef struct {
     double step_s;               // wall seconds of the step
 } StepStats;
 
+/* A unit of the per-layer DP buckets and of ZeRO-2/3: a local layer, or
+ * (the last) the stage's non-layer tensors. Its routed experts are sharded
+ * over edp, not dp·cp, so they are apart (x_*; 0 floats for a dense layer). */
+typedef struct {
+    size_t start, n;             // offset in the param slab and floats of the unit (its experts not counted)
+    size_t slice, soff;          // floats of one rank's slice of it, that slice's offset in the shard
+    float *w, *g;                // where its weights / gradients are now (NULL: not held)
+    size_t x_start, x_len;       // offset in the param slab and floats of its routed experts (0 none)
+    size_t x_slice, x_soff;      // floats of one edp rank's slice of them, its offset in the shard
+    float *xw, *xg;              // where its expert weights / gradients are now (NULL: not held)
+} ExecUnit;
+
 typedef struct {
     ModelSpec m;
     Layout lo;
@@ -221,13 +233,11 @@ typedef struct {
     DistReq *send_req;
     int *tokens, *targets;       // (nmb, N)
     /* per-layer DP buckets; ZeRO-2/3 units (index nlayers: the stage unit) */
-    size_t *lay_start, *lay_n;   // (nlayers + 1) offset in the param slab and floats of each unit
     DistReq *dp_req;         // (nlayers + 1)
     int ndp_req;
     int zero;                    // 0, 1 (ZeRO-1, dist-opt), 2, 3: what this rank shards
     int nunits;                  // nlayers + 1
-    size_t *u_slice, *u_soff;    // (nunits) floats of one rank's slice of a unit, its offset in the shard
-    float **uw, **ug;            // (nunits) where a unit's weights / gradients are now (NULL: not held)
+    ExecUnit *unit;              // (nunits) each unit's place in the slab, its slices, where it is now
     float *wsh, *gsh;            // ZeRO-3 weight shard, ZeRO-2/3 gradient shard (opt_n each)
     float *zg[2], *zgs;          // gather buffers (ZeRO-3): layers, the stage unit
     int zg_unit[2];              // unit gathered (or being gathered) into zg[k], -1 none
@@ -238,9 +248,6 @@ typedef struct {
     int zb_next, zb_cur;         // bucket the next layer takes, the one the layer in backward holds
     /* a layer unit's routed experts (ZeRO-2/3): sharded over edp, not dp·cp;
      * buckets and gather buffers hold them from float zx on */
-    size_t *x_start, *x_len;     // (nunits) offset in the param slab and floats of the unit's experts (0 none)
-    size_t *x_slice, *x_soff;    // (nunits) floats of one edp rank's slice of them, its offset in the shard
-    float **xw, **xg;            // (nunits) where a unit's expert weights / gradients are now (NULL: not held)
     size_t zx;                   // floats: start of the expert part of zb[k] and zg[k]
     DistReq zgx_req[2], zbx_req[2];
     /* accounting */
@@ -252,14 +259,6 @@ typedef struct {
 /* Build this rank's part of the model for a checked layout (fp32) and
  * open the data. Needs MPI initialised. 0, or -1 with err (world size,
  * shapes the executor can't split, data). Collective: every rank calls it. */
-/* The sizes a plan may ask of the executor, checked in 64 bits before
- * anything is allocated (a hostile plan file must not overflow the step's
- * int products): tokens per micro-batch, micro-batches x chunks per step,
- * tokens per rank and step. 0, or -1 with err naming the plan's fields. */
-#define EXEC_MAX_MB_TOKENS (1LL << 24)
-#define EXEC_MAX_MB_CHUNKS (1LL << 20)
-#define EXEC_MAX_STEP_TOKENS (1LL << 30)
-int exec_check_sizes(const ModelSpec *m, const Layout *lo, char *err, int errlen);
 int exec_init(Exec *e, const ModelSpec *m, const Layout *lo, const TrainOpts *o,
               const char *data, char *err, int errlen);
 

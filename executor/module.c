@@ -10,6 +10,7 @@
 #include "dist.h"
 #include "loop.h"
 #include "modload.h"
+#include "refuse.h"
 
 #define CUDA_HINT "--backend cuda needs the CUDA 13 runtime, cuBLASLt and NCCL: install them (or put their " \
                   "directory on LD_LIBRARY_PATH), or use --backend cpu"
@@ -43,7 +44,7 @@ static int module_run(const RunRequest *rq)
         const UpCudaModule *m = cuda_module(err, sizeof err);
         b = m ? m->backend : NULL;
     }
-    if (b && exec_check_sizes(&rq->pf->model, &rq->pf->layout, err, sizeof err) != 0)
+    if (b && refuse_overflow(&rq->pf->model, &rq->pf->layout, err, sizeof err) != 0)
         b = NULL;   // a hostile plan: refused by name on every rank, before any allocation
     if (b)
         rc = loop_run(b, rq, rank, world);

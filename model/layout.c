@@ -400,7 +400,7 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
                 FAIL("layout: stage %d has %d layers in \"%s\" but %d in the stage split given", s, n,
                      lo->pp_layout, lo->layers[s]);
             lo->layers[s] = n;
-            for (int c = 0; c < p.vp && lo->target == TARGET_ULTRAPLAN; c++)
+            for (int c = 0; c < p.vp && lo->target != TARGET_MEGATRON; c++)
                 if (p.t[c * lo->pp + s] * p.vp != n)
                     FAIL("layout: \"%s\" gives stage %d chunks of unequal layers: --target ultraplan's executor "
                          "splits every stage into vp equal chunks", lo->pp_layout, s);
@@ -515,6 +515,8 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         if (lo->cuda_graph < 0 || lo->cuda_graph >= CG_COUNT)
             FAIL("layout: --cuda-graph-impl %d is none of none, local, transformer_engine, full_iteration",
                  (int)lo->cuda_graph);
+        if (lo->fp8_recipe < 0 || lo->fp8_recipe >= FP8R_COUNT)
+            FAIL("layout: --fp8-recipe %d is none of delayed, tensorwise, mxfp8, blockwise", (int)lo->fp8_recipe);
         if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --cuda-graph-modules: %s", e);
         if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))
@@ -527,7 +529,7 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
     return 0;
 }
 
-static const char *const target_names[] = {"megatron", "ultraplan"};
+static const char *const target_names[] = {"megatron", "ultraplan", "ultraplan-cuda"};
 _Static_assert(sizeof target_names / sizeof *target_names == TARGET_COUNT, "target names");
 
 const char *layout_target_name(Target t) { return t >= 0 && t < TARGET_COUNT ? target_names[t] : "?"; }
@@ -770,6 +772,24 @@ int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out)
         *out = CG_TE;
         return 0;
     }
+    return -1;
+}
+
+static const char *const fp8_recipe_names[] = {"delayed", "tensorwise", "mxfp8", "blockwise"};
+_Static_assert(sizeof fp8_recipe_names / sizeof *fp8_recipe_names == FP8R_COUNT, "fp8 recipe names");
+
+const char *layout_fp8_recipe_name(Fp8Recipe r)
+{
+    return r >= 0 && r < FP8R_COUNT ? fp8_recipe_names[r] : "?";
+}
+
+int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out)
+{
+    for (int i = 0; i < FP8R_COUNT; i++)
+        if (strcasecmp(s, fp8_recipe_names[i]) == 0) {
+            *out = (Fp8Recipe)i;
+            return 0;
+        }
     return -1;
 }
 

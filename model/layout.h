@@ -43,12 +43,21 @@ typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER, MOE_DISPATCH_FLEX,
  * captures the whole forward-backward step (static shapes, no host sync). */
 typedef enum { CG_NONE, CG_LOCAL, CG_TE, CG_FULL_ITERATION, CG_COUNT } CudaGraphImpl;
 
+/* Megatron's --fp8-recipe (Transformer Engine's scaling recipes), read only
+ * under fp8: DELAYED scales by an amax history (the cast kernel records the
+ * amax); TENSORWISE (per-tensor current scaling) computes each tensor's amax
+ * in a pass of its own before the cast; MXFP8 (Blackwell) and BLOCKWISE scale
+ * 32-element or 128-element blocks inside the cast kernel. */
+typedef enum { FP8R_DELAYED, FP8R_TENSORWISE, FP8R_MXFP8, FP8R_BLOCKWISE, FP8R_COUNT } Fp8Recipe;
+
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
- * can express (layout_megatron_check); ULTRAPLAN: every layout the cost
- * model knows (ultraplan's own executor runs all of them). */
+ * can express (layout_megatron_check); ULTRAPLAN: the layouts ultraplan's
+ * CPU executor runs; ULTRAPLAN_CUDA: those its CUDA executor runs (`run
+ * --backend cuda`). What each executor refuses is executor/refuse.h. */
 typedef enum {
     TARGET_MEGATRON,   // default: the framework most users run at scale
     TARGET_ULTRAPLAN,
+    TARGET_ULTRAPLAN_CUDA,
     TARGET_COUNT
 } Target;
 
@@ -96,6 +105,9 @@ typedef struct {
     CudaGraphImpl cuda_graph;      // Megatron --cuda-graph-impl (default none)
     char cg_modules[LAYOUT_PPL_LEN];// Megatron --cuda-graph-modules ("attn,moe_router,moe_preprocess"), "" = the
                                    // whole layer under local/transformer_engine (layout_cg_modules)
+    Fp8Recipe fp8_recipe;          // Megatron --fp8-recipe under fp8 (default delayed, Megatron's)
+    bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
+                                   // tokens to the fp8 alignment, so the experts copy nothing to pad
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
@@ -221,6 +233,8 @@ int layout_cg_modules(const Layout *lo);   // the mask of lo->cg_modules (0 when
 void layout_format_cg_modules(int mask, const char *sep, char *buf, int len);
 const char *layout_cuda_graph_name(CudaGraphImpl g);   // "none", "local", "transformer_engine", "full_iteration"
 int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out);
+const char *layout_fp8_recipe_name(Fp8Recipe r);   // "delayed", "tensorwise", "mxfp8", "blockwise"
+int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out);
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the
@@ -232,7 +246,7 @@ int layout_moe_a2a_check(const Layout *lo, char *why, int len);
 
 const char *layout_opt_name(OptimShard o);
 int layout_parse_opt(const char *s, OptimShard *out);
-const char *layout_target_name(Target t);          // "megatron", "ultraplan"
+const char *layout_target_name(Target t);          // "megatron", "ultraplan", "ultraplan-cuda"
 int layout_parse_target(const char *s, Target *out);
 const char *layout_cp_comm_name(CpComm c);         // "ring", "all-gather"
 int layout_parse_cp_comm(const char *s, CpComm *out);   // also Megatron's p2p, all_gather

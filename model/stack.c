@@ -118,4 +118,6 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->zero3_rank_s = st->zero3_rank_s;
     if (st->pp_p2p_serial)
         hw->pp_p2p_serial = true;
+    if (st->rc_early_stop)
+        hw->rc_early_stop = true;
 }

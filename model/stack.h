@@ -50,6 +50,7 @@ typedef struct {
     double zero3_call_s;          // host seconds per gather call (hooks, allocation), >= 0
     double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)
+    bool rc_early_stop;           // a full recompute stops before the layer's last GEMM (HwProfile field of the same name)
 } Stack;
 
 /* megatron-lm: every scale 1, kernel of the profile, overlaps and ZeRO-3 as

@@ -120,6 +120,29 @@ static Precision prec_bf16_if_fp8(const HwProfile *hw, Precision p)
     return p == PREC_FP8 && hw->peak[PREC_BF16] > 0 ? PREC_BF16 : p;
 }
 
+/* What Megatron's --fp8-recipe adds to fp8's casts (COSTMODEL.md §4.1),
+ * bytes per element, at ab bytes for the unquantized element (Transformer
+ * Engine, transformer_engine/pytorch/csrc: quantizer.cpp, normalization.cpp):
+ *  - *amax: a cast of its own. Per-tensor current scaling ("tensorwise",
+ *    Float8CurrentScalingQuantizer::quantize_impl) runs nvte_compute_amax
+ *    over the input before the cast kernel, one more read (ab); delayed
+ *    scaling records the amax in the cast kernel, MXFP8 and blockwise
+ *    compute their block scales there: nothing.
+ *  - *norm: a cast fed by a norm (TE's LayerNormLinear: QKV, a dense FC1).
+ *    Only delayed scaling writes fp8 from the norm kernel (FULLY_FUSED);
+ *    current scaling has the norm write bf16 with its amax
+ *    (FUSED_NORM_AMAX_FP8), MXFP8 and blockwise write bf16 (UNFUSED, unless
+ *    NVTE_NORM_FWD_USE_CUDNN), and the cast reads it back: a write and a
+ *    read, 2·ab. */
+static void fp8_scale_bytes(const Layout *lo, double ab, double *amax, double *norm)
+{
+    *amax = *norm = 0;
+    if (lo->prec != PREC_FP8)
+        return;
+    *amax = lo->fp8_recipe == FP8R_TENSORWISE ? ab : 0.0;
+    *norm = lo->fp8_recipe == FP8R_DELAYED ? 0.0 : 2.0 * ab;
+}
+
 static double attn_s(const HwProfile *hw, Precision p, double flops)
 {
     if (flops <= 0)
@@ -424,6 +447,22 @@ int time_ep_members_per_node(const HwProfile *hw, const Layout *lo)
     return time_members_per_node(hw, layout_etp(lo), lo->ep);
 }
 
+/* Whether the experts pad their rows under fp8 (COSTMODEL.md §4.6).
+ * Megatron-core's TEGroupedMLP wraps the grouped GEMMs in Transformer
+ * Engine's Fp8Padding / Fp8Unpadding, which copy the rows into a buffer
+ * whose per-expert counts are multiples of 16 (32 for MXFP8) and the
+ * output back, unless every count is one already. Dropless routing's
+ * counts are not (force-balanced benchmarks draw random logits,
+ * apply_random_logits), unless the router pads the routing map
+ * (--moe-router-padding-for-quantization) or the dispatch pads: HybridEP
+ * under fp8 (_HybridEPManager's pad_multiple; Megatron-core 0.18 skips the
+ * experts' padding for it outright, skip_routed_expert_padding), which is
+ * what flex is priced as. */
+bool time_moe_fp8_pad(const Layout *lo)
+{
+    return lo->prec == PREC_FP8 && !lo->moe_router_pad && lo->moe_dispatcher != MOE_DISPATCH_FLEX;
+}
+
 /* An MoE layer's MLP part on one GPU, per micro-batch (COSTMODEL.md §4.6):
  * router GEMM tok_r x E x h (tok_r the SP shard), softmax/top-k and the aux
  * loss as memory-bound passes over tok_r x E fp32 scores; permutation
@@ -471,6 +510,22 @@ static void moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     if (p == PREC_FP8) {   /* expert inputs and output gradients quantized, as for dense GEMMs */
         ew += (ab + 2.0) * rows * (h + ef);
         b_s += time_mem_s(hw, (ab + 2.0) * rows * (gated * ef + h));
+        if (time_moe_fp8_pad(lo)) {
+            /* the experts' rows padded to the fp8 alignment: the input copied
+             * into the padded buffer and the output copied back out, read and
+             * written, and their mirrors backward */
+            f_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
+            b_s += 2.0 * time_mem_s(hw, 2.0 * ab * rows * h);
+        }
+        /* current scaling: each expert's slice of the four casts' inputs
+         * read once more for its amax (Transformer Engine's GroupedLinear
+         * keeps a quantizer per expert), a pass of per rows per expert */
+        double amax, norm;
+        fp8_scale_bytes(lo, ab, &amax, &norm);
+        if (amax > 0 && local >= 1) {
+            f_s += local * (time_mem_s(hw, amax * per * h) + time_mem_s(hw, amax * per * ef));
+            b_s += local * (time_mem_s(hw, amax * per * h) + time_mem_s(hw, amax * per * gated * ef));
+        }
     }
     *fwd = f_s + time_mem_s(hw, ew);
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
@@ -578,6 +633,7 @@ enum {
     K_MOE_GG_SETUP = 2,
     K_MOE_EXTRA = K_MOE_ROUTER + K_MOE_PREPROCESS + K_MOE_PERMUTE + K_MOE_GG_SETUP,
     K_SHARED_EXTRA = 3,
+    K_MOE_FP8_PAD = 2,   /* Fp8Padding and Fp8Unpadding (time_moe_fp8_pad) */
 };
 _Static_assert(K_MOE_EXTRA == 12, "the MoE layer's extra kernels (the count the host floor was checked with)");
 
@@ -716,12 +772,21 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * so only the writes count. The backward casts and transposes each
      * GEMM's output gradient the same way. */
     if (p == PREC_FP8) {
+        /* --fp8-recipe (fp8_scale_bytes): the norms before QKV and FC1
+         * write bf16 and the cast reads it (h a row, on the SP shard); the
+         * other casts (projection and FC2 inputs, the output gradients)
+         * read their input once more for its amax. A norm computes its
+         * output's amax itself (FUSED_NORM_AMAX_FP8). */
+        double amax, norm;
+        fp8_scale_bytes(lo, ab, &amax, &norm);
         double in = tok * (2.0 * 2.0 * h + (ab + 2.0) * (k_proj + k_fc2));
         double gout = (ab + 2.0) * tok * (n_qkv + h + n_fc1 + h);
+        in += tok * (norm * 2.0 * h * rep + amax * (k_proj + k_fc2));
+        gout += amax * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
         gemm_bwd += time_mem_s(hw, gout);
-        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj);
-        gout_attn = (ab + 2.0) * tok * (n_qkv + h);
+        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj + norm * h * rep + amax * k_proj);
+        gout_attn = (ab + 2.0 + amax) * tok * (n_qkv + h);
     }
     double ew_s = time_mem_s(hw, ew);
 
@@ -752,7 +817,13 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double ov = time_tp_overlap(lo) ? hw->tp_overlap : 0.0;
     out->tp_fwd = tpc - fmin(ov * tpc, gemm);
     out->tp_bwd = tpc_bwd - fmin(ov * tpc_bwd, gemm_bwd);
-    out->tp_rc = tpc - fmin(ov * tpc, gemm);
+    /* PyTorch's non-reentrant checkpoint (2.1 on) stops the recompute once
+     * the last tensor backward saved is rebuilt (early stop): the down
+     * projection's input is saved before its GEMM runs, so that GEMM, the
+     * layer's last, and its TP reduction after it are not run again */
+    double g_last = hw->rc_early_stop ? linear_fwd_s(hw, p, tok, h, k_fc2) : 0.0;
+    double tpc_rc = tpc - (hw->rc_early_stop ? (sp_tp ? ag_tp : ar) : 0.0);
+    out->tp_rc = tpc_rc - fmin(ov * tpc_rc, gemm - g_last);
 
     /* The GPU cannot run ahead of the host that launches its kernels: a pass
      * lasts max(host launches, GPU compute + its TP collectives), which the
@@ -765,7 +836,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->fwd = fmax(gpu_fwd, ld.fwd * lat - out->tp_fwd);
     out->bwd = fmax(gpu_bwd, ld.bwd * lat - out->tp_bwd);
     /* a recomputed forward runs the attention core again, K/V exchange included */
-    out->rc_full = fmax(gpu_fwd, ld.fwd * lat - out->tp_rc) + cp_xf;
+    out->rc_full = fmax(gpu_fwd - g_last, ld.fwd * lat - out->tp_rc) + cp_xf;
     if (lo->cuda_graph == CG_FULL_ITERATION)
         core_k = 0;
     out->rc_sel = fmax(core + softmax, core_k * lat) + cp_xf;
@@ -812,7 +883,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     out->moe_tp_bwd = mtpc - fmin(mhide, g_attn_bwd);
     out->moe_tp_rc = out->moe_tp_fwd;
     double shared_k = m->shared_ffn > 0 ? K_SHARED_EXTRA : 0;
-    double mk = kf + K_MOE_EXTRA + shared_k;
+    double mk = kf + K_MOE_EXTRA + shared_k + (time_moe_fp8_pad(lo) ? K_MOE_FP8_PAD : 0);
     double kf_router = K_PRE_MLP_NORM + K_MOE_ROUTER + (lo->moe_shared_overlap ? 0 : shared_k);
     Launches lm = layer_launches(lo, true, mk, kf_attn, kf_router, K_MOE_PREPROCESS);
     out->moe_fwd = fmax(mgpu_fwd, lm.fwd * lat - out->moe_tp_fwd) + time_moe_host_sync_s(m, hw, lo);

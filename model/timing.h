@@ -111,6 +111,8 @@ typedef struct {
  * copied to the host): 2 kernel_lat, 0 with a capacity factor or a
  * full-iteration CUDA graph. */
 double time_moe_host_sync_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+/* fp8 MoE: the experts copy their rows to pad them (no router or HybridEP padding) */
+bool time_moe_fp8_pad(const Layout *lo);
 
 /* One MoE layer per micro-batch: compute, exposed TP/ETP, CP and EP comm. */
 double time_moe_layer_s(const LayerTime *lt);

@@ -371,9 +371,11 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARG("--bf16");
     if (lo->prec == PREC_FP8) {
         ARGV("--fp8-format", "hybrid");
-        ARGV("--fp8-recipe", "delayed");
-        ARGV("--fp8-amax-history-len", "1024");
-        ARGV("--fp8-amax-compute-algo", "max");
+        ARGV("--fp8-recipe", "%s", layout_fp8_recipe_name(lo->fp8_recipe));
+        if (lo->fp8_recipe == FP8R_DELAYED) {   /* the amax history is delayed scaling's alone */
+            ARGV("--fp8-amax-history-len", "1024");
+            ARGV("--fp8-amax-compute-algo", "max");
+        }
     }
     if (lo->prec != PREC_FP32) {
         if (lo->grad_fp32)
@@ -422,6 +424,10 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
             ARG("--overlap-moe-expert-parallel-comm");
         if (lo->moe_shared_overlap && m->shared_ffn > 0)
             ARG("--moe-shared-expert-overlap");
+        /* flex is written with DeepEP, whose experts pad under fp8 unless the router does: the plan
+         * prices flex without the experts' copies (HybridEP's dispatch pads), so the router pads */
+        if (lo->moe_router_pad || (lo->moe_dispatcher == MOE_DISPATCH_FLEX && lo->prec == PREC_FP8))
+            ARG("--moe-router-padding-for-quantization");
         ARG("--moe-grouped-gemm");
         ARGV("--moe-router-load-balancing-type", "aux_loss");
         ARGV("--moe-aux-loss-coeff", "1e-2");
@@ -589,6 +595,8 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
         FLAG("--overlap-moe-expert-parallel-comm", lo->moe_a2a_overlap = true)
         FLAG("--moe-shared-expert-overlap", lo->moe_shared_overlap = true)
+        FLAG("--moe-router-padding-for-quantization", lo->moe_router_pad = true)
+        FLAG("--moe-router-padding-for-fp8", lo->moe_router_pad = true)   /* its deprecated alias */
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
         FLAG("--account-for-loss-in-pipeline-split", lo->split_loss = true)
         FLAG("--swiglu", m->mlp = MLP_SWIGLU)
@@ -647,6 +655,13 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
             }
             layout_format_rc_modules(mask, ",", lo->rc_modules, sizeof lo->rc_modules);
             i = eq ? i : k - 1;   /* the words are taken */
+        } else if (!strcmp(f, "--fp8-recipe")) {
+            took = 1;
+            if (!v || layout_parse_fp8_recipe(v, &lo->fp8_recipe) != 0) {
+                snprintf(err, errlen, "--fp8-recipe: expected delayed, tensorwise, mxfp8 or blockwise, got \"%s\"",
+                         v ? v : "");
+                goto out;
+            }
         } else if (!strcmp(f, "--cuda-graph-impl")) {
             took = 1;
             if (!v || layout_parse_cuda_graph(v, &lo->cuda_graph) != 0) {

@@ -15,8 +15,10 @@
  * default) searches only what Megatron-LM expresses (layout_megatron_check:
  * one full-recompute count per model chunk on every stage or selective on
  * all layers, uneven stages only first and last), solved exactly by
- * inner_megatron(); TARGET_ULTRAPLAN every layout, as above. Every plan
- * fits under the GPU's memory less mem_margin_bytes.
+ * inner_megatron(); TARGET_ULTRAPLAN every layout ultraplan's CPU executor
+ * runs, TARGET_ULTRAPLAN_CUDA every layout its CUDA executor runs, as above
+ * (what each refuses is executor/refuse.h, the functions the executors
+ * call). Every plan fits under the GPU's memory less mem_margin_bytes.
  *
  * Pure: no printing, no exit, no globals. The global batch is never changed.
  */

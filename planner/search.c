@@ -15,6 +15,7 @@
 
 #include "ilp.h"
 #include "inner.h"
+#include "refuse.h"
 
 #define MAX_CP 32          /* context parallel beyond 32 ranks is outside published practice */
 
@@ -87,37 +88,6 @@ static bool push_outer(OuterList *l, const Outer *o)
     return true;
 }
 
-/* What ultraplan's executor refuses of a mixture-of-experts, MLA, MTP,
- * windowed or sink model's layout (executor/exec.c check_shapes), named as
- * the planner says it, or NULL when the executor runs it; --target
- * ultraplan does not offer a refused layout. The rest of check_shapes'
- * rules layout_check or the enumeration already keep. */
-static const char *executor_refusal(const ModelSpec *m, const Layout *lo)
-{
-    bool zero23 = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
-    if (spec_is_moe(m) && m->bias)
-        return "it has no expert biases (--bias with --experts)";
-    if (spec_is_moe(m) && lo->tp > 1 && !lo->sp)
-        return "it runs mixture-of-experts under tp > 1 with sequence parallelism only, as Megatron-LM (--no-sp)";
-    if ((m->attn == ATTN_MLA || m->mtp_layers > 0) && (m->norm != NORM_RMSNORM || m->pos != POS_ROPE))
-        return "it runs multi-head latent attention and multi-token prediction with --norm rmsnorm --pos rope only";
-    if (m->attn == ATTN_MLA && (m->bias || m->qk_rope_dim % 2 || m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim))
-        return "it runs multi-head latent attention with --no-bias, an even --qk-rope-dim and --v-head-dim <= "
-               "--qk-nope-dim + --qk-rope-dim only";
-    if (m->mtp_layers > 0 && lo->cp > 1)
-        return "it runs multi-token prediction at cp 1 only (--mtp-layers with --cp)";
-    if (m->mtp_layers > 2 && zero23)
-        return "its ZeRO-2/3 buckets hold at most two multi-token-prediction modules "
-               "(--mtp-layers > 2 with --zero 2 or 3)";
-    if (m->window > 0 && lo->cp > 1)
-        return "it has no sliding window in the context-parallel ring (--window with --cp)";
-    if (m->sinks && lo->cp > 1)
-        return "it has no attention sinks in the context-parallel ring (--attn-sinks with --cp)";
-    return NULL;
-}
-
-static bool executor_refuses(const ModelSpec *m, const Layout *lo) { return executor_refusal(m, lo) != NULL; }
-
 /* The layout of an outer choice, checked; layers even (or the user's). */
 static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, const Outer *o, Layout *lo)
 {
@@ -141,7 +111,9 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
         lo->full_rc[s] = lo->sel_rc[s] = 0;
     if (layout_check(lo, m, hw, err, sizeof err) != 0)
         return -1;
-    if (lo->target == TARGET_ULTRAPLAN && executor_refuses(m, lo))
+    /* what ultraplan's executor of the target refuses is no choice (the
+     * stages are split later: evaluate() asks again with them) */
+    if (refuse_target(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
@@ -367,8 +339,10 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     char err[200];
     if (layout_check(&lo, S->m, S->hw, err, sizeof err) != 0)
         return false;
-    /* Megatron-LM runs it as laid out, or it is not offered */
+    /* Megatron-LM runs it as laid out, or it is not offered; so for our executors */
     if (lo.target == TARGET_MEGATRON && layout_megatron_check(&lo, S->m, err, sizeof err) != 0)
+        return false;
+    if (refuse_target(S->m, &lo, lo.target, err, sizeof err) != 0)
         return false;
     plan->layout = lo;
     cost(S->m, S->hw, &lo, S->o, &plan->cost);
@@ -642,7 +616,7 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
         if (c > 1 && m->s % (2 * c))
             FAULT("--cp %d needs the sequence length %d to be a multiple of 2*cp = %d (load-balanced context "
                   "parallel); %s", c, m->s, 2 * c, ok);
-        if (c > 1 && m->mtp_layers > 0 && b->target == TARGET_ULTRAPLAN)
+        if (c > 1 && m->mtp_layers > 0 && b->target == TARGET_ULTRAPLAN)   /* the CUDA one runs no MTP at all */
             FAULT("--cp %d with --mtp-layers %d: ultraplan's executor runs multi-token prediction at cp 1 only (the "
                   "tokens k ahead may lie on another cp rank); leave out --cp, or plan for --target megatron", c,
                   m->mtp_layers);
@@ -780,24 +754,28 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
     return false;
 }
 
-/* The model itself is one no layout of the target can run (executor_refuses). */
+/* The model itself is one no layout of the target can run: the target's
+ * executor refuses it at the plainest layout (one rank, one micro-batch,
+ * no sharding; refuse.h), and says why. */
 static bool model_fault(const ModelSpec *m, const PlanRequest *req, char *buf, int len)
 {
-    if (req->base.target != TARGET_ULTRAPLAN)
+    Target t = req->base.target;
+    if (t == TARGET_MEGATRON)
         return false;
-    if (spec_is_moe(m) && m->bias)
-        FAULT("%s is a mixture-of-experts model with biases (--bias): ultraplan's executor has no expert biases; "
-              "plan it with --no-bias, or for --target megatron", m->name);
-    bool rms_rope = m->norm == NORM_RMSNORM && m->pos == POS_ROPE;
-    if (m->attn == ATTN_MLA && (!rms_rope || m->bias || m->qk_rope_dim % 2 ||
-                                m->v_head_dim > m->qk_nope_dim + m->qk_rope_dim))
-        FAULT("%s: ultraplan's executor runs multi-head latent attention with --norm rmsnorm --pos rope --no-bias, "
-              "an even --qk-rope-dim and --v-head-dim <= --qk-nope-dim + --qk-rope-dim; plan it so, or for "
-              "--target megatron", m->name);
-    if (m->mtp_layers > 0 && !rms_rope)
-        FAULT("%s: ultraplan's executor runs multi-token prediction with --norm rmsnorm --pos rope; plan it so, or "
-              "for --target megatron", m->name);
-    return false;
+    Layout lo = req->base;
+    lo.tp = lo.cp = lo.pp = lo.vp = lo.dp = lo.ep = lo.mbs = 1;
+    lo.etp = 0;
+    lo.sp = false;
+    lo.opt = OPT_ZERO0;
+    for (int s = 0; s < LAYOUT_MAX_PP; s++)
+        lo.layers[s] = s == 0 ? m->L : 0;
+    char why[400];
+    if (refuse_overflow(m, &lo, why, sizeof why) != 0)   /* one rank's batch too large: more ranks may do */
+        return false;
+    if (refuse_target(m, &lo, t, why, sizeof why) == 0)
+        return false;
+    FAULT("%s: ultraplan's %s executor (--target %s) runs no layout of it: %s (or plan for --target megatron)",
+          m->name, t == TARGET_ULTRAPLAN_CUDA ? "CUDA" : "CPU", layout_target_name(t), why);
 }
 
 /* The user's fixed knobs leave no layout at all (enumerate found none): name
@@ -823,31 +801,34 @@ static unsigned fixed_layout_bits(const PlanRequest *req, char *given, int len)
     return bits;
 }
 
-/* --target ultraplan found no layout, --target megatron would: the
- * executor refuses every layout the request leaves. Name what it refuses
- * (of the first such layout) and the target, not the GPU count or a knob. */
+/* An ultraplan target found no layout, --target megatron would: the
+ * target's executor refuses every layout the request leaves (refuse.h).
+ * Name its reason (for the first such layout) and the target, not the GPU
+ * count or a fixed knob alone. */
 static bool target_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)
 {
-    if (req->base.target != TARGET_ULTRAPLAN)
+    Target t = req->base.target;
+    if (t == TARGET_MEGATRON)
         return false;
     PlanRequest r2 = *req;
     r2.base.target = TARGET_MEGATRON;
     OuterList L = {0};
-    const char *why = NULL;
+    char why[400] = "";
     if (enumerate(m, hw, &r2, &L) == 0)
-        for (long i = 0; i < L.n && !why; i++) {
+        for (long i = 0; i < L.n && !why[0]; i++) {
             Layout lo;
-            if (outer_layout(m, hw, &r2, &L.v[i], &lo) == 0)
-                why = executor_refusal(m, &lo);
+            if (outer_layout(m, hw, &r2, &L.v[i], &lo) == 0 && refuse_target(m, &lo, t, why, sizeof why) == 0)
+                why[0] = 0;
         }
     free(L.v);
-    if (!why)
+    if (!why[0])
         return false;
     char given[256] = "";
     fixed_layout_bits(req, given, sizeof given);
-    FAULT("--target ultraplan: ultraplan's executor runs none of the layouts of %s on %d GPUs with global "
-          "batch %d%s%s%s: %s; change the model%s, or plan for --target megatron", m->name, req->gpus, req->base.gbs,
-          given[0] ? " (fixed: " : "", given, given[0] ? ")" : "", why, given[0] ? " or the fixed knobs" : "");
+    FAULT("--target %s: ultraplan's %s executor runs none of the layouts of %s on %d GPUs with global batch %d%s%s%s: "
+          "%s; change the model%s, or plan for --target megatron", layout_target_name(t),
+          t == TARGET_ULTRAPLAN_CUDA ? "CUDA" : "CPU", m->name, req->gpus, req->base.gbs, given[0] ? " (fixed: " : "",
+          given, given[0] ? ")" : "", why, given[0] ? " or the fixed knobs" : "");
 }
 
 static bool fixed_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequest *req, char *buf, int len)

@@ -6,6 +6,7 @@
  */
 #include "profile.h"
 #include "profile_embed.h"
+#include "fields.h"
 #include "fileio.h"
 #include "json.h"
 #include "suggest.h"
@@ -55,48 +56,6 @@ static int builtin_index(const char *name)
                 if (strcmp(aliases[k].name, profile_embed_names[i]) == 0)
                     return i;
     return -1;
-}
-
-/* ---- error reporting ------------------------------------------------------ */
-
-typedef struct {
-    const char *origin;
-    char *err;
-    int errlen;
-} Ctx;
-
-/* What a JSON value looks like, for "got ..." in an error. */
-static void describe(const cJSON *v, char *buf, size_t n)
-{
-    if (!v)
-        snprintf(buf, n, "nothing (field missing)");
-    else if (cJSON_IsString(v))
-        snprintf(buf, n, "\"%.60s\"", v->valuestring);
-    else if (cJSON_IsNumber(v))
-        snprintf(buf, n, "%.6g", v->valuedouble);
-    else if (cJSON_IsBool(v))
-        snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
-    else if (cJSON_IsNull(v))
-        snprintf(buf, n, "null");
-    else if (cJSON_IsArray(v))
-        snprintf(buf, n, "an array");
-    else
-        snprintf(buf, n, "an object");
-}
-
-static int fail_text(Ctx *c, const char *field, const char *expected, const char *got)
-{
-    if (c->err && c->errlen > 0)
-        snprintf(c->err, c->errlen, "profile %s: field \"%s\": expected %s, got %s",
-                 c->origin, field, expected, got);
-    return -1;
-}
-
-static int fail(Ctx *c, const char *field, const char *expected, const cJSON *got)
-{
-    char g[96];
-    describe(got, g, sizeof g);
-    return fail_text(c, field, expected, g);
 }
 
 /* ---- checkers ------------------------------------------------------------- */
@@ -149,45 +108,29 @@ static const char *range_text(Rule r, double x)
     }
 }
 
-static int get_number(Ctx *c, const cJSON *obj, const char *key, const char *field,
+static int get_number(FieldCtx *c, const cJSON *obj, const char *key, const char *field,
                       Rule r, double *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!cJSON_IsNumber(v) || !sign_ok(r, v->valuedouble))
-        return fail(c, field, rule_text(r), v);
+        return fields_fail(c, field, rule_text(r), v);
     if (range_text(r, v->valuedouble))
-        return fail(c, field, range_text(r, v->valuedouble), v);
+        return fields_fail(c, field, range_text(r, v->valuedouble), v);
     *out = v->valuedouble;
     return 0;
 }
 
-static int get_string(Ctx *c, const cJSON *obj, const char *key, char *out, size_t cap,
-                      int required)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    char want[64];
-    snprintf(want, sizeof want, "a %sstring of at most %zu characters",
-             required ? "non-empty " : "", cap - 1);
-    if (!v && !required)
-        return 0;
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap ||
-        (required && v->valuestring[0] == '\0'))
-        return fail(c, key, want, v);
-    snprintf(out, cap, "%s", v->valuestring);
-    return 0;
-}
-
-static const cJSON *get_object(Ctx *c, const cJSON *obj, const char *key)
+static const cJSON *get_object(FieldCtx *c, const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!cJSON_IsObject(v)) {
-        fail(c, key, "an object", v);
+        fields_fail(c, key, "an object", v);
         return NULL;
     }
     return v;
 }
 
-static int get_link(Ctx *c, const cJSON *obj, const char *key, Link *out)
+static int get_link(FieldCtx *c, const cJSON *obj, const char *key, Link *out)
 {
     char f[32];
     const cJSON *o = get_object(c, obj, key);
@@ -201,7 +144,7 @@ static int get_link(Ctx *c, const cJSON *obj, const char *key, Link *out)
 }
 
 /* [[size, eff], ...]: sizes > 0 strictly ascending, eff in (0, 1]. */
-static int get_curve(Ctx *c, const cJSON *obj, const char *key, EffCurve *out)
+static int get_curve(FieldCtx *c, const cJSON *obj, const char *key, EffCurve *out)
 {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, key);
     char want[64], f[48];
@@ -210,31 +153,31 @@ static int get_curve(Ctx *c, const cJSON *obj, const char *key, EffCurve *out)
     if (n > HW_MAX_EFF_POINTS) {
         char got[32];
         snprintf(got, sizeof got, "%d points", n);
-        return fail_text(c, key, want, got);
+        return fields_fail_text(c, key, want, got);
     }
     if (n < 1)
-        return cJSON_IsArray(arr) ? fail_text(c, key, want, "0 points") : fail(c, key, want, arr);
+        return cJSON_IsArray(arr) ? fields_fail_text(c, key, want, "0 points") : fields_fail(c, key, want, arr);
     out->n = n;
     for (int i = 0; i < n; i++) {
         const cJSON *p = cJSON_GetArrayItem(arr, i);
         snprintf(f, sizeof f, "%s[%d]", key, i);
         if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 ||
             !cJSON_IsNumber(cJSON_GetArrayItem(p, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(p, 1)))
-            return fail(c, f, "a [size, eff] pair of numbers", p);
+            return fields_fail(c, f, "a [size, eff] pair of numbers", p);
         const cJSON *s = cJSON_GetArrayItem(p, 0), *e = cJSON_GetArrayItem(p, 1);
         if (!sign_ok(R_POS, s->valuedouble))
-            return fail(c, f, "a positive size", s);
+            return fields_fail(c, f, "a positive size", s);
         if (range_text(R_POS, s->valuedouble))
-            return fail(c, f, "a size from 1e-12 to 1e30", s);
+            return fields_fail(c, f, "a size from 1e-12 to 1e30", s);
         if (!sign_ok(R_FRAC_POS, e->valuedouble))
-            return fail(c, f, "an efficiency in (0, 1]", e);
+            return fields_fail(c, f, "an efficiency in (0, 1]", e);
         if (range_text(R_FRAC_POS, e->valuedouble))
-            return fail(c, f, "an efficiency in [1e-12, 1]", e);
+            return fields_fail(c, f, "an efficiency in [1e-12, 1]", e);
         if (i > 0 && !(s->valuedouble > out->pt[i - 1].size)) {
             char want2[80];
             snprintf(want2, sizeof want2, "a size above the previous point's %.6g (ascending)",
                      out->pt[i - 1].size);
-            return fail(c, f, want2, s);
+            return fields_fail(c, f, want2, s);
         }
         out->pt[i].size = s->valuedouble;
         out->pt[i].eff = e->valuedouble;
@@ -304,7 +247,7 @@ static const double *cnum_at(const HwProfile *hw, size_t off)
     return (const double *)((const char *)hw + off);
 }
 
-static int read_peak(Ctx *c, const cJSON *root, HwProfile *hw)
+static int read_peak(FieldCtx *c, const cJSON *root, HwProfile *hw)
 {
     const cJSON *o = get_object(c, root, "peak");
     char f[24];
@@ -318,17 +261,17 @@ static int read_peak(Ctx *c, const cJSON *root, HwProfile *hw)
         any |= hw->peak[p] > 0;
     }
     if (!any)
-        return fail(c, "peak", "at least one precision with a peak above 0", o);
+        return fields_fail(c, "peak", "at least one precision with a peak above 0", o);
     return 0;
 }
 
-static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
+static int read_profile(FieldCtx *c, const cJSON *root, HwProfile *hw)
 {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, PROFILE_FORMAT) != 0)
-        return fail(c, "format", "\"" PROFILE_FORMAT "\"", fmt);
-    if (get_string(c, root, "name", hw->name, sizeof hw->name, 1) ||
-        get_string(c, root, "desc", hw->desc, sizeof hw->desc, 0) ||
+        return fields_fail(c, "format", "\"" PROFILE_FORMAT "\"", fmt);
+    if (fields_string(c, root, "name", hw->name, sizeof hw->name, 1) ||
+        fields_string(c, root, "desc", hw->desc, sizeof hw->desc, 0) ||
         read_peak(c, root, hw))
         return -1;
     for (size_t i = 0; i < sizeof num_fields / sizeof num_fields[0]; i++)
@@ -345,7 +288,7 @@ static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpus_per_node");
     if (!cJSON_IsNumber(g) || g->valuedouble < 1 || g->valuedouble > 1e6 ||
         g->valuedouble != floor(g->valuedouble))
-        return fail(c, "gpus_per_node", "a positive integer", g);
+        return fields_fail(c, "gpus_per_node", "a positive integer", g);
     hw->gpus_per_node = (int)g->valuedouble;
     /* optional: GPUs in one host (a Slurm node); absent = the NVLink domain is one host */
     const cJSON *gh = cJSON_GetObjectItemCaseSensitive(root, "gpus_per_host");
@@ -354,7 +297,7 @@ static int read_profile(Ctx *c, const cJSON *root, HwProfile *hw)
     } else {
         if (!cJSON_IsNumber(gh) || gh->valuedouble < 1 || gh->valuedouble > 1e6 ||
             gh->valuedouble != floor(gh->valuedouble))
-            return fail(c, "gpus_per_host", "a positive integer", gh);
+            return fields_fail(c, "gpus_per_host", "a positive integer", gh);
         hw->gpus_per_host = (int)gh->valuedouble;
     }
     if (get_link(c, root, "intra", &hw->intra) || get_link(c, root, "inter", &hw->inter))
@@ -380,7 +323,7 @@ static int line_of(const char *text, const char *at)
 int profile_parse_json(const char *text, const char *origin, HwProfile *out,
                        char *err, int errlen)
 {
-    Ctx c = {origin ? origin : "(text)", err, errlen};
+    FieldCtx c = {"profile", origin ? origin : "(text)", err, errlen};
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text ? text : "", &end, 1);
     if (!root) {

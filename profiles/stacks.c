@@ -1,5 +1,6 @@
 /* stacks.c — read "ultraplan.stack/1" JSON and the builtin stacks (see stacks.h). */
 #include "stacks.h"
+#include "fields.h"
 #include "json.h"
 #include "profile_embed.h"
 #include "suggest.h"
@@ -26,29 +27,8 @@ int stacks_index(const char *name)
     return -1;
 }
 
-typedef struct {
-    const char *origin;
-    char *err;
-    int errlen;
-} Ctx;
-
-static int fail(Ctx *c, const char *field, const char *expected, const cJSON *got)
-{
-    char g[80];
-    if (!got)
-        snprintf(g, sizeof g, "nothing (field missing)");
-    else if (cJSON_IsString(got))
-        snprintf(g, sizeof g, "\"%.50s\"", got->valuestring);
-    else if (cJSON_IsNumber(got))
-        snprintf(g, sizeof g, "%.6g", got->valuedouble);
-    else
-        snprintf(g, sizeof g, "a value of another kind");
-    snprintf(c->err, c->errlen, "stack %s: field \"%s\": expected %s, got %s", c->origin, field, expected, g);
-    return -1;
-}
-
 /* An optional number in [lo, hi] (lo excluded when open_lo); absent keeps *out. */
-static int opt_number(Ctx *c, const cJSON *obj, const char *key, const char *field, double lo, double hi,
+static int opt_number(FieldCtx *c, const cJSON *obj, const char *key, const char *field, double lo, double hi,
                       bool open_lo, double *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -58,41 +38,28 @@ static int opt_number(Ctx *c, const cJSON *obj, const char *key, const char *fie
     snprintf(want, sizeof want, "a number in %c%g, %g]", open_lo ? '(' : '[', lo, hi);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble > hi ||
         (open_lo ? v->valuedouble <= lo : v->valuedouble < lo))
-        return fail(c, field, want, v);
+        return fields_fail(c, field, want, v);
     *out = v->valuedouble;
     return 0;
 }
 
-static int get_string(Ctx *c, const cJSON *obj, const char *key, char *out, size_t cap, bool required)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v && !required)
-        return 0;
-    char want[64];
-    snprintf(want, sizeof want, "a %sstring of at most %zu characters", required ? "non-empty " : "", cap - 1);
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap || (required && !v->valuestring[0]))
-        return fail(c, key, want, v);
-    snprintf(out, cap, "%s", v->valuestring);
-    return 0;
-}
-
-static int read_zero3(Ctx *c, const cJSON *root, Stack *st)
+static int read_zero3(FieldCtx *c, const cJSON *root, Stack *st)
 {
     const cJSON *z = cJSON_GetObjectItemCaseSensitive(root, "zero3");
     if (!z)
         return 0;
     if (!cJSON_IsObject(z))
-        return fail(c, "zero3", "an object", z);
+        return fields_fail(c, "zero3", "an object", z);
     double g = 0;
     if (opt_number(c, z, "gathers_per_layer", "zero3.gathers_per_layer", 0, 1000, false, &g))
         return -1;
     if (g != floor(g))
-        return fail(c, "zero3.gathers_per_layer", "a whole number from 0 to 1000",
+        return fields_fail(c, "zero3.gathers_per_layer", "a whole number from 0 to 1000",
                     cJSON_GetObjectItemCaseSensitive(z, "gathers_per_layer"));
     st->zero3_gathers_per_layer = (int)g;
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(z, "flat_ring");
     if (r && !cJSON_IsBool(r))
-        return fail(c, "zero3.flat_ring", "true or false", r);
+        return fields_fail(c, "zero3.flat_ring", "true or false", r);
     st->zero3_flat_ring = r && cJSON_IsTrue(r);
     if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
         return -1;
@@ -106,15 +73,15 @@ static int read_zero3(Ctx *c, const cJSON *root, Stack *st)
     return opt_number(c, z, "rank_s", "zero3.rank_s", 0, 1e-3, false, &st->zero3_rank_s);
 }
 
-static int read_stack(Ctx *c, const cJSON *root, Stack *st)
+static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
 {
     if (!cJSON_IsObject(root))
-        return fail(c, "(document)", "a JSON object", root);
+        return fields_fail(c, "(document)", "a JSON object", root);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, STACK_FORMAT))
-        return fail(c, "format", "\"" STACK_FORMAT "\"", fmt);
-    if (get_string(c, root, "name", st->name, sizeof st->name, true) ||
-        get_string(c, root, "desc", st->desc, sizeof st->desc, false))
+        return fields_fail(c, "format", "\"" STACK_FORMAT "\"", fmt);
+    if (fields_string(c, root, "name", st->name, sizeof st->name, true) ||
+        fields_string(c, root, "desc", st->desc, sizeof st->desc, false))
         return -1;
     static const struct { const char *key; size_t off; double hi; } scales[] = {
         {"gemm_scale", offsetof(Stack, gemm_scale), 4},
@@ -132,24 +99,28 @@ static int read_stack(Ctx *c, const cJSON *root, Stack *st)
         return -1;
     const cJSON *ce = cJSON_GetObjectItemCaseSensitive(root, "ce_fused");
     if (ce && !cJSON_IsBool(ce))
-        return fail(c, "ce_fused", "true or false", ce);
+        return fields_fail(c, "ce_fused", "true or false", ce);
     if (ce)
         st->ce_fused = cJSON_IsTrue(ce) ? 1 : 0;
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(root, "attn_kernel");
     if (k && (!cJSON_IsString(k) || stack_parse_attn_kernel(k->valuestring, &st->attn_kernel)))
-        return fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
+        return fields_fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
     if (read_zero3(c, root, st))
         return -1;
     const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "pp_p2p_serial");
     if (ps && !cJSON_IsBool(ps))
-        return fail(c, "pp_p2p_serial", "true or false", ps);
+        return fields_fail(c, "pp_p2p_serial", "true or false", ps);
     st->pp_p2p_serial = ps && cJSON_IsTrue(ps);
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(root, "rc_early_stop");
+    if (es && !cJSON_IsBool(es))
+        return fields_fail(c, "rc_early_stop", "true or false", es);
+    st->rc_early_stop = es && cJSON_IsTrue(es);
     return 0;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
 {
-    Ctx c = {origin, err, errlen};
+    FieldCtx c = {"stack", origin, err, errlen};
     cJSON *root = util_json_parse(text, origin, err, errlen);
     if (!root)
         return -1;
@@ -232,6 +203,8 @@ char *stacks_to_json(const Stack *st)
     }
     if (st->pp_p2p_serial)
         cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
+    if (st->rc_early_stop)
+        cJSON_AddBoolToObject(j, "rc_early_stop", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

@@ -22,6 +22,9 @@
  *     prefetch_params    parameters gathered ahead, 0..1e15 (0 = a layer or more)
  *     call_s             seconds, 0..1 (host time per call)
  *     rank_s             seconds, 0..1e-3 (host time per call per rank of the group)
+ *   pp_p2p_serial     true | false: pipeline sends and receives one blocking call at a time (optional, false)
+ *   rc_early_stop     true | false: a full recompute stops before the layer's MLP down
+ *                     projection (PyTorch >= 2.1 non-reentrant checkpointing) (optional, false)
  *   validated         string, optional: what the stack was fitted on and held out
  *                     (documentation, like the _src strings; not read)
  *

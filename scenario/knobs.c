@@ -19,7 +19,8 @@ _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int)
                    sizeof(OptimShard) == sizeof(int) && sizeof(Precision) == sizeof(int) &&
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
                    sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int) &&
-                   sizeof(MoeDispatcher) == sizeof(int) && sizeof(CudaGraphImpl) == sizeof(int),
+                   sizeof(MoeDispatcher) == sizeof(int) && sizeof(CudaGraphImpl) == sizeof(int) &&
+                   sizeof(Fp8Recipe) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -44,6 +45,7 @@ ENUM_WRAP(target, Target, layout_target_name, layout_parse_target)
 ENUM_WRAP(cpcomm, CpComm, layout_cp_comm_name, layout_parse_cp_comm)
 ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispatcher)
 ENUM_WRAP(cgraph, CudaGraphImpl, layout_cuda_graph_name, layout_parse_cuda_graph)
+ENUM_WRAP(fp8r, Fp8Recipe, layout_fp8_recipe_name, layout_parse_fp8_recipe)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -383,6 +385,23 @@ static const Knob table[KNOB_COUNT] = {
                       .help = "Megatron's --cuda-graph-modules (was --cuda-graph-scope) under --cuda-graph-impl "
                               "local or transformer_engine: attn, mlp, moe, moe_router, moe_preprocess",
                       .dflt = "empty: the whole layer"},
+    /* Megatron's --fp8-recipe: how fp8 casts find their scale (model/timing.c fp8_scale_bytes) */
+    [K_FP8_RECIPE] = {K_FP8_RECIPE, "fp8-recipe", L(fp8_recipe), ENUM(fp8r, FP8R_COUNT), .flag = "fp8-recipe",
+                      .arg = "delayed|tensorwise|mxfp8|blockwise", .json = "fp8_recipe", .json_optional = true,
+                      .csv = "fp8_recipe",
+                      .help = "fp8 scaling (under --precision fp8): tensorwise (current scaling) reads each "
+                              "cast tensor once more for its amax; every recipe but delayed writes the norm's "
+                              "output before QKV and FC1 in bf16 and casts it apart",
+                      .dflt = "delayed, Megatron-LM's"},
+    [K_MOE_ROUTER_PAD] = {K_MOE_ROUTER_PAD, "moe-router-padding-for-quantization", L(moe_router_pad),
+                          .type = KNOB_BOOL, .flag = "moe-router-padding-for-quantization",
+                          .neg_flag = "no-moe-router-padding-for-quantization",
+                          .json = "moe_router_padding_for_quantization", .json_optional = true,
+                          .csv = "moe_router_padding_for_quantization",
+                          .help = "fp8 MoE: the router pads each expert's tokens to the fp8 alignment; off, the "
+                                  "experts copy their input and output to pad and unpad them (not with flex, "
+                                  "whose HybridEP dispatch pads)",
+                          .dflt = "off, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
@@ -391,15 +410,18 @@ static const Knob table[KNOB_COUNT] = {
      * megatron. The last TUI row: at the TUI's least size (64x22) the Inputs
      * pane scrolls to it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
-                  .arg = "megatron|ultraplan", .json = "target", .json_optional = true,
-                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: all (our executor)",
+                  .arg = "megatron|ultraplan|ultraplan-cuda", .json = "target", .json_optional = true,
+                  .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: those our CPU executor "
+                  "runs; ultraplan-cuda: those `run --backend cuda` runs",
                   .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
-                  .tui_problem = true, .tui_help = "megatron (what Megatron-LM expresses) or ultraplan (all layouts)"},
+                  .tui_problem = true, .tui_help = "megatron, ultraplan (our CPU executor), ultraplan-cuda (our CUDA one)"},
 
     [K_STACK] = {K_STACK, "stack", L(stack), .type = KNOB_ENUM, .count = STACK_BUILTIN_COUNT, .value_name = stack_kname,
                  .value_parse = stack_kparse, .flag = "stack", .arg = "NAME", .json = "stack", .json_optional = true,
                  .csv = "stack", .help = "software stack the run uses: its kernel efficiency, attention kernel, overlap and "
-                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm"},
+                 "ZeRO-3 gathers (`ultraplan models` lists them)", .dflt = "megatron-lm", .tui_label = "stack",
+                 .tui_row = 187, .tui_step = TUI_CYCLE, .tui_problem = true,
+                 .tui_help = "software stack over the GPU profile (`ultraplan models` lists them)"},
 
     /* ---- scenario ---- */
     [K_RECOMPUTE] = {K_RECOMPUTE, "recompute", S(recompute), ENUM(rc, 3), .flag = "recompute",

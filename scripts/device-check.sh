@@ -283,9 +283,9 @@ if [ -x "$U" ]; then
     # refused by plan: then the shipped h200 profile plans it.
     if [ -s "$OUT/run.json" ]; then
         step "plan 1.3B fp8" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 --tp 1 --pp 1 \
-            --mbs 8 --gbs 8 --no-dropout --precision fp8 "${PROFILE_ARGS[@]}" -o "$D/plan-fp8.json" ||
+            --mbs 8 --gbs 8 --no-dropout --precision fp8 --fp8-recipe tensorwise "${PROFILE_ARGS[@]}" -o "$D/plan-fp8.json" ||
             step "plan 1.3B fp8 (shipped h200)" run.log 60 "$U" plan --gpus 1 --model gpt3-1.3b --seq 2048 \
-                --tp 1 --pp 1 --mbs 8 --gbs 8 --no-dropout --precision fp8 --gpu h200 -o "$D/plan-fp8.json"
+                --tp 1 --pp 1 --mbs 8 --gbs 8 --no-dropout --precision fp8 --fp8-recipe tensorwise --gpu h200 -o "$D/plan-fp8.json"
         if [ -s "$D/plan-fp8.json" ]; then
             step "run 1.3B fp8 20 steps" run.log 120 "$U" run "$D/plan-fp8.json" --backend cuda --data "$D/tok.bin" \
                 --steps 20 -o "$D/run-fp8.json"

@@ -52,13 +52,13 @@ reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model 
 # --target ultraplan: when the executor refuses every layout the request leaves (executor/exec.c
 # check_shapes), the reason names the refused feature and the target, not a knob or the GPU count
 T="--layers 4 --hidden 512 --heads 8 --seq 4096 --vocab 1024 --gpu a100-80g"
-reason "window with cp" "--target ultraplan" "no sliding window in the context-parallel ring" "(fixed: --cp 2)" \
+reason "window with cp" "--target ultraplan" "context-parallel ring has no sliding window" "(fixed: --cp 2)" \
     "--target megatron" -- --gpus 4 $T --window 128 --cp 2 --target ultraplan
-reason "sinks with cp" "no attention sinks in the context-parallel ring" -- \
+reason "sinks with cp" "context-parallel ring has no sinks" -- \
     --gpus 8 $T --attn-sinks --tp 1 --pp 1 --cp 8 --target ultraplan
-reason "moe without sp" "mixture-of-experts under tp > 1 with sequence parallelism only" "--no-sp" -- \
+reason "moe without sp" "needs sequence parallel (layout.sp)" -- \
     --gpus 8 $T --experts 8 --topk 2 --no-sp --tp 8 --target ultraplan
-reason "mtp 3 with zero 3" "at most two multi-token-prediction modules" -- \
+reason "mtp 3 with zero 3" "buckets hold at most 2 MTP modules" -- \
     --gpus 4 $T --mtp-layers 3 --norm rmsnorm --pos rope --mlp swiglu --zero 3 --target ultraplan
 "$U" plan --gpus 4 $T --window 128 --cp 2 --target megatron --top 1 > /dev/null 2> "$tmp/err" ||
     fail "window with cp: --target megatron does not plan: $(cat "$tmp/err")"

@@ -79,6 +79,13 @@ assert [p["name"] for p in d["presets"]] == presets, ([p["name"] for p in d["pre
 assert [g["name"] for g in d["gpus"]] == gpus
 for p in d["presets"]:
     assert p["params"] > 1e8 and p["source"] and p["layers"] >= 1 and p["heads"] >= 1, p
+# DeepSeek-V3 as published (arXiv:2412.19437 §1: 671B total, 37B activated, the MTP module apart)
+ds = [l.split() for l in text[0].splitlines()[1:] if l.startswith("deepseek-v3 ")][0]
+total, mtp, active = float(ds[1].rstrip("B")), ds[2], float(ds[3].rstrip("B"))
+assert abs(total / 671 - 1) < 0.005, ds[:4]
+assert abs(active / 37 - 1) < 0.02, ds[:4]
+assert mtp != "-" and 5 < float(mtp.rstrip("B")) < 20, ds[:4]
+assert [l.split()[2] for l in text[0].splitlines()[1:] if l.startswith("gpt3-175b ")] == ["-"]   # no MTP
 g175 = [p for p in d["presets"] if p["name"] == "gpt3-175b"][0]
 assert (g175["layers"], g175["hidden"], g175["heads"]) == (96, 12288, 96), g175   # Brown et al. 2020, Table 2.1
 PY

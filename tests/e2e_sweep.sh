@@ -41,6 +41,12 @@ else
     grep -q "—" "$tmp/out.txt" || fail "table shows no dash for the infeasible cell"
     grep -q "1.3B .* 8 " "$tmp/out.txt" || fail "table has no 1.3B row"
 fi
+# DeepSeek-V3's parameters as published: 671B main model, the MTP module apart
+# (DeepSeek-V3 technical report, arXiv:2412.19437, §1 and §4.2: 671B total + 14B MTP)
+"$U" sweep --models deepseek-v3 --gpus 1024 --csv "$tmp/ds.csv" > "$tmp/ds.txt" || fail "deepseek-v3 sweep exited non-zero"
+awk -F, 'NR == 2 { d = $2 / 671 - 1; exit !(d > -0.005 && d < 0.005) }' "$tmp/ds.csv" \
+    || fail "deepseek-v3 params_b $(awk -F, 'NR == 2 { print $2 }' "$tmp/ds.csv"), published 671 (+ MTP apart)"
+grep -qE "^deepseek-v3 +671B " "$tmp/ds.txt" || fail "sweep table: deepseek-v3 is not 671B: $(grep deepseek "$tmp/ds.txt")"
 "$U" sweep --params 1.3B,405B --gpus 8 --gpu a100-80g --json > "$tmp/s.json" || fail "json sweep exited non-zero"
 python3 - "$tmp/s.json" <<'PY' || fails=$((fails + 1))
 import json, sys

@@ -82,9 +82,18 @@ out=$("$B" predict --params 175B --gpus 512 --tp 8 --pp 4 --stage-layers 20,28,2
 grep -q "^memory margin .*GiB" <<<"$out" && ok "predict prints the margin line" || fail "no margin line: $out"
 grep -q "warning: Megatron-LM cannot run this layout.*first and last stage" "$T/err" \
     && ok "predict warns: $(cut -c1-120 "$T/err")" || fail "no Megatron warning: $(cat "$T/err")"
-"$B" predict --params 175B --gpus 512 --tp 8 --pp 4 --stage-layers 20,28,24,24 --target ultraplan >/dev/null 2>"$T/err" \
-    || fail "predict --target ultraplan"
+"$B" predict --params 175B --no-dropout --gpus 512 --tp 8 --pp 4 --stage-layers 20,28,24,24 --target ultraplan \
+    >/dev/null 2>"$T/err" || fail "predict --target ultraplan"
 [ ! -s "$T/err" ] && ok "--target ultraplan: no warning" || fail "--target ultraplan warned: $(cat "$T/err")"
+# GPT-3's dropout: neither executor has it (executor/refuse.c), predict says so and plan offers nothing
+"$B" predict --params 175B --gpus 512 --tp 8 --pp 4 --target ultraplan >/dev/null 2>"$T/err" || fail "predict dropout"
+grep -q "executor of --target ultraplan refuses this layout: .*--no-dropout" "$T/err" \
+    && ok "--target ultraplan: predict warns of dropout" || fail "no dropout warning: $(cat "$T/err")"
+for t in ultraplan ultraplan-cuda; do
+    "$B" plan --gpus 512 --params 175B --target $t >"$T/out" 2>&1 && fail "--target $t planned GPT-3's dropout"
+    grep -q "runs no layout of it: .*dropout.*--no-dropout" "$T/out" && ok "--target $t: dropout refused by name" \
+        || fail "--target $t dropout: $(cat "$T/out")"
+done
 "$B" predict --params 175B --gpus 640 --tp 8 --pp 5 --json 2>"$T/err" >"$T/pr.json" || fail "predict pp 5"
 python3 - "$T/pr.json" <<'PY' && ok "predict --json: margin and target objects; the default pp-5 split is Megatron's" \
     || fail "predict --json margin/target"
@@ -103,7 +112,7 @@ PY
 "$B" plan --gpus 512 --params 175B --tp 8 --stage-layers 20,28,24,24 >"$T/out" 2>&1
 grep -q -- "--stage-layers: .*first and last stage.*--target ultraplan" "$T/out" \
     && ok "plan names --stage-layers under megatron" || fail "plan --stage-layers: $(cat "$T/out")"
-"$B" plan --gpus 512 --params 175B --tp 8 --stage-layers 20,28,24,24 --target ultraplan --top 1 >"$T/out" 2>&1 \
+"$B" plan --gpus 512 --params 175B --no-dropout --tp 8 --stage-layers 20,28,24,24 --target ultraplan --top 1 >"$T/out" 2>&1 \
     && grep -q "20,28,24x2" "$T/out" && ok "--target ultraplan plans the uneven split" || fail "ultraplan split: $(cat "$T/out")"
 
 # 5. bad values: one line on stderr, non-zero exit

@@ -8,7 +8,8 @@
  * are refused by name; so are the mixture-of-experts layouts the CUDA MoE
  * layer doesn't run yet (tp, cp or etp > 1, a capacity factor, ZeRO-2/3,
  * biases, ep not dividing dp, group-limited routing) and ep > 1 with a
- * dense model. */
+ * dense model. The rules are refuse_cuda's (executor/refuse.c), which the
+ * planner asks under --target ultraplan-cuda (tests/test_refuse.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,8 +67,8 @@ static void test_refusals(void **state)
     (void)state;
     refused(sp_rows, "tp 2 to divide mbs*seq/cp = 63");
     refused(sp_cp, "tp 4 to divide mbs*seq/cp = 34");
-    refused(cp, "\"cp\": 3 must have 2*cp divide seq 64");
-    refused(zero2, "\"optimizer\": \"zero2\" shards per layer over dp*cp and runs with pp 1");
+    refused(cp, "context parallel needs seq 64 to be a multiple of 2*cp = 6");   /* refuse.c's words, as the CPU's */
+    refused(zero2, "layout.optimizer zero2 needs layout.pp 1 (got 2)");
     refused(vp1, "\"vp\"");
     refused(chunk, "stage 1 has 1 layers");
     refused(dropout, "dropout");

@@ -48,6 +48,7 @@ static int small_gpt(ModelSpec *m, Layout *lo, Precision prec)
     layout_default(lo);
     lo->mbs = 4, lo->gbs = 8;   // N = 512 rows a micro-batch
     lo->prec = prec;
+    lo->fp8_recipe = FP8R_TENSORWISE;   // the executor's scaling (refuse_cuda)
     if (layout_check(lo, m, NULL, err, sizeof err) != 0) {
         printf("layout: %s\n", err);
         return -1;

@@ -307,7 +307,7 @@ static void test_sp_rows(void **state)
             assert_int_equal(at, Ns[i]);
         }
     int first, nl;
-    assert_int_equal(cuplan_sp_rows(63, 2, 1, 1, &first, &nl), -1);   // check_layout refuses it first
+    assert_int_equal(cuplan_sp_rows(63, 2, 1, 1, &first, &nl), -1);   // refuse_cuda refuses it first
     assert_int_equal(cuplan_sp_rows(63, 1, 0, 1, &first, &nl), 0);    // tp 1: no SP
     assert_true(first == 0 && nl == 63);
 }

@@ -554,6 +554,43 @@ static void test_round_trip_pipeline_layout(void **state)
     lo.ep = 64, lo.etp = 1, lo.prec = PREC_FP8;
     snprintf(lo.pp_layout, sizeof lo.pp_layout, "Et*3|(tt|)*29m|L");
     round_trip(&m, &hw, &lo, "'Et*3|(tt|)*29m|L'");
+    /* --fp8-recipe: written as planned and read back with the same step time; the amax-history
+     * flags only for delayed scaling; a recipe Megatron does not have is named */
+    round_trip(&m, &hw, &lo, "--fp8-recipe delayed \\\n--fp8-amax-history-len 1024");
+    lo.fp8_recipe = FP8R_TENSORWISE;
+    round_trip(&m, &hw, &lo, "--fp8-recipe tensorwise \\");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_null(strstr(t, "--fp8-amax-history-len"));
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.fp8_recipe, FP8R_TENSORWISE);
+    free(t);
+    lo.fp8_recipe = FP8R_MXFP8;
+    round_trip(&m, &hw, &lo, "--fp8-recipe mxfp8 \\");
+    lo.fp8_recipe = FP8R_DELAYED;
+    /* --moe-router-padding-for-quantization: written when planned and read back (its deprecated
+     * --moe-router-padding-for-fp8 too); an fp8 flex plan is written with it, since DeepEP's experts
+     * would otherwise pad, which the plan does not price */
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_null(strstr(t, "--moe-router-padding-for-quantization"));
+    free(t);
+    lo.moe_router_pad = true;
+    round_trip(&m, &hw, &lo, "--moe-router-padding-for-quantization \\");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_true(lo2.moe_router_pad);
+    free(t);
+    lo.moe_router_pad = false;
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    round_trip(&m, &hw, &lo, "--moe-router-padding-for-quantization \\");
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    const char *alias = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                        "--global-batch-size 8 --vocab-size 256 --moe-router-padding-for-fp8";
+    assert_int_equal(export_parse_megatron(alias, 8, &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_true(lo2.moe_router_pad);
+    const char *badr = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                       "--global-batch-size 8 --vocab-size 256 --fp8-format hybrid --fp8-recipe nvfp4";
+    assert_int_equal(export_parse_megatron(badr, 8, &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-recipe: expected delayed, tensorwise, mxfp8 or blockwise, got \"nvfp4\""));
     /* a bad character in the arguments is named */
     const char *bad = "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
                       "--max-position-embeddings 128 --micro-batch-size 1 --global-batch-size 8 "

@@ -1079,6 +1079,46 @@ static void test_pp_serial_p2p(void **st)
     assert_rel(c.time[T_PP], 64 * 1620.23424e-6, 1e-9);
 }
 
+/* PyTorch's non-reentrant checkpoint with early stop (HwProfile.rc_early_stop,
+ * set by the composer-fsdp stack): the recompute ends when the down
+ * projection's input is saved, before that GEMM runs, so a fully recomputed
+ * layer runs its forward less FC2 and, under TP, less the collective after
+ * FC2. GPT-3 175B, tp 8, micro-batch 1 (T = 2048 tokens), bf16, flat
+ * efficiency curves, no launch time, on round numbers: NCCL call 50 us,
+ * NVLink 0 us and 300 GB/s.
+ *   FC2 forward = 2 * 2048 * 12288 * 49152/8 / 312e12
+ *               = 309,237,645,312 / 312e12     = 991.146299 us
+ *   message M = 2 * 2048 * 12288 = 50,331,648 bytes
+ *   all-reduce = 50 us + 2 * 7/8 * M / 300e9    = 343.60128 us (no SP: 2 a pass, 1 left)
+ *   all-gather = 50 us + 7/8 * M / 300e9        = 196.80064 us (SP: 4 a pass, 3 left) */
+static void test_recompute_early_stop(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.gemm_eff.n = 0, hw.sm_count = 0, hw.kernel_lat = 0;
+    hw.coll_lat = 50e-6, hw.coll_eff = 1;
+    hw.intra.lat = 0, hw.intra.bw = 300e9;
+    Layout lo = layout_for(&g, &hw, 1, 8, 1, 1, 8);
+    lo.sp = false;
+    LayerTime full, es;
+    time_layer(&g, &hw, &lo, &full);
+    HwProfile he = hw;
+    he.rc_early_stop = true;
+    time_layer(&g, &he, &lo, &es);
+    assert_rel(full.rc_full - es.rc_full, 991.146299e-6, 1e-6);
+    assert_rel(full.tp_rc, 2 * 343.60128e-6, 1e-9);
+    assert_rel(es.tp_rc, 343.60128e-6, 1e-9);
+    assert_rel(es.fwd, full.fwd, 1e-12);   /* the forward and backward are the same */
+    assert_rel(es.bwd, full.bwd, 1e-12);
+    lo.sp = true;
+    time_layer(&g, &hw, &lo, &full);
+    time_layer(&g, &he, &lo, &es);
+    assert_rel(full.tp_rc, 4 * 196.80064e-6, 1e-9);
+    assert_rel(es.tp_rc, 3 * 196.80064e-6, 1e-9);
+    assert_rel(full.rc_full - es.rc_full, 991.146299e-6, 1e-6);
+}
+
 /* Context parallelism (COSTMODEL.md §4.4), worked by hand. Llama-2-7B's
  * shape (h 4096, 32 heads, MHA) at s = 8192, tp 1, micro-batch 1, bf16,
  * flash. cp 2, ring: 4 chunks of c = 2048 tokens, a rank holds 2c = 4096;
@@ -2251,6 +2291,112 @@ static void test_moe_bias_passes(void **st)
     assert_rel(a.fwd, b.fwd, 0);   /* a dense layer's time has no such term */
 }
 
+/* --fp8-recipe (COSTMODEL.md §4.1): Qwen3-30B-A3B on one H100 with ep 16,
+ * mbs 1, seq 4096, imbalance 1, a flat memory curve (bytes / (hbm_bw / 2))
+ * and no host time, so each byte counts alike. Worked by hand: tok 4096,
+ * h 2048, expert ffn 768 (FC1 2·768), rows 8·4096 = 32768 over 8 local
+ * experts of 4096 rows, q 32·128 = 4096, kv 4·128 = 512, ab 2.
+ * tensorwise against delayed:
+ *  experts fwd: 8 · 2 · 4096 · (2048 + 768)             = 184,549,376 B
+ *  attention fwd: 4096 · (4 · 2048 [norm] + 2 · 4096)   =  67,108,864 B
+ *  experts bwd: 8 · 2 · 4096 · (2048 + 1536)            = 234,881,024 B
+ *  attention bwd: gradients 2 · 4096 · (5120 + 2048)    =  58,720,256 B
+ *                 and the forward's passes twice        = 134,217,728 B
+ *  a dense layer's fwd: 4096 · (4 · 2 · 2048 + 2 · (4096 + 6144)) = 150,994,944 B
+ * mxfp8 against delayed: only the norm's bf16 write and read,
+ *  4096 · 4 · 2048 = 33,554,432 B forward (twice that backward). */
+static void test_fp8_recipe(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime d, tw, mx, bk;
+    time_layer(&m, &hw, &lo, &d);
+    lo.fp8_recipe = FP8R_TENSORWISE;
+    time_layer(&m, &hw, &lo, &tw);
+    lo.fp8_recipe = FP8R_MXFP8;
+    time_layer(&m, &hw, &lo, &mx);
+    lo.fp8_recipe = FP8R_BLOCKWISE;
+    time_layer(&m, &hw, &lo, &bk);
+    assert_rel(tw.moe_fwd - d.moe_fwd, (184549376.0 + 67108864.0) / bw, 1e-9);
+    assert_rel(tw.moe_bwd - d.moe_bwd, (234881024.0 + 58720256.0 + 134217728.0) / bw, 1e-9);
+    assert_rel(tw.fwd - d.fwd, 150994944.0 / bw, 1e-9);
+    assert_rel(mx.moe_fwd - d.moe_fwd, 33554432.0 / bw, 1e-9);
+    assert_rel(mx.moe_bwd - d.moe_bwd, 2 * 33554432.0 / bw, 1e-9);
+    assert_rel(bk.moe_fwd, mx.moe_fwd, 0);
+    /* the recipe is read only under fp8 */
+    lo.prec = PREC_BF16;
+    LayerTime b1, b2;
+    time_layer(&m, &hw, &lo, &b1);
+    lo.fp8_recipe = FP8R_DELAYED;
+    time_layer(&m, &hw, &lo, &b2);
+    assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
+    assert_rel(b1.moe_bwd, b2.moe_bwd, 0);
+    /* an out-of-range recipe is refused by name */
+    lo.fp8_recipe = (Fp8Recipe)7;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-recipe"));
+}
+
+/* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
+ * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
+ * scaling. Without --moe-router-padding-for-quantization the alltoall
+ * layer copies its 32,768 rows of h 2048 into the padded buffer and the
+ * output back, read and written: 2 · (2 · 2 · 32768 · 2048) = 536,870,912 B
+ * forward and the same backward. With the router padding, or with flex
+ * (HybridEP pads in its dispatch), or in bf16: nothing. */
+static void test_moe_fp8_padding(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime pad, nopad, fpad, fnopad, b1, b2;
+    assert_true(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &pad);
+    lo.moe_router_pad = true;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &nopad);
+    assert_rel(pad.moe_fwd - nopad.moe_fwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.moe_bwd - nopad.moe_bwd, 536870912.0 / bw, 1e-9);
+    assert_rel(pad.fwd, nopad.fwd, 0);   /* a dense layer has no experts to pad */
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    time_layer(&m, &hw, &lo, &fnopad);
+    lo.moe_router_pad = false;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &fpad);
+    assert_rel(fpad.moe_fwd, fnopad.moe_fwd, 0);
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL, lo.prec = PREC_BF16;
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &b1);
+    lo.moe_router_pad = true;
+    time_layer(&m, &hw, &lo, &b2);
+    assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2309,11 +2455,14 @@ int main(void)
         cmocka_unit_test(test_pipeline_layout_string),
         cmocka_unit_test(test_moe_dispatchers),
         cmocka_unit_test(test_pp_serial_p2p),
+        cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_cuda_graph_launches),
         cmocka_unit_test(test_gpt_oss_counts),
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
+        cmocka_unit_test(test_fp8_recipe),
+        cmocka_unit_test(test_moe_fp8_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

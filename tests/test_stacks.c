@@ -332,6 +332,7 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": {\"reduce_bucket_params\": \"5e8\"}}",
          "\"zero3.reduce_bucket_params\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"pp_p2p_serial\": 1}", "\"pp_p2p_serial\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"rc_early_stop\": \"yes\"}", "\"rc_early_stop\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -344,13 +345,36 @@ static void test_loader_errors(void **state)
             fail_msg("case %zu: error \"%s\" does not name %s", i, err, bad[i].want);
         assert_memory_equal(&st, &before, sizeof st);
     }
-    /* a good minimal file: defaults for what it leaves out */
+    /* the profile reader's wording (profiles/fields.c): what the file holds, named */
     Stack st;
     char err[400];
+    static const struct { const char *value, *got; } held[] = {
+        {"true", "got true"}, {"null", "got null"}, {"[1]", "got an array"}, {"{}", "got an object"}};
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        char json[160];
+        snprintf(json, sizeof json, "{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"gemm_scale\": %s}",
+                 held[i].value);
+        assert_int_equal(stacks_parse_json(json, "t.json", &st, err, sizeof err), -1);
+        if (!strstr(err, "stack t.json: field \"gemm_scale\": expected ") || !strstr(err, held[i].got))
+            fail_msg("gemm_scale %s: error \"%s\" does not say %s", held[i].value, err, held[i].got);
+    }
+    /* a good minimal file: defaults for what it leaves out */
     assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"unknown\": 1}", "t.json",
                                        &st, err, sizeof err), 0);
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
     assert_false(st.pp_p2p_serial);
+    assert_false(st.rc_early_stop);
+    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "composer-fsdp") == 0;
+        assert_int_equal(b.rc_early_stop, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply(&hw, &b);
+        assert_int_equal(hw.rc_early_stop, want);
+    }
     /* DeepSpeed's pipeline engine: the Megatron-DeepSpeed stacks say so, Megatron's own do not,
      * and the flag reaches the profile */
     static const struct { const char *name; bool serial; } pe[] = {

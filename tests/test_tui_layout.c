@@ -340,6 +340,57 @@ static void test_gpu_keeps_stack(void **unused)
     free(st);
 }
 
+/* The --stack row: a stack chosen in the TUI gives the profile the command
+ * line's --stack gives (the bare GPU profile with the stack over it, not
+ * over the stack before), and re-plans; back to megatron-lm is the bare
+ * profile again. */
+static void expect_hw_of(const TuiState *st, const char *gpu, const char *stack)
+{
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin(gpu, &hw, err, sizeof err), 0);
+    assert_int_equal(stacks_apply(&hw, stacks_index(stack), err, sizeof err), 0);
+    assert_string_equal(st->in.hw.stack, hw.stack);
+    assert_true(hw.tp_overlap == st->in.hw.tp_overlap && hw.dp_overlap == st->in.hw.dp_overlap);
+    assert_memory_equal(hw.peak, st->in.hw.peak, sizeof hw.peak);
+    assert_memory_equal(&hw.gemm_eff, &st->in.hw.gemm_eff, sizeof hw.gemm_eff);
+    assert_memory_equal(&hw.attn_eff, &st->in.hw.attn_eff, sizeof hw.attn_eff);
+    assert_memory_equal(&hw.mem_eff, &st->in.hw.mem_eff, sizeof hw.mem_eff);
+    assert_true(hw.kernel_lat == st->in.hw.kernel_lat && hw.ce_fused == st->in.hw.ce_fused);
+    assert_cost_of_inputs(st);
+}
+
+static void test_stack_row(void **unused)
+{
+    (void)unused;
+    TuiState *st = new_state();
+    TuiField sf = state_field_knob(K_STACK);
+    assert_true(sf >= 0);
+    assert_string_equal(state_field_label(sf), "stack");
+    assert_true(state_field_editable(sf));
+    char v[64];
+    state_field_text(st, sf, v, sizeof v);
+    assert_string_equal(v, "megatron-lm");
+    unsigned gen = st->problem_gen;
+    assert_int_equal(state_set(st, sf, "megatron-2021"), 0);
+    assert_int_equal(st->in.layout.stack, stacks_index("megatron-2021"));
+    assert_true(st->problem_gen != gen);   /* the planner searches again */
+    expect_hw_of(st, "h100-sxm", "megatron-2021");
+    /* one step on from it: the next stack, over the bare profile */
+    int next = (stacks_index("megatron-2021") + 1) % STACK_BUILTIN_COUNT;
+    assert_int_equal(state_step(st, sf, +1), 0);
+    assert_int_equal(st->in.layout.stack, next);
+    expect_hw_of(st, "h100-sxm", stacks_name(next));
+    /* a GPU change keeps it; back to megatron-lm is the bare profile */
+    assert_int_equal(state_set(st, state_field_own(TF_GPU), "a100-80g"), 0);
+    expect_hw_of(st, "a100-80g", stacks_name(next));
+    assert_int_equal(state_set(st, sf, "megatron-lm"), 0);
+    expect_hw_of(st, "a100-80g", "megatron-lm");
+    assert_int_equal(state_set(st, sf, "no-such-stack"), -1);
+    assert_int_equal(st->in.layout.stack, 0);
+    free(st);
+}
+
 static void test_pin(void **unused)
 {
     (void)unused;
@@ -490,14 +541,16 @@ static void test_panes_render(void **unused)
     free(st);
 }
 
-/* At 64x22 the Inputs pane is one row short of its fields: it scrolls so the
- * selected field shows; the last field, target, cycles and re-plans. */
+/* At 64x22 the Inputs pane is short of its fields: it scrolls so the
+ * selected field shows; the last fields, target and stack, cycle and
+ * re-plan. */
 static void test_inputs_scroll(void **unused)
 {
     (void)unused;
     TuiState *st = new_state();
-    TuiField tf = state_field_knob(K_TARGET);
-    assert_int_equal(tf, state_field_count() - 1);
+    TuiField tf = state_field_knob(K_TARGET), sf = state_field_knob(K_STACK);
+    assert_int_equal(tf, state_field_count() - 2);
+    assert_int_equal(sf, state_field_count() - 1);
     assert_true(TUI_INPUTS_ROWS > TUI_MIN_ROWS - 2);   /* the case this test is for */
     Canvas cv;
     TuiLayout l;
@@ -506,16 +559,24 @@ static void test_inputs_scroll(void **unused)
     panes_render(st, &l, &cv);
     assert_true(canvas_has(&cv, ">model"));
     assert_false(canvas_has(&cv, "target "));
-    st->sel = tf;
+    assert_false(canvas_has(&cv, "stack "));
+    st->sel = sf;
     panes_render(st, &l, &cv);
-    assert_true(canvas_has(&cv, ">target"));
-    assert_true(canvas_has(&cv, "megatron"));
+    assert_true(canvas_has(&cv, ">stack"));
+    assert_true(canvas_has(&cv, "megatron-lm"));
+    assert_true(canvas_has(&cv, "target "));
     assert_false(canvas_has(&cv, "model        gpt3"));   /* scrolled off */
     canvas_free(&cv);
     unsigned gen = st->problem_gen;
     assert_int_equal(state_step(st, tf, +1), 0);
     assert_int_equal(st->in.layout.target, TARGET_ULTRAPLAN);
     assert_true(st->problem_gen != gen);   /* the planner searches again */
+    gen = st->problem_gen;
+    assert_int_equal(state_step(st, tf, +1), 0);   /* the CUDA executor's layouts */
+    assert_int_equal(st->in.layout.target, TARGET_ULTRAPLAN_CUDA);
+    assert_true(st->problem_gen != gen);
+    assert_int_equal(state_step(st, tf, +1), 0);   /* and round to megatron */
+    assert_int_equal(st->in.layout.target, TARGET_MEGATRON);
     free(st);
 }
 
@@ -754,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_edit_gpus_and_layout),
         cmocka_unit_test(test_pin),
         cmocka_unit_test(test_gpu_keeps_stack),
+        cmocka_unit_test(test_stack_row),
         cmocka_unit_test(test_load_plan),
         cmocka_unit_test(test_panes_render),
         cmocka_unit_test(test_band_line),

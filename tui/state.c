@@ -301,9 +301,28 @@ static bool keeps_mixed(const TuiState *st, TuiField f, bool reset_stages)
 }
 
 /* Commit `cand` if it resolves; otherwise leave everything and say why. */
+/* The hardware of c: its GPU profile (the builtin `gpu`, else the profile
+ * it came from) with --gpus-per-node and the layout's --stack over it, as
+ * scenario_finish builds the first one. 0, or -1 with err. */
+static int load_hw(const TuiState *st, const Scenario *c, const char *gpu, HwProfile *hw, char *err, int errlen)
+{
+    int rc = gpu || !c->profile_path ? profile_load_builtin(gpu ? gpu : c->hw.name, hw, err, errlen)
+                                     : profile_load_file(c->profile_path, hw, err, errlen);
+    if (rc != 0)
+        return -1;
+    if (st->gpn_override > 0)
+        hw->gpus_per_node = st->gpn_override;
+    return stacks_apply(hw, c->layout.stack, err, errlen);
+}
+
 static int apply(TuiState *st, Scenario *cand, TuiField f, bool reset_stages)
 {
     char err[256];
+    /* another --stack: its numbers over the bare profile, not over the old stack's */
+    if (cand->layout.stack != st->in.layout.stack && load_hw(st, cand, NULL, &cand->hw, err, sizeof err) != 0) {
+        state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
+        return -1;
+    }
     bool mixed = keeps_mixed(st, f, reset_stages);
     if (resolve(cand, reset_stages, mixed, err, sizeof err) != 0) {
         state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
@@ -354,19 +373,24 @@ static int set_gpu(TuiState *st, Scenario *c, const char *name)
 {
     char err[256];
     HwProfile hw;
-    if (profile_load_builtin(name, &hw, err, sizeof err) != 0) {
-        state_msg(st, true, "GPU type: refused: %s", err);
-        return -1;
-    }
-    if (st->gpn_override > 0)
-        hw.gpus_per_node = st->gpn_override;
     /* the layout's --stack over the new profile, as scenario_finish applies it to the first */
-    if (stacks_apply(&hw, c->layout.stack, err, sizeof err) != 0) {
+    if (load_hw(st, c, name, &hw, err, sizeof err) != 0) {
         state_msg(st, true, "GPU type: refused: %s", err);
         return -1;
     }
     c->hw = hw;
+    c->profile_path = NULL;   /* a builtin from now on: a --stack change reloads it */
     return apply(st, c, state_field_own(TF_GPU), false);
+}
+
+/* GPUs per node v, kept over later GPU type and stack changes. */
+static int set_gpn(TuiState *st, Scenario *c, TuiField f, int v)
+{
+    c->hw.gpus_per_node = v;
+    if (apply(st, c, f, false) != 0)
+        return -1;
+    st->gpn_override = v;
+    return 0;
 }
 
 /* Next value of a doubling knob. */
@@ -470,11 +494,7 @@ int state_step(TuiState *st, TuiField f, int dir)
     case TF_GPN:
         if ((v = dbl(c.hw.gpus_per_node, dir)) < 1)
             break;
-        c.hw.gpus_per_node = v;
-        if (apply(st, &c, f, false) != 0)
-            return -1;
-        st->gpn_override = v;
-        return 0;
+        return set_gpn(st, &c, f, v);
     case TF_TOKENS:
         c.opts.tokens = dir > 0 ? st->cost.train.tokens * 2 : st->cost.train.tokens / 2;
         if (c.opts.tokens < 1e6) {
@@ -560,11 +580,7 @@ int state_set(TuiState *st, TuiField f, const char *text)
     case TF_GPN:
         if (want_int(st, f, text, &v))
             return -1;
-        c.hw.gpus_per_node = v;
-        if (apply(st, &c, f, false) != 0)
-            return -1;
-        st->gpn_override = v;
-        return 0;
+        return set_gpn(st, &c, f, v);
     case TF_TOKENS:
         if (util_parse_count(text, &d) != 0 || d < 1e6) {
             state_msg(st, true, "tokens: refused: expected a count >= 1M such as 300B, got \"%s\"", text);

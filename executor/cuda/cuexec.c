@@ -12,6 +12,7 @@
 #include "cufp8.h"
 #include "cunet.h"
 #include "kc_fp8.h"
+#include "refuse.h"
 
 #define ALIGN 256
 
@@ -681,75 +682,14 @@ int cuexec_step(CuExec *e, CuStepStats *st, char *err, int errlen)
 
 /* ---- set-up ------------------------------------------------------------------ */
 
-/* The MoE layouts the CUDA layer runs (cuexec.h); the others by field. */
-static int check_moe(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    int ep = lo->ep > 0 ? lo->ep : 1;
-    if (!spec_is_moe(m)) {
-        if (ep > 1)
-            FAIL("layout.ep %d with a dense model (\"experts\": 0): expert parallelism needs routed experts", ep);
-        return 0;
-    }
-    if (m->bias)
-        FAIL("the executor's mixture-of-experts layers have no biases, and the plan's model has \"bias\": true");
-    if (m->capacity_factor > 0)
-        FAIL("model.capacity_factor %g: the CUDA MoE layer is dropless so far (the CPU backend runs capacity)",
-             m->capacity_factor);
-    if (lo->tp > 1 || lo->cp > 1 || layout_etp(lo) > 1)
-        FAIL("layout.tp %d, cp %d, etp %d with a mixture-of-experts model: the CUDA MoE layer runs tp = cp = etp "
-             "= 1 so far (its balance loss sums a sequence's counts on one rank); use ep and dp, or the CPU backend",
-             lo->tp, lo->cp, layout_etp(lo));
-    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
-        FAIL("layout.optimizer %s with a mixture-of-experts model: expert states shard only under zero1 / distopt",
-             layout_opt_name(lo->opt));
-    if (m->experts % ep || lo->dp % ep)
-        FAIL("layout.ep %d must divide the %d experts and dp %d (tp = cp = 1: the ep ranks are dp ranks)", ep,
-             m->experts, lo->dp);
-    if (m->router_groups > 1)
-        FAIL("model.moe_router_groups %d (--moe-router-num-groups, group-limited routing): the CUDA router "
-             "kernel takes plain top-k so far; use the CPU backend, or plan without expert groups", m->router_groups);
-    if (m->experts > KC_MOE_MAX_E || m->topk > KC_MOE_MAX_K)
-        FAIL("model \"%s\": experts %d, topk %d: the CUDA kernels take up to %d experts and top-%d", m->name,
-             m->experts, m->topk, KC_MOE_MAX_E, KC_MOE_MAX_K);
-    return 0;
-}
-
-/* What the CUDA executor can't run, named by the plan's layout fields. */
-static int check_layout(const ModelSpec *m, const Layout *lo, char *err, int errlen)
-{
-    if (m->attn == ATTN_MLA || m->mtp_layers > 0)
-        FAIL("model \"%s\" has attention %s, mtp_layers %d: the CUDA executor runs MHA/GQA without multi-token "
-             "prediction; plan it with --attn mha --mtp-layers 0", m->name, spec_attn_name(m->attn), m->mtp_layers);
-    if (m->window > 0 || m->sinks || m->act_clamp > 0)
-        FAIL("model \"%s\" has window %d, attn_sinks %s, act_clamp %g: the CUDA attention and activation kernels "
-             "run full causal attention without sinks and plain SwiGLU so far; plan it with --window 0 "
-             "--no-attn-sinks --act-clamp 0 (the CPU backend runs all three)", m->name, m->window,
-             m->sinks ? "true" : "false", m->act_clamp);
-    if (check_moe(m, lo, err, errlen) != 0)
-        return -1;
-    if (lo->cp < 1 || (lo->cp > 1 && m->s % (2 * lo->cp)))
-        FAIL("context parallel cuts a sequence into 2*cp chunks: \"cp\": %d must have 2*cp divide seq %d", lo->cp,
-             m->s);
-    if (lo->sp && lo->tp > 1 && (lo->mbs * (m->s / lo->cp)) % lo->tp)
-        FAIL("sequence parallel needs tp %d to divide mbs*seq/cp = %d (\"sp\": true); plan with --no-sp or another "
-             "micro-batch", lo->tp, lo->mbs * (m->s / lo->cp));
-    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
-        FAIL("\"optimizer\": \"%s\" shards per layer over dp*cp and runs with pp 1; the plan has \"pp\": %d",
-             layout_opt_name(lo->opt), lo->pp);
-    if (lo->gbs % (lo->dp * lo->mbs))
-        FAIL("global batch %d is not a multiple of dp %d x mbs %d", lo->gbs, lo->dp, lo->mbs);
-    if (lo->vp > 1 && lo->pp == 1)
-        FAIL("interleaving (\"vp\": %d) needs pp > 1", lo->vp);
-    for (int s = 0; s < lo->pp; s++)
-        if (lo->layers[s] < lo->vp)
-            FAIL("stage %d has %d layers: every one of its %d chunks needs at least one", s, lo->layers[s], lo->vp);
-    if (m->dropout)
-        FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
-    return 0;
-}
+/* What the CUDA executor can't run of a plan: refuse_cuda (executor/refuse.h),
+ * the function `plan --target ultraplan-cuda` asks too. */
+_Static_assert(REFUSE_CUDA_MAX_EXPERTS <= KC_MOE_MAX_E && REFUSE_CUDA_MAX_TOPK <= KC_MOE_MAX_K,
+               "refuse.h's MoE limits are the CUDA kernels'");
 
 static int check_kernels(const CuExec *e, char *err, int errlen)
 {
+    /* refuse_cuda has these for a whole plan; the proxy's stage comes here without it */
     if (!kc_attention_supported(e->sh.HS))
         FAIL("the CUDA attention kernel takes head sizes 32, 64, 96 or 128; %s has %d", e->m.name, e->sh.HS);
     if (e->m.pos == POS_ROPE && e->sh.HS % 2)
@@ -1056,7 +996,7 @@ static void moe_shapes(CuExec *e)
 static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
 {
     const Layout *lo = &e->lo;
-    if (check_layout(&e->m, lo, err, errlen) != 0)
+    if (refuse_cuda(&e->m, lo, err, errlen) != 0)
         return -1;
     if (dist_init(&e->d, lo->tp, lo->cp, lo->dp, lo->pp, err, errlen) != 0)
         return -1;
@@ -1086,7 +1026,7 @@ static int init_ranks(CuExec *e, int *local, int *ndev, char *err, int errlen)
     moe_shapes(e);
     e->vstart = e->d.tp_rank * e->sh.Vl;
     e->sp = lo->sp && lo->tp > 1;
-    int first;   // check_layout made tp divide N under sp
+    int first;   // refuse_cuda made tp divide N under sp
     cuplan_sp_rows(e->sh.N, e->tp, e->d.tp_rank, e->sp, &first, &e->Nl);
     *ndev = kc_device_count();
     /* one visible device a rank is a launcher binding GPUs (Slurm's

@@ -83,7 +83,7 @@
  * (reduce-scatter, AdamW, all-gather), as exec.c. Expert ranks come from
  * dist_init_experts (the CPU executor's folding). What it runs: etp 1,
  * tp 1, cp 1, no capacity factor, ZeRO-0/1/dist-opt; other MoE layouts are
- * refused by the field that needs them (check_layout).
+ * refused by the field that needs them (refuse_cuda, executor/refuse.h).
  *
  * What it doesn't do: dropout, checkpoints of the proxy, context parallel
  * in the proxy (it is a one-GPU timing stand-in with no ring to run), the

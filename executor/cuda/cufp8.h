@@ -20,20 +20,6 @@ int cufp8_on(const CuExec *e);
  * its bf16 operands again: none of those bytes, more HBM traffic; for
  * timing the two). Any other value exits with an error. */
 int cufp8_keep_on(const CuExec *e);
-/* kc_matmul_fwd / kc_matmul_bwd (kernels_cuda.h), in fp8 when cufp8_on(e) */
-void cufp8_matmul_fwd(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w, const kc_bf16 *bias,
-                      int BT, int C, int OC);
-void cufp8_matmul_bwd(const CuExec *e, kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout,
-                      const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC);
-/* The same for the K and V projections, whose input is the Q projection's
- * (one tensor, three GEMMs): in fp8 its cast is made once
- * (kc_fp8_matmul_*_again). Only right directly after a call on the same
- * input, nothing having written it in between. */
-void cufp8_matmul_fwd_again(const CuExec *e, kc_bf16 *out, const kc_bf16 *inp, const kc_bf16 *w,
-                            const kc_bf16 *bias, int BT, int C, int OC);
-void cufp8_matmul_bwd_again(const CuExec *e, kc_bf16 *dinp, float *dw, float *dbias, const kc_bf16 *dout,
-                            const kc_bf16 *inp, const kc_bf16 *w, int BT, int C, int OC);
-
 /* The four inputs of a layer's linear GEMMs whose transposed fp8 copy the
  * forward keeps for the backward's weight gradient (CuActs.f8): QKV's (the
  * normed, under SP gathered, input: N × C), proj's (attention output:

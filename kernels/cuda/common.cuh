@@ -33,6 +33,14 @@ extern KcContext kc_ctx;
 void kc_require_init(void);   // kc_init on first use
 void kc_moe_release(void);    // moe.cu's cuBLAS handle and pointer buffer (kc_free)
 void kc_fp8_release(void);    // fp8.cu's scratch of fp8 operand copies (kc_free)
+/* cuBLASLt set-up shared by linear.cu (bf16) and fp8.cu: a matmul
+ * descriptor (fp32 compute) with op(A), op(B) and, when bias is not NULL,
+ * a bf16 bias epilogue; a heuristic preference within the workspace for
+ * operands aligned to `align` bytes; and the four handles freed. */
+cublasLtMatmulDesc_t kc_lt_desc(cublasOperation_t opa, cublasOperation_t opb, const kc_bf16 *bias);
+cublasLtMatmulPreference_t kc_lt_pref(uint32_t align);
+void kc_lt_free(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                cublasLtMatrixLayout_t ld);
 
 /* Column reductions without atomics (norm.cu): a kernel writes G partial
  * rows of width floats to kc_ctx.partials, then out0[c] += Σ_g part[g][c]

@@ -173,23 +173,12 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
         return -1;
     kc_require_init();
     cudaDataType_t dt = dtype ? CUDA_R_32F : CUDA_R_16BF;
-    cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasOperation_t opa = CUBLAS_OP_T, opb = CUBLAS_OP_N;
     int8_t fast = (int8_t)(fast_accum != 0);
-    CHECK_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    cublasLtMatmulDesc_t op = kc_lt_desc(CUBLAS_OP_T, CUBLAS_OP_N, bias);
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-    if (bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bt = CUDA_R_16BF;
-        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-    }
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, fp8_type(fa), k, m, k));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, fp8_type(fb), k, n, k));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ld, dt, m, n, m));
@@ -203,18 +192,8 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
             hit = c;
     }
     if (!hit) {
-        cublasLtMatmulPreference_t pref;
-        CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &kc_ctx.workspace_bytes, sizeof(size_t)));
-        // the heuristic assumes 256-byte aligned pointers unless told: every
-        // pointer here is 16-byte aligned (checked above), and no more is promised
-        uint32_t a16 = 16;
-        const cublasLtMatmulPreferenceAttributes_t al[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        for (int i = 0; i < 4; i++)
-            CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &a16, sizeof a16));
+        // every pointer here is 16-byte aligned (checked above), and no more is promised
+        cublasLtMatmulPreference_t pref = kc_lt_pref(16);
         cublasLtMatmulHeuristicResult_t heur;
         int nres = 0;
         cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(kc_ctx.lt, op, la, lb, ld, ld, pref, 1, &heur, &nres);
@@ -232,10 +211,7 @@ int kc_fp8_gemm(void *D, int dtype, const kc_fp8 *A, KcFp8Fmt fa, const float *s
                                     kc_ctx.workspace, kc_ctx.workspace_bytes, st));
         rc = 0;
     }
-    cublasLtMatmulDescDestroy(op);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(ld);
+    kc_lt_free(op, la, lb, ld);
     return rc;
 }
 

@@ -70,15 +70,8 @@ static int ptr_align(const void *p) {
     return al;
 }
 
-/* D (m, n, ld ldd, type dtd) = op(A) · op(B) + beta·D (+ bias over rows m);
- * A stored (ta ? k×m : m×k) column-major with lda, likewise B. */
-static void lt_matmul(void *D, cudaDataType_t dtd, int ldd,
-                      const bf16 *A, int ta, int lda, const bf16 *B, int tb, int ldb,
-                      int m, int n, int k, float beta, const bf16 *bias, cudaStream_t st) {
-    kc_require_init();
+cublasLtMatmulDesc_t kc_lt_desc(cublasOperation_t opa, cublasOperation_t opb, const kc_bf16 *bias) {
     cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
@@ -89,6 +82,39 @@ static void lt_matmul(void *D, cudaDataType_t dtd, int ldd,
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
     }
+    return op;
+}
+
+cublasLtMatmulPreference_t kc_lt_pref(uint32_t align) {
+    cublasLtMatmulPreference_t pref;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &kc_ctx.workspace_bytes, sizeof(size_t)));
+    // the heuristic assumes 256-byte aligned pointers unless told
+    const cublasLtMatmulPreferenceAttributes_t at[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, at[i], &align, sizeof align));
+    return pref;
+}
+
+void kc_lt_free(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                cublasLtMatrixLayout_t ld) {
+    cublasLtMatmulDescDestroy(op);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+}
+
+/* D (m, n, ld ldd, type dtd) = op(A) · op(B) + beta·D (+ bias over rows m);
+ * A stored (ta ? k×m : m×k) column-major with lda, likewise B. */
+static void lt_matmul(void *D, cudaDataType_t dtd, int ldd,
+                      const bf16 *A, int ta, int lda, const bf16 *B, int tb, int ldb,
+                      int m, int n, int k, float beta, const bf16 *bias, cudaStream_t st) {
+    kc_require_init();
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulDesc_t op = kc_lt_desc(ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, bias);
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ta ? k : m, ta ? m : k, lda));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ld, dtd, m, n, ldd));
@@ -106,15 +132,7 @@ static void lt_matmul(void *D, cudaDataType_t dtd, int ldd,
             algo = &e->algo;
     }
     if (!algo) {
-        cublasLtMatmulPreference_t pref;
-        CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref,
-            CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kc_ctx.workspace_bytes, sizeof(size_t)));
-        uint32_t a32 = (uint32_t)al;
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a32, sizeof a32));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a32, sizeof a32));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a32, sizeof a32));
-        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a32, sizeof a32));
+        cublasLtMatmulPreference_t pref = kc_lt_pref((uint32_t)al);
         cublasLtMatmulHeuristicResult_t heur;
         int nres = 0;
         CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(kc_ctx.lt, op, la, lb, ld, ld, pref, 1, &heur, &nres));
@@ -132,10 +150,7 @@ static void lt_matmul(void *D, cudaDataType_t dtd, int ldd,
     float alpha = 1.0f;
     CHECK_CUBLAS(cublasLtMatmul(kc_ctx.lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld,
                                 algo, kc_ctx.workspace, kc_ctx.workspace_bytes, st));
-    cublasLtMatmulDescDestroy(op);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(ld);
+    kc_lt_free(op, la, lb, ld);
 }
 
 void kc_matmul_fwd(bf16 *out, const bf16 *inp, const bf16 *w, const bf16 *bias,
