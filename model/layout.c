@@ -436,7 +436,7 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
             lo->layers[0] = first;
         if (last)
             lo->layers[lo->pp - 1] = last;
-    } else if (!given && v > 1 && m->L % (lo->pp * v) != 0 && lo->target == TARGET_MEGATRON) {
+    } else if (!given && v > 1 && m->L % ((long long)lo->pp * v) != 0 && lo->target == TARGET_MEGATRON) {
         /* interleaving with layers that do not divide pp*vp: the split Megatron-LM
          * makes when the embedding and/or loss count as layers, if one divides */
         int e, l;
@@ -445,7 +445,7 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
                  "counted as a layer (%d, %d: Megatron's --account-for-embedding/loss-in-pipeline-split)",
                  m->L, lo->pp, v, m->L + 1, m->L + 2);
         layout_rule_split(m->L, lo->pp, e, l, lo->layers);
-    } else if (!given && v > 1 && m->L % (lo->pp * v) != 0) {
+    } else if (!given && v > 1 && m->L % ((long long)lo->pp * v) != 0) {
         FAIL("layout: layers %d are not a multiple of pp*vp = %d*%d (--target ultraplan: the executor splits every "
              "stage into vp equal chunks)", m->L, lo->pp, v);
     } else if (!given) {

@@ -602,6 +602,12 @@ static void test_layout_errors(void **st)
     lo.tp = 8, lo.dp = 5;
     assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
     assert_non_null(strstr(err, "not a multiple of dp*mbs"));
+    /* pp x vp past INT_MAX (a fuzzed plan file): refused, no int overflow
+     * (UBSan in CI's sanitizer pass); 4 x 1e9 chunks of 96 layers */
+    lo.dp = 1, lo.tp = 8, lo.pp = 4, lo.vp = 1000000000;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "pp*vp"));
+    lo.vp = 1;
     lo.dp = 1, lo.pp = 200;
     assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
     assert_non_null(strstr(err, "pp 200 is larger than the 96 layers"));
