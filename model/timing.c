@@ -785,7 +785,11 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         gout += amax * tok * (n_qkv + h + n_fc1 + h);
         ew += in;
         gemm_bwd += time_mem_s(hw, gout);
-        ew_attn += tok * (2.0 * 2.0 * h + (ab + 2.0) * k_proj + norm * h * rep + amax * k_proj);
+        /* an MoE layer's pre-MLP norm is a plain norm (Megatron-core's MoE
+         * spec: TENorm, not a LayerNormLinear): it writes bf16 for the router,
+         * and the experts quantize their inputs after the permutation
+         * (moe_mlp_s). Only the input norm writes fp8 here. */
+        ew_attn += tok * (2.0 * h + (ab + 2.0) * k_proj + norm * h * rep + amax * k_proj);
         gout_attn = (ab + 2.0 + amax) * tok * (n_qkv + h);
     }
     double ew_s = time_mem_s(hw, ew);
