@@ -411,7 +411,11 @@ static void test_loader_errors(void **state)
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
     assert_false(st.pp_p2p_serial);
     assert_false(st.rc_early_stop);
-    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it */
+    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it;
+     * torchtitan runs the non-reentrant checkpoint with early_stop=False (since PR #1580, 2025) */
+    Stack tt;
+    assert_int_equal(stacks_load_name("torchtitan", &tt, err, sizeof err), 0);
+    assert_false(tt.rc_early_stop);
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
         assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
