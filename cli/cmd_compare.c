@@ -245,8 +245,10 @@ static int compare_main(int argc, char **argv)
         return 1;
     }
     /* a run of another model, or on another number of ranks, is not this plan's run */
-    double plan_params = (double)spec_params(&pf.model, 1, PARAMS_EXACT);
-    if (isfinite(run.model_params) && run.model_params != plan_params) {
+    /* run.json's model.params is the main model's (plan_model_json); older runs counted MTP too */
+    double plan_total = (double)spec_params(&pf.model, 1, PARAMS_EXACT);
+    double plan_params = plan_total - (double)spec_mtp_params(&pf.model);
+    if (isfinite(run.model_params) && run.model_params != plan_params && run.model_params != plan_total) {
         fprintf(stderr, "ultraplan compare: %s is a run of another model (%s, %.6g parameters) than %s (%s, %.6g "
                         "parameters)\n", runp, run.model_name[0] ? run.model_name : "?", run.model_params, plan,
                 pf.model.name, plan_params);

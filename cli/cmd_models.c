@@ -141,7 +141,8 @@ static int models_main(int argc, char **argv)
                "active are the main model's, as published (DeepSeek-V3: 671B, 37B active); mtp is its\n"
                "multi-token prediction modules' apart.\n\n"
                "  --json   one JSON document (ultraplan.models/1): presets[] with the shape fields of plan.json's\n"
-               "           \"model\" and their source, gpus[] with the whole profile of each, stacks[] with\n"
+               "           \"model\" and their source (params, params_active: the main model's; params_mtp\n"
+               "           apart), gpus[] with the whole profile of each, stacks[] with\n"
                "           every field of each stack (profiles/stacks/NAME.json without its sources)\n");
         return 0;
     }

@@ -6,6 +6,7 @@
  */
 #include "profile.h"
 #include "profile_embed.h"
+#include "stacks.h"
 #include "fields.h"
 #include "fileio.h"
 #include "json.h"
@@ -265,6 +266,30 @@ static int read_peak(FieldCtx *c, const cJSON *root, HwProfile *hw)
     return 0;
 }
 
+/* optional "stack": the builtin software stack the profile was written under.
+ * Its scaled curves are in the file; the fields the stack sets outright
+ * (ZeRO-3, ce_fused, pp_p2p_serial, rc_early_stop) are taken from the stack's
+ * own file again, so they live in one place. */
+static int read_stack(FieldCtx *c, const cJSON *root, HwProfile *hw)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stack");
+    if (!s || (cJSON_IsString(s) && !s->valuestring[0]))
+        return 0;
+    int i = cJSON_IsString(s) ? stacks_index(s->valuestring) : -1;
+    if (i < 0) {
+        char want[400] = "the name of a builtin software stack (";
+        for (int k = 0; k < STACK_BUILTIN_COUNT; k++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", k ? ", " : "", stacks_name(k));
+        snprintf(want + strlen(want), sizeof want - strlen(want), ")");
+        return fields_fail(c, "stack", want, s);
+    }
+    char e2[256];
+    if (stacks_apply_settings(hw, i, e2, sizeof e2)) {
+        return fields_fail_text(c, "stack", "a builtin software stack that loads", e2);
+    }
+    return 0;
+}
+
 static int read_profile(FieldCtx *c, const cJSON *root, HwProfile *hw)
 {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -306,7 +331,7 @@ static int read_profile(FieldCtx *c, const cJSON *root, HwProfile *hw)
         if (get_curve(c, root, curve_fields[i].key,
                       (EffCurve *)((char *)hw + curve_fields[i].off)))
             return -1;
-    return 0;
+    return read_stack(c, root, hw);
 }
 
 /* ---- public: reading ------------------------------------------------------ */
@@ -397,12 +422,34 @@ int profile_load_file(const char *path, HwProfile *out, char *err, int errlen)
 
 /* ---- public: writing ------------------------------------------------------ */
 
+/* x in the fewest digits that read back as exactly x. cJSON's own printer
+ * settles for 15 digits when they come within an epsilon, which moves a
+ * scaled efficiency by an ulp on every write and read. Profiles hold finite
+ * numbers only (the reader's rules). */
+static cJSON *exact_number(double x)
+{
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
+static void add_number(cJSON *obj, const char *key, double x)
+{
+    cJSON_AddItemToObject(obj, key, exact_number(x));
+}
+
 static cJSON *curve_json(const EffCurve *c)
 {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && i < c->n; i++) {
-        const double pt[2] = {c->pt[i].size, c->pt[i].eff};
-        cJSON_AddItemToArray(arr, cJSON_CreateDoubleArray(pt, 2));
+        cJSON *pt = cJSON_CreateArray();
+        cJSON_AddItemToArray(pt, exact_number(c->pt[i].size));
+        cJSON_AddItemToArray(pt, exact_number(c->pt[i].eff));
+        cJSON_AddItemToArray(arr, pt);
     }
     return arr;
 }
@@ -410,8 +457,8 @@ static cJSON *curve_json(const EffCurve *c)
 static cJSON *link_json(const Link *l)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "bw", l->bw);
-    cJSON_AddNumberToObject(o, "lat", l->lat);
+    add_number(o, "bw", l->bw);
+    add_number(o, "lat", l->lat);
     return o;
 }
 
@@ -423,23 +470,25 @@ static cJSON *profile_json(const HwProfile *hw)
     cJSON_AddStringToObject(root, "format", PROFILE_FORMAT);
     cJSON_AddStringToObject(root, "name", hw->name);
     cJSON_AddStringToObject(root, "desc", hw->desc);
+    if (hw->stack[0])   /* its set fields are re-applied from the stack's file on read */
+        cJSON_AddStringToObject(root, "stack", hw->stack);
     cJSON_AddStringToObject(root, "src",
                             "written by ultraplan; sources of unchanged values are in "
                             "profiles/gpus/*.json");
     cJSON *peak = cJSON_AddObjectToObject(root, "peak");
     for (int p = 0; p < PREC_COUNT; p++)
-        cJSON_AddNumberToObject(peak, peak_keys[p], hw->peak[p]);
-    cJSON_AddNumberToObject(root, "gpus_per_node", hw->gpus_per_node);
-    cJSON_AddNumberToObject(root, "gpus_per_host", hw->gpus_per_host > 0 ? hw->gpus_per_host : hw->gpus_per_node);
+        add_number(peak, peak_keys[p], hw->peak[p]);
+    add_number(root, "gpus_per_node", hw->gpus_per_node);
+    add_number(root, "gpus_per_host", hw->gpus_per_host > 0 ? hw->gpus_per_host : hw->gpus_per_node);
     cJSON_AddItemToObject(root, "intra", link_json(&hw->intra));
     cJSON_AddItemToObject(root, "inter", link_json(&hw->inter));
     for (size_t i = 0; i < sizeof curve_fields / sizeof curve_fields[0]; i++)
         cJSON_AddItemToObject(root, curve_fields[i].key,
                               curve_json((const EffCurve *)((const char *)hw + curve_fields[i].off)));
     for (size_t i = 0; i < sizeof num_fields / sizeof num_fields[0]; i++)
-        cJSON_AddNumberToObject(root, num_fields[i].key, *cnum_at(hw, num_fields[i].off));
+        add_number(root, num_fields[i].key, *cnum_at(hw, num_fields[i].off));
     for (size_t i = 0; i < sizeof opt_fields / sizeof opt_fields[0]; i++)
-        cJSON_AddNumberToObject(root, opt_fields[i].f.key, *cnum_at(hw, opt_fields[i].f.off));
+        add_number(root, opt_fields[i].f.key, *cnum_at(hw, opt_fields[i].f.off));
     return root;
 }
 

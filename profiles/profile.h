@@ -30,6 +30,10 @@
  *   eff_ref_peak, eff_ref_hbm_bw  >= 0, optional (default 0: the curves' sizes are
  *                 stated for this GPU); else the bf16 FLOP/s and HBM bytes/s of the
  *                 GPU they are stated for, read here at equal duration (model/timing.c)
+ *   stack         string, optional: the builtin software stack (profiles/stacks.h)
+ *                 the profile was written under. Its scaled curves are the file's;
+ *                 the fields it sets outright (zero3, ce_fused, pp_p2p_serial,
+ *                 rc_early_stop) are not written but re-applied from the stack on read.
  *
  * Every number besides fractions and gpus_per_node also lies in
  * [1e-12, 1e30] where it is not 0, so that no cost the model derives from a

@@ -43,11 +43,13 @@ cJSON *plan_model_json(const ModelSpec *m)
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", m->name);
     add_knobs(j, KNOB_MODEL, m, 0);
-    cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT));   /* total: every expert, MTP */
-    cJSON_AddNumberToObject(j, "params_active", (double)spec_params_active(m, 1, PARAMS_EXACT));
-    /* the MTP modules' part of both: published totals leave it out (DeepSeek-V3's 671B / 37B) */
-    cJSON_AddNumberToObject(j, "params_mtp", (double)spec_mtp_params(m));
-    cJSON_AddNumberToObject(j, "params_mtp_active", (double)spec_mtp_params_active(m));
+    /* the main model, every expert, as published totals count it (DeepSeek-V3's 671B / 37B):
+     * the MTP modules follow apart, as the text of models and predict prints them */
+    const double mtp = (double)spec_mtp_params(m), mtp_active = (double)spec_mtp_params_active(m);
+    cJSON_AddNumberToObject(j, "params", (double)spec_params(m, 1, PARAMS_EXACT) - mtp);
+    cJSON_AddNumberToObject(j, "params_active", (double)spec_params_active(m, 1, PARAMS_EXACT) - mtp_active);
+    cJSON_AddNumberToObject(j, "params_mtp", mtp);
+    cJSON_AddNumberToObject(j, "params_mtp_active", mtp_active);
     return j;
 }
 

@@ -135,13 +135,13 @@ python3 -c "import sys; sys.exit(not (float('$s2') > 2 * float('$s0')))" 2>/dev/
 
 # DeepSeek-V3: the published 671B total / 37B active leave the MTP module out
 # (the Hub's 685B adds it, with the copies of embedding and head the
-# checkpoint stores for it: 2 * 129280 * 7168 = 1.85B); model.params counts
-# it, model.params_mtp says how much of that it is, and the text says both.
+# checkpoint stores for it: 2 * 129280 * 7168 = 1.85B); model.params is the
+# main model's, model.params_mtp the modules' apart, and the text says both.
 "$U" predict --model deepseek-v3 --gpus 256 --json 2>/dev/null | python3 -c '
 import json, sys
 m = json.load(sys.stdin)["model"]
-main, mtp = m["params"] - m["params_mtp"], m["params_mtp"]
-active = m["params_active"] - m["params_mtp_active"]
+main, mtp = m["params"], m["params_mtp"]
+active = m["params_active"]
 assert abs(main / 671e9 - 1) < 0.005, main
 assert abs(active / 37e9 - 1) < 0.015, active
 assert abs(mtp + 2 * 129280 * 7168 - (685e9 - 671e9)) < 1e9, mtp

@@ -85,6 +85,11 @@ total, mtp, active = float(ds[1].rstrip("B")), ds[2], float(ds[3].rstrip("B"))
 assert abs(total / 671 - 1) < 0.005, ds[:4]
 assert abs(active / 37 - 1) < 0.02, ds[:4]
 assert mtp != "-" and 5 < float(mtp.rstrip("B")) < 20, ds[:4]
+# and so in JSON: params and params_active are the main model's, the MTP module's apart
+dj = [p for p in d["presets"] if p["name"] == "deepseek-v3"][0]
+assert abs(dj["params"] / 671e9 - 1) < 0.005, dj["params"]
+assert abs(dj["params_active"] / 37e9 - 1) < 0.02, dj["params_active"]
+assert abs(dj["params"] / 1e9 - total) < 0.01 and abs(dj["params_mtp"] / 1e9 - float(mtp.rstrip("B"))) < 0.05, dj
 assert [l.split()[2] for l in text[0].splitlines()[1:] if l.startswith("gpt3-175b ")] == ["-"]   # no MTP
 g175 = [p for p in d["presets"] if p["name"] == "gpt3-175b"][0]
 assert (g175["layers"], g175["hidden"], g175["heads"]) == (96, 12288, 96), g175   # Brown et al. 2020, Table 2.1

@@ -56,7 +56,7 @@ else echo "FAIL MosaicML long-sequence runs from a short-sequence fit: ${mheld:-
 # group-limited routing (8 groups, 4 a token), the dispatcher, EP overlap and --recompute-modules per
 # recipe, the flex dispatcher sorting only the received rows, the recipes' CUDA graphs and the EP overlap their
 # full-iteration recipes set (MOE.md round 3), the rows' --fp8-recipe and the experts' fp8 padding (round 5):
-# 15.47 % (H100), 13.68 % (B200), 10.51 % (GB200), 18.29 % (B300), 13.45 % (GB300); pinned with a small margin
+# 15.51 % (H100), 13.81 % (B200), 10.28 % (GB200), 18.26 % (B300), 13.28 % (GB300); pinned with a small margin
 # (the targets, 10 % / 12 %, are met on GB200 only).
 for mg in h100:h100-sxm:16 b200:b200:14 gb200:gb200:11 b300:b300:19 gb300:gb300:14; do
     IFS=: read -r mf mp mx <<<"$mg"

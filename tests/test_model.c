@@ -2403,6 +2403,48 @@ static void test_moe_fp8_padding(void **st)
     assert_rel(b1.moe_fwd, b2.moe_fwd, 0);
 }
 
+/* fp8 in an MoE layer (COSTMODEL.md §4.1): Megatron-core's MoE layer spec
+ * has a plain norm before the MLP (TENorm, not the LayerNormLinear a dense
+ * FC1 fuses it into): it writes bf16 for the router, and the experts' fp8
+ * casts come after the permutation. The test_fp8_recipe setting
+ * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
+ * scaling, the router's padding on (no pad copies), and GEMMs and
+ * attention made free (peaks 1e30, no wave quantization), so fp8 against
+ * bf16 leaves only its casts. Worked by hand, forward, tok 4096, h 2048,
+ * projection input 4096, rows 32768, expert ffn 768, ab 2:
+ *  the input norm writes QKV's fp8 copy and transpose: 4096 · 2 · 2048  =  16,777,216 B
+ *  the projection's input cast (ab + 2):               4096 · 4 · 4096  =  67,108,864 B
+ *  the experts' inputs and FC2 inputs after permutation:
+ *                                       32768 · 4 · (2048 + 768)          = 369,098,752 B
+ *  total 452,984,832 B (the pre-MLP norm writing fp8 as well would add 16,777,216). */
+static void test_moe_fp8_pre_mlp_norm(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0;
+    hw.sm_count = 0;
+    hw.peak[PREC_BF16] = hw.peak[PREC_FP8] = 1e30;
+    double bw = 0.5 * hw.hbm_bw;
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.moe_router_pad = true;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    LayerTime b, f8;
+    time_layer(&m, &hw, &lo, &b);
+    lo.prec = PREC_FP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_false(time_moe_fp8_pad(&lo));
+    time_layer(&m, &hw, &lo, &f8);
+    assert_rel(f8.moe_fwd - b.moe_fwd, 452984832.0 / bw, 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2469,6 +2511,7 @@ int main(void)
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_fp8_recipe),
         cmocka_unit_test(test_moe_fp8_padding),
+        cmocka_unit_test(test_moe_fp8_pre_mlp_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

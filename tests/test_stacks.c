@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "band.h"
@@ -306,6 +307,52 @@ static void test_zero3_530b_fits(void **state)
     }
 }
 
+/* A profile written after a stack (what calibrate and fit write) reads back
+ * with the fields the stack sets outright, so it predicts what it did before
+ * being written: step time and peak memory of a ZeRO-3 layout with full
+ * recompute, where gathers per layer, the flat ring, the live-parameter cap
+ * and the early-stopping recompute all count. */
+static void test_profile_round_trip(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"deepspeed-zero3", "composer-fsdp"};
+    ModelSpec m = model("llama2-7b");
+    char err[400];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        HwProfile hw = gpu("a100-80g"), back;
+        assert_int_equal(stacks_apply(&hw, stacks_index(names[i]), err, sizeof err), 0);
+        char *text = profile_to_json(&hw);
+        assert_non_null(text);
+        if (profile_parse_json(text, "written.json", &back, err, sizeof err))
+            fail_msg("%s: %s", names[i], err);
+        free(text);
+        Layout lo = layout(&m, &hw, 64, 1, 1, OPT_ZERO3, 2, 512);
+        layout_set_recompute(&lo, RECOMPUTE_FULL);
+        CostOpts o;
+        cost_opts_default(&o);
+        Cost a, b;
+        cost(&m, &hw, &lo, &o, &a);
+        cost(&m, &back, &lo, &o, &b);
+        if (a.step_s != b.step_s || a.peak_bytes != b.peak_bytes)
+            fail_msg("%s: step %.6g s, peak %.6g GiB written; %.6g s, %.6g GiB read back", names[i], a.step_s,
+                     a.peak_bytes / 1073741824.0, b.step_s, b.peak_bytes / 1073741824.0);
+        assert_string_equal(back.stack, names[i]);
+        assert_int_equal(back.zero3_gathers_per_layer, hw.zero3_gathers_per_layer);
+        assert_int_equal(back.zero3_flat_ring, hw.zero3_flat_ring);
+        assert_int_equal(back.rc_early_stop, hw.rc_early_stop);
+        assert_true(back.zero3_max_live_params == hw.zero3_max_live_params);
+    }
+    /* a stack the binary does not know is an error naming the field */
+    HwProfile hw = gpu("a100-80g"), back;
+    snprintf(hw.stack, sizeof hw.stack, "nosuch");
+    char *text = profile_to_json(&hw);
+    assert_non_null(text);
+    assert_int_equal(profile_parse_json(text, "x.json", &back, err, sizeof err), -1);
+    free(text);
+    assert_non_null(strstr(err, "field \"stack\""));
+    assert_non_null(strstr(err, "deepspeed-zero3"));
+}
+
 /* Bad files: -1, one line naming the field, nothing filled. */
 static void test_loader_errors(void **state)
 {
@@ -364,7 +411,11 @@ static void test_loader_errors(void **state)
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
     assert_false(st.pp_p2p_serial);
     assert_false(st.rc_early_stop);
-    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it */
+    /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it;
+     * torchtitan runs the non-reentrant checkpoint with early_stop=False (since PR #1580, 2025) */
+    Stack tt;
+    assert_int_equal(stacks_load_name("torchtitan", &tt, err, sizeof err), 0);
+    assert_false(tt.rc_early_stop);
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
         assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
@@ -435,7 +486,7 @@ int main(void)
         cmocka_unit_test(test_scales_by_hand),  cmocka_unit_test(test_attention_kernels),
         cmocka_unit_test(test_overlaps),        cmocka_unit_test(test_zero3_by_hand),
         cmocka_unit_test(test_zero3_prefetch),  cmocka_unit_test(test_zero3_530b_fits),
-        cmocka_unit_test(test_loader_errors),
+        cmocka_unit_test(test_loader_errors),   cmocka_unit_test(test_profile_round_trip),
         cmocka_unit_test(test_unknown_name),    cmocka_unit_test(test_band_query_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
