@@ -172,11 +172,22 @@ const ModelSpec *presets_get(int i) { return i >= 0 && i < NPRESETS ? &presets[i
 
 const char *presets_source(int i) { return i >= 0 && i < NPRESETS ? presets[i].source : NULL; }
 
+/* Every preset's name, or as many as fit with room left to say how many did
+ * not and where they are: an error buffer never ends the list mid-name. */
 static void list_names(char *buf, int len)
 {
     int n = 0;
-    for (int i = 0; i < NPRESETS && n < len; i++)
+    for (int i = 0; i < NPRESETS && n < len; i++) {
+        char tail[80];
+        int tl = snprintf(tail, sizeof tail, "%s and %d more (`ultraplan models` lists them all)", i ? "," : "",
+                          NPRESETS - i);
+        int need = (i ? 2 : 0) + (int)strlen(presets[i].m.name) + (i + 1 < NPRESETS ? tl : 0);
+        if (n + need >= len) {
+            snprintf(buf + n, len - n, "%s", tail);
+            return;
+        }
         n += snprintf(buf + n, len - n, "%s%s", i ? ", " : "", presets[i].m.name);
+    }
 }
 
 int presets_find(const char *name, ModelSpec *out, char *err, int errlen)

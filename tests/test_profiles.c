@@ -616,6 +616,20 @@ static void test_presets_find_unknown(void **state)
     assert_int_equal(presets_find("gpt4", &m, err, sizeof err), -1);
     assert_contains(err, "unknown model \"gpt4\"; known: gpt3-125m, ");
     assert_contains(err, "megatron-1t");
+    assert_contains(err, presets_get(presets_count() - 1)->name);   // the whole list: the last preset too
+    /* 512 bytes (the CLI's buffer) cannot hold every name: the list ends on a whole name and says how many
+     * more there are, where it used to stop mid-list without a word (the MoE presets went missing) */
+    char mid[512];
+    assert_int_equal(presets_find("gpt4", &m, mid, sizeof mid), -1);
+    assert_true(strlen(mid) < sizeof mid - 1);
+    const char *more = strstr(mid, " more (`ultraplan models` lists them all)");
+    assert_non_null(more);
+    assert_string_equal(more + strlen(more) - 1, ")");
+    int shown = 1;
+    for (const char *p = strstr(mid, "known: "); p && p < more; p++)
+        shown += *p == ',';
+    int said = atoi(strrchr(mid, ',') + 5);   // ", and N more"
+    assert_int_equal(shown - 1 + said, presets_count());
     char small[40];
     assert_int_equal(presets_find("gpt4", &m, small, sizeof small), -1);   // truncates safely
     assert_int_equal((int)strlen(small), 39);
