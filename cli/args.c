@@ -2,6 +2,7 @@
  * table plus the scenario's own flags (see args.h). */
 #include "args.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,23 +89,55 @@ int args_common_count(void)
     return n_options;
 }
 
-#define HELP_LEN 16384   /* the knob table's lines and the common flags; e2e_plan_reasons sees a cut one */
-static char help_text[ARGS_HELP_COUNT][HELP_LEN];
+/* The help texts grow as the knob table does: built once per mode into a
+ * buffer that grows, so no line is ever cut (out of memory leaves the text
+ * built so far, each line whole). */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} HelpBuf;
 
-static void help_line(char *t, int *n, const char *left, const char *help)
+static HelpBuf help_text[ARGS_HELP_COUNT];
+
+static void hput(HelpBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hput(HelpBuf *b, const char *fmt, ...)
 {
-    int w = (int)strlen(left);
-    *n += snprintf(t + *n, HELP_LEN - *n, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0)
+        return;
+    if (b->n + (size_t)need + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 16384;
+        while (c < b->n + (size_t)need + 1)
+            c *= 2;
+        char *q = realloc(b->s, c);
+        if (!q)
+            return;
+        b->s = q;
+        b->cap = c;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)need;
 }
 
-static void knob_lines(char *t, int *n, KnobGroup g, ArgsHelpMode mode)
+static void help_line(HelpBuf *t, const char *left, const char *help)
+{
+    int w = (int)strlen(left);
+    hput(t, "  %s%*s%s\n", left, w < 24 ? 24 - w : 2, "", help);
+}
+
+static void knob_lines(HelpBuf *t, KnobGroup g, ArgsHelpMode mode)
 {
     for (int i = 0; i < KNOB_COUNT; i++) {
         const Knob *k = knob_get((KnobId)i);
         bool layout_side = k->group != KNOB_MODEL;
         if (!k->flag || layout_side != (g != KNOB_MODEL))
             continue;
-        char left[96], help[256];
+        char left[160];
         if (k->type == KNOB_BOOL)
             snprintf(left, sizeof left, "--%s | --%s", k->flag, k->neg_flag);
         else if (k->neg_flag)
@@ -112,44 +145,43 @@ static void knob_lines(char *t, int *n, KnobGroup g, ArgsHelpMode mode)
         else
             snprintf(left, sizeof left, "--%s %s", k->flag, k->arg ? k->arg : "N");
         /* what happens when it is not given: searched, or its default */
+        int w = (int)strlen(left);
+        hput(t, "  %s%*s%s", left, w < 24 ? 24 - w : 2, "", k->help);
         if (k->searched && mode == ARGS_HELP_SEARCH)
-            snprintf(help, sizeof help, "%s (searched unless given)", k->help);
+            hput(t, " (searched unless given)\n");
         else if (k->dflt)
-            snprintf(help, sizeof help, "%s (default %s)", k->help, k->dflt);
+            hput(t, " (default %s)\n", k->dflt);
         else
-            snprintf(help, sizeof help, "%s", k->help);
-        help_line(t, n, left, help);
+            hput(t, "\n");
     }
 }
 
 const char *args_help(ArgsHelpMode mode)
 {
-    char *t = help_text[mode];
-    if (t[0])
-        return t;
-    int n = 0;
+    HelpBuf *t = &help_text[mode];
+    if (t->n)
+        return t->s;
     for (int i = 0; i < N_SCEN; i++) {
         const ScenarioFlag *f = &scen_flags[i];
         if (f->section && !strcmp(f->section, "Hardware:")) {
             /* the model-shape knobs close the Model section */
-            n += snprintf(t + n, HELP_LEN - n,
-                          "  or an explicit shape (--layers --hidden --heads --seq --vocab at least); these also\n"
-                          "  override single fields of a preset:\n");
-            knob_lines(t, &n, KNOB_MODEL, mode);
+            hput(t, "  or an explicit shape (--layers --hidden --heads --seq --vocab at least); these also\n"
+                    "  override single fields of a preset:\n");
+            knob_lines(t, KNOB_MODEL, mode);
         }
         if (f->section && !strcmp(f->section, "Training:")) {
-            n += snprintf(t + n, HELP_LEN - n, "Layout:\n");
-            knob_lines(t, &n, KNOB_LAYOUT, mode);
+            hput(t, "Layout:\n");
+            knob_lines(t, KNOB_LAYOUT, mode);
         }
         if (f->section)
-            n += snprintf(t + n, HELP_LEN - n, "%s\n", f->section);
-        char left[96];
+            hput(t, "%s\n", f->section);
+        char left[160];
         snprintf(left, sizeof left, "%s--%s%s%s", f->id == O_OUT ? "-o, " : "", f->flag, f->arg ? " " : "",
                  f->arg ? f->arg : "");
-        help_line(t, &n, left, mode == ARGS_HELP_SEARCH && f->help_search ? f->help_search : f->help);
+        help_line(t, left, mode == ARGS_HELP_SEARCH && f->help_search ? f->help_search : f->help);
     }
-    snprintf(t + n, HELP_LEN - n, "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
-    return t;
+    hput(t, "Sizes take K M B G T (decimal) and KiB MiB GiB TiB / KB MB GB TB for bytes.\n");
+    return t->s ? t->s : "";
 }
 
 const char *args_common_help(void) { return args_help(ARGS_HELP_PREDICT); }
@@ -172,22 +204,23 @@ static bool skipped_line(const char *p, const char *const *skip)
     return false;
 }
 
+/* The help of `mode` without the lines of the flags in skip (one buffer per
+ * call site's lifetime: the last call's text, freed on the next). */
 const char *args_help_except(ArgsHelpMode mode, const char *const *skip)
 {
-    static char text[sizeof help_text[0]];
-    size_t k = 0;
+    static HelpBuf text;
+    text.n = 0;
+    if (text.s)
+        text.s[0] = 0;
     for (const char *p = args_help(mode); *p;) {
         size_t len = strcspn(p, "\n");
         if (p[len])
             len++;
-        if (!skipped_line(p, skip) && k + len < sizeof text) {
-            memcpy(text + k, p, len);
-            k += len;
-        }
+        if (!skipped_line(p, skip))
+            hput(&text, "%.*s", (int)len, p);
         p += len;
     }
-    text[k] = 0;
-    return text;
+    return text.s ? text.s : "";
 }
 
 void args_init(CliInputs *in)

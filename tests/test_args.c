@@ -6,9 +6,11 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "args.h"
+#include "knobs.h"
 #include "presets.h"
 
 static void test_counts(void **st)
@@ -147,6 +149,41 @@ static void test_default_gbs(void **st)
     assert_int_equal(scenario_default_gbs(&m, 0), 512);
 }
 
+/* Every knob's help is printed whole, with its default or "(searched unless
+ * given)": the lines were built in a 256-byte buffer that cut --cp-comm's
+ * (274 characters) mid-word, and the text in a fixed 16 KiB one. */
+static void test_help_whole(void **st)
+{
+    (void)st;
+    const char *modes[2] = {args_help(ARGS_HELP_PREDICT), args_help(ARGS_HELP_SEARCH)};
+    int long_ones = 0;
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        const Knob *k = knob_get((KnobId)i);
+        if (!k->flag || !k->help)
+            continue;
+        long_ones += strlen(k->help) > 255;
+        char line[1200];
+        for (int md = 0; md < 2; md++) {
+            if (md == 1 && k->searched)
+                snprintf(line, sizeof line, "%s (searched unless given)\n", k->help);
+            else if (k->dflt)
+                snprintf(line, sizeof line, "%s (default %s)\n", k->help, k->dflt);
+            else
+                snprintf(line, sizeof line, "%s\n", k->help);
+            if (!strstr(modes[md], line)) {
+                print_error("--%s: help line not printed whole: %s", k->flag, line);
+                fail();
+            }
+        }
+    }
+    assert_true(long_ones >= 1);   // the case that was cut is still in the table
+    const char *skip[] = {"tp", NULL};
+    const char *ex = args_help_except(ARGS_HELP_PREDICT, skip);
+    assert_null(strstr(ex, "\n  --tp N "));
+    assert_non_null(strstr(ex, "--fp8-recipe"));
+    assert_int_equal((int)strlen(ex) + 1 < (int)strlen(modes[0]), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_ints),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_default_gbs),
+        cmocka_unit_test(test_help_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
