@@ -66,6 +66,8 @@ typedef struct {
     double gemm_tile_n;            // columns of that tile; the tile may lie either way round (cuBLAS picks the better)
     double eff_ref_peak;           // FLOP/s (bf16) of the GPU the gemm/attn curves' sizes are stated for; 0 = this GPU's bf16 peak
     double eff_ref_hbm_bw;         // bytes/s of the GPU the mem_eff curve's sizes are stated for; 0 = this GPU's hbm_bw
+    double compute_capability;     // CUDA compute capability (9.0 = Hopper, 10.0 = Blackwell); 0 = not known. What the
+                                   // fp8 recipes need is checked against it (layout_check: mxfp8 >= 10.0, blockwise >= 9.0)
     /* how the software stack's ZeRO-3 gathers (model/stack.h sets them; profiles leave them 0 = one
      * hierarchical collective per stage and pass, prefetched behind compute at dp_overlap) */
     int zero3_gathers_per_layer;   // gathers (and reduce-scatters) per layer per pass; 0 = one per stage

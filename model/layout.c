@@ -495,12 +495,27 @@ static int check_stages(Layout *lo, const ModelSpec *m, char *err, int errlen)
     return 0;
 }
 
+int layout_check_precision(const Layout *lo, const HwProfile *hw, char *err, int errlen)
+{
+    if (hw->peak[lo->prec] <= 0)
+        FAIL("layout: %s does not support %s", hw->name, hw_precision_name(lo->prec));
+    /* Transformer Engine's own checks (pytorch/quantization.py): MXFP8 needs compute capability 10.0
+     * (check_mxfp8_support), 128-element block scaling 9.0 and CUDA 12.9 (check_fp8_block_scaling_support) */
+    if (lo->prec == PREC_FP8 && hw->compute_capability > 0 &&
+        ((lo->fp8_recipe == FP8R_MXFP8 && hw->compute_capability < 10.0) ||
+         (lo->fp8_recipe == FP8R_BLOCKWISE && hw->compute_capability < 9.0)))
+        FAIL("layout: --fp8-recipe %s needs compute capability %s or higher (Transformer Engine's check); %s is %.1f: "
+             "use --fp8-recipe tensorwise or delayed", layout_fp8_recipe_name(lo->fp8_recipe),
+             lo->fp8_recipe == FP8R_MXFP8 ? "10.0 (Blackwell)" : "9.0 (Hopper)", hw->name, hw->compute_capability);
+    return 0;
+}
+
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen)
 {
     if (check_sizes(lo, m, err, errlen) != 0)
         return -1;
-    if (hw && hw->peak[lo->prec] <= 0)
-        FAIL("layout: %s does not support %s", hw->name, hw_precision_name(lo->prec));
+    if (hw && layout_check_precision(lo, hw, err, errlen) != 0)
+        return -1;
     if (lo->tp == 1)
         lo->sp = false;
     for (int s = lo->pp; s < LAYOUT_MAX_PP; s++)

@@ -136,6 +136,12 @@ void layout_set_recompute(Layout *lo, Recompute r);
  * (layout_interleave_rule), without setting the flags. */
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen);
 
+/* What the GPU itself refuses, whatever the layout: a precision it has no
+ * peak for, an fp8 recipe above its compute capability (mxfp8 needs 10.0,
+ * blockwise 9.0; a profile without the capability is not checked).
+ * layout_check calls it; the planner calls it once before searching. */
+int layout_check_precision(const Layout *lo, const HwProfile *hw, char *err, int errlen);
+
 /* Megatron-LM's split with the embedding (e = 1) and/or the loss (l = 1)
  * counted as a layer: every stage (L + e + l) / pp, the first e and the
  * last l fewer decoder layers (layers[0..pp-1] written). */

@@ -1083,8 +1083,9 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
         snprintf(err, errlen, "planner: the global batch must be >= 1 (got %d)", req->base.gbs);
         return -1;
     }
-    if (hw->peak[req->base.prec] <= 0) {
-        snprintf(err, errlen, "planner: %s does not support %s", hw->name, hw_precision_name(req->base.prec));
+    char pe[300];
+    if (layout_check_precision(&req->base, hw, pe, sizeof pe) != 0) {   /* no layout can change it */
+        snprintf(err, errlen, "planner: %s", strncmp(pe, "layout: ", 8) ? pe : pe + 8);
         return -1;
     }
     if (!(req->mem_margin_bytes >= 0 && req->mem_margin_bytes < hw->hbm_bytes)) {

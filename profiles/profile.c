@@ -229,6 +229,7 @@ static const OptField opt_fields[] = {
     {{"gemm_tile_n", offsetof(HwProfile, gemm_tile_n), R_NONNEG}, 0.0},
     {{"eff_ref_peak", offsetof(HwProfile, eff_ref_peak), R_NONNEG}, 0.0},
     {{"eff_ref_hbm_bw", offsetof(HwProfile, eff_ref_hbm_bw), R_NONNEG}, 0.0},
+    {{"compute_capability", offsetof(HwProfile, compute_capability), R_NONNEG}, 0.0},
 };
 
 typedef struct {

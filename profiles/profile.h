@@ -30,6 +30,9 @@
  *   eff_ref_peak, eff_ref_hbm_bw  >= 0, optional (default 0: the curves' sizes are
  *                 stated for this GPU); else the bf16 FLOP/s and HBM bytes/s of the
  *                 GPU they are stated for, read here at equal duration (model/timing.c)
+ *   compute_capability  >= 0, optional (default 0: not known, nothing checked); else the
+ *                 CUDA compute capability (8.0, 9.0, 10.0, 10.3), which the fp8 recipes
+ *                 are checked against (model/layout.c: mxfp8 needs 10.0, blockwise 9.0)
  *   stack         string, optional: the builtin software stack (profiles/stacks.h)
  *                 the profile was written under. Its scaled curves are the file's;
  *                 the fields it sets outright (zero3, ce_fused, pp_p2p_serial,

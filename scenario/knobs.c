@@ -391,7 +391,8 @@ static const Knob table[KNOB_COUNT] = {
                       .csv = "fp8_recipe",
                       .help = "fp8 scaling (under --precision fp8): tensorwise (current scaling) reads each "
                               "cast tensor once more for its amax; every recipe but delayed writes the norm's "
-                              "output before QKV and FC1 in bf16 and casts it apart",
+                              "output before QKV and FC1 in bf16 and casts it apart; mxfp8 needs compute "
+                              "capability 10.0 (Blackwell), blockwise 9.0",
                       .dflt = "delayed, Megatron-LM's"},
     [K_MOE_ROUTER_PAD] = {K_MOE_ROUTER_PAD, "moe-router-padding-for-quantization", L(moe_router_pad),
                           .type = KNOB_BOOL, .flag = "moe-router-padding-for-quantization",

@@ -95,6 +95,8 @@ grep -q "smallest GPU count" "$T/err" || fail "no minimum GPU count: $(cat "$T/e
 # bad flags and files
 expect_error "unknown flag" plan --gpus 8 --params 7B --frobnicate
 expect_error "--top 0" plan --gpus 8 --params 7B --top 0
+# a GPU that refuses the precision or fp8 recipe is named before any search, not "no layout divides"
+expect_error "planner: --fp8-recipe mxfp8 needs compute capability 10.0" plan --gpus 8 --params 7B --gpu h100-sxm --precision fp8 --fp8-recipe mxfp8
 expect_error "--top junk" plan --gpus 8 --params 7B --top many
 expect_error "--pick 0" plan --gpus 8 --params 7B --pick 0
 expect_error "--pick past --top" plan --gpus 8 --params 7B --top 3 --pick 4

@@ -102,6 +102,9 @@ assert abs(t["mfu_bf16_peak"] / t["mfu"] - 1979 / 989) < 1e-3, t' && ok "fp8 mfu
 
 expect_error "--precision" predict --params 7B --precision fp4
 expect_error "does not support fp8" predict --params 7B --gpu a100-80g --precision fp8
+# MXFP8 is Blackwell's (Transformer Engine needs compute capability 10.0): refused on an H100, taken on a B200
+expect_error "mxfp8 needs compute capability 10.0.*h100-sxm is 9.0" predict --params 7B --gpu h100-sxm --precision fp8 --fp8-recipe mxfp8
+"$U" predict --params 7B --gpu b200 --precision fp8 --fp8-recipe mxfp8 >/dev/null 2>&1 && ok "mxfp8 on b200" || bad "mxfp8 on b200"
 expect_error "--gpus 1000 is not a multiple" predict --model gpt3-175b --gpus 1000 --tp 8 --pp 16
 expect_error "--zero" predict --params 7B --zero 5
 expect_error "exclude each other" predict --params 7B --zero 1 --dist-opt

@@ -2356,6 +2356,42 @@ static void test_fp8_recipe(void **st)
     assert_non_null(strstr(err, "--fp8-recipe"));
 }
 
+/* The fp8 recipes against the GPU's compute capability (Transformer Engine's
+ * checks): MXFP8 needs 10.0, so it is refused on an H100 (9.0) by name and
+ * with the capability, and taken on a B200 (10.0) and B300 (10.3); blockwise
+ * needs 9.0 (taken on the H100, refused at 8.9); a profile that does not say
+ * (0) is not checked. The shipped profiles carry the capability. */
+static void test_fp8_recipe_needs_capability(void **st)
+{
+    (void)st;
+    char err[320];
+    ModelSpec m;
+    assert_int_equal(presets_find("llama3.1-8b", &m, err, sizeof err), 0);
+    HwProfile h100, b200, b300;
+    assert_int_equal(profile_load_builtin("h100-sxm", &h100, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("b200", &b200, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("b300", &b300, err, sizeof err), 0);
+    assert_true(h100.compute_capability == 9.0 && b200.compute_capability == 10.0 && b300.compute_capability == 10.3);
+    Layout lo = layout_for(&m, &h100, 8, 1, 1, 1, 256);
+    lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_MXFP8;
+    assert_int_equal(layout_check(&lo, &m, &h100, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-recipe mxfp8 needs compute capability 10.0"));
+    assert_non_null(strstr(err, "h100-sxm is 9.0"));
+    assert_int_equal(layout_check(&lo, &m, &b200, err, sizeof err), 0);
+    assert_int_equal(layout_check(&lo, &m, &b300, err, sizeof err), 0);
+    lo.prec = PREC_BF16;   // the recipe is read only under fp8
+    assert_int_equal(layout_check(&lo, &m, &h100, err, sizeof err), 0);
+    lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_BLOCKWISE;
+    assert_int_equal(layout_check(&lo, &m, &h100, err, sizeof err), 0);
+    HwProfile ada = h100;
+    ada.compute_capability = 8.9;
+    assert_int_equal(layout_check(&lo, &m, &ada, err, sizeof err), -1);
+    assert_non_null(strstr(err, "blockwise needs compute capability 9.0"));
+    ada.compute_capability = 0;   // not known: not checked
+    lo.fp8_recipe = FP8R_MXFP8;
+    assert_int_equal(layout_check(&lo, &m, &ada, err, sizeof err), 0);
+}
+
 /* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
  * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
  * scaling. Without --moe-router-padding-for-quantization the alltoall
@@ -2510,6 +2546,7 @@ int main(void)
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_fp8_recipe),
+        cmocka_unit_test(test_fp8_recipe_needs_capability),
         cmocka_unit_test(test_moe_fp8_padding),
         cmocka_unit_test(test_moe_fp8_pre_mlp_norm),
     };
