@@ -934,7 +934,7 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
             m->f == flavors[i].f && m->vocab == flavors[i].vocab && m->mlp == MLP_SWIGLU && !m->bias && !m->tied)
             fl = i;
     const char *why = NULL;
-    char whybuf[256];
+    char whybuf[320];
     int anyf = 0, anys = 0, allf = 1, alls = 1, uneven = 0;
     for (int s = 0; s < lo->pp; s++) {
         anyf |= lo->full_rc[s] > 0;
@@ -962,9 +962,16 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
     else if (!lo->flash)
         why = "torchtitan's attention (flex / SDPA) never stores s^2 scores: plan with flash attention";
+    else if (lo->prec == PREC_FP8 && lo->fp8_recipe != FP8R_MXFP8) {
+        /* b5bcd76: Float8LinearConverter's recipe_name is "rowwise" or "rowwise_with_gw_hp" (torchao's
+         * tensorwise and delayed scaling are gone from it); MXFP8LinearConverter is MXFP8 */
+        snprintf(whybuf, sizeof whybuf, "its fp8 recipes are rowwise scaling (Float8LinearConverter) and MXFP8 "
+                 "(MXFP8LinearConverter, Blackwell), and the plan is priced with --fp8-recipe %s: plan with "
+                 "--fp8-recipe mxfp8 on Blackwell, or --precision bf16", layout_fp8_recipe_name(lo->fp8_recipe));
+        why = whybuf;
+    }
     if (why) {
-        snprintf(whybuf, sizeof whybuf, "torchtitan: %s", why);
-        snprintf(err, errlen, "%s", whybuf);
+        snprintf(err, errlen, "torchtitan: %s", why);
         return NULL;
     }
     Buf b = {0};
@@ -978,14 +985,19 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         put(&b, "# CUDA graphs: the plan is priced with Megatron's --cuda-graph-impl %s; torchtitan has no "
                 "equivalent,\n# so its host launches come back (ultraplan predict --cuda-graph-impl none prices that)\n",
             layout_cuda_graph_name(lo->cuda_graph));
-    put(&b, "from torchtitan.components.quantization import Float8LinearConverter\n"
-            "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
+    if (lo->prec == PREC_FP8)   /* MXFP8 (the only recipe left by the refusals above) */
+        put(&b, "from torchtitan.components.quantization import MXFP8LinearConverter\n");
+    put(&b, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
             "from torchtitan.models.llama3 import model_registry\n"
             "from torchtitan.models.llama3.config_registry import %s\n"
             "from torchtitan.trainer import Trainer\n\n\n", flavors[fl].base);
     put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", flavors[fl].base);
     if (lo->prec == PREC_FP8)
-        put(&b, "    config.model_spec = model_registry(\"%s\", converters=[Float8LinearConverter.Config()])\n",
+        put(&b, "    # --fp8-recipe mxfp8: every Linear in MXFP8 (torchao), as torchtitan's own registries set it\n"
+                "    compiled = config.compile.enable and \"model\" in config.compile.components\n"
+                "    config.model_spec = model_registry(\n"
+                "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=compiled)]\n"
+                "    )\n",
             flavors[fl].flavor);
     int shard = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     put(&b, "    p = config.parallelism\n");

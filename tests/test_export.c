@@ -393,7 +393,32 @@ static void test_torchtitan(void **state)
     for (size_t i = 0; i < sizeof pipe / sizeof *pipe; i++)
         if (!strstr(t, pipe[i]))
             fail_msg("missing \"%s\" in:\n%s", pipe[i], t);
+    assert_null(strstr(t, "Converter"));   // bf16: no converter imported or set
+    /* fp8: torchtitan b5bcd76 has rowwise scaling and MXFP8 only. A plan priced with delayed or tensorwise
+     * scaling is refused by name (it used to be written with Float8LinearConverter, whose default is rowwise,
+     * a recipe the plan was not priced with); an MXFP8 plan is written with MXFP8LinearConverter. */
+    lo.prec = PREC_FP8;
+    for (int r = FP8R_DELAYED; r <= FP8R_BLOCKWISE; r++) {
+        if (r == FP8R_MXFP8)
+            continue;
+        lo.fp8_recipe = (Fp8Recipe)r;
+        assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+        assert_non_null(strstr(err, "torchtitan: its fp8 recipes are rowwise scaling"));
+        assert_non_null(strstr(err, layout_fp8_recipe_name(lo.fp8_recipe)));
+    }
+    HwProfile b200;
+    load("llama3.1-70b", "b200", &m, &b200);
+    lo.fp8_recipe = FP8R_MXFP8;
+    assert_int_equal(layout_check(&lo, &m, &b200, err, sizeof err), 0);
     free(t);
+    t = export_torchtitan(&m, &b200, &lo, err, sizeof err);
+    if (!t)
+        fail_msg("%s", err);
+    assert_non_null(strstr(t, "from torchtitan.components.quantization import MXFP8LinearConverter\n"));
+    assert_non_null(strstr(t, "\"70B\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=compiled)]"));
+    assert_null(strstr(t, "Float8LinearConverter"));
+    free(t);
+    lo.prec = PREC_BF16;
     lo.opt = OPT_DISTOPT;
     assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
     assert_non_null(strstr(err, "optimizer-only sharding"));
@@ -564,8 +589,14 @@ static void test_round_trip_pipeline_layout(void **state)
     assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
     assert_int_equal(lo2.fp8_recipe, FP8R_TENSORWISE);
     free(t);
-    lo.fp8_recipe = FP8R_MXFP8;
-    round_trip(&m, &hw, &lo, "--fp8-recipe mxfp8 \\");
+    lo.fp8_recipe = FP8R_BLOCKWISE;
+    round_trip(&m, &hw, &lo, "--fp8-recipe blockwise \\");
+    {   /* MXFP8 is Blackwell's (compute capability 10.0): round-tripped on a B200 */
+        HwProfile b200;
+        assert_int_equal(profile_load_builtin("b200", &b200, err, sizeof err), 0);
+        lo.fp8_recipe = FP8R_MXFP8;
+        round_trip(&m, &b200, &lo, "--fp8-recipe mxfp8 \\");
+    }
     lo.fp8_recipe = FP8R_DELAYED;
     /* --moe-router-padding-for-quantization: written when planned and read back (its deprecated
      * --moe-router-padding-for-fp8 too); an fp8 flex plan is written with it, since DeepEP's experts
