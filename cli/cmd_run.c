@@ -87,7 +87,10 @@ static void help(FILE *f)
                "A plan with cuda_graph_impl other than none (plan --cuda-graph-impl): neither backend\n"
                "captures CUDA graphs, so the CUDA backend refuses it (its kernels launched one by one\n"
                "would not time the plan that was predicted; plan again with --cuda-graph-impl none).\n"
-               "The CPU backend runs it: graphs change launch timing only, not the math it checks.\n",
+               "The CPU backend runs it: graphs change launch timing only, not the math it checks.\n"
+               "Likewise an MoE plan with ep > 1 priced with --moe-token-dispatcher-type allgather|flex\n"
+               "or --overlap-moe-expert-parallel-comm: the CUDA layer dispatches with NCCL all-to-all,\n"
+               "one micro-batch at a time; the CPU backend runs it.\n",
             multi_gpu_note());
 }
 

@@ -144,6 +144,18 @@ static int refuse_cuda_moe(const ModelSpec *m, const Layout *lo, char *err, int 
     if (m->experts % ep || lo->dp % ep)
         FAIL("layout.ep %d must divide the %d experts and dp %d (tp = cp = 1: the ep ranks are dp ranks)", ep,
              m->experts, lo->dp);
+    /* The layer dispatches and combines with NCCL send/recv groups on the communication stream, one
+     * micro-batch at a time: Megatron's alltoall dispatcher without the 1F1B A2A overlap. A plan priced
+     * with another dispatcher, or with one micro-batch's dispatch hidden under another's compute, is
+     * not the plan it runs (the CPU backend checks the math only and takes both). */
+    if (ep > 1 && lo->moe_dispatcher != MOE_DISPATCH_ALLTOALL)
+        FAIL("layout.moe_token_dispatcher %s with ep %d: the CUDA MoE layer dispatches with NCCL all-to-all "
+             "(Megatron's alltoall); plan it with --moe-token-dispatcher-type alltoall",
+             layout_dispatcher_name(lo->moe_dispatcher), ep);
+    char why[200];
+    if (lo->moe_a2a_overlap && layout_moe_a2a_check(lo, why, sizeof why) == 0)
+        FAIL("layout.overlap_moe_expert_parallel_comm: the CUDA MoE layer runs one micro-batch's dispatch and "
+             "combine at a time, not under another's compute; plan it with --no-overlap-moe-expert-parallel-comm");
     if (m->router_groups > 1)
         FAIL("model.moe_router_groups %d (--moe-router-num-groups, group-limited routing): the CUDA router "
              "kernel takes plain top-k so far; use the CPU backend, or plan without expert groups", m->router_groups);

@@ -243,6 +243,24 @@ static void test_rules(void **unused)
     assert_non_null(strstr(err, "mxfp8"));
     t.fp8_recipe = FP8R_TENSORWISE;
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), 0);
+    /* EP communication: the CUDA layer runs alltoall, one micro-batch at a time; priced otherwise, the
+     * plan is refused there by name (at ep 1 there is nothing to dispatch); the CPU backend takes both */
+    t = lo, t.ep = 2, t.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-token-dispatcher-type alltoall"));
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), 0);
+    t.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    t.ep = 1;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), 0);
+    t = lo, t.ep = 2, t.moe_a2a_overlap = true;
+    char why[200];
+    assert_int_equal(layout_moe_a2a_check(&t, why, sizeof why), 0);   // the overlap applies here
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--no-overlap-moe-expert-parallel-comm"));
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), 0);
+    t.moe_a2a_overlap = false;
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), 0);
     /* CUDA graphs: priced launches neither executor captures; the CPU backend checks the math only */
     t = lo, t.cuda_graph = CG_LOCAL;
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
