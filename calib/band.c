@@ -353,6 +353,79 @@ int band_select(const BandTable *t, const BandQuery *q, int k, const char *skip_
     return m;
 }
 
+/* The scatter of one file: its runs' residuals (less the one left out) minus
+ * their median, read at BAND_SCATTER evenly spaced ranks (the midpoints of
+ * BAND_SCATTER equal slices), so that a file of 1,440 runs and one of 3
+ * weigh alike. Writes BAND_SCATTER values to out; -1 out of memory. */
+static int file_scatter(const BandTable *t, const char *source, int skip_index, double *out)
+{
+    double *r = malloc((size_t)t->n * sizeof *r);
+    if (!r)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < t->n; i++)
+        if (i != skip_index && !strcmp(t->r[i].source, source))
+            r[n++] = band_residual(&t->r[i]);
+    if (n == 0) {   /* cannot happen for a file a selected run came from */
+        for (int j = 0; j < BAND_SCATTER; j++)
+            out[j] = 0;
+        free(r);
+        return 0;
+    }
+    qsort(r, (size_t)n, sizeof *r, cmp_double);
+    double med = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+    for (int j = 0; j < BAND_SCATTER; j++)
+        out[j] = r[(int)((j + 0.5) * n / BAND_SCATTER)] - med;
+    free(r);
+    return 0;
+}
+
+/* The band's sample (band.h): every selected file's bias (the mean residual
+ * of its selected runs) plus every selected file's scatter. */
+static int band_sample(const BandTable *t, const int *idx, int m, int skip_index, double **out, int *nout)
+{
+    const char **file = malloc((size_t)m * sizeof *file);
+    double *bias = malloc((size_t)m * sizeof *bias);
+    int *cnt = malloc((size_t)m * sizeof *cnt), nf = 0, rc = -1;
+    double *sc = NULL, *v = NULL;
+    if (!file || !bias || !cnt)
+        goto out;
+    for (int i = 0; i < m; i++) {
+        const BandRun *r = &t->r[idx[i]];
+        int j = 0;
+        while (j < nf && strcmp(file[j], r->source))
+            j++;
+        if (j == nf) {
+            file[nf] = r->source, bias[nf] = 0, cnt[nf] = 0;
+            nf++;
+        }
+        bias[j] += band_residual(r);
+        cnt[j]++;
+    }
+    sc = malloc((size_t)nf * BAND_SCATTER * sizeof *sc);
+    v = malloc((size_t)nf * nf * BAND_SCATTER * sizeof *v);
+    if (!sc || !v)
+        goto out;
+    for (int j = 0; j < nf; j++)
+        if (file_scatter(t, file[j], skip_index, sc + (size_t)j * BAND_SCATTER) != 0)
+            goto out;
+    int n = 0;
+    for (int j = 0; j < nf; j++)
+        for (int s = 0; s < nf * BAND_SCATTER; s++)
+            v[n++] = bias[j] / cnt[j] + sc[s];
+    *out = v;
+    *nout = n;
+    v = NULL;
+    rc = 0;
+out:
+    free(file);
+    free(bias);
+    free(cnt);
+    free(sc);
+    free(v);
+    return rc;
+}
+
 /* The step, MFU and tokens/s ranges of a band whose percentiles are set. */
 static void band_scale(Band *b, double step_s, double mfu, double tokens_per_s)
 {
@@ -369,22 +442,18 @@ int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_sour
 {
     memset(b, 0, sizeof *b);
     snprintf(b->rule, sizeof b->rule,
-             "%.0f-%.0fth percentile of measured/predicted - 1 over the %d nearest measured runs, at most %d "
-             "from one source file (nearest: the same kind, dense or MoE; same GPU, then generation; then stack; then parallel dims "
+             "%.0f-%.0fth percentile of measured/predicted - 1 as one of the files of the %d nearest measured runs "
+             "(at most %d a file) would err: a file's bias (mean of its runs there) plus a file's scatter about its "
+             "median (nearest: the same kind, dense or MoE; same GPU, then generation; then stack; then parallel dims "
              "tp/pp/dp/cp/ep/ZeRO; then size)", BAND_LO_PCT, BAND_HI_PCT, k, BAND_PER_SOURCE);
     if (!t || t->n == 0)
         return 0;
     int *idx = malloc((size_t)t->n * sizeof *idx);
-    double *v = malloc((size_t)t->n * sizeof *v);
-    if (!idx || !v) {
-        free(idx);
-        free(v);
+    if (!idx)
         return -1;
-    }
     int m = band_select(t, q, k, skip_source, skip_index, idx);
     if (m < 0) {
         free(idx);
-        free(v);
         return -1;
     }
     char g1[48], g2[48];
@@ -394,7 +463,6 @@ int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_sour
     int cnt[8], ns = 0, other = 0;
     for (int i = 0; i < m; i++) {
         const BandRun *r = &t->r[idx[i]];
-        v[i] = band_residual(r);
         b->same_gpu += !strcmp(r->gpu, q->gpu);
         b->same_gen += !strcmp(band_generation(r->gpu, g1, sizeof g1), g2);
         int j = 0;
@@ -415,9 +483,15 @@ int band_of(const BandTable *t, const BandQuery *q, int k, const char *skip_sour
     if (other && len < (int)sizeof b->sources)
         snprintf(b->sources + len, sizeof b->sources - len, ", others %d", other);
     b->runs = m;
+    double *v = NULL;
+    int nv = 0;
+    if (m > 0 && band_sample(t, idx, m, skip_index, &v, &nv) != 0) {
+        free(idx);
+        return -1;
+    }
     if (m > 0) {
-        b->q_lo = band_percentile(v, m, BAND_LO_PCT);
-        b->q_hi = band_percentile(v, m, BAND_HI_PCT);
+        b->q_lo = band_percentile(v, nv, BAND_LO_PCT);
+        b->q_hi = band_percentile(v, nv, BAND_HI_PCT);
         band_scale(b, step_s, mfu, tokens_per_s);
     }
     free(idx);

@@ -12,9 +12,20 @@
  *
  * Residual of a run: r = measured / predicted − 1 (how much slower it ran
  * than predicted; it is also the signed error of the predicted MFU). The
- * band of a prediction p: the 10th and 90th percentiles q10, q90 of r over
- * the nearest runs give step [p·(1 + q10), p·(1 + q90)], MFU and tokens/s
- * [x / (1 + q90), x / (1 + q10)].
+ * band of a prediction p: the 10th and 90th percentiles q10, q90 of the
+ * band's sample (below) give step [p·(1 + q10), p·(1 + q90)], MFU and
+ * tokens/s [x / (1 + q90), x / (1 + q10)].
+ *
+ * The sample (band_sample): a run on the user's cluster errs by that
+ * cluster's bias plus its own scatter about it. The nearest runs come from
+ * F files (clusters, stacks); each file f gives a bias b_f, the mean
+ * residual of its selected runs, and a scatter S_f, its runs' residuals less
+ * their median read at BAND_SCATTER evenly spaced ranks (so a file of 1,440
+ * runs weighs as one of 3). The sample is every b_f + s for s in every S_g:
+ * F · F · BAND_SCATTER values. Before (docs/accuracy/NOTES.md step 33) the
+ * percentiles were of the selected runs' residuals alone: two runs a file,
+ * nearest in shape, under-sample a cluster's own scatter, and the held-out
+ * vTrain single-node runs (82 % of the table) fell below the band.
  *
  * Nearest (band_select): runs ordered by, in turn, (0) the model's kind:
  * dense runs for a dense prediction and mixture-of-experts runs for an MoE
@@ -29,11 +40,10 @@
  * source file while others remain (then the nearest of the rest), so a band
  * spans at least eight files (clusters and stacks) where the table has them: the
  * user's cluster is none of them, and the stacks differ by more than the
- * runs of one stack do (docs/accuracy/NOTES.md steps 21 and 26: k = 16 and
- * 2 a file put the leave-one-file-out coverage inside 75-85 %). Percentiles
- * are Hyndman and Fan's type 6 (position p·(n + 1), linear between order
- * statistics, clamped to the extremes): for exchangeable residuals the
- * interval then holds a new one with probability 80 %.
+ * runs of one stack do (docs/accuracy/NOTES.md steps 21 and 26 chose k = 16
+ * and 2 a file; step 33 kept them). Percentiles are Hyndman and Fan's type 6
+ * (position p·(n + 1), linear between order statistics, clamped to the
+ * extremes) of the sample.
  *
  * Not here: printing (cli/), the residuals' computation (validate's
  * prediction of each row, calib/runs.h). No I/O but band_table_builtin's
@@ -48,6 +58,7 @@
 
 #define BAND_K 16            // runs per band (fewer only when the table has fewer)
 #define BAND_PER_SOURCE 2     // of them at most this many from one source file (then the nearest of the rest)
+#define BAND_SCATTER 20      // ranks a file's scatter is read at
 #define BAND_LO_PCT 10.0     // the band's percentiles of signed error
 #define BAND_HI_PCT 90.0
 
@@ -86,7 +97,7 @@ typedef struct {
     double tok_lo, tok_hi;   // tokens/s
     int same_gpu, same_gen;  // of the runs: predicted on the same profile / generation
     char sources[8 * (48 + 16)];   // "vtrain/multi_node.csv 9, a100_published.csv 3": up to 8 source names whole
-    char rule[320];          // the rule in words, for --json's band.rule
+    char rule[512];          // the rule in words, for --json's band.rule
 } Band;
 
 /* r of one run: measured / predicted − 1. */

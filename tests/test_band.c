@@ -165,6 +165,33 @@ static void test_band_arith(void)
 /* The band names every file its runs came from, whole: 16 runs at most 2 a
  * file are up to 8 files, and corpus names run to 40 characters (the
  * "sources" text was 160 bytes and cut the eighth name in plan's footer) */
+/* The sample is each file's bias plus the files' scatter (band.h). Two files
+ * of 5 runs: A's two runs of the query's shape at 0 %, its three of another
+ * pipeline depth at -20, 0, +20 %; B the same shifted by +2 %. k = 4 takes
+ * the two of each file in the query's shape. Biases 0 and 0.02; each file's
+ * scatter about its median is -0.2, 0, 0, 0, 0.2, read at 20 midpoint ranks
+ * floor((j + 0.5)·5/20): each of the 5 four times, so the pooled scatter is
+ * -0.2 ×8, 0 ×24, +0.2 ×8 and the 80 values sort as -0.2 ×8, -0.18 ×8,
+ * 0 ×24, 0.02 ×24, 0.2 ×8, 0.22 ×8. Type 6: p10 at 8.1 = -0.2 + 0.1·0.02 =
+ * -0.198, p90 at 72.9 = 0.2 + 0.9·0.02 = 0.218. The old rule, percentiles of
+ * the four selected residuals {0, 0, 0.02, 0.02}, gave [0, 0.02]: a band
+ * that the files' own runs fall outside of. */
+static void test_scatter(void)
+{
+    BandTable t = {0};
+    const double a[5] = {0, 0, -0.2, 0.2, 0};
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 5; i++) {
+            BandRun r = run(f ? "B.csv" : "A.csv", "h100-sxm", 8, i < 2 ? 1 : 2, 8, 70, a[i] + 0.02 * f);
+            band_table_add(&t, &r);
+        }
+    BandQuery q = {.gpu = "h100-sxm", .tp = 8, .pp = 1, .dp = 8, .cp = 1, .ep = 1, .zero = 1, .params_b = 70};
+    Band b;
+    CHECK(band_of(&t, &q, 4, NULL, -1, 10.0, 0.5, 1000, &b) == 0 && b.runs == 4, "band of 4");
+    CHECK(NEAR(b.q_lo, -0.198) && NEAR(b.q_hi, 0.218), "q %g %g (want -0.198, 0.218)", b.q_lo, b.q_hi);
+    band_table_free(&t);
+}
+
 static void test_sources_whole(void)
 {
     BandTable t = {0};
@@ -205,9 +232,11 @@ static void test_coverage(void)
           cov[1].above);
     CHECK(all.n == 20 && all.inside == 0, "all: %d of %d", all.inside, all.n);
 
-    /* one file, residuals 0..19 % in order of the table; leave-one-run-out with k = 19 (all others): the band is
-     * the type-6 10..90 % of the other 19: positions 2 and 18 of them. Run i is inside iff it is not among the
-     * two smallest or two largest of all 20 (those fall outside their neighbours' range): 16 of 20. */
+    /* one file, residuals 0..19 % in order of the table; leave-one-run-out with k = 19 (all others): one file,
+     * so the sample is the other 19 read at 20 midpoint ranks (ranks 1..19, the 19th twice) moved by their mean
+     * less their median, which is within 0.06 points of 0. Type 6 on 20: position 2.1 (between the 2nd and 3rd
+     * of the others) and 18.9. Run i is inside iff it is not among the two smallest or two largest of all 20:
+     * run 0 against 0.021, run 1 against 0.0205, run 2 (0.02) against 0.011; symmetric above. 16 of 20. */
     BandTable u = {0};
     for (int i = 0; i < 20; i++) {
         BandRun r = run("S.csv", "a100-80g", 1, 1, 8, 1, 0.01 * i);
@@ -316,6 +345,7 @@ int main(void)
     test_select();
     test_rule_constants();
     test_band_arith();
+    test_scatter();
     test_sources_whole();
     test_coverage();
     test_text();
