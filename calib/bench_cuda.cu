@@ -321,6 +321,7 @@ int bench_cuda_measure(HwProfile *hw, BenchCudaReport *rep_out, const BenchCudaO
     }
     if (!hw->desc[0]) snprintf(hw->desc, sizeof hw->desc, "%.100s (calibrated)", prop.name);
     hw->hbm_bytes = (double)prop.totalGlobalMem;
+    hw->compute_capability = prop.major + prop.minor / 10.0;   // what the fp8 recipes are checked against
     hw_curves_local(hw);   // the curves measured below are this GPU's: no reference GPU
     kc_init();
     // copies first: the GEMM sweep's warm-up brings the GPU to its power
