@@ -24,6 +24,7 @@ docs/accuracy/selene2021_published.csv   a100-80g  -
 docs/accuracy/mosaic_a100_published.csv  a100-80g  -
 docs/accuracy/h100_published.csv         h100-sxm  -
 docs/accuracy/mosaic_h100_published.csv  h100-sxm  -
+docs/accuracy/megatron_readme_h100_published.csv h100-sxm -
 docs/accuracy/b200_published.csv         b200      -
 docs/accuracy/gb200_published.csv        gb200     -
 docs/accuracy/korthikanti_a100_published.csv a100-80g megatron-lm
