@@ -146,10 +146,17 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
             lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
     if (spec_is_moe(m))   /* parallel folding: the expert layers' split of the same ranks */
-        fprintf(f, "        expert layers: etp %d x ep %d x edp %d; %s dispatcher in %s%s; routing imbalance %g%s\n",
-                layout_etp(lo), lo->ep, layout_edp(lo), layout_dispatcher_name(lo->moe_dispatcher),
-                lo->prec == PREC_FP32 ? "fp32" : "bf16", time_moe_a2a_overlap(lo) ? ", overlapped (1F1B A2A)" : "",
-                layout_moe_imbalance(lo), lo->moe_imbalance > 0 ? "" : " (default)");
+    {
+        const char *act = lo->prec == PREC_FP32 ? "fp32" : "bf16";
+        char wire[96];
+        snprintf(wire, sizeof wire, "in %s%s%s", act,
+                 lo->moe_dispatch_wire == MOE_WIRE_MXFP8 ? ", forward dispatch in mxfp8" : "",
+                 lo->moe_combine_bwd_wire == MOE_WIRE_MXFP8 ? ", combine gradient in mxfp8" : "");
+        fprintf(f, "        expert layers: etp %d x ep %d x edp %d; %s dispatcher %s%s; routing imbalance %g%s\n",
+                layout_etp(lo), lo->ep, layout_edp(lo), layout_dispatcher_name(lo->moe_dispatcher), wire,
+                time_moe_a2a_overlap(lo) ? ", overlapped (1F1B A2A)" : "", layout_moe_imbalance(lo),
+                lo->moe_imbalance > 0 ? "" : " (default)");
+    }
 
     fprintf(f, "\nmemory per GPU (GiB)  layers  inflight  weights   grads   optim    acts  buffers  overhead    total  recompute f/s\n");
     for (int s = 0; s < c->pp; s++) {

@@ -52,6 +52,12 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
              "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    /* both executors move dispatch and combine in the activations' dtype: an MXFP8 wire changes the
+     * numbers the CPU backend checks and the bytes the CUDA one times */
+    if (spec_is_moe(m) && (lo->moe_dispatch_wire != MOE_WIRE_BF16 || lo->moe_combine_bwd_wire != MOE_WIRE_BF16))
+        FAIL("plan: layout.moe_dispatch_fwd_dtype %s, moe_combine_bwd_dtype %s: the executors dispatch and combine "
+             "in the activations' dtype; plan it with --moe-dispatch-fwd-dtype bf16 --moe-combine-bwd-dtype bf16",
+             layout_moe_wire_name(lo->moe_dispatch_wire), layout_moe_wire_name(lo->moe_combine_bwd_wire));
     return 0;
 }
 

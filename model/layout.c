@@ -808,6 +808,24 @@ int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out)
     return -1;
 }
 
+static const char *const moe_wire_names[] = {"bf16", "mxfp8"};
+_Static_assert(sizeof moe_wire_names / sizeof *moe_wire_names == MOE_WIRE_COUNT, "MoE wire dtype names");
+
+const char *layout_moe_wire_name(MoeWire w) { return w >= 0 && w < MOE_WIRE_COUNT ? moe_wire_names[w] : "?"; }
+
+int layout_parse_moe_wire(const char *s, MoeWire *out)
+{
+    for (int i = 0; i < MOE_WIRE_COUNT; i++)
+        if (strcasecmp(s, moe_wire_names[i]) == 0) {
+            *out = (MoeWire)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* MXFP8: an fp8 byte an element and an E8M0 (one-byte) scale a 32-element block */
+double layout_moe_wire_bytes(MoeWire w) { return w == MOE_WIRE_MXFP8 ? 1.0 + 1.0 / 32.0 : 2.0; }
+
 static const struct { const char *name; int bit; } cg_module_names[] = {
     {"attn", CGM_ATTN}, {"mlp", CGM_MLP}, {"moe", CGM_MOE}, {"moe_router", CGM_MOE_ROUTER},
     {"moe_preprocess", CGM_MOE_PREPROCESS},
@@ -884,6 +902,23 @@ int layout_moe_a2a_check(const Layout *lo, char *why, int len)
     /* transformer_config.py: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher" */
     if (lo->moe_shared_overlap && lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
         WHY("--moe-shared-expert-overlap needs the alltoall or flex token dispatcher, not allgather");
+    if (lo->moe_dispatch_wire < 0 || lo->moe_dispatch_wire >= MOE_WIRE_COUNT || lo->moe_combine_bwd_wire < 0 ||
+        lo->moe_combine_bwd_wire >= MOE_WIRE_COUNT)
+        WHY("--moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype %d / %d: each is bf16 or mxfp8",
+            (int)lo->moe_dispatch_wire, (int)lo->moe_combine_bwd_wire);
+    if (lo->moe_dispatch_wire == MOE_WIRE_MXFP8 || lo->moe_combine_bwd_wire == MOE_WIRE_MXFP8) {
+        /* transformer_config.py (d98e8a6): "require the 'ncclep' flex dispatcher backend", and the fused
+         * grouped GEMM that consumes the MXFP8 payload: the MXFP8 recipe */
+        const char *f = lo->moe_dispatch_wire == MOE_WIRE_MXFP8 ? "--moe-dispatch-fwd-dtype mxfp8"
+                                                                 : "--moe-combine-bwd-dtype mxfp8";
+        if (lo->moe_dispatcher != MOE_DISPATCH_FLEX)
+            WHY("%s needs --moe-token-dispatcher-type flex (Megatron-core quantizes the all-to-all only in its "
+                "ncclep flex backend), not %s", f, layout_dispatcher_name(lo->moe_dispatcher));
+        if (lo->prec != PREC_FP8 || lo->fp8_recipe != FP8R_MXFP8)
+            WHY("%s needs --precision fp8 --fp8-recipe mxfp8: the MXFP8 grouped GEMM consumes the payload "
+                "(the plan is %s%s%s)", f, hw_precision_name(lo->prec), lo->prec == PREC_FP8 ? " with " : "",
+                lo->prec == PREC_FP8 ? layout_fp8_recipe_name(lo->fp8_recipe) : "");
+    }
     if (!lo->moe_a2a_overlap)
         return 0;
     if (lo->ep <= 1)

@@ -50,6 +50,13 @@ typedef enum { CG_NONE, CG_LOCAL, CG_TE, CG_FULL_ITERATION, CG_COUNT } CudaGraph
  * 32-element or 128-element blocks inside the cast kernel. */
 typedef enum { FP8R_DELAYED, FP8R_TENSORWISE, FP8R_MXFP8, FP8R_BLOCKWISE, FP8R_COUNT } Fp8Recipe;
 
+/* The dtype an MoE all-to-all puts on the wire (Megatron-core's
+ * moe_dispatch_fwd_dtype / moe_combine_bwd_dtype): BF16, the activations as
+ * they are; MXFP8, quantized by Transformer Engine before the all-to-all (one
+ * byte an element and an E8M0 scale a 32-element block) for the MXFP8 grouped
+ * GEMM to consume, which Megatron-core does only in the ncclep flex backend. */
+typedef enum { MOE_WIRE_BF16, MOE_WIRE_MXFP8, MOE_WIRE_COUNT } MoeWire;
+
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: the layouts ultraplan's
  * CPU executor runs; ULTRAPLAN_CUDA: those its CUDA executor runs (`run
@@ -108,6 +115,8 @@ typedef struct {
     Fp8Recipe fp8_recipe;          // Megatron --fp8-recipe under fp8 (default delayed, Megatron's)
     bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
                                    // tokens to the fp8 alignment, so the experts copy nothing to pad
+    MoeWire moe_dispatch_wire;     // Megatron --moe-dispatch-fwd-dtype: the forward dispatch's payload (default bf16)
+    MoeWire moe_combine_bwd_wire;  // Megatron --moe-combine-bwd-dtype: the combine's gradient in the backward
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
@@ -241,6 +250,9 @@ const char *layout_cuda_graph_name(CudaGraphImpl g);   // "none", "local", "tran
 int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out);
 const char *layout_fp8_recipe_name(Fp8Recipe r);   // "delayed", "tensorwise", "mxfp8", "blockwise"
 int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out);
+const char *layout_moe_wire_name(MoeWire w);       // "bf16", "mxfp8"
+int layout_parse_moe_wire(const char *s, MoeWire *out);
+double layout_moe_wire_bytes(MoeWire w);           // bytes an element on the wire: 2, or 1 + 1/32
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

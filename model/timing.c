@@ -658,18 +658,23 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         out->moe_rc_mod += linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) +
                            time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
     }
+    /* forward: dispatch (in its wire dtype) and combine (bf16); backward: the combine's gradient (in
+     * its wire dtype) and the dispatch's (bf16); a full recompute replays the forward's pair */
     double a2a = time_moe_a2a_s(m, hw, lo);
-    out->ep_fwd = out->ep_bwd = out->ep_rc = 2.0 * a2a;
+    double a2a_f = time_moe_a2a_wire_s(m, hw, lo, lo->moe_dispatch_wire) + a2a;
+    double a2a_b = time_moe_a2a_wire_s(m, hw, lo, lo->moe_combine_bwd_wire) + a2a;
+    out->ep_fwd = out->ep_rc = a2a_f;
+    out->ep_bwd = a2a_b;
     if (lo->moe_shared_overlap && m->shared_ffn > 0 && a2a > 0) {
         double sf = m->shared_ffn / t, sh_ew = time_mem_s(hw, ab * tok * (gated + 1.0) * sf);
         double sh_f = linear_fwd_s(hw, p, tok, gated * sf, h) + linear_fwd_s(hw, p, tok, h, sf) + sh_ew;
         double sh_b = linear_bwd_s(hw, p, tok, gated * sf, h) + linear_bwd_s(hw, p, tok, h, sf) + 2.0 * sh_ew;
-        out->ep_fwd = out->ep_rc = fmax(0.0, 2.0 * a2a - sh_f);
-        out->ep_bwd = fmax(0.0, 2.0 * a2a - sh_b);
+        out->ep_fwd = out->ep_rc = fmax(0.0, a2a_f - sh_f);
+        out->ep_bwd = fmax(0.0, a2a_b - sh_b);
         out->shared_fwd = sh_f, out->shared_bwd = sh_b;
     }
     if (time_moe_a2a_overlap(lo))
-        out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, 4.0 * a2a - (out->moe_fwd + out->moe_bwd));
+        out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, a2a_f + a2a_b - (out->moe_fwd + out->moe_bwd));
 }
 
 /* Kernels launched once per micro-batch outside the layers (Megatron GPT,

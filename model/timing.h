@@ -45,6 +45,9 @@ double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k);
  * micro-batch: the routed rows at the busiest rank's load times h, in bf16
  * (fp32 when training in fp32); 0 with ep 1. */
 double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
+/* The same in a wire dtype (--moe-dispatch-fwd-dtype, --moe-combine-bwd-dtype):
+ * MXFP8 is 1 + 1/32 bytes an element. */
+double time_moe_dispatch_bytes_wire(const ModelSpec *m, const Layout *lo, MoeWire wire);
 /* Seconds of one dispatch (= one combine) of an MoE layer per micro-batch
  * with the layout's token dispatcher (docs/COSTMODEL.md §4.6): alltoall,
  * time_coll_alltoall of time_moe_dispatch_bytes; allgather, the group's
@@ -54,6 +57,11 @@ double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo);
  * balanced routing, and is fanned out over NVLink inside the node; NIC and
  * NVLink run at once. 0 with ep 1. */
 double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+/* The same with the payload in `wire` (time_moe_a2a_s is the bf16 one). A
+ * layer's forward moves its dispatch in lo->moe_dispatch_wire and its
+ * combine in bf16; its backward the combine's gradient in
+ * lo->moe_combine_bwd_wire and the dispatch's in bf16 (time_layer). */
+double time_moe_a2a_wire_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, MoeWire wire);
 /* The 1F1B A2A overlap takes effect: the switch on and
  * layout_moe_a2a_check's requirements met. */
 /* expected nodes one token's top-k copies reach over N nodes, under the model's group-limited routing */

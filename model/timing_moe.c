@@ -37,17 +37,29 @@ double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k)
     return (hw->a2a_lat > 0 ? hw->a2a_lat : hw->coll_lat) + time_alltoall(&v, bytes, n, k);
 }
 
-double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
+/* Bytes an element of an all-to-all in `wire`: the activations' own dtype
+ * (bf16; fp32 when training in fp32), or MXFP8's byte and block scale. */
+static double wire_bytes(const Layout *lo, MoeWire wire)
+{
+    if (wire == MOE_WIRE_MXFP8)
+        return layout_moe_wire_bytes(wire);
+    return lo->prec == PREC_FP32 ? 4.0 : 2.0;
+}
+
+double time_moe_dispatch_bytes_wire(const ModelSpec *m, const Layout *lo, MoeWire wire)
 {
     if (!spec_is_moe(m) || lo->ep <= 1)
         return 0;
     /* the rows this rank's experts receive (layout_moe_rows, the busiest
-     * rank's) came from ep ranks of which ep-1 are remote; dispatched in
-     * bf16 (Megatron's alltoall dispatcher keeps the activation dtype; fp8
-     * dispatch is DeepEP's, not modelled), fp32 training in fp32 */
-    double ab = lo->prec == PREC_FP32 ? 4.0 : 2.0;
+     * rank's) came from ep ranks of which ep-1 are remote; in the activations'
+     * dtype (Megatron's dispatchers keep it) unless the wire is MXFP8 */
     double rows = layout_moe_rows(m, lo) / layout_etp(lo) * lo->tp * layout_sp_share(lo);
-    return ab * rows * m->h;
+    return wire_bytes(lo, wire) * rows * m->h;
+}
+
+double time_moe_dispatch_bytes(const ModelSpec *m, const Layout *lo)
+{
+    return time_moe_dispatch_bytes_wire(m, lo, MOE_WIRE_BF16);
 }
 
 static double binom(double n, double k)
@@ -92,16 +104,16 @@ double time_moe_token_nodes(const ModelSpec *m, int N)
     return unlimited;
 }
 
-double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+double time_moe_a2a_wire_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, MoeWire wire)
 {
-    double bytes = time_moe_dispatch_bytes(m, lo);
+    double bytes = time_moe_dispatch_bytes_wire(m, lo, wire);
     if (bytes <= 0)
         return 0;
     int n = lo->ep, k = time_ep_members_per_node(hw, lo);
     double eff = hw->a2a_eff > 0 ? hw->a2a_eff : coll_eff(hw);
     double lat = hw->a2a_lat > 0 ? hw->a2a_lat : hw->coll_lat;
-    /* the tokens this GPU routes (its SP shard), before top-k, in the dispatch dtype */
-    double ab = lo->prec == PREC_FP32 ? 4.0 : 2.0;
+    /* the tokens this GPU routes (its SP shard), before top-k, in the wire's dtype */
+    double ab = wire_bytes(lo, wire);
     double tok = layout_mb_tokens(m, lo) * layout_sp_share(lo);
     switch (lo->moe_dispatcher) {
     case MOE_DISPATCH_ALLGATHER:
@@ -122,6 +134,11 @@ double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     default: break;
     }
     return time_coll_alltoall(hw, bytes, n, k);
+}
+
+double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    return time_moe_a2a_wire_s(m, hw, lo, MOE_WIRE_BF16);
 }
 
 bool time_moe_a2a_overlap(const Layout *lo)

@@ -418,8 +418,16 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
         ARGV("--expert-tensor-parallel-size", "%d", layout_etp(lo));
         /* Megatron's default is allgather: the plan's dispatcher is written, flex with DeepEP */
         ARGV("--moe-token-dispatcher-type", "%s", layout_dispatcher_name(lo->moe_dispatcher));
+        /* an MXFP8 wire is the ncclep backend's alone (transformer_config.py), with TE's op fuser that
+         * hands the payload to the grouped GEMM; otherwise flex is written with DeepEP */
+        bool mx_wire = lo->moe_dispatch_wire == MOE_WIRE_MXFP8 || lo->moe_combine_bwd_wire == MOE_WIRE_MXFP8;
         if (lo->moe_dispatcher == MOE_DISPATCH_FLEX)
-            ARGV("--moe-flex-dispatcher-backend", "deepep");
+            ARGV("--moe-flex-dispatcher-backend", "%s", mx_wire ? "ncclep" : "deepep");
+        if (mx_wire) {
+            ARGV("--moe-dispatch-fwd-dtype", "%s", layout_moe_wire_name(lo->moe_dispatch_wire));
+            ARGV("--moe-combine-bwd-dtype", "%s", layout_moe_wire_name(lo->moe_combine_bwd_wire));
+            ARG("--use-transformer-engine-op-fuser");
+        }
         if (lo->moe_a2a_overlap)
             ARG("--overlap-moe-expert-parallel-comm");
         if (lo->moe_shared_overlap && m->shared_ffn > 0)
@@ -766,10 +774,17 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
                 goto out;
             }
         } else if (!strcmp(f, "--moe-flex-dispatcher-backend")) {
-            took = 1;   /* deepep or hybridep: priced alike (time_moe_a2a_s) */
-            if (!v || (strcmp(v, "deepep") && strcmp(v, "hybridep"))) {
-                snprintf(err, errlen, "--moe-flex-dispatcher-backend: \"%s\" is neither deepep nor hybridep",
+            took = 1;   /* deepep, hybridep or ncclep: priced alike (time_moe_a2a_s) */
+            if (!v || (strcmp(v, "deepep") && strcmp(v, "hybridep") && strcmp(v, "ncclep"))) {
+                snprintf(err, errlen, "--moe-flex-dispatcher-backend: \"%s\" is none of deepep, hybridep, ncclep",
                          v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--moe-dispatch-fwd-dtype") || !strcmp(f, "--moe-combine-bwd-dtype")) {
+            took = 1;
+            MoeWire *w = f[6] == 'd' ? &lo->moe_dispatch_wire : &lo->moe_combine_bwd_wire;
+            if (!v || layout_parse_moe_wire(v, w) != 0) {
+                snprintf(err, errlen, "%s: expected bf16 or mxfp8, got \"%s\"", f, v ? v : "");
                 goto out;
             }
         } else if (!strcmp(f, "--normalization")) {

@@ -20,7 +20,7 @@ _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int)
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
                    sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int) &&
                    sizeof(MoeDispatcher) == sizeof(int) && sizeof(CudaGraphImpl) == sizeof(int) &&
-                   sizeof(Fp8Recipe) == sizeof(int),
+                   sizeof(Fp8Recipe) == sizeof(int) && sizeof(MoeWire) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -46,6 +46,7 @@ ENUM_WRAP(cpcomm, CpComm, layout_cp_comm_name, layout_parse_cp_comm)
 ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispatcher)
 ENUM_WRAP(cgraph, CudaGraphImpl, layout_cuda_graph_name, layout_parse_cuda_graph)
 ENUM_WRAP(fp8r, Fp8Recipe, layout_fp8_recipe_name, layout_parse_fp8_recipe)
+ENUM_WRAP(wire, MoeWire, layout_moe_wire_name, layout_parse_moe_wire)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -403,6 +404,20 @@ static const Knob table[KNOB_COUNT] = {
                                   "experts copy their input and output to pad and unpad them (not with flex, "
                                   "whose HybridEP dispatch pads)",
                           .dflt = "off, Megatron-LM's"},
+    /* Megatron-core's moe_dispatch_fwd_dtype / moe_combine_bwd_dtype (model/timing_moe.c time_moe_a2a_wire_s) */
+    [K_MOE_DISPATCH_WIRE] = {K_MOE_DISPATCH_WIRE, "moe-dispatch-fwd-dtype", L(moe_dispatch_wire), ENUM(wire, MOE_WIRE_COUNT),
+                             .flag = "moe-dispatch-fwd-dtype", .arg = "bf16|mxfp8", .json = "moe_dispatch_fwd_dtype",
+                             .json_optional = true, .csv = "moe_dispatch_fwd_dtype",
+                             .help = "MoE: the forward dispatch's payload on the wire; mxfp8 (1 byte an element and a "
+                                     "scale a 32-element block) needs the flex dispatcher (written as ncclep) and "
+                                     "--fp8-recipe mxfp8",
+                             .dflt = "bf16, Megatron-LM's"},
+    [K_MOE_COMBINE_WIRE] = {K_MOE_COMBINE_WIRE, "moe-combine-bwd-dtype", L(moe_combine_bwd_wire), ENUM(wire, MOE_WIRE_COUNT),
+                            .flag = "moe-combine-bwd-dtype", .arg = "bf16|mxfp8", .json = "moe_combine_bwd_dtype",
+                            .json_optional = true, .csv = "moe_combine_bwd_dtype",
+                            .help = "MoE: the combine's gradient on the wire in the backward; mxfp8 as for "
+                                    "--moe-dispatch-fwd-dtype",
+                            .dflt = "bf16, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

@@ -484,6 +484,53 @@ static void test_slurm(void **state)
 }
 
 
+/* An MXFP8 wire (--moe-dispatch-fwd-dtype, --moe-combine-bwd-dtype): Qwen3-30B-A3B
+ * on B200s, flex, fp8 under the MXFP8 recipe. Megatron-core takes it only
+ * with the ncclep flex backend and TE's op fuser (transformer_config.py), so
+ * the export writes those beside the two dtypes; it reads back to the same
+ * wire, step time and memory. Without the wire flex is written with DeepEP
+ * and no dtype flags. A backend Megatron does not have is refused by name. */
+static void test_round_trip_moe_wire(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("qwen3-30b-a3b", "b200", &m, &hw);
+    Layout lo;
+    base(&lo, 16, 1, 1, 1, 1, 1024, OPT_DISTOPT);
+    lo.ep = 16, lo.etp = 1, lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_MXFP8, lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    char err[256];
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout: %s", err);
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    if (!t)
+        fail_msg("export: %s", err);
+    assert_non_null(strstr(t, "--moe-flex-dispatcher-backend deepep"));
+    assert_null(strstr(t, "-dtype"));
+    assert_null(strstr(t, "--use-transformer-engine-op-fuser"));
+    free(t);
+    lo.moe_dispatch_wire = MOE_WIRE_MXFP8;
+    round_trip(&m, &hw, &lo, "--moe-flex-dispatcher-backend ncclep");
+    round_trip(&m, &hw, &lo, "--moe-dispatch-fwd-dtype mxfp8");
+    round_trip(&m, &hw, &lo, "--moe-combine-bwd-dtype bf16");
+    round_trip(&m, &hw, &lo, "--use-transformer-engine-op-fuser");
+    lo.moe_combine_bwd_wire = MOE_WIRE_MXFP8;
+    round_trip(&m, &hw, &lo, "--moe-combine-bwd-dtype mxfp8");
+    t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    ModelSpec m2;
+    Layout lo2;
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), 0);
+    assert_int_equal(lo2.moe_dispatch_wire, MOE_WIRE_MXFP8);
+    assert_int_equal(lo2.moe_combine_bwd_wire, MOE_WIRE_MXFP8);
+    /* a dtype or backend Megatron does not take */
+    char *bad = strstr(t, "--moe-dispatch-fwd-dtype mxfp8");
+    assert_non_null(bad);
+    memcpy(bad + strlen("--moe-dispatch-fwd-dtype "), "fp4  ", 5);
+    assert_int_equal(export_parse_megatron(t, layout_gpus(&lo), &hw, &m2, &lo2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-dispatch-fwd-dtype: expected bf16 or mxfp8"));
+    free(t);
+}
+
 /* --pipeline-model-parallel-layout: DeepSeek-V3 with the H100 recipe's
  * layout exports the string quoted (and no --num-virtual-stages-per-
  * pipeline-rank, which Megatron refuses beside it) and reads back to the
@@ -679,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
         cmocka_unit_test(test_round_trip_cp_comm),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_round_trip_moe_wire),
         cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
         cmocka_unit_test(test_round_trip_gpt_oss),

@@ -2392,6 +2392,57 @@ static void test_fp8_recipe_needs_capability(void **st)
     assert_int_equal(layout_check(&lo, &m, &ada, err, sizeof err), 0);
 }
 
+/* MXFP8 on the MoE wire (--moe-dispatch-fwd-dtype, --moe-combine-bwd-dtype;
+ * COSTMODEL.md §4.6): Qwen3-30B-A3B on a B200 with ep 16, mbs 1, seq 4096,
+ * imbalance 1, flex, fp8 with the MXFP8 recipe. Worked by hand: the busiest
+ * rank receives 8 · 4096 = 32,768 rows of h 2048, 134,217,728 B in bf16 and
+ * (1 + 1/32) · 32768 · 2048 = 69,206,016 B in MXFP8. A layer's forward moves
+ * the dispatch in its wire and the combine in bf16, its backward the
+ * combine's gradient in its wire and the dispatch's in bf16: with the
+ * dispatch alone in MXFP8 the forward's EP time is one MXFP8 all-to-all and
+ * one bf16, the backward's two bf16. The wire needs flex and the MXFP8
+ * recipe, refused by name otherwise; bf16 changes nothing. */
+static void test_moe_wire_mxfp8(void **st)
+{
+    (void)st;
+    char err[320];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("b200", &hw, err, sizeof err), 0);
+    ModelSpec m;
+    assert_int_equal(presets_find("qwen3-30b-a3b", &m, err, sizeof err), 0);
+    m.s = 4096;
+    Layout lo = layout_for(&m, &hw, 16, 1, 1, 1, 1024);
+    lo.ep = 16, lo.moe_imbalance = 1, lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_MXFP8;
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_rel(time_moe_dispatch_bytes_wire(&m, &lo, MOE_WIRE_BF16), 134217728.0, 1e-12);
+    assert_rel(time_moe_dispatch_bytes_wire(&m, &lo, MOE_WIRE_MXFP8), 69206016.0, 1e-12);
+    LayerTime b, d, c;
+    time_layer(&m, &hw, &lo, &b);
+    double a16 = time_moe_a2a_s(&m, &hw, &lo), a8 = time_moe_a2a_wire_s(&m, &hw, &lo, MOE_WIRE_MXFP8);
+    assert_true(a8 > 0 && a8 < a16);
+    assert_rel(b.ep_fwd, 2 * a16, 1e-12);
+    lo.moe_dispatch_wire = MOE_WIRE_MXFP8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    time_layer(&m, &hw, &lo, &d);
+    assert_rel(d.ep_fwd, a8 + a16, 1e-12);
+    assert_rel(d.ep_rc, a8 + a16, 1e-12);
+    assert_rel(d.ep_bwd, b.ep_bwd, 1e-12);
+    lo.moe_combine_bwd_wire = MOE_WIRE_MXFP8;
+    time_layer(&m, &hw, &lo, &c);
+    assert_rel(c.ep_bwd, a8 + a16, 1e-12);
+    /* what Megatron-core requires, named */
+    lo.moe_dispatcher = MOE_DISPATCH_ALLTOALL;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs --moe-token-dispatcher-type flex"));
+    lo.moe_dispatcher = MOE_DISPATCH_FLEX, lo.fp8_recipe = FP8R_TENSORWISE;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs --precision fp8 --fp8-recipe mxfp8"));
+    lo.prec = PREC_BF16;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "the plan is bf16"));
+}
+
 /* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
  * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
  * scaling. Without --moe-router-padding-for-quantization the alltoall
@@ -2547,6 +2598,7 @@ int main(void)
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_fp8_recipe),
         cmocka_unit_test(test_fp8_recipe_needs_capability),
+        cmocka_unit_test(test_moe_wire_mxfp8),
         cmocka_unit_test(test_moe_fp8_padding),
         cmocka_unit_test(test_moe_fp8_pre_mlp_norm),
     };

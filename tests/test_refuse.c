@@ -261,6 +261,14 @@ static void test_rules(void **unused)
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), 0);
     t.moe_a2a_overlap = false;
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), 0);
+    /* an MXFP8 wire: neither executor quantizes the all-to-all (ep 1 here, so the CUDA dispatcher rule
+     * does not speak first) */
+    t = lo, t.moe_dispatch_wire = MOE_WIRE_MXFP8;
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--moe-dispatch-fwd-dtype bf16 --moe-combine-bwd-dtype bf16"));
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    t = lo, t.moe_combine_bwd_wire = MOE_WIRE_MXFP8;
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
     /* CUDA graphs: priced launches neither executor captures; the CPU backend checks the math only */
     t = lo, t.cuda_graph = CG_LOCAL;
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
