@@ -1007,13 +1007,24 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
             "from torchtitan.models.llama3.config_registry import %s\n"
             "from torchtitan.trainer import Trainer\n\n\n", flavors[fl].base);
     put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", flavors[fl].base);
+    /* The base configuration is not the plan: llama3_405b() compiles, runs async TP and converts every
+     * Linear but the head to rowwise Float8; llama3_8b() and llama3_70b() do not compile. The plan is
+     * priced with fused elementwise kernels (what torch.compile gives; eager PyTorch's unfused norms,
+     * RoPE and SwiGLU are not priced), in the plan's precision, with async TP as the plan says. */
+    put(&b, "    # priced with fused elementwise kernels: compile the model and the loss\n"
+            "    config.compile.enable = True\n"
+            "    config.compile.components = [\"model\", \"loss\"]\n"
+            "    config.compile.enable_async_tensor_parallel = %s\n",
+        lo->tp_comm_overlap && lo->tp > 1 && lo->sp ? "True" : "False");
     if (lo->prec == PREC_FP8)
         put(&b, "    # --fp8-recipe mxfp8: every Linear in MXFP8 (torchao), as torchtitan's own registries set it\n"
-                "    compiled = config.compile.enable and \"model\" in config.compile.components\n"
                 "    config.model_spec = model_registry(\n"
-                "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=compiled)]\n"
+                "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=True)]\n"
                 "    )\n",
             flavors[fl].flavor);
+    else
+        put(&b, "    config.model_spec = model_registry(\"%s\")  # %s: no Float8 converter\n", flavors[fl].flavor,
+            hw_precision_name(lo->prec));
     int shard = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     put(&b, "    p = config.parallelism\n");
     put(&b, "    p.data_parallel_replicate_degree = %d\n", shard ? 1 : lo->dp);

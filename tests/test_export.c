@@ -374,6 +374,13 @@ static void test_torchtitan(void **state)
             fail_msg("missing \"%s\" in:\n%s", want[i], t);
     assert_null(strstr(t, "CUDA graphs"));
     free(t);
+    /* async TP as planned (torchtitan's compile.enable_async_tensor_parallel needs SP and compile) */
+    lo.tp_comm_overlap = true, lo.sp = true;
+    t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "    config.compile.enable_async_tensor_parallel = True\n"));
+    free(t);
+    lo.tp_comm_overlap = false;
     /* CUDA graphs have no torchtitan setting: said so, not dropped silently */
     lo.cuda_graph = CG_FULL_ITERATION;
     t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
@@ -394,6 +401,11 @@ static void test_torchtitan(void **state)
         if (!strstr(t, pipe[i]))
             fail_msg("missing \"%s\" in:\n%s", pipe[i], t);
     assert_null(strstr(t, "Converter"));   // bf16: no converter imported or set
+    /* the base configuration is not the plan (llama3_405b() compiles, runs async TP and converts to
+     * rowwise Float8): the export sets compile, async TP as planned, and the model without converters */
+    assert_non_null(strstr(t, "    config.compile.enable = True\n"));
+    assert_non_null(strstr(t, "    config.compile.enable_async_tensor_parallel = False\n"));
+    assert_non_null(strstr(t, "    config.model_spec = model_registry(\"70B\")  # bf16: no Float8 converter\n"));
     /* fp8: torchtitan b5bcd76 has rowwise scaling and MXFP8 only. A plan priced with delayed or tensorwise
      * scaling is refused by name (it used to be written with Float8LinearConverter, whose default is rowwise,
      * a recipe the plan was not priced with); an MXFP8 plan is written with MXFP8LinearConverter. */
@@ -415,7 +427,7 @@ static void test_torchtitan(void **state)
     if (!t)
         fail_msg("%s", err);
     assert_non_null(strstr(t, "from torchtitan.components.quantization import MXFP8LinearConverter\n"));
-    assert_non_null(strstr(t, "\"70B\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=compiled)]"));
+    assert_non_null(strstr(t, "\"70B\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=True)]"));
     assert_null(strstr(t, "Float8LinearConverter"));
     free(t);
     lo.prec = PREC_BF16;
