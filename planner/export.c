@@ -971,6 +971,9 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         why = "torchtitan has no optimizer-only sharding (ZeRO-1 / distributed optimizer): plan ZeRO-0, 2 or 3";
     else if (lo->opt == OPT_ZERO0 && lo->cp > 1)
         why = "torchtitan shards parameters over context-parallel ranks (FSDP): plan ZeRO-2 or 3 with cp > 1";
+    else if (lo->cp > 1 && lo->cp_comm != CP_COMM_ALLGATHER)
+        why = "torchtitan's context parallelism is PyTorch's, which all-gathers K/V (rotate_method ALL_GATHER, the "
+              "default it keeps), and the plan is priced with the ring: plan with --cp-comm all-gather";
     else if (lo->prec == PREC_FP16)
         why = "torchtitan trains in bf16 or fp32, not fp16";
     else if (!lo->grad_fp32 && lo->prec != PREC_FP32)

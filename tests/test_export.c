@@ -431,6 +431,20 @@ static void test_torchtitan(void **state)
     assert_null(strstr(t, "Float8LinearConverter"));
     free(t);
     lo.prec = PREC_BF16;
+    /* context parallelism: torchtitan's is PyTorch's all-gather exchange; a ring-priced plan is refused */
+    {
+        Layout c = lo;
+        c.opt = OPT_ZERO3, c.cp = 2, c.dp = lo.dp / 2;
+        c.cp_comm = CP_COMM_RING;
+        assert_null(export_torchtitan(&m, &hw, &c, err, sizeof err));
+        assert_non_null(strstr(err, "plan with --cp-comm all-gather"));
+        c.cp_comm = CP_COMM_ALLGATHER;
+        char *tc = export_torchtitan(&m, &hw, &c, err, sizeof err);
+        if (!tc)
+            fail_msg("cp all-gather: %s", err);
+        assert_non_null(strstr(tc, "p.context_parallel_degree = 2\n"));
+        free(tc);
+    }
     lo.opt = OPT_DISTOPT;
     assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
     assert_non_null(strstr(err, "optimizer-only sharding"));
