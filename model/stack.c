@@ -15,6 +15,7 @@ void stack_default(Stack *st)
     st->kernel_lat_scale = 1;
     st->tp_overlap = st->dp_overlap = st->pp_overlap = -1;
     st->ce_fused = -1;
+    st->cp_comm = -1;
 }
 
 static const char *const kernel_names[ATTN_KERNEL_COUNT] = {"profile", "fa1", "fa2", "fa3", "cudnn"};

@@ -2,6 +2,7 @@
 #include "stacks.h"
 #include "fields.h"
 #include "json.h"
+#include "layout.h"
 #include "profile_embed.h"
 #include "suggest.h"
 
@@ -115,7 +116,23 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     if (es && !cJSON_IsBool(es))
         return fields_fail(c, "rc_early_stop", "true or false", es);
     st->rc_early_stop = es && cJSON_IsTrue(es);
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
+    if (cc) {
+        CpComm v;
+        if (!cJSON_IsString(cc) || layout_parse_cp_comm(cc->valuestring, &v) != 0)
+            return fields_fail(c, "cp_comm", "\"ring\" or \"all-gather\"", cc);
+        st->cp_comm = (int)v;
+    }
     return 0;
+}
+
+int stacks_cp_comm(int i)
+{
+    Stack st;
+    char err[256];
+    if (i <= 0 || stacks_load(i, &st, err, sizeof err) != 0)
+        return -1;
+    return st.cp_comm;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
@@ -203,6 +220,8 @@ char *stacks_to_json(const Stack *st)
     }
     if (st->pp_p2p_serial)
         cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
+    if (st->cp_comm >= 0)
+        cJSON_AddStringToObject(j, "cp_comm", layout_cp_comm_name((CpComm)st->cp_comm));
     if (st->rc_early_stop)
         cJSON_AddBoolToObject(j, "rc_early_stop", true);
     char *text = cJSON_Print(j);

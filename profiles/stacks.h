@@ -25,6 +25,9 @@
  *   pp_p2p_serial     true | false: pipeline sends and receives one blocking call at a time (optional, false)
  *   rc_early_stop     true | false: a full recompute stops before the layer's MLP down
  *                     projection (PyTorch >= 2.1 non-reentrant checkpointing) (optional, false)
+ *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
+ *                     runs, whatever --cp-comm says (optional: the layout's choice). A
+ *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)
  *   validated         string, optional: what the stack was fitted on and held out
  *                     (documentation, like the _src strings; not read)
  *
@@ -62,5 +65,9 @@ int stacks_apply(HwProfile *hw, int i, char *err, int errlen);
  * (scaled curves kept, ZeRO-3 and the other set fields not written): those
  * fields again, and the stack's name. 0 ok. */
 int stacks_apply_settings(HwProfile *hw, int i, char *err, int errlen);
+
+/* The CP exchange builtin stack i runs (a CpComm), or -1 when it leaves the
+ * choice to the layout (--cp-comm) or i is no builtin stack. */
+int stacks_cp_comm(int i);
 
 #endif

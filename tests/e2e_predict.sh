@@ -102,6 +102,11 @@ assert abs(t["mfu_bf16_peak"] / t["mfu"] - 1979 / 989) < 1e-3, t' && ok "fp8 mfu
 
 expect_error "--precision" predict --params 7B --precision fp4
 expect_error "does not support fp8" predict --params 7B --gpu a100-80g --precision fp8
+# torchtitan's CP is PyTorch's all-gather: the stack sets the exchange, and a --cp-comm against it is refused
+tt=(--model llama3.1-8b --gpus 16 --cp 2 --dp 8 --zero 3 --seq 65536 --gbs 8 --stack torchtitan)
+"$U" predict "${tt[@]}" --json 2>/dev/null | grep -q '"cp_comm":[[:space:]]*"all-gather"' && ok "torchtitan stack: CP all-gather" ||
+    bad "torchtitan stack: CP all-gather"
+expect_error "the torchtitan stack exchanges K/V by all-gather" predict "${tt[@]}" --cp-comm ring
 # MXFP8 is Blackwell's (Transformer Engine needs compute capability 10.0): refused on an H100, taken on a B200
 expect_error "mxfp8 needs compute capability 10.0.*h100-sxm is 9.0" predict --params 7B --gpu h100-sxm --precision fp8 --fp8-recipe mxfp8
 "$U" predict --params 7B --gpu b200 --precision fp8 --fp8-recipe mxfp8 >/dev/null 2>&1 && ok "mxfp8 on b200" || bad "mxfp8 on b200"

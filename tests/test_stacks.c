@@ -380,6 +380,8 @@ static void test_loader_errors(void **state)
          "\"zero3.reduce_bucket_params\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"pp_p2p_serial\": 1}", "\"pp_p2p_serial\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"rc_early_stop\": \"yes\"}", "\"rc_early_stop\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": \"p2p-ring\"}", "\"cp_comm\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": 1}", "\"cp_comm\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -411,6 +413,23 @@ static void test_loader_errors(void **state)
     assert_true(st.gemm_scale == 1 && st.tp_overlap < 0 && st.zero3_gathers_per_layer == 0);
     assert_false(st.pp_p2p_serial);
     assert_false(st.rc_early_stop);
+    assert_int_equal(st.cp_comm, -1);   // the layout's choice
+    /* the CP exchange: torchtitan's is PyTorch's all-gather; the others leave --cp-comm to the layout */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++)
+        assert_int_equal(stacks_cp_comm(i), strcmp(stacks_name(i), "torchtitan") ? -1 : (int)CP_COMM_ALLGATHER);
+    assert_int_equal(stacks_cp_comm(-1), -1);
+    assert_int_equal(stacks_cp_comm(STACK_BUILTIN_COUNT), -1);
+    {
+        Stack tt2;
+        assert_int_equal(stacks_load_name("torchtitan", &tt2, err, sizeof err), 0);
+        char *j = stacks_to_json(&tt2);
+        assert_non_null(j);
+        assert_non_null(strstr(j, "\"cp_comm\":\t\"all-gather\""));
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(back.cp_comm, CP_COMM_ALLGATHER);
+        free(j);
+    }
     /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it;
      * torchtitan runs the non-reentrant checkpoint with early_stop=False (since PR #1580, 2025) */
     Stack tt;
