@@ -79,6 +79,8 @@ typedef struct {
     double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
     bool pp_p2p_serial;            // pipeline sends and receives are separate blocking calls (DeepSpeed's engine): 4 transfers a micro-batch on the critical path, not 2 (set by a stack)
     bool rc_early_stop;            // a fully recomputed layer stops before its MLP down projection: PyTorch >= 2.1 non-reentrant checkpointing (set by a stack)
+    bool eager_elementwise;        // the model's norms, RoPE and gated activation are PyTorch ops, fused only under
+                                   // torch.compile (Layout.torch_compile): torchtitan's Llama (set by a stack)
     char stack[32];                // the builtin software stack applied (profiles/stacks.h), "" = the default; for the error band's nearest runs
 } HwProfile;
 

@@ -25,6 +25,7 @@ void layout_default(Layout *lo)
     lo->overlap_grad = true;
     lo->overlap_param = true;
     lo->tp_comm_overlap = false;
+    lo->torch_compile = true;
     lo->flops = FLOPS_FULL_ATTN;
     lo->target = TARGET_MEGATRON;
 }

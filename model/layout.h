@@ -115,6 +115,9 @@ typedef struct {
     Fp8Recipe fp8_recipe;          // Megatron --fp8-recipe under fp8 (default delayed, Megatron's)
     bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
                                    // tokens to the fp8 alignment, so the experts copy nothing to pad
+    bool torch_compile;            // torch.compile over the model (default on): under a stack whose model code is
+                                   // eager PyTorch (hw->eager_elementwise: torchtitan) off prices its unfused
+                                   // norms, RoPE and gated activation (model/timing.c eager_bytes)
     MoeWire moe_dispatch_wire;     // Megatron --moe-dispatch-fwd-dtype: the forward dispatch's payload (default bf16)
     MoeWire moe_combine_bwd_wire;  // Megatron --moe-combine-bwd-dtype: the combine's gradient in the backward
     FlopConvention flops;          // convention for MFU and days

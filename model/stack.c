@@ -121,4 +121,6 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->pp_p2p_serial = true;
     if (st->rc_early_stop)
         hw->rc_early_stop = true;
+    if (st->eager_elementwise)
+        hw->eager_elementwise = true;
 }

@@ -51,6 +51,7 @@ typedef struct {
     double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)
     bool rc_early_stop;           // a full recompute stops before the layer's last GEMM (HwProfile field of the same name)
+    bool eager_elementwise;       // the model code's elementwise ops are eager PyTorch (HwProfile field of the same name)
     int cp_comm;                  // the context-parallel K/V exchange the stack runs (a CpComm); -1 = the layout's
                                   // choice (--cp-comm). Not a profile field: scenario_finish sets the layout's
 } Stack;

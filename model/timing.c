@@ -509,6 +509,10 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double rep = layout_sp_share(lo);
     double ew = ab * tok * (hw->act_bytes_per_layer * h * rep + (gated + 1.0) * f / t);
     double ew_attn = ab * tok * hw->act_bytes_per_layer * h * rep, gout_attn = 0;   /* an MoE layer's non-MLP part */
+    if (hw->eager_elementwise && !lo->torch_compile) {   /* eager PyTorch model code (time_eager_bytes) */
+        ew += tok * time_eager_bytes(m, lo, false);
+        ew_attn += tok * time_eager_bytes(m, lo, true);
+    }
     /* fp8: each GEMM's bf16 input is quantized into an fp8 copy and an fp8
      * transpose (kept for the weight gradient), read ab + write 2 bytes per
      * element; for QKV and FC1 the norm writes them (TE's LayerNormLinear),
@@ -675,6 +679,22 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     }
     if (time_moe_a2a_overlap(lo))
         out->ep_fwd = out->ep_bwd = 0.5 * fmax(0.0, a2a_f + a2a_b - (out->moe_fwd + out->moe_bwd));
+}
+
+double time_eager_bytes(const ModelSpec *m, const Layout *lo, bool attn_only)
+{
+    /* torchtitan's Llama block in eager PyTorch (models/llama3/model.py, models/norms.py at 9dec370 and
+     * b5bcd76), bytes an element beyond what the fused kernels the model prices move, with 2-byte
+     * activations (scaled by the precision's bytes):
+     *  RMSNorm: x.float() (2 read + 4 written), pow (4 + 4), mean (4), x * rsqrt (4 + 4), type_as (4 + 2),
+     *    * weight (2 + 2) = 36 against a fused norm's 4: 32, twice a layer, on the SP shard;
+     *  RoPE on q and k: float (2 + 4), complex mul (4 + 4), type_as (4 + 2) = 20 against 4: 16 each;
+     *  SwiGLU: silu (2 + 2) apart from the mul (4 + 2) = 10 against the fused 6: 4 on the FFN. */
+    double t = lo->tp, sc = hw_precision_bytes(lo->prec == PREC_FP32 ? PREC_FP32 : PREC_BF16) / 2.0;
+    double b = 2.0 * 32.0 * m->h * layout_sp_share(lo) + 16.0 * (spec_q_width(m) + spec_kv_width(m)) / t;
+    if (!attn_only && m->mlp == MLP_SWIGLU)
+        b += 4.0 * m->f / t;
+    return sc * b;
 }
 
 /* Kernels launched once per micro-batch outside the layers (Megatron GPT,

@@ -62,6 +62,12 @@ double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
  * combine in bf16; its backward the combine's gradient in
  * lo->moe_combine_bwd_wire and the dispatch's in bf16 (time_layer). */
 double time_moe_a2a_wire_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, MoeWire wire);
+/* Bytes per token of one layer's forward that eager PyTorch model code moves
+ * beyond fused kernels (a stack with eager_elementwise, run without
+ * torch.compile): torchtitan's unfused RMSNorms, RoPE and SwiGLU; attn_only:
+ * without the MLP's (an MoE layer's non-MLP part). The backward moves twice
+ * that, as every memory-bound pass does (time_layer). */
+double time_eager_bytes(const ModelSpec *m, const Layout *lo, bool attn_only);
 /* The 1F1B A2A overlap takes effect: the switch on and
  * layout_moe_a2a_check's requirements met. */
 /* expected nodes one token's top-k copies reach over N nodes, under the model's group-limited routing */

@@ -980,6 +980,9 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
     else if (!lo->flash)
         why = "torchtitan's attention (flex / SDPA) never stores s^2 scores: plan with flash attention";
+    else if (lo->tp_comm_overlap && lo->tp > 1 && lo->sp && !lo->torch_compile)
+        why = "torchtitan's async TP needs torch.compile (CompileConfig: \"Async TP requires 'model' in "
+              "--compile.components and --compile.enable\"): plan with --torch-compile or --no-tp-comm-overlap";
     else if (lo->prec == PREC_FP8 && lo->fp8_recipe != FP8R_MXFP8) {
         /* b5bcd76: Float8LinearConverter's recipe_name is "rowwise" or "rowwise_with_gw_hp" (torchao's
          * tensorwise and delayed scaling are gone from it); MXFP8LinearConverter is MXFP8 */
@@ -1011,20 +1014,24 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
             "from torchtitan.trainer import Trainer\n\n\n", flavors[fl].base);
     put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", flavors[fl].base);
     /* The base configuration is not the plan: llama3_405b() compiles, runs async TP and converts every
-     * Linear but the head to rowwise Float8; llama3_8b() and llama3_70b() do not compile. The plan is
-     * priced with fused elementwise kernels (what torch.compile gives; eager PyTorch's unfused norms,
-     * RoPE and SwiGLU are not priced), in the plan's precision, with async TP as the plan says. */
-    put(&b, "    # priced with fused elementwise kernels: compile the model and the loss\n"
-            "    config.compile.enable = True\n"
-            "    config.compile.components = [\"model\", \"loss\"]\n"
-            "    config.compile.enable_async_tensor_parallel = %s\n",
+     * Linear but the head to rowwise Float8; llama3_8b() and llama3_70b() do not compile. The plan says
+     * whether it is compiled (--torch-compile: fused elementwise kernels; off, the torchtitan stack
+     * prices eager PyTorch's unfused norms, RoPE and SwiGLU), its precision and its async TP. */
+    if (lo->torch_compile)
+        put(&b, "    # --torch-compile: the model and the loss compiled (fused elementwise kernels)\n"
+                "    config.compile.enable = True\n"
+                "    config.compile.components = [\"model\", \"loss\"]\n");
+    else
+        put(&b, "    # --no-torch-compile: eager PyTorch, as priced\n"
+                "    config.compile.enable = False\n");
+    put(&b, "    config.compile.enable_async_tensor_parallel = %s\n",
         lo->tp_comm_overlap && lo->tp > 1 && lo->sp ? "True" : "False");
     if (lo->prec == PREC_FP8)
         put(&b, "    # --fp8-recipe mxfp8: every Linear in MXFP8 (torchao), as torchtitan's own registries set it\n"
                 "    config.model_spec = model_registry(\n"
-                "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=True)]\n"
+                "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=%s)]\n"
                 "    )\n",
-            flavors[fl].flavor);
+            flavors[fl].flavor, lo->torch_compile ? "True" : "False");
     else
         put(&b, "    config.model_spec = model_registry(\"%s\")  # %s: no Float8 converter\n", flavors[fl].flavor,
             hw_precision_name(lo->prec));

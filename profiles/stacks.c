@@ -116,6 +116,10 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     if (es && !cJSON_IsBool(es))
         return fields_fail(c, "rc_early_stop", "true or false", es);
     st->rc_early_stop = es && cJSON_IsTrue(es);
+    const cJSON *ee = cJSON_GetObjectItemCaseSensitive(root, "eager_elementwise");
+    if (ee && !cJSON_IsBool(ee))
+        return fields_fail(c, "eager_elementwise", "true or false", ee);
+    st->eager_elementwise = ee && cJSON_IsTrue(ee);
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
         CpComm v;
@@ -224,6 +228,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddStringToObject(j, "cp_comm", layout_cp_comm_name((CpComm)st->cp_comm));
     if (st->rc_early_stop)
         cJSON_AddBoolToObject(j, "rc_early_stop", true);
+    if (st->eager_elementwise)
+        cJSON_AddBoolToObject(j, "eager_elementwise", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

@@ -25,6 +25,8 @@
  *   pp_p2p_serial     true | false: pipeline sends and receives one blocking call at a time (optional, false)
  *   rc_early_stop     true | false: a full recompute stops before the layer's MLP down
  *                     projection (PyTorch >= 2.1 non-reentrant checkpointing) (optional, false)
+ *   eager_elementwise true | false: the model code's norms, RoPE and gated activation are
+ *                     eager PyTorch ops, fused only under torch.compile (--torch-compile) (optional, false)
  *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
  *                     runs, whatever --cp-comm says (optional: the layout's choice). A
  *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)

@@ -418,6 +418,14 @@ static const Knob table[KNOB_COUNT] = {
                             .help = "MoE: the combine's gradient on the wire in the backward; mxfp8 as for "
                                     "--moe-dispatch-fwd-dtype",
                             .dflt = "bf16, Megatron-LM's"},
+    /* torch.compile: under a stack whose model code is eager PyTorch (model/timing.c time_eager_bytes) */
+    [K_TORCH_COMPILE] = {K_TORCH_COMPILE, "torch-compile", L(torch_compile), .type = KNOB_BOOL,
+                         .flag = "torch-compile", .neg_flag = "no-torch-compile", .json = "torch_compile",
+                         .json_optional = true, .csv = "torch_compile",
+                         .help = "torch.compile over the model: off, a stack whose model code is eager PyTorch "
+                                 "(torchtitan) runs its norms, RoPE and SwiGLU unfused; no effect under "
+                                 "Megatron's stacks (fused kernels)",
+                         .dflt = "on (the torchtitan export compiles)"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

@@ -44,10 +44,11 @@ check "published MosaicML H100 runs MAPE <= 9.5%" 0 "$U" validate "$D/mosaic_h10
 # Megatron-LM's README weak-scaling table (9 runs, 48-6,144 H100s; NOTES step 35), held out: 6.62 %
 check "Megatron-LM README H100 runs MAPE <= 7%" 0 "$U" validate "$D/megatron_readme_h100_published.csv" --gpu h100-sxm --summary --max-mape 7
 # torchtitan's own H100 benchmark (Dec 2024; NOTES step 34), held out: nothing was fitted to it or to
-# the torchtitan stack. 17.83 % with the SXM's peaks, 11.82 % with the NVL's (the GPUs' peak lies
-# between, not stated); pinned so that a change cannot make the held-out figure worse unseen
-check "torchtitan H100 benchmark (SXM peaks) MAPE <= 18.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 18.5
-check "torchtitan H100 benchmark (NVL peaks) MAPE <= 12.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 12.5
+# the torchtitan stack. 15.99 % with the SXM's peaks, 9.98 % with the NVL's (the GPUs' peak lies
+# between, not stated); 17.83 / 11.82 % before the eager rows' unfused ops were priced (step 36);
+# pinned so that a change cannot make the held-out figure worse unseen
+check "torchtitan H100 benchmark (SXM peaks) MAPE <= 16.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 16.5
+check "torchtitan H100 benchmark (NVL peaks) MAPE <= 10.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 10.5
 # vTrain's runs are Megatron-DeepSpeed's, whose numbers the a100-80g profile is: 7.72 % without the
 # stack, 7.38 % with it (DeepSpeed's pipeline p2p one blocking call at a time, NOTES step 29)
 check "vTrain multi-node under --stack megatron-deepspeed MAPE <= 8%" 0 "$U" validate "$V/multi_node.csv" --stack megatron-deepspeed --summary --max-mape 8

@@ -374,6 +374,16 @@ static void test_torchtitan(void **state)
             fail_msg("missing \"%s\" in:\n%s", want[i], t);
     assert_null(strstr(t, "CUDA graphs"));
     free(t);
+    /* --no-torch-compile: eager, as priced; async TP needs compile, so that pair is refused */
+    lo.torch_compile = false;
+    t = export_torchtitan(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "    config.compile.enable = False\n"));
+    free(t);
+    lo.tp_comm_overlap = true, lo.sp = true;
+    assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "async TP needs torch.compile"));
+    lo.torch_compile = true, lo.tp_comm_overlap = false;
     /* async TP as planned (torchtitan's compile.enable_async_tensor_parallel needs SP and compile) */
     lo.tp_comm_overlap = true, lo.sp = true;
     t = export_torchtitan(&m, &hw, &lo, err, sizeof err);

@@ -2443,6 +2443,48 @@ static void test_moe_wire_mxfp8(void **st)
     assert_non_null(strstr(err, "the plan is bf16"));
 }
 
+/* Eager PyTorch model code (the torchtitan stack without torch.compile;
+ * COSTMODEL.md §4.1): Llama 3.1 8B, mbs 2 at 8192 tokens, bf16, a flat
+ * memory curve and no host time. Worked by hand from torchtitan's Llama
+ * block: per token 2 norms x 32 h + RoPE 16 (q + k) + SwiGLU 4 f bytes
+ * = 2·32·4096 + 16·(4096 + 1024) + 4·14336 = 401,408 B (344,064 without the
+ * MLP's); at tp 2 with SP the norms on half the rows and the rest tp-sharded:
+ * 131,072 + 40,960 + 28,672 = 200,704 B. A layer's forward moves that for
+ * each of its 16,384 tokens more, its backward twice; compiled, or under a
+ * stack with fused kernels (megatron-lm), nothing moves. */
+static void test_eager_elementwise(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1, hw.mem_eff.pt[0].size = 1, hw.mem_eff.pt[0].eff = 0.5, hw.kernel_lat = 0;
+    ModelSpec m;
+    assert_int_equal(presets_find("llama3.1-8b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 8, 1, 1, 2, 16);
+    lo.dp = 8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_rel(time_eager_bytes(&m, &lo, false), 401408.0, 1e-12);
+    assert_rel(time_eager_bytes(&m, &lo, true), 344064.0, 1e-12);
+    LayerTime a, b, c;
+    time_layer(&m, &hw, &lo, &a);
+    lo.torch_compile = false;
+    time_layer(&m, &hw, &lo, &b);   /* the profile runs fused kernels: nothing moves */
+    assert_rel(b.fwd, a.fwd, 0);
+    hw.eager_elementwise = true;
+    time_layer(&m, &hw, &lo, &c);
+    double bw = 0.5 * hw.hbm_bw, tok = 16384;
+    assert_rel(c.fwd - a.fwd, tok * 401408.0 / bw, 1e-9);
+    assert_rel(c.bwd - a.bwd, 2 * tok * 401408.0 / bw, 1e-9);
+    lo.torch_compile = true;
+    time_layer(&m, &hw, &lo, &b);
+    assert_rel(b.fwd, a.fwd, 0);
+    Layout l2 = layout_for(&m, &hw, 8, 2, 1, 2, 16);
+    l2.sp = true;
+    assert_int_equal(layout_check(&l2, &m, &hw, err, sizeof err), 0);
+    assert_rel(time_eager_bytes(&m, &l2, false), 200704.0, 1e-12);
+}
+
 /* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
  * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
  * scaling. Without --moe-router-padding-for-quantization the alltoall
@@ -2599,6 +2641,7 @@ int main(void)
         cmocka_unit_test(test_fp8_recipe),
         cmocka_unit_test(test_fp8_recipe_needs_capability),
         cmocka_unit_test(test_moe_wire_mxfp8),
+        cmocka_unit_test(test_eager_elementwise),
         cmocka_unit_test(test_moe_fp8_padding),
         cmocka_unit_test(test_moe_fp8_pre_mlp_norm),
     };

@@ -382,6 +382,7 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"rc_early_stop\": \"yes\"}", "\"rc_early_stop\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": \"p2p-ring\"}", "\"cp_comm\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": 1}", "\"cp_comm\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"eager_elementwise\": 1}", "\"eager_elementwise\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -414,6 +415,18 @@ static void test_loader_errors(void **state)
     assert_false(st.pp_p2p_serial);
     assert_false(st.rc_early_stop);
     assert_int_equal(st.cp_comm, -1);   // the layout's choice
+    assert_false(st.eager_elementwise);
+    /* eager model code: torchtitan's alone, and it reaches the profile (and survives a plan file's read-back) */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "torchtitan") == 0;
+        assert_int_equal(b.eager_elementwise, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply_settings(&hw, &b);
+        assert_int_equal(hw.eager_elementwise, want);
+    }
     /* the CP exchange: torchtitan's is PyTorch's all-gather; the others leave --cp-comm to the layout */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++)
         assert_int_equal(stacks_cp_comm(i), strcmp(stacks_name(i), "torchtitan") ? -1 : (int)CP_COMM_ALLGATHER);
