@@ -25,6 +25,9 @@ docs/accuracy/mosaic_a100_published.csv  a100-80g  -
 docs/accuracy/h100_published.csv         h100-sxm  -
 docs/accuracy/mosaic_h100_published.csv  h100-sxm  -
 docs/accuracy/megatron_readme_h100_published.csv h100-sxm -
+docs/accuracy/mbridge_h100_published.csv h100-sxm  -
+docs/accuracy/mbridge_gb200_published.csv gb200    -
+docs/accuracy/mbridge_gb300_published.csv gb300    -
 docs/accuracy/b200_published.csv         b200      -
 docs/accuracy/gb200_published.csv        gb200     -
 docs/accuracy/korthikanti_a100_published.csv a100-80g megatron-lm
