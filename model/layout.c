@@ -9,6 +9,16 @@
 #include <string.h>
 #include <strings.h>
 
+/* The index of s among n names (case-insensitive), or -1: what every enum's
+ * layout_parse_* reads before its aliases. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 void layout_default(Layout *lo)
 {
     memset(lo, 0, sizeof *lo);
@@ -552,11 +562,11 @@ const char *layout_target_name(Target t) { return t >= 0 && t < TARGET_COUNT ? t
 
 int layout_parse_target(const char *s, Target *out)
 {
-    for (int i = 0; i < TARGET_COUNT; i++)
-        if (strcasecmp(s, target_names[i]) == 0) {
-            *out = (Target)i;
-            return 0;
-        }
+    int i = name_index(target_names, TARGET_COUNT, s);
+    if (i >= 0) {
+        *out = (Target)i;
+        return 0;
+    }
     if (strcasecmp(s, "megatron-lm") == 0) {
         *out = TARGET_MEGATRON;
         return 0;
@@ -779,11 +789,11 @@ const char *layout_cuda_graph_name(CudaGraphImpl g)
 
 int layout_parse_cuda_graph(const char *s, CudaGraphImpl *out)
 {
-    for (int i = 0; i < CG_COUNT; i++)
-        if (strcasecmp(s, cuda_graph_names[i]) == 0) {
-            *out = (CudaGraphImpl)i;
-            return 0;
-        }
+    int i = name_index(cuda_graph_names, CG_COUNT, s);
+    if (i >= 0) {
+        *out = (CudaGraphImpl)i;
+        return 0;
+    }
     if (strcasecmp(s, "te") == 0) {
         *out = CG_TE;
         return 0;
@@ -801,11 +811,11 @@ const char *layout_fp8_recipe_name(Fp8Recipe r)
 
 int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out)
 {
-    for (int i = 0; i < FP8R_COUNT; i++)
-        if (strcasecmp(s, fp8_recipe_names[i]) == 0) {
-            *out = (Fp8Recipe)i;
-            return 0;
-        }
+    int i = name_index(fp8_recipe_names, FP8R_COUNT, s);
+    if (i >= 0) {
+        *out = (Fp8Recipe)i;
+        return 0;
+    }
     return -1;
 }
 
@@ -816,11 +826,11 @@ const char *layout_moe_wire_name(MoeWire w) { return w >= 0 && w < MOE_WIRE_COUN
 
 int layout_parse_moe_wire(const char *s, MoeWire *out)
 {
-    for (int i = 0; i < MOE_WIRE_COUNT; i++)
-        if (strcasecmp(s, moe_wire_names[i]) == 0) {
-            *out = (MoeWire)i;
-            return 0;
-        }
+    int i = name_index(moe_wire_names, MOE_WIRE_COUNT, s);
+    if (i >= 0) {
+        *out = (MoeWire)i;
+        return 0;
+    }
     return -1;
 }
 
@@ -889,11 +899,11 @@ const char *layout_dispatcher_name(MoeDispatcher d)
 
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out)
 {
-    for (int i = 0; i < MOE_DISPATCH_COUNT; i++)
-        if (strcasecmp(s, dispatcher_names[i]) == 0) {
-            *out = (MoeDispatcher)i;
-            return 0;
-        }
+    int i = name_index(dispatcher_names, MOE_DISPATCH_COUNT, s);
+    if (i >= 0) {
+        *out = (MoeDispatcher)i;
+        return 0;
+    }
     return -1;
 }
 
@@ -943,11 +953,11 @@ const char *layout_opt_name(OptimShard o) { return opt_names[o]; }
 
 int layout_parse_opt(const char *s, OptimShard *out)
 {
-    for (int i = 0; i < OPT_COUNT; i++)
-        if (strcasecmp(s, opt_names[i]) == 0) {
-            *out = (OptimShard)i;
-            return 0;
-        }
+    int i = name_index(opt_names, OPT_COUNT, s);
+    if (i >= 0) {
+        *out = (OptimShard)i;
+        return 0;
+    }
     if (s[0] >= '0' && s[0] <= '3' && s[1] == 0) {
         *out = (OptimShard)(s[0] - '0');
         return 0;
@@ -962,11 +972,11 @@ const char *layout_cp_comm_name(CpComm c) { return c >= 0 && c < CP_COMM_COUNT ?
 
 int layout_parse_cp_comm(const char *s, CpComm *out)
 {
-    for (int i = 0; i < CP_COMM_COUNT; i++)
-        if (strcasecmp(s, cp_comm_names[i]) == 0) {
-            *out = (CpComm)i;
-            return 0;
-        }
+    int i = name_index(cp_comm_names, CP_COMM_COUNT, s);
+    if (i >= 0) {
+        *out = (CpComm)i;
+        return 0;
+    }
     if (strcasecmp(s, "p2p") == 0) {   /* Megatron's names */
         *out = CP_COMM_RING;
         return 0;
