@@ -44,6 +44,16 @@ static int opt_number(FieldCtx *c, const cJSON *obj, const char *key, const char
     return 0;
 }
 
+/* An optional true or false; absent is false. */
+static int opt_bool(FieldCtx *c, const cJSON *obj, const char *key, const char *field, bool *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (v && !cJSON_IsBool(v))
+        return fields_fail(c, field, "true or false", v);
+    *out = v && cJSON_IsTrue(v);
+    return 0;
+}
+
 static int read_zero3(FieldCtx *c, const cJSON *root, Stack *st)
 {
     const cJSON *z = cJSON_GetObjectItemCaseSensitive(root, "zero3");
@@ -58,10 +68,8 @@ static int read_zero3(FieldCtx *c, const cJSON *root, Stack *st)
         return fields_fail(c, "zero3.gathers_per_layer", "a whole number from 0 to 1000",
                     cJSON_GetObjectItemCaseSensitive(z, "gathers_per_layer"));
     st->zero3_gathers_per_layer = (int)g;
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(z, "flat_ring");
-    if (r && !cJSON_IsBool(r))
-        return fields_fail(c, "zero3.flat_ring", "true or false", r);
-    st->zero3_flat_ring = r && cJSON_IsTrue(r);
+    if (opt_bool(c, z, "flat_ring", "zero3.flat_ring", &st->zero3_flat_ring))
+        return -1;
     if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
         return -1;
     if (opt_number(c, z, "max_live_params", "zero3.max_live_params", 0, 1e15, false, &st->zero3_max_live_params))
@@ -108,18 +116,10 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
         return fields_fail(c, "attn_kernel", "\"profile\", \"fa1\", \"fa2\", \"fa3\" or \"cudnn\"", k);
     if (read_zero3(c, root, st))
         return -1;
-    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(root, "pp_p2p_serial");
-    if (ps && !cJSON_IsBool(ps))
-        return fields_fail(c, "pp_p2p_serial", "true or false", ps);
-    st->pp_p2p_serial = ps && cJSON_IsTrue(ps);
-    const cJSON *es = cJSON_GetObjectItemCaseSensitive(root, "rc_early_stop");
-    if (es && !cJSON_IsBool(es))
-        return fields_fail(c, "rc_early_stop", "true or false", es);
-    st->rc_early_stop = es && cJSON_IsTrue(es);
-    const cJSON *ee = cJSON_GetObjectItemCaseSensitive(root, "eager_elementwise");
-    if (ee && !cJSON_IsBool(ee))
-        return fields_fail(c, "eager_elementwise", "true or false", ee);
-    st->eager_elementwise = ee && cJSON_IsTrue(ee);
+    if (opt_bool(c, root, "pp_p2p_serial", "pp_p2p_serial", &st->pp_p2p_serial) ||
+        opt_bool(c, root, "rc_early_stop", "rc_early_stop", &st->rc_early_stop) ||
+        opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise))
+        return -1;
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
         CpComm v;
