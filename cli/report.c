@@ -145,8 +145,7 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
             lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
-    if (spec_is_moe(m))   /* parallel folding: the expert layers' split of the same ranks */
-    {
+    if (spec_is_moe(m)) {   /* parallel folding: the expert layers' split of the same ranks */
         const char *act = lo->prec == PREC_FP32 ? "fp32" : "bf16";
         char wire[96];
         snprintf(wire, sizeof wire, "in %s%s%s", act,

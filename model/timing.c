@@ -690,7 +690,7 @@ double time_eager_bytes(const ModelSpec *m, const Layout *lo, bool attn_only)
      *    * weight (2 + 2) = 36 against a fused norm's 4: 32, twice a layer, on the SP shard;
      *  RoPE on q and k: float (2 + 4), complex mul (4 + 4), type_as (4 + 2) = 20 against 4: 16 each;
      *  SwiGLU: silu (2 + 2) apart from the mul (4 + 2) = 10 against the fused 6: 4 on the FFN. */
-    double t = lo->tp, sc = hw_precision_bytes(lo->prec == PREC_FP32 ? PREC_FP32 : PREC_BF16) / 2.0;
+    double t = lo->tp, sc = lo->prec == PREC_FP32 ? 2.0 : 1.0;   /* fp32 activations: twice the bytes */
     double b = 2.0 * 32.0 * m->h * layout_sp_share(lo) + 16.0 * (spec_q_width(m) + spec_kv_width(m)) / t;
     if (!attn_only && m->mlp == MLP_SWIGLU)
         b += 4.0 * m->f / t;
