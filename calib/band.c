@@ -356,12 +356,9 @@ int band_select(const BandTable *t, const BandQuery *q, int k, const char *skip_
 /* The scatter of one file: its runs' residuals (less the one left out) minus
  * their median, read at BAND_SCATTER evenly spaced ranks (the midpoints of
  * BAND_SCATTER equal slices), so that a file of 1,440 runs and one of 3
- * weigh alike. Writes BAND_SCATTER values to out; -1 out of memory. */
-static int file_scatter(const BandTable *t, const char *source, int skip_index, double *out)
+ * weigh alike. Writes BAND_SCATTER values to out; r is scratch of t->n. */
+static void file_scatter(const BandTable *t, const char *source, int skip_index, double *r, double *out)
 {
-    double *r = malloc((size_t)t->n * sizeof *r);
-    if (!r)
-        return -1;
     int n = 0;
     for (int i = 0; i < t->n; i++)
         if (i != skip_index && !strcmp(t->r[i].source, source))
@@ -369,15 +366,12 @@ static int file_scatter(const BandTable *t, const char *source, int skip_index, 
     if (n == 0) {   /* cannot happen for a file a selected run came from */
         for (int j = 0; j < BAND_SCATTER; j++)
             out[j] = 0;
-        free(r);
-        return 0;
+        return;
     }
     qsort(r, (size_t)n, sizeof *r, cmp_double);
     double med = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
     for (int j = 0; j < BAND_SCATTER; j++)
         out[j] = r[(int)((j + 0.5) * n / BAND_SCATTER)] - med;
-    free(r);
-    return 0;
 }
 
 /* The band's sample (band.h): every selected file's bias (the mean residual
@@ -387,7 +381,7 @@ static int band_sample(const BandTable *t, const int *idx, int m, int skip_index
     const char **file = malloc((size_t)m * sizeof *file);
     double *bias = malloc((size_t)m * sizeof *bias);
     int *cnt = malloc((size_t)m * sizeof *cnt), nf = 0, rc = -1;
-    double *sc = NULL, *v = NULL;
+    double *sc = NULL, *v = NULL, *scratch = NULL;
     if (!file || !bias || !cnt)
         goto out;
     for (int i = 0; i < m; i++) {
@@ -404,11 +398,11 @@ static int band_sample(const BandTable *t, const int *idx, int m, int skip_index
     }
     sc = malloc((size_t)nf * BAND_SCATTER * sizeof *sc);
     v = malloc((size_t)nf * nf * BAND_SCATTER * sizeof *v);
-    if (!sc || !v)
+    scratch = malloc((size_t)t->n * sizeof *scratch);
+    if (!sc || !v || !scratch)
         goto out;
     for (int j = 0; j < nf; j++)
-        if (file_scatter(t, file[j], skip_index, sc + (size_t)j * BAND_SCATTER) != 0)
-            goto out;
+        file_scatter(t, file[j], skip_index, scratch, sc + (size_t)j * BAND_SCATTER);
     int n = 0;
     for (int j = 0; j < nf; j++)
         for (int s = 0; s < nf * BAND_SCATTER; s++)
@@ -423,6 +417,7 @@ out:
     free(cnt);
     free(sc);
     free(v);
+    free(scratch);
     return rc;
 }
 
