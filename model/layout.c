@@ -834,9 +834,6 @@ int layout_parse_moe_wire(const char *s, MoeWire *out)
     return -1;
 }
 
-/* MXFP8: an fp8 byte an element and an E8M0 (one-byte) scale a 32-element block */
-double layout_moe_wire_bytes(MoeWire w) { return w == MOE_WIRE_MXFP8 ? 1.0 + 1.0 / 32.0 : 2.0; }
-
 static const struct { const char *name; int bit; } cg_module_names[] = {
     {"attn", CGM_ATTN}, {"mlp", CGM_MLP}, {"moe", CGM_MOE}, {"moe_router", CGM_MOE_ROUTER},
     {"moe_preprocess", CGM_MOE_PREPROCESS},

@@ -255,7 +255,6 @@ const char *layout_fp8_recipe_name(Fp8Recipe r);   // "delayed", "tensorwise", "
 int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out);
 const char *layout_moe_wire_name(MoeWire w);       // "bf16", "mxfp8"
 int layout_parse_moe_wire(const char *s, MoeWire *out);
-double layout_moe_wire_bytes(MoeWire w);           // bytes an element on the wire: 2, or 1 + 1/32
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

@@ -38,11 +38,12 @@ double time_coll_alltoall(const HwProfile *hw, double bytes, int n, int k)
 }
 
 /* Bytes an element of an all-to-all in `wire`: the activations' own dtype
- * (bf16; fp32 when training in fp32), or MXFP8's byte and block scale. */
+ * (bf16; fp32 when training in fp32), or MXFP8's fp8 byte and E8M0 (one-byte)
+ * scale a 32-element block. */
 static double wire_bytes(const Layout *lo, MoeWire wire)
 {
     if (wire == MOE_WIRE_MXFP8)
-        return layout_moe_wire_bytes(wire);
+        return 1.0 + 1.0 / 32.0;
     return lo->prec == PREC_FP32 ? 4.0 : 2.0;
 }
 
