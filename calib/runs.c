@@ -22,7 +22,7 @@
  * which describe the measurement and the cluster rather than the layout. */
 typedef enum {
     C_PARAMS_B, C_GPUS, C_TIME_MS, C_GPN, C_INTRA_BW, C_INTER_BW, C_DP_OVERLAP, C_TP_OVERLAP, C_TOK_S_GPU,
-    C_LABEL, C_COUNT
+    C_LABEL, C_MEM_GIB, C_COUNT
 } Col;
 
 typedef struct {
@@ -42,6 +42,7 @@ static const ColDesc cols[] = {
     [C_TP_OVERLAP] = {"tp_overlap", NULL, false},
     [C_TOK_S_GPU] = {"tokens_per_s_gpu", NULL, false},
     [C_LABEL] = {"label", NULL, false},
+    [C_MEM_GIB] = {"mem_gib", NULL, false},
 };
 _Static_assert(sizeof cols / sizeof cols[0] == C_COUNT, "one descriptor per column");
 
@@ -257,6 +258,8 @@ static int set_knob(const Where *w, RunRow *r, const Knob *k, int col, const cha
         knob_set_int(k, &r->layout, v);
         if (k->id == K_STACK)
             r->stack_given = true;
+        if (k->id == K_CP_COMM)
+            r->cp_comm_given = true;
     } else {   /* the scenario's knobs: the uniform recomputation */
         Scenario sc = {.recompute = r->recompute};
         knob_set_int(k, &sc, v);
@@ -296,6 +299,15 @@ static int set_field(const Where *w, RunRow *r, Col c, int col, const char *s)
             r->layout.tp_comm_overlap = true;
         return 0;
     case C_LABEL: snprintf(r->label, sizeof r->label, "%s", s); return 0;
+    case C_MEM_GIB:   /* empty: this row's memory was not published */
+        if (!*s) {
+            r->mem_gib = 0;
+            return 0;
+        }
+        if (parse_double(s, &v) || !(v > 0 && v <= 1e5))
+            return bad(w, col, nm, "a measured peak in GiB per GPU (0 to 1e5), or nothing", s);
+        r->mem_gib = v;
+        return 0;
     case C_COUNT: break;
     }
     return 0;
@@ -634,11 +646,28 @@ int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, doubl
                  hw_precision_name(r->layout.prec));
         return -1;
     }
+    /* the layout fields the row's stack decides (what selective recomputation
+     * recomputes, the CP exchange it runs), as scenario_finish sets them for
+     * predict; a cp_comm column the stack contradicts is an error, as
+     * --cp-comm is there */
+    const Layout *lo = &r->layout;
+    Layout slo;
+    if (r->layout.stack > 0) {
+        slo = r->layout;
+        stacks_layout_settings(&slo);
+        if (r->cp_comm_given && slo.cp_comm != r->layout.cp_comm) {
+            snprintf(err, errlen, "%s:%d: cp_comm %s, but the %s stack exchanges K/V by %s", origin, r->line,
+                     layout_cp_comm_name(r->layout.cp_comm), stacks_name(r->layout.stack),
+                     layout_cp_comm_name(slo.cp_comm));
+            return -1;
+        }
+        lo = &slo;
+    }
     Cost local;
     Cost *out = c ? c : &local;
     CostOpts o;
     cost_opts_default(&o);
-    cost(&r->model, use, &r->layout, &o, out);
+    cost(&r->model, use, lo, &o, out);
     *pred_s = out->step_s;
     return 0;
 }

@@ -31,7 +31,9 @@
  *    when gradients are reduced after the backward, unbucketed), tp_overlap
  *    (0..1; the fraction of TP communication hidden, e.g. 1 with Megatron's
  *    --tp-comm-overlap / NeMo's userbuffers), stack (the software stack the
- *    run used: megatron-lm, nemo, ...; `ultraplan models` lists them), label.
+ *    run used: megatron-lm, nemo, ...; `ultraplan models` lists them), label,
+ *    mem_gib (the peak memory per GPU the source measured, GiB; empty where a
+ *    row has none: validate then also reports the memory error).
  *
  * In both, lines starting with '#' after the header and blank lines are
  * skipped; a UTF-8 byte-order mark, CRLF line ends, spaces around fields and
@@ -62,8 +64,10 @@ typedef struct {
     double dp_overlap;      // fraction of the backward that hides the DP reduction; < 0 = the profile's
     double tp_overlap;      // fraction of TP communication hidden; < 0 = the profile's
     bool stack_given;       // the file has a stack column (layout.stack: the software stack, model/stack.h)
+    bool cp_comm_given;     // the file has a cp_comm column (a stack that fixes the exchange must agree)
     double measured_s;      // seconds per iteration
     double tok_s_gpu;       // tokens/s per GPU as given (0 = time_ms given instead)
+    double mem_gib;         // peak memory per GPU the source measured, GiB (column mem_gib); 0 = not given
     char label[48];
 } RunRow;
 

@@ -19,6 +19,7 @@
 #include "command.h"
 #include "planner.h"
 #include "report.h"
+#include "stacks.h"
 
 enum { P_TOP = 1, P_PICK, P_EXHAUSTIVE, P_DUMP_LP, P_SEARCH_PREC, P_RANK_BY, P_BUDGET_DAYS, P_BUDGET_DOLLARS };
 
@@ -397,6 +398,13 @@ static int plan_main(int argc, char **argv)
     }
     if (args_finish(&in, false, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan plan: %s\n", err);
+        goto out;
+    }
+    if ((in.sc.fixed & FIX_RC) && in.sc.recompute == RECOMPUTE_SELECTIVE && layout_sel_op(&in.sc.model, &in.sc.layout)) {
+        fprintf(stderr, "ultraplan plan: --recompute selective under --stack %s is its per-op policy (SelectiveAC), "
+                "which no --target runs (Megatron-LM and ultraplan's executors recompute the attention core): plan "
+                "with --recompute full or none, or price it with `ultraplan predict` and write it with `export "
+                "--format torchtitan`\n", stacks_name(in.sc.layout.stack));
         goto out;
     }
     if (budget_dollars > 0) {   /* the planner counts GPU-hours; dollars are GPU-hours at --price */

@@ -40,6 +40,7 @@ static void help(FILE *f)
     fprintf(f,
         "usage: ultraplan validate FILE.csv [FILE.csv ...] [--gpu NAME | --profile FILE] [--json]\n"
         "                          [--summary] [--plot FILE.png] [--max-mape PCT] [--max-regret PCT]\n"
+        "                          [--max-mem-mape PCT]\n"
         "                          [--stack NAME] [--bands-out FILE [--bands-stack NAME]]\n"
         "       ultraplan validate --bands-coverage builtin|TABLE.csv [--json]\n\n"
         "Predicts the iteration time of every measured run in the files and reports predicted,\n"
@@ -56,6 +57,8 @@ static void help(FILE *f)
         "  --plot FILE.png   predicted vs measured on log axes with y = x and +-10%% bands (gnuplot)\n"
         "  --max-mape PCT    exit 1 when the overall MAPE is above PCT (for regression tests)\n"
         "  --max-regret PCT  exit 1 when any model+gpus group's regret is above PCT\n"
+        "  --max-mem-mape PCT  exit 1 when the peak-memory MAPE (the rows with a mem_gib column) is\n"
+        "                    above PCT, or no row has one\n"
         "  --moe-imbalance F MoE rows without a moe_imbalance column: the busiest EP rank's routed\n"
         "                    tokens over the mean (1 for force-balanced benchmarks; default 1.2)\n"
         "  --bands-out FILE  write the residual table predict's error band is made from (one line per\n"
@@ -84,9 +87,13 @@ static void help(FILE *f)
         "             moe_ffn,shared_ffn,moe_layer_freq,moe_first_dense,capacity_factor,mtp_layers,\n"
         "             attn,q_lora_rank,kv_lora_rank,qk_nope_dim,qk_rope_dim,v_head_dim,ep,etp,\n"
         "             moe_imbalance (defaults as\n"
-        "             `ultraplan predict`; vocab 50257)\n\n"
+        "             `ultraplan predict`; vocab 50257); mem_gib: the peak memory per GPU the source\n"
+        "             measured (GiB; empty for a row without one): the table, summary and JSON then\n"
+        "             give the predicted peak and its error too\n\n"
         "example: ultraplan validate validation/vtrain/multi_node.csv --gpu a100-80g --summary\n");
 }
+
+#define GIB 1073741824.0
 
 typedef struct {
     const char *gpu;
@@ -95,6 +102,7 @@ typedef struct {
     const char *bands_out, *bands_stack, *bands_coverage;
     bool json, summary;
     double max_mape, max_regret;   // < 0 = no limit
+    double max_mem_mape;           // < 0 = no limit (the rows with a measured peak memory)
     double moe_imbalance;          // --moe-imbalance: for rows without the column; 0 = the layout's default
     int stack;                     // --stack: for files without a stack column; -1 = not given (megatron-lm)
 } Opts;
@@ -106,6 +114,7 @@ typedef struct {
     int line, mbs, vp;
     Precision prec;
     double phase[T_COUNT];         // predicted seconds by phase, for --json
+    float mem_gib, mem_pred_gib;   // measured peak per GPU (0: none given) and predicted (every stage's max)
     char label[sizeof ((RunRow *)0)->label];
 } VRow;
 
@@ -188,6 +197,8 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     w->prec = r->layout.prec;
     memcpy(w->phase, c.time, sizeof w->phase);
     memcpy(w->label, r->label, sizeof w->label);
+    w->mem_gib = (float)r->mem_gib;
+    w->mem_pred_gib = v->pred[i] > 0 ? (float)(c.peak_bytes / GIB) : 0.0f;
     if (v->bands && v->pred[i] > 0) {   /* a row the profile cannot predict has no residual */
         BandRun b = {.line = r->line, .gpus = r->gpus, .tp = r->layout.tp, .pp = r->layout.pp,
                      .dp = r->layout.dp, .cp = r->layout.cp, .ep = r->layout.ep > 0 ? r->layout.ep : 1,
@@ -455,12 +466,15 @@ static void print_groups(Out *o, const VSet *v, const StatsGroupStats *g, int n,
 /* The per-row table: "%-6d %5d %5d %3d %3d %4d %4d %5d %12.1f %12.1f %7.2f%s%s\n" */
 static void print_table(Out *o, const VSet *v)
 {
-    bool labels = false;
-    for (int i = 0; i < v->n; i++)
+    bool labels = false, mem = false;
+    for (int i = 0; i < v->n; i++) {
         labels |= v->rows[i].label[0] != 0;
+        mem |= v->rows[i].mem_gib > 0;
+    }
     char head[200];
-    snprintf(head, sizeof head, "%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s\n", "line", "gpus", "h", "tp",
-             "pp", "dp", "mbs", "gbs", "measured_ms", "predicted_ms", "ape%", labels ? "  label" : "");
+    snprintf(head, sizeof head, "%-6s %5s %5s %3s %3s %4s %4s %5s %12s %12s %7s%s%s\n", "line", "gpus", "h", "tp",
+             "pp", "dp", "mbs", "gbs", "measured_ms", "predicted_ms", "ape%",
+             mem ? "  mem_gib pred_gib  mem_ape%" : "", labels ? "  label" : "");
     out_s(o, head);
     for (int i = 0; i < v->n; i++) {
         const StatsRow *s = &v->st[i];
@@ -478,6 +492,16 @@ static void print_table(Out *o, const VSet *v)
         out_fixed(o, v->pred[i] * 1e3, 1, 12);
         out_mem(o, " ", 1);
         out_fixed(o, v->ape[i], 2, 7);
+        if (mem && r->mem_gib > 0 && r->mem_pred_gib > 0) {
+            out_mem(o, "  ", 2);
+            out_fixed(o, r->mem_gib, 1, 7);
+            out_mem(o, " ", 1);
+            out_fixed(o, r->mem_pred_gib, 1, 8);
+            out_mem(o, " ", 1);
+            out_fixed(o, stats_ape(r->mem_pred_gib, r->mem_gib), 2, 9);
+        } else if (mem) {
+            out_s(o, "        -        -         -");
+        }
         if (r->label[0]) {
             out_mem(o, "  ", 2);
             out_s(o, r->label);
@@ -507,6 +531,13 @@ static void row_json(Out *o, const VSet *v, int i)
     out_jnum_member(o, 3, "measured_ms", s->measured_s * 1e3, false);
     out_jnum_member(o, 3, "predicted_ms", v->pred[i] * 1e3, false);
     out_jnum_member(o, 3, "ape", v->ape[i], false);
+    if (r->mem_pred_gib > 0)
+        out_jnum_member(o, 3, "predicted_mem_gib", r->mem_pred_gib, false);
+    if (r->mem_gib > 0) {
+        out_jnum_member(o, 3, "measured_mem_gib", r->mem_gib, false);
+        if (r->mem_pred_gib > 0)
+            out_jnum_member(o, 3, "mem_ape", stats_ape(r->mem_pred_gib, r->mem_gib), false);
+    }
     out_member(o, 3, "phases_ms");
     out_mem(o, "{\n", 2);
     for (int k = 0; k < T_COUNT; k++)
@@ -535,7 +566,7 @@ static void group_json(Out *o, const VSet *v, const StatsGroupStats *g, StatsGro
 /* The document as cJSON_Print would print it, rows and groups streamed into
  * the places of the two empty arrays. */
 static int print_json(const Opts *o, const VSet *v, const char *profile, char **files, int nfiles,
-                      const ApeStats *st, double worst_regret, double worst_regret_gbs,
+                      const ApeStats *st, const ApeStats *mst, double worst_regret, double worst_regret_gbs,
                       StatsGroupStats *const *groups, const int *ng)
 {
     (void)o;
@@ -549,6 +580,10 @@ static int print_json(const Opts *o, const VSet *v, const char *profile, char **
     cJSON *s = stats_json(st);
     cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
     cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
+    if (mst->n > 0) {   /* the rows that give a measured peak memory (mem_gib) */
+        cJSON *ms = stats_json(mst);
+        cJSON_AddItemToObject(s, "memory", ms);
+    }
     cJSON_AddItemToObject(root, "summary", s);
     cJSON_AddArrayToObject(root, "groups");
     char *text = cJSON_Print(root);
@@ -588,6 +623,22 @@ oom:
     return -1;
 }
 
+/* APE of the predicted peak memory per GPU over the rows that give a
+ * measured one (column mem_gib); n 0 when none does. */
+static int mem_stats(const VSet *v, ApeStats *st)
+{
+    double *ape = malloc(sizeof *ape * (v->n > 0 ? v->n : 1));
+    if (!ape)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < v->n; i++)
+        if (v->rows[i].mem_gib > 0 && v->rows[i].mem_pred_gib > 0)
+            ape[n++] = stats_ape(v->rows[i].mem_pred_gib, v->rows[i].mem_gib);
+    stats_summarize(ape, n, st);
+    free(ape);
+    return 0;
+}
+
 static int run(const Opts *o, char **files, int nfiles)
 {
     char err[512];
@@ -622,8 +673,13 @@ static int run(const Opts *o, char **files, int nfiles)
         rc = 1;
         goto out;
     }
-    ApeStats st;
+    ApeStats st, mst;
     stats_summarize(set.ape, set.n, &st);
+    if (mem_stats(&set, &mst)) {
+        fprintf(stderr, "ultraplan validate: out of memory\n");
+        rc = 1;
+        goto out;
+    }
     int ng[STATS_GROUP_COUNT];
     double worst_regret = 0, worst_regret_gbs = 0;
     for (int k = 0; k < STATS_GROUP_COUNT; k++) {
@@ -640,7 +696,7 @@ static int run(const Opts *o, char **files, int nfiles)
         worst_regret_gbs = fmax(worst_regret_gbs, groups[STATS_BY_MODEL_GPUS_GBS][i].regret);
 
     if (o->json) {
-        if (print_json(o, &set, hw.name, files, nfiles, &st, worst_regret, worst_regret_gbs, groups, ng)) {
+        if (print_json(o, &set, hw.name, files, nfiles, &st, &mst, worst_regret, worst_regret_gbs, groups, ng)) {
             rc = 1;
             goto out;
         }
@@ -655,6 +711,12 @@ static int run(const Opts *o, char **files, int nfiles)
                  "worst ranking regret %.2f%% (model+gpus groups; %.2f%% at a fixed global batch)\n", st.n, hw.name,
                  st.mape, st.median, st.p90, st.max, worst_regret, worst_regret_gbs);
         out_s(&out, line);
+        if (mst.n > 0) {
+            snprintf(line, sizeof line, "memory: %d runs with a measured peak: MAPE %.2f%%, median %.2f%%, worst %.2f%% "
+                     "(predicted peak per GPU, the fullest stage, against the source's reading)\n", mst.n, mst.mape,
+                     mst.median, mst.max);
+            out_s(&out, line);
+        }
         for (int k = 0; k < STATS_GROUP_COUNT; k++)
             print_groups(&out, &set, groups[k], ng[k], (StatsGroupKind)k);
         out_flush(&out);
@@ -676,6 +738,14 @@ static int run(const Opts *o, char **files, int nfiles)
     }
     if (o->max_mape >= 0 && st.mape > o->max_mape) {
         fprintf(stderr, "ultraplan validate: MAPE %.2f%% is above the limit %.2f%%\n", st.mape, o->max_mape);
+        rc = 1;
+    }
+    if (o->max_mem_mape >= 0 && mst.n == 0) {
+        fprintf(stderr, "ultraplan validate: --max-mem-mape: no row has a measured peak memory (column mem_gib)\n");
+        rc = 1;
+    } else if (o->max_mem_mape >= 0 && mst.mape > o->max_mem_mape) {
+        fprintf(stderr, "ultraplan validate: memory MAPE %.2f%% is above the limit %.2f%%\n", mst.mape,
+                o->max_mem_mape);
         rc = 1;
     }
     if (o->max_regret >= 0 && worst_regret > o->max_regret) {
@@ -802,18 +872,19 @@ static int parse_pct(const char *flag, const char *s, double *out)
 static int validate_main(int argc, char **argv)
 {
     enum { O_GPU = 1, O_PROFILE, O_JSON, O_SUMMARY, O_PLOT, O_MAX_MAPE, O_MAX_REGRET, O_MOE_IMBALANCE, O_BANDS_OUT, O_BANDS_STACK,
-           O_BANDS_COVERAGE, O_STACK };
+           O_BANDS_COVERAGE, O_STACK, O_MAX_MEM_MAPE };
     static const struct option opts[] = {
         {"help", no_argument, 0, 'h'},          {"gpu", required_argument, 0, O_GPU},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"summary", no_argument, 0, O_SUMMARY}, {"plot", required_argument, 0, O_PLOT},
         {"max-mape", required_argument, 0, O_MAX_MAPE}, {"max-regret", required_argument, 0, O_MAX_REGRET},
+        {"max-mem-mape", required_argument, 0, O_MAX_MEM_MAPE},
         {"moe-imbalance", required_argument, 0, O_MOE_IMBALANCE},
         {"bands-out", required_argument, 0, O_BANDS_OUT}, {"bands-stack", required_argument, 0, O_BANDS_STACK},
         {"bands-coverage", required_argument, 0, O_BANDS_COVERAGE}, {"stack", required_argument, 0, O_STACK},
         {0, 0, 0, 0},
     };
-    Opts o = {.max_mape = -1, .max_regret = -1, .stack = -1};
+    Opts o = {.max_mape = -1, .max_regret = -1, .max_mem_mape = -1, .stack = -1};
     int c;
     optind = 1;
     opterr = 0;
@@ -827,6 +898,7 @@ static int validate_main(int argc, char **argv)
         case O_PLOT: o.plot = optarg; break;
         case O_MAX_MAPE: if (parse_pct("--max-mape", optarg, &o.max_mape)) return 2; break;
         case O_MAX_REGRET: if (parse_pct("--max-regret", optarg, &o.max_regret)) return 2; break;
+        case O_MAX_MEM_MAPE: if (parse_pct("--max-mem-mape", optarg, &o.max_mem_mape)) return 2; break;
         case O_MOE_IMBALANCE: {
             char e[200];
             if (knob_parse_double(knob_get(K_MOE_IMBALANCE), optarg, &o.moe_imbalance, NULL, e, sizeof e)) {

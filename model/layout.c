@@ -967,6 +967,25 @@ _Static_assert(sizeof cp_comm_names / sizeof *cp_comm_names == CP_COMM_COUNT, "c
 
 const char *layout_cp_comm_name(CpComm c) { return c >= 0 && c < CP_COMM_COUNT ? cp_comm_names[c] : "?"; }
 
+static const char *const sel_ac_names[] = {"core_attn", "op"};
+_Static_assert(sizeof sel_ac_names / sizeof *sel_ac_names == SEL_AC_COUNT, "sel_ac names");
+
+const char *layout_sel_ac_name(SelAc a) { return a >= 0 && a < SEL_AC_COUNT ? sel_ac_names[a] : "?"; }
+
+int layout_parse_sel_ac(const char *s, SelAc *out)
+{
+    int i = name_index(sel_ac_names, SEL_AC_COUNT, s);
+    if (i < 0)
+        return -1;
+    *out = (SelAc)i;
+    return 0;
+}
+
+bool layout_sel_op(const ModelSpec *m, const Layout *lo)
+{
+    return lo->sel_ac == SEL_AC_OP && !spec_is_moe(m) && m->attn != ATTN_MLA;
+}
+
 int layout_parse_cp_comm(const char *s, CpComm *out)
 {
     int i = name_index(cp_comm_names, CP_COMM_COUNT, s);

@@ -78,6 +78,19 @@ typedef enum {
     CP_COMM_COUNT
 } CpComm;
 
+/* What a selectively recomputed layer recomputes: the attention core
+ * (Megatron's --recompute-granularity selective, core_attn) or torchtitan's
+ * per-op policy (SelectiveAC: every matmul output saved but every second
+ * one, the attention's output saved, every other op run again). Not a knob:
+ * the software stack sets it (profiles/stacks.h stacks_selective_ac), as the
+ * framework decides it, and scenario_finish, the plan reader and validate
+ * copy it in. */
+typedef enum {
+    SEL_AC_CORE_ATTN,
+    SEL_AC_OP,
+    SEL_AC_COUNT
+} SelAc;
+
 typedef struct {
     int dp, tp, pp, vp, cp;        // data, tensor, pipeline, virtual (interleave), context parallel sizes
     int ep;                        // expert parallel (default 1)
@@ -100,6 +113,7 @@ typedef struct {
     bool tp_comm_overlap;          // TP all-gather/reduce-scatter overlapped with the GEMMs they feed (Megatron
                                    // --tp-comm-overlap, Transformer Engine userbuffers; needs sp and tp > 1)
     CpComm cp_comm;                // CP's K/V exchange: ring (p2p, default) or all-gather
+    SelAc sel_ac;                  // what selective recomputation recomputes (the stack's; default core_attn)
     bool split_embed;              // the embedding counts as a layer in the stage split (Megatron
                                    // --account-for-embedding-in-pipeline-split)
     bool split_loss;               // the loss (LM head) counts as a layer (--account-for-loss-in-pipeline-split)
@@ -270,6 +284,13 @@ const char *layout_target_name(Target t);          // "megatron", "ultraplan", "
 int layout_parse_target(const char *s, Target *out);
 const char *layout_cp_comm_name(CpComm c);         // "ring", "all-gather"
 int layout_parse_cp_comm(const char *s, CpComm *out);   // also Megatron's p2p, all_gather
+const char *layout_sel_ac_name(SelAc a);           // "core_attn", "op"
+int layout_parse_sel_ac(const char *s, SelAc *out);
+/* Whether this layout's selectively recomputed layers follow torchtitan's
+ * per-op policy: the stack says op, and the layers are ones the policy is
+ * priced for (dense multi-head/GQA attention; an MoE or MLA model keeps the
+ * core_attn pricing, COSTMODEL.md §2.2.1). */
+bool layout_sel_op(const ModelSpec *m, const Layout *lo);
 
 /* How Megatron-LM (checked against NVIDIA/Megatron-LM d98e8a6, 2026-08-22:
  * megatron/training/arguments.py, megatron/core/transformer/

@@ -95,6 +95,16 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 
     if (r == RECOMPUTE_FULL)
         return ab * sbh * rep;                 // only the layer input is kept
+    if (r == RECOMPUTE_SELECTIVE && layout_sel_op(m, lo)) {
+        /* torchtitan's per-op policy (SelectiveAC): the checkpoint's input,
+         * the outputs of the GEMMs it saves (time_sel_op_saved_width), the
+         * attention's output with its fp32 log-sum-exp, and under SP the
+         * two reduce-scatters' outputs; everything else is run again */
+        double tok = layout_mb_tokens(m, lo);
+        double rs = lo->tp > 1 && lo->sp ? 2.0 * h * rep : 0.0;
+        return ab * tok * (h * rep + time_sel_op_saved_width(m, lo) + spec_q_width(m) / t + rs) +
+               4.0 * m->a * tok / t;
+    }
 
     double q = spec_q_width(m) / h, kv = spec_kv_width(m) / h, f = (double)m->f / h;
     /* norm inputs (2), QKV input, FC1 input; attention and MLP dropout masks */
@@ -280,7 +290,17 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
 }
 
 /* logit_b: bytes per logit the loss keeps, 4 (the unfused loss' fp32 copy)
- * or 2 (a fused loss reads the bf16 logits in place, HwProfile.ce_fused) */
+ * or 2 (a fused loss reads the bf16 logits in place, HwProfile.ce_fused),
+ * or at the loss of PyTorch's cross_entropy over logits.float()
+ * (HwProfile.ce_upcast) the logits, their fp32 copy and the fp32
+ * log-softmax it saves: ab + 4 + 4 (logit_bytes) */
+static double logit_bytes(const HwProfile *hw, const Layout *lo)
+{
+    if (hw && hw->ce_upcast)   /* torchtitan: the model's logits (fp32 already: no copy), the copy, the log-softmax */
+        return lo->prec == PREC_FP32 ? 8.0 : hw_precision_bytes(lo->prec) + 4.0 + 4.0;
+    return hw && hw->ce_fused && lo->prec != PREC_FP32 ? 2.0 : 4.0;
+}
+
 static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inflight, double logit_b)
 {
     int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
@@ -324,7 +344,7 @@ static double stage_acts(const ModelSpec *m, const Layout *lo, int s, double inf
      * backward, its activations are all live */
     if (cnt[1][RECOMPUTE_FULL] > 0)
         bytes += moe_none > none ? moe_none : none;
-    else if (f > 0)
+    else if (f > 0 || (e > 0 && layout_sel_op(m, lo)))   /* the op policy's recomputed tensors, one layer's */
         bytes += none;
     return bytes;
 }
@@ -484,7 +504,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
     out->bytes[MEM_GRADS] = dense * g + ex * ge;
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
-    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, hw && hw->ce_fused && lo->prec != PREC_FP32 ? 2.0 : 4.0);
+    out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, logit_bytes(hw, lo));
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
     out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
                              + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);

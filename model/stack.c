@@ -16,6 +16,7 @@ void stack_default(Stack *st)
     st->tp_overlap = st->dp_overlap = st->pp_overlap = -1;
     st->ce_fused = -1;
     st->cp_comm = -1;
+    st->sel_ac = -1;
 }
 
 static const char *const kernel_names[ATTN_KERNEL_COUNT] = {"profile", "fa1", "fa2", "fa3", "cudnn"};
@@ -123,4 +124,6 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->rc_early_stop = true;
     if (st->eager_elementwise)
         hw->eager_elementwise = true;
+    if (st->ce_upcast)
+        hw->ce_upcast = true;
 }

@@ -52,8 +52,11 @@ typedef struct {
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)
     bool rc_early_stop;           // a full recompute stops before the layer's last GEMM (HwProfile field of the same name)
     bool eager_elementwise;       // the model code's elementwise ops are eager PyTorch (HwProfile field of the same name)
+    bool ce_upcast;               // the loss upcasts the logits to fp32 for PyTorch's cross_entropy (HwProfile field)
     int cp_comm;                  // the context-parallel K/V exchange the stack runs (a CpComm); -1 = the layout's
                                   // choice (--cp-comm). Not a profile field: scenario_finish sets the layout's
+    int sel_ac;                   // what selective recomputation recomputes (a SelAc); -1 = Megatron's core_attn.
+                                  // A layout field, set from the stack as cp_comm is
 } Stack;
 
 /* megatron-lm: every scale 1, kernel of the profile, overlaps and ZeRO-3 as

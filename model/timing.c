@@ -434,6 +434,98 @@ static Launches layer_launches(const Layout *lo, bool moe, double kf, double kf_
     return (Launches){eager + graphs, 2.0 * eager + graphs};
 }
 
+/* The GEMMs of a torchtitan Llama block in the order its forward calls them
+ * (models/llama3, models/common attention.py and feed_forward.py at
+ * b5bcd76; the same at 9dec370): wq, wk, wv, then wo after the attention,
+ * then w1, w3 (SwiGLU's up half) and w2 (w2(silu(w1(x)) * w3(x))), or w1,
+ * w2 for a plain MLP. T x N x K per GPU; `spent` marks the two whose output
+ * only a residual add reads (wo, the last MLP GEMM). Returns the count. */
+typedef struct {
+    double n, k;
+    bool spent;
+} OpGemm;
+
+static int sel_op_gemms(const ModelSpec *m, const Layout *lo, OpGemm g[7])
+{
+    double t = lo->tp, h = m->h, q = spec_q_width(m) / t, kv = spec_kv_width(m) / t, f = m->f / t;
+    int n = 0;
+    g[n++] = (OpGemm){q, h, false};
+    g[n++] = (OpGemm){kv, h, false};
+    g[n++] = (OpGemm){kv, h, false};
+    g[n++] = (OpGemm){h, q, true};
+    g[n++] = (OpGemm){f, h, false};
+    if (m->mlp == MLP_SWIGLU)
+        g[n++] = (OpGemm){f, h, false};
+    g[n++] = (OpGemm){h, f, true};
+    return n;
+}
+
+/* Whether the op policy recomputes GEMM i (0-based) of sel_op_gemms:
+ * SelectiveAC saves every matmul's output but every second one (the 2nd,
+ * 4th, 6th of the block: wk, wo, w3), counting aten.mm only. Compiled, the
+ * partitioner runs again only what the backward reads, so wo (read by
+ * nothing the backward needs) is not run; eager, checkpoint replays the
+ * block's forward and every op not saved runs again. fp8 the same:
+ * torchao's Float8 and MX linears call torch.mm on their tensor subclasses,
+ * and the policy's dispatch mode sees that aten.mm before the subclass
+ * turns it into _scaled_mm (modes take precedence over subclasses), so the
+ * count is the same. */
+static bool sel_op_recomputes(const Layout *lo, const OpGemm *g, int i)
+{
+    return i % 2 == 1 && !(lo->torch_compile && g->spent);
+}
+
+/* A selectively recomputed layer under torchtitan's per-op policy
+ * (SelectiveAC; COSTMODEL.md §2.2.1), forward again per micro-batch: the
+ * GEMMs sel_op_recomputes says, every memory-bound pass of the layer (norms,
+ * RoPE, residual adds, the activation, fp8 casts: ew_s, none of them saved),
+ * and the TP collectives whose outputs are not saved (the two all-gathers
+ * under SP, or the two all-reduces; the policy saves reduce-scatters), as
+ * exposed as in the forward. The attention core's output is saved: it does
+ * not run again. Host-bound, the forward's launches less the GEMMs and the
+ * core that do not run (fwd_launches: the forward's, layer_launches). */
+static double sel_op_rc_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double ew_s, double tp_call,
+                          double ov, double fwd_launches)
+{
+    OpGemm g[7];
+    int n = sel_op_gemms(m, lo, g), skipped = 0;
+    double tok = layout_mb_tokens(m, lo), gemm = 0;
+    for (int i = 0; i < n; i++) {
+        if (sel_op_recomputes(lo, &g[i], i))
+            gemm += linear_fwd_s(hw, lo->prec, tok, g[i].n, g[i].k);
+        else
+            skipped++;
+    }
+    double tpc = lo->tp > 1 ? 2.0 * tp_call : 0.0;
+    double tp = tpc - fmin(ov * tpc, gemm);
+    double launches = fmax(0.0, fwd_launches - skipped - (lo->flash ? K_CORE_FLASH : K_CORE_UNFUSED));
+    return fmax(gemm + ew_s + tp, launches * hw->kernel_lat);
+}
+
+double time_sel_op_saved_width(const ModelSpec *m, const Layout *lo)
+{
+    OpGemm g[7];
+    int n = sel_op_gemms(m, lo, g);
+    double w = 0;
+    for (int i = 0; i < n; i++)   /* saved: what is not run again, but for a spent output DCE'd when compiled */
+        if (i % 2 == 0)
+            w += g[i].n;
+    return w;
+}
+
+double time_sel_op_gemm_flops(const ModelSpec *m, const Layout *lo)
+{
+    if (!layout_sel_op(m, lo))
+        return 0;
+    OpGemm g[7];
+    int n = sel_op_gemms(m, lo, g);
+    double f = 0;
+    for (int i = 0; i < n; i++)
+        if (sel_op_recomputes(lo, &g[i], i))
+            f += 2.0 * g[i].n * g[i].k * lo->tp;   /* per token, over the layer's tp shards */
+    return f;
+}
+
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out)
 {
     Precision p = lo->prec;
@@ -591,6 +683,8 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     if (lo->cuda_graph == CG_FULL_ITERATION)
         core_k = 0;
     out->rc_sel = fmax(core + softmax, core_k * lat) + cp_xf;
+    if (layout_sel_op(m, lo))
+        out->rc_sel = sel_op_rc_s(m, hw, lo, ew_s, sp_tp ? ag_tp : ar, ov, ld.fwd) + cp_xf;
 
     /* CP: the exposed K/V exchange of the forward and the backward (cp_attn_s) */
     out->cp = cp_xf + cp_xb;

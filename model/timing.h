@@ -132,6 +132,12 @@ bool time_moe_fp8_pad(const Layout *lo);
 double time_moe_layer_s(const LayerTime *lt);
 
 void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, LayerTime *out);
+/* FLOPs per token of one layer's GEMMs that torchtitan's per-op selective
+ * policy runs again (0 unless layout_sel_op): for HFU. */
+double time_sel_op_gemm_flops(const ModelSpec *m, const Layout *lo);
+/* Elements per token of the GEMM outputs that policy saves (wq, wv, w1,
+ * w2), for memory_layer_acts. */
+double time_sel_op_saved_width(const ModelSpec *m, const Layout *lo);
 /* Time of the first stage's extra work (embedding) and the last stage's
  * (final norm, LM head, loss) per micro-batch, forward + backward. */
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo);

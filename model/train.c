@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "memory.h"
+#include "timing.h"
 
 double train_model_flops_per_token(const ModelSpec *m, const Layout *lo)
 {
@@ -37,7 +38,10 @@ double train_hw_flops_per_token(const ModelSpec *m, const Layout *lo)
     bool causal = lo->flops == FLOPS_CAUSAL;
     double extra = 0;
     double full = spec_recompute_flops_per_token(m, RECOMPUTE_FULL, causal) / m->L;
-    double sel = spec_recompute_flops_per_token(m, RECOMPUTE_SELECTIVE, causal) / m->L;
+    /* Megatron's selective recomputation runs the attention core again;
+     * torchtitan's per-op policy saves it and runs GEMMs again instead */
+    double sel = layout_sel_op(m, lo) ? time_sel_op_gemm_flops(m, lo)
+                                      : spec_recompute_flops_per_token(m, RECOMPUTE_SELECTIVE, causal) / m->L;
     double mod = rc_module_flops(m, lo);
     for (int s = 0; s < lo->pp; s++)
         extra += lo->full_rc[s] * full + lo->sel_rc[s] * sel + (lo->layers[s] - lo->full_rc[s]) * mod;

@@ -238,6 +238,15 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
                               "of the others; Megatron takes one --recompute-granularity", lo->rc_modules);
         return NULL;
     }
+    int any_sel = 0;
+    for (int s = 0; s < lo->pp; s++)
+        any_sel |= lo->sel_rc[s] > 0;
+    if (any_sel && layout_sel_op(m, lo)) {   /* priced as another framework's policy than the one written */
+        snprintf(err, errlen, "megatron: the plan's selective recomputation is priced as torchtitan's per-op policy "
+                              "(its stack's SelectiveAC); Megatron's --recompute-granularity selective recomputes "
+                              "the attention core: plan with another --stack, or --recompute full or none");
+        return NULL;
+    }
     MegatronForm form;
     if (megatron_form(lo, m, &form, err, errlen) != 0)
         return NULL;
@@ -965,6 +974,10 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         why = "the model is not the shape of a torchtitan Llama 3 flavor (8B, 70B, 405B)";
     else if ((anyf && !allf) || (anys && !alls) || (anyf && anys))
         why = "torchtitan's activation checkpointing is full or selective for every layer, or none";
+    else if (anys && !layout_sel_op(m, lo))
+        why = "torchtitan's selective AC is per-op (SelectiveAC: every second matmul and every other op run "
+              "again, the attention kept), and the plan is priced with Megatron's core-attention recomputation: "
+              "plan with --stack torchtitan, or --recompute full or none";
     else if (uneven)
         why = "uneven pipeline stages (torchtitan splits layers evenly here)";
     else if ((lo->opt == OPT_ZERO1 || lo->opt == OPT_DISTOPT) && layout_dp_group(lo) > 1)
@@ -1018,9 +1031,10 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
      * whether it is compiled (--torch-compile: fused elementwise kernels; off, the torchtitan stack
      * prices eager PyTorch's unfused norms, RoPE and SwiGLU), its precision and its async TP. */
     if (lo->torch_compile)
-        put(&b, "    # --torch-compile: the model and the loss compiled (fused elementwise kernels)\n"
+        put(&b, "    # --torch-compile: the model compiled (fused elementwise kernels); the loss left eager, as priced\n"
+                "    # (its fp32 copy of the logits and fp32 log-softmax live together: the torchtitan stack's ce_upcast)\n"
                 "    config.compile.enable = True\n"
-                "    config.compile.components = [\"model\", \"loss\"]\n");
+                "    config.compile.components = [\"model\"]\n");
     else
         put(&b, "    # --no-torch-compile: eager PyTorch, as priced\n"
                 "    config.compile.enable = False\n");
@@ -1060,7 +1074,7 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     put(&b, "    t.mixed_precision_param = \"%s\"\n", lo->prec == PREC_FP32 ? "float32" : "bfloat16");
     put(&b, "    t.mixed_precision_reduce = \"float32\"\n");
     put(&b, "    config.activation_checkpoint = %s\n",
-        anyf ? "FullAC.Config()" : anys ? "SelectiveAC.Config()" : "None");
+        anyf ? "FullAC.Config()" : anys ? "SelectiveAC.Config()  # per-op, as priced (--stack torchtitan)" : "None");
     put(&b, "    return config\n");
     char *t = finish(&b);
     if (!t)

@@ -104,6 +104,7 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     p->rc_forced = rc_forced;
     p->even_middle = true;
     p->megatron = lo.target == TARGET_MEGATRON;
+    p->no_sel = layout_sel_op(m_in, lo_in);
     p->rc = rc;
     p->cap = hw->hbm_bytes - CAP_SLACK;
     /* the split Megatron's account-for rules make is theirs, not the solver's */
@@ -177,12 +178,14 @@ double inner_objective(const InnerProblem *p, const int *layers, const int *full
 static bool stage_recompute(const InnerProblem *p, int s, int n, int *fo, int *eo)
 {
     if (p->rc_forced) {
+        if (p->rc == RECOMPUTE_SELECTIVE && p->no_sel)
+            return false;
         *fo = p->rc == RECOMPUTE_FULL ? n : 0;
         *eo = p->rc == RECOMPUTE_SELECTIVE ? n : 0;
         return stage_mem(p, s, n, *fo, *eo) <= p->cap;
     }
     double best = INFINITY;
-    double save = p->m_none[s] - p->m_sel[s];   /* bytes one selective layer saves */
+    double save = p->no_sel ? 0.0 : p->m_none[s] - p->m_sel[s];   /* bytes one selective layer saves */
     for (int f = 0; f <= n; f++) {
         double mem = stage_mem(p, s, n, f, 0);
         int e = 0;
@@ -274,7 +277,7 @@ double inner_memory_bound(const InnerProblem *p)
     double sum0 = 0, per_layer = INFINITY, worst = 0, ws = INFINITY;
     for (int s = 0; s < p->pp; s++) {
         double k = p->m_none[s];
-        if (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE)
+        if (!p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE))
             k = fmin(k, p->m_sel[s]);
         if (!p->rc_forced || p->rc == RECOMPUTE_FULL)
             k = fmin(k, p->m_full[s]);
@@ -301,7 +304,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
     int tf[LAYOUT_MAX_PP], te[LAYOUT_MAX_PP];
     double best = INFINITY;
     bool try_none = !p->rc_forced || p->rc == RECOMPUTE_NONE;
-    bool try_sel = !p->rc_forced || p->rc == RECOMPUTE_SELECTIVE;
+    bool try_sel = !p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE);
     bool try_full = !p->rc_forced || p->rc == RECOMPUTE_FULL;
 #define TAKE()                                                                                                   \
     do {                                                                                                         \
@@ -330,6 +333,8 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
             int ch = p->chunks_given ? p->chunk_t[c * pp + s] : n[s] / v;
             maxchunk = ch > maxchunk ? ch : maxchunk;
         }
+    if (p->rc_forced && p->rc == RECOMPUTE_SELECTIVE && p->no_sel)
+        return best;
     if (p->rc_forced) {
         /* --recompute full: every layer (--recompute-method uniform --recompute-num-layers 1) */
         for (int s = 0; s < pp; s++)

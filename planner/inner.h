@@ -60,6 +60,9 @@ typedef struct {
     bool rc_forced;                 // recomputation fixed to `rc` on every layer
     Recompute rc;
     bool megatron;                  // only what Megatron-LM expresses (the layout's target)
+    bool no_sel;                    // no selective recomputation: under the layout's stack it is torchtitan's
+                                    // per-op policy (layout_sel_op), which no target runs (Megatron and the
+                                    // executors recompute the attention core)
     bool chunks_given;              // a --pipeline-layout fixes every chunk's layers: chunk_t
     short chunk_t[LAYOUT_MAX_CHUNKS];   // layers of chunk c of stage s at [c * pp + s] (Megatron's entry order)
 } InnerProblem;

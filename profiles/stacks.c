@@ -118,7 +118,8 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
         return -1;
     if (opt_bool(c, root, "pp_p2p_serial", "pp_p2p_serial", &st->pp_p2p_serial) ||
         opt_bool(c, root, "rc_early_stop", "rc_early_stop", &st->rc_early_stop) ||
-        opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise))
+        opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise) ||
+        opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast))
         return -1;
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
@@ -126,6 +127,13 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
         if (!cJSON_IsString(cc) || layout_parse_cp_comm(cc->valuestring, &v) != 0)
             return fields_fail(c, "cp_comm", "\"ring\" or \"all-gather\"", cc);
         st->cp_comm = (int)v;
+    }
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(root, "selective_ac");
+    if (sa) {
+        SelAc v;
+        if (!cJSON_IsString(sa) || layout_parse_sel_ac(sa->valuestring, &v) != 0)
+            return fields_fail(c, "selective_ac", "\"core_attn\" or \"op\"", sa);
+        st->sel_ac = (int)v;
     }
     return 0;
 }
@@ -137,6 +145,23 @@ int stacks_cp_comm(int i)
     if (i <= 0 || stacks_load(i, &st, err, sizeof err) != 0)
         return -1;
     return st.cp_comm;
+}
+
+int stacks_selective_ac(int i)
+{
+    Stack st;
+    char err[256];
+    if (i <= 0 || stacks_load(i, &st, err, sizeof err) != 0 || st.sel_ac < 0)
+        return SEL_AC_CORE_ATTN;
+    return st.sel_ac;
+}
+
+void stacks_layout_settings(Layout *lo)
+{
+    lo->sel_ac = (SelAc)stacks_selective_ac(lo->stack);
+    int cc = stacks_cp_comm(lo->stack);
+    if (cc >= 0)
+        lo->cp_comm = (CpComm)cc;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
@@ -226,10 +251,14 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
     if (st->cp_comm >= 0)
         cJSON_AddStringToObject(j, "cp_comm", layout_cp_comm_name((CpComm)st->cp_comm));
+    if (st->sel_ac >= 0)
+        cJSON_AddStringToObject(j, "selective_ac", layout_sel_ac_name((SelAc)st->sel_ac));
     if (st->rc_early_stop)
         cJSON_AddBoolToObject(j, "rc_early_stop", true);
     if (st->eager_elementwise)
         cJSON_AddBoolToObject(j, "eager_elementwise", true);
+    if (st->ce_upcast)
+        cJSON_AddBoolToObject(j, "ce_upcast", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

@@ -27,9 +27,15 @@
  *                     projection (PyTorch >= 2.1 non-reentrant checkpointing) (optional, false)
  *   eager_elementwise true | false: the model code's norms, RoPE and gated activation are
  *                     eager PyTorch ops, fused only under torch.compile (--torch-compile) (optional, false)
+ *   ce_upcast         true | false: the loss is PyTorch's cross_entropy over an fp32 copy of
+ *                     the logits, so at the loss the logits, the copy and the fp32
+ *                     log-softmax are live (optional, false)
  *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
  *                     runs, whatever --cp-comm says (optional: the layout's choice). A
  *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)
+ *   selective_ac      "core_attn" | "op": what --recompute selective recomputes under the
+ *                     stack: Megatron's attention core, or torchtitan's per-op policy
+ *                     (optional: core_attn). A layout field set from the stack (stacks_selective_ac)
  *   validated         string, optional: what the stack was fitted on and held out
  *                     (documentation, like the _src strings; not read)
  *
@@ -38,6 +44,7 @@
 #ifndef ULTRAPLAN_PROFILES_STACKS_H
 #define ULTRAPLAN_PROFILES_STACKS_H
 
+#include "layout.h"
 #include "stack.h"
 
 #define STACK_FORMAT "ultraplan.stack/1"
@@ -71,5 +78,16 @@ int stacks_apply_settings(HwProfile *hw, int i, char *err, int errlen);
 /* The CP exchange builtin stack i runs (a CpComm), or -1 when it leaves the
  * choice to the layout (--cp-comm) or i is no builtin stack. */
 int stacks_cp_comm(int i);
+
+/* What selective recomputation recomputes under builtin stack i (a
+ * SelAc): SEL_AC_CORE_ATTN unless the stack says otherwise, or i is no
+ * builtin stack. */
+int stacks_selective_ac(int i);
+
+/* The layout fields builtin stack lo->stack decides (what selective
+ * recomputation recomputes; the CP exchange where the stack fixes it). Every
+ * reader of a layout calls it once its stack is known: scenario_finish,
+ * the plan reader, validate's rows. */
+void stacks_layout_settings(Layout *lo);
 
 #endif

@@ -57,6 +57,8 @@ cJSON *plan_layout_json(const Layout *lo)
 {
     cJSON *j = cJSON_CreateObject();
     add_knobs(j, KNOB_LAYOUT, lo, lo->pp);
+    /* what selective_recompute recomputes: the stack decides it (read back from the stack, not this field) */
+    cJSON_AddStringToObject(j, "selective_ac", layout_sel_ac_name(lo->sel_ac));
     return j;
 }
 
@@ -352,6 +354,7 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
         snprintf(err, errlen, "%s: field \"layout.stack\": %s", path, e2);
         goto out;
     }
+    pf->layout.sel_ac = (SelAc)stacks_selective_ac(pf->layout.stack);   /* the stack's, as scenario_finish sets it */
     cost_opts_default(&pf->opts);
     const cJSON *oj = cJSON_GetObjectItemCaseSensitive(j, "options");
     if (cJSON_IsObject(oj)) {

@@ -353,6 +353,7 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
                 stacks_name(lo->stack));
         if (cc >= 0)
             lo->cp_comm = (CpComm)cc;
+        lo->sel_ac = (SelAc)stacks_selective_ac(lo->stack);   /* what --recompute selective means under it */
     }
     if ((sc->given & KNOB_BIT(K_PP_LAYOUT)) && !lo->pp_layout[0])
         BAD("--pipeline-layout: expected a layout such as \"Et|(tt|)*30mL\", got an empty string");

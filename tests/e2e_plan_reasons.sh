@@ -126,6 +126,23 @@ c = json.load(open(sys.argv[1]))["cells"][0]
 assert not c["feasible"] and "--pp 97 is more than the 96 layers" in c["reason"], c
 PY
 
+# torchtitan's selective recomputation is its per-op policy, which no planner target runs: a forced
+# --recompute selective under it is refused by name (exit 2, before any search), and a free search
+# never picks it (every layout's selective_recompute is 0; memory-tight, so it would recompute)
+"$U" plan --model llama3.1-8b --gpus 8 --stack torchtitan --recompute selective > /dev/null 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] || fail "torchtitan selective: rc=$rc, want 2"
+grep -qF "is its per-op policy (SelectiveAC), which no --target runs" "$tmp/err" || fail "torchtitan selective: $(cat "$tmp/err")"
+"$U" plan --model llama3.1-8b --gpus 8 --stack torchtitan --seq 8192 --mbs 2 --gbs 16 --dp 8 --zero 3 --json \
+    > "$tmp/tt.json" 2> "$tmp/err" || fail "torchtitan plan: $(cat "$tmp/err")"
+python3 - "$tmp/tt.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+d = json.load(open(sys.argv[1]))
+lays = [d["layout"]] + [r["layout"] for r in d["ranked"]]
+assert all(sum(l["selective_recompute"]) == 0 for l in lays), [l["selective_recompute"] for l in lays]
+assert sum(d["layout"]["full_recompute"]) > 0, d["layout"]   # it had to recompute: full, not selective
+assert d["layout"]["selective_ac"] == "op", d["layout"]
+PY
+
 # sweep --help: every flag once, -o and --model not at all
 "$U" sweep --help > "$tmp/h.txt" || fail "sweep --help exited non-zero"
 for f in --params --gpus --models --csv --plot --json --seq --tp; do

@@ -51,7 +51,12 @@ check "Megatron-Bridge 405B H100 MAPE <= 5%" 0 "$U" validate "$D/mbridge_h100_pu
 # the torchtitan stack. 15.99 % with the SXM's peaks, 9.98 % with the NVL's (the GPUs' peak lies
 # between, not stated); 17.83 / 11.82 % before the eager rows' unfused ops were priced (step 36);
 # pinned so that a change cannot make the held-out figure worse unseen
-check "torchtitan H100 benchmark (SXM peaks) MAPE <= 16.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 16.5
+# 14.30 / 10.19 % since torchtitan's per-op selective recomputation is priced (step 38)
+check "torchtitan H100 benchmark (SXM peaks) MAPE <= 15%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 15
+# and its memory column, held out too: the peak per GPU within 5.63 % MAPE (15.17 % before the loss's fp32
+# copies were counted, 27.06 % with Megatron's selective recomputation in place of the per-op policy; step 38)
+check "torchtitan H100 benchmark peak memory MAPE <= 6.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mem-mape 6.5
+check "--max-mem-mape without a mem_gib column fails" 1 "$U" validate "$D/mbridge_h100_published.csv" --gpu h100-sxm --summary --max-mem-mape 50
 check "torchtitan H100 benchmark (NVL peaks) MAPE <= 10.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 10.5
 # vTrain's runs are Megatron-DeepSpeed's, whose numbers the a100-80g profile is: 7.72 % without the
 # stack, 7.38 % with it (DeepSpeed's pipeline p2p one blocking call at a time, NOTES step 29)

@@ -414,6 +414,8 @@ static void test_torchtitan(void **state)
     /* the base configuration is not the plan (llama3_405b() compiles, runs async TP and converts to
      * rowwise Float8): the export sets compile, async TP as planned, and the model without converters */
     assert_non_null(strstr(t, "    config.compile.enable = True\n"));
+    /* the loss stays eager, as the torchtitan stack prices its memory (ce_upcast: 10 bytes a logit) */
+    assert_non_null(strstr(t, "    config.compile.components = [\"model\"]\n"));
     assert_non_null(strstr(t, "    config.compile.enable_async_tensor_parallel = False\n"));
     assert_non_null(strstr(t, "    config.model_spec = model_registry(\"70B\")  # bf16: no Float8 converter\n"));
     /* fp8: torchtitan b5bcd76 has rowwise scaling and MXFP8 only. A plan priced with delayed or tensorwise
@@ -453,6 +455,38 @@ static void test_torchtitan(void **state)
         if (!tc)
             fail_msg("cp all-gather: %s", err);
         assert_non_null(strstr(tc, "p.context_parallel_degree = 2\n"));
+        free(tc);
+    }
+    /* selective recomputation: torchtitan's SelectiveAC is per-op. A plan priced with Megatron's
+     * core-attention recomputation (any stack but torchtitan) used to be written as SelectiveAC all the
+     * same; it is refused by name, and one priced with the per-op policy (--stack torchtitan) is written,
+     * while the Megatron export refuses that one */
+    {
+        Layout c = lo;
+        layout_set_recompute(&c, RECOMPUTE_SELECTIVE);
+        c.sel_ac = SEL_AC_CORE_ATTN;
+        assert_null(export_torchtitan(&m, &hw, &c, err, sizeof err));
+        assert_non_null(strstr(err, "torchtitan: torchtitan's selective AC is per-op"));
+        assert_non_null(strstr(err, "plan with --stack torchtitan"));
+        c.sel_ac = SEL_AC_OP;
+        char *tc = export_torchtitan(&m, &hw, &c, err, sizeof err);
+        if (!tc)
+            fail_msg("selective op: %s", err);
+        assert_non_null(strstr(tc, "    config.activation_checkpoint = SelectiveAC.Config()"));
+        free(tc);
+        assert_null(export_megatron(&m, &hw, &c, err, sizeof err));
+        assert_non_null(strstr(err, "megatron: the plan's selective recomputation is priced as torchtitan's per-op"));
+        c.sel_ac = SEL_AC_CORE_ATTN;
+        tc = export_megatron(&m, &hw, &c, err, sizeof err);
+        if (!tc)
+            fail_msg("megatron selective: %s", err);
+        assert_non_null(strstr(tc, "--recompute-granularity selective"));
+        free(tc);
+        /* the per-op stack without selective layers exports to Megatron as before */
+        layout_set_recompute(&c, RECOMPUTE_FULL);
+        c.sel_ac = SEL_AC_OP;
+        tc = export_megatron(&m, &hw, &c, err, sizeof err);
+        assert_non_null(tc);
         free(tc);
     }
     lo.opt = OPT_DISTOPT;

@@ -2485,6 +2485,106 @@ static void test_eager_elementwise(void **st)
     assert_rel(time_eager_bytes(&m, &l2, false), 200704.0, 1e-12);
 }
 
+/* torchtitan's per-op selective recomputation (SelectiveAC; COSTMODEL.md
+ * §2.2.1), worked by hand for Llama 3.1 8B, dp 8, mbs 2 at 8192 tokens
+ * (16,384 a micro-batch), bf16, flat GEMM and memory curves at 0.5, no
+ * wave or host terms. The block's matmuls run wq, wk, wv, wo, w1, w3, w2;
+ * every second (wk, wo, w3) is not saved. Compiled, wo's output feeds
+ * nothing the backward reads, so wk and w3 run again: 2·T·(1024 + 14336)·
+ * 4096 FLOPs; eager, wo too (2·T·4096·4096). Every memory-bound pass runs
+ * again: 2·T·(15·4096 + 3·14336) bytes (the profile's 15 h of norms and
+ * adds, SwiGLU's 3 f). The attention core is saved: not run again.
+ * Memory: the block input, wq, wv, w1, w2 outputs and the attention's
+ * output, 2·T·(4096 + 4096 + 1024 + 14336 + 4096 + 4096) bytes, with
+ * 4·32·T of log-sum-exp. Megatron's selective (core_attn) is unchanged,
+ * and an MoE model keeps it under the op stack. */
+static void test_selective_op(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    hw.mem_eff.n = 1, hw.mem_eff.pt[0].size = 1, hw.mem_eff.pt[0].eff = 0.5;
+    hw.gemm_eff.n = 1, hw.gemm_eff.pt[0].size = 1, hw.gemm_eff.pt[0].eff = 0.5;
+    hw.kernel_lat = 0, hw.sm_count = 0;
+    ModelSpec m;
+    assert_int_equal(presets_find("llama3.1-8b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 8, 1, 1, 2, 16);
+    double T = 16384, gemm = 0.5 * hw.peak[PREC_BF16], mem = 0.5 * hw.hbm_bw;
+    LayerTime core, op, eager;
+    time_layer(&m, &hw, &lo, &core);
+    double core_acts = memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE);
+    assert_false(layout_sel_op(&m, &lo));
+    lo.sel_ac = SEL_AC_OP;
+    assert_true(layout_sel_op(&m, &lo));
+    time_layer(&m, &hw, &lo, &op);
+    double ew = 2.0 * T * (15.0 * 4096 + 3.0 * 14336) / mem;
+    assert_rel(op.rc_sel, 2.0 * T * (1024.0 + 14336) * 4096 / gemm + ew, 1e-9);
+    assert_rel(op.fwd, core.fwd, 0);    /* only the recompute differs */
+    assert_rel(op.rc_full, core.rc_full, 0);
+    lo.torch_compile = false;
+    time_layer(&m, &hw, &lo, &eager);
+    assert_rel(eager.rc_sel - op.rc_sel, 2.0 * T * 4096 * 4096 / gemm, 1e-9);
+    assert_rel(time_sel_op_gemm_flops(&m, &lo), 2.0 * (1024.0 + 14336 + 4096) * 4096, 1e-12);
+    lo.torch_compile = true;
+    assert_rel(time_sel_op_gemm_flops(&m, &lo), 2.0 * (1024.0 + 14336) * 4096, 1e-12);
+    double want = 2.0 * T * (4096.0 + 4096 + 1024 + 14336 + 4096 + 4096) + 4.0 * 32 * T;
+    assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE), want, 1e-12);
+    assert_true(want < 0.5 * core_acts);   /* it keeps far less than Megatron's selective */
+    {   /* layers not recomputed, or fully, keep what they kept */
+        Layout l0 = lo;
+        l0.sel_ac = SEL_AC_CORE_ATTN;
+        assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_NONE), memory_layer_acts(&m, &l0, RECOMPUTE_NONE), 0);
+        assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_FULL), memory_layer_acts(&m, &l0, RECOMPUTE_FULL), 0);
+    }
+    /* HFU counts the GEMMs run again, not the attention core */
+    layout_set_recompute(&lo, RECOMPUTE_SELECTIVE);
+    Layout lc = lo;
+    lc.sel_ac = SEL_AC_CORE_ATTN;
+    assert_rel(train_hw_flops_per_token(&m, &lo) - train_model_flops_per_token(&m, &lo),
+               32 * 2.0 * (1024.0 + 14336) * 4096, 1e-12);
+    assert_true(train_hw_flops_per_token(&m, &lc) - train_model_flops_per_token(&m, &lc) !=
+                train_hw_flops_per_token(&m, &lo) - train_model_flops_per_token(&m, &lo));
+    /* an MoE model keeps Megatron's pricing under the op stack */
+    ModelSpec q;
+    assert_int_equal(presets_find("mixtral-8x7b", &q, err, sizeof err), 0);
+    Layout lq = layout_for(&q, &hw, 8, 1, 1, 1, 8);
+    lq.sel_ac = SEL_AC_OP;
+    assert_false(layout_sel_op(&q, &lq));
+}
+
+/* PyTorch's cross_entropy over logits.float() (a stack's ce_upcast:
+ * torchtitan's loss): at the loss the bf16 logits, the fp32 copy and the
+ * fp32 log-softmax are live, 2 + 4 + 4 bytes a logit, against the 4 of
+ * Megatron's unfused loss (its fp32 copy) and the 2 of a fused one. Llama
+ * 3.1 8B, mbs 2 at 8192 tokens, one stage: 6 · 16384 · 128256 bytes more
+ * than Megatron's; fp32 training has no copy to make (4 + 4). */
+static void test_ce_upcast(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    ModelSpec m;
+    assert_int_equal(presets_find("llama3.1-8b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 8, 1, 1, 2, 16);
+    StageMem a, b, c;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    hw.ce_upcast = true;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 6.0 * 16384 * 128256, 1e-12);
+    hw.ce_upcast = false, hw.ce_fused = true;
+    memory_stage(&m, &hw, &lo, 0, &c);
+    assert_rel(a.bytes[MEM_ACTS] - c.bytes[MEM_ACTS], 2.0 * 16384 * 128256, 1e-12);
+    /* fp32: the logits are fp32 already, no copy: 8 bytes, 4 more than the unfused loss' 4 */
+    hw.ce_fused = false;
+    lo.prec = PREC_FP32;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    hw.ce_upcast = true;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 4.0 * 16384 * 128256, 1e-12);
+}
+
 /* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
  * (Qwen3-30B-A3B, ep 16, flat memory curve, no host time), delayed
  * scaling. Without --moe-router-padding-for-quantization the alltoall
@@ -2642,6 +2742,8 @@ int main(void)
         cmocka_unit_test(test_fp8_recipe_needs_capability),
         cmocka_unit_test(test_moe_wire_mxfp8),
         cmocka_unit_test(test_eager_elementwise),
+        cmocka_unit_test(test_selective_op),
+        cmocka_unit_test(test_ce_upcast),
         cmocka_unit_test(test_moe_fp8_padding),
         cmocka_unit_test(test_moe_fp8_pre_mlp_norm),
     };

@@ -284,6 +284,23 @@ static void test_rules(void **unused)
     t = lo, t.cp = 2, t.dp = 2, t.cp_comm = CP_COMM_ALLGATHER;
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "--cp-comm ring"));
+    /* selective layers priced as torchtitan's per-op policy: neither executor runs it */
+    {   /* (the model's dense twin: an MoE layer keeps Megatron's pricing under the op stack) */
+        ModelSpec d = *m;
+        d.experts = d.topk = 0;
+        t = lo, t.sel_ac = SEL_AC_OP;
+        layout_set_recompute(&t, RECOMPUTE_SELECTIVE);
+        assert_true(layout_sel_op(&d, &t));
+        assert_int_equal(refuse_cpu(&d, &t, err, sizeof err), -1);
+        assert_non_null(strstr(err, "torchtitan's per-op policy"));
+        assert_int_equal(refuse_cuda(&d, &t, err, sizeof err), -1);
+        assert_non_null(strstr(err, "recompute the attention core"));
+        t.sel_ac = SEL_AC_CORE_ATTN;
+        assert_int_equal(refuse_cpu(&d, &t, err, sizeof err), 0);
+        t.sel_ac = SEL_AC_OP;
+        layout_set_recompute(&t, RECOMPUTE_FULL);   /* the op stack without selective layers runs */
+        assert_int_equal(refuse_cpu(&d, &t, err, sizeof err), 0);
+    }
     t = lo, t.pp = 2, t.dp = 2, t.vp = 2, t.layers[0] = 3, t.layers[1] = 1;   /* a chunk with no layer */
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "stage 1 has 1 layers"));

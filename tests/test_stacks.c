@@ -443,6 +443,54 @@ static void test_loader_errors(void **state)
         assert_int_equal(back.cp_comm, CP_COMM_ALLGATHER);
         free(j);
     }
+    /* selective recomputation: torchtitan's is its per-op policy; the others' Megatron's core attention,
+     * and the layout takes it (with the stack's CP exchange) from stacks_layout_settings */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        bool op = strcmp(stacks_name(i), "torchtitan") == 0;
+        assert_int_equal(stacks_selective_ac(i), op ? SEL_AC_OP : SEL_AC_CORE_ATTN);
+        Layout lo;
+        layout_default(&lo);
+        lo.stack = i;
+        stacks_layout_settings(&lo);
+        assert_int_equal(lo.sel_ac, op ? SEL_AC_OP : SEL_AC_CORE_ATTN);
+        assert_int_equal(lo.cp_comm, op ? CP_COMM_ALLGATHER : CP_COMM_RING);
+    }
+    assert_int_equal(stacks_selective_ac(-1), SEL_AC_CORE_ATTN);
+    /* the fp32 upcast of the logits for PyTorch's cross_entropy: torchtitan's alone, and it reaches the profile */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "torchtitan") == 0;
+        assert_int_equal(b.ce_upcast, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply_settings(&hw, &b);
+        assert_int_equal(hw.ce_upcast, want);
+        char *j = stacks_to_json(&b);
+        assert_non_null(j);
+        assert_int_equal(strstr(j, "\"ce_upcast\":\ttrue") != NULL, want);
+        free(j);
+    }
+    assert_int_equal(stacks_selective_ac(STACK_BUILTIN_COUNT), SEL_AC_CORE_ATTN);
+    {
+        Stack tt2;
+        assert_int_equal(stacks_load_name("torchtitan", &tt2, err, sizeof err), 0);
+        assert_int_equal(tt2.sel_ac, SEL_AC_OP);
+        char *j = stacks_to_json(&tt2);
+        assert_non_null(j);
+        assert_non_null(strstr(j, "\"selective_ac\":\t\"op\""));
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(back.sel_ac, SEL_AC_OP);
+        free(j);
+        assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"selective_ac\": "
+                                           "\"layer\"}", "bad.json", &back, err, sizeof err), -1);
+        assert_non_null(strstr(err, "selective_ac"));
+        assert_non_null(strstr(err, "\"core_attn\" or \"op\""));
+        assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"}", "min.json", &back,
+                                           err, sizeof err), 0);
+        assert_int_equal(back.sel_ac, -1);
+    }
     /* PyTorch's checkpoint early stop: only composer-fsdp's runs (PyTorch 2.1) are known to have it;
      * torchtitan runs the non-reentrant checkpoint with early_stop=False (since PR #1580, 2025) */
     Stack tt;

@@ -91,6 +91,67 @@ static void test_ultraplan_rows(void **st)
     runs_free(&set);
 }
 
+/* A row's stack decides the layout fields it fixes, as --stack does for
+ * predict: torchtitan's CP exchange is the all-gather and its selective
+ * recomputation the per-op policy, whether or not the file has a cp_comm
+ * column (validate used to price a row without one with the ring). A
+ * cp_comm column the stack contradicts is an error naming the line. */
+static void test_stack_layout_fields(void **st)
+{
+    (void)st;
+    const char *hdr = "layers,hidden,heads,kv_heads,ffn,seq,tp,pp,dp,cp,mbs,gbs,mlp,norm,pos,zero,recompute,stack%s,"
+                      "time_ms\n";
+    const char *row = "32,4096,32,8,14336,%d,1,1,%d,%d,1,%d,swiglu,rmsnorm,rope,3,%s,%s%s,1000\n";
+    char csv[4][512];
+    snprintf(csv[0], sizeof csv[0], hdr, "");   /* cp 2, no cp_comm column */
+    snprintf(csv[0] + strlen(csv[0]), sizeof csv[0] - strlen(csv[0]), row, 65536, 4, 2, 4, "full", "torchtitan", "");
+    snprintf(csv[1], sizeof csv[1], hdr, ",cp_comm");
+    snprintf(csv[1] + strlen(csv[1]), sizeof csv[1] - strlen(csv[1]), row, 65536, 4, 2, 4, "full", "torchtitan",
+             ",all-gather");
+    snprintf(csv[2], sizeof csv[2], hdr, ",cp_comm");
+    snprintf(csv[2] + strlen(csv[2]), sizeof csv[2] - strlen(csv[2]), row, 65536, 4, 2, 4, "full", "torchtitan",
+             ",ring");
+    snprintf(csv[3], sizeof csv[3], hdr, ",cp_comm");
+    snprintf(csv[3] + strlen(csv[3]), sizeof csv[3] - strlen(csv[3]), row, 65536, 4, 2, 4, "full", "megatron-lm",
+             ",ring");
+    HwProfile hw;
+    char err[256];
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    double p[4];
+    for (int i = 0; i < 4; i++) {
+        RunSet set = {0};
+        assert_int_equal(runs_parse_csv(csv[i], "s.csv", &set, err, sizeof err), 0);
+        int rc = runs_predict(&set.rows[0], &hw, "s.csv", &p[i], NULL, err, sizeof err);
+        if (i == 2) {
+            assert_int_equal(rc, -1);
+            assert_non_null(strstr(err, "s.csv:2: cp_comm ring, but the torchtitan stack exchanges K/V by all-gather"));
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        runs_free(&set);
+    }
+    assert_true(p[0] == p[1]);   /* the stack's exchange, column or not */
+    /* the same row under megatron-lm with the ring is priced otherwise (another exchange, other stack) */
+    assert_true(p[3] != p[0]);
+    /* selective under torchtitan: its per-op policy (the attention core kept, GEMMs run again) */
+    char sel[2][512];
+    for (int i = 0; i < 2; i++) {
+        snprintf(sel[i], sizeof sel[i], hdr, "");
+        snprintf(sel[i] + strlen(sel[i]), sizeof sel[i] - strlen(sel[i]), row, 8192, 8, 1, 16, "selective",
+                 i ? "torchtitan" : "megatron-lm", "");
+    }
+    Cost c[2];
+    for (int i = 0; i < 2; i++) {
+        RunSet set = {0};
+        assert_int_equal(runs_parse_csv(sel[i], "s.csv", &set, err, sizeof err), 0);
+        double q;
+        assert_int_equal(runs_predict(&set.rows[0], &hw, "s.csv", &q, &c[i], err, sizeof err), 0);
+        runs_free(&set);
+    }
+    /* per-op keeps less than Megatron's selective, whatever else the stacks change */
+    assert_true(c[1].peak_bytes < 0.8 * c[0].peak_bytes);
+}
+
 /* published tables print tokens/s per GPU: the step is gbs·seq over that
  * times the GPUs; tp_overlap is the row's own */
 static void test_tokens_per_gpu(void **st)
@@ -578,7 +639,8 @@ int main(void)
         cmocka_unit_test(test_bad_rows),      cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
-        cmocka_unit_test(test_tokens_per_gpu), cmocka_unit_test(test_spreadsheet_csv),
+        cmocka_unit_test(test_tokens_per_gpu),
+        cmocka_unit_test(test_stack_layout_fields), cmocka_unit_test(test_spreadsheet_csv),
         cmocka_unit_test(test_rank_ties),     cmocka_unit_test(test_groups_by_hand),
         cmocka_unit_test(test_many_groups),   cmocka_unit_test(test_number_text),
         cmocka_unit_test(test_stats_against_sorting), cmocka_unit_test(test_groups_compact),

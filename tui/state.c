@@ -323,6 +323,8 @@ static int apply(TuiState *st, Scenario *cand, TuiField f, bool reset_stages)
         state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
         return -1;
     }
+    if (cand->layout.stack != st->in.layout.stack)   /* and the layout fields it decides, as scenario_finish sets them */
+        stacks_layout_settings(&cand->layout);
     bool mixed = keeps_mixed(st, f, reset_stages);
     if (resolve(cand, reset_stages, mixed, err, sizeof err) != 0) {
         state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
