@@ -58,6 +58,8 @@ typedef struct {
     bool ce_fused;                 // the loss is a fused cross-entropy kernel (set by a stack, stack_apply; time_head)
     bool ce_upcast;                // the loss is PyTorch's cross_entropy over an fp32 copy of the logits (torchtitan):
                                    // at the loss the logits, the copy and the fp32 log-softmax are live (set by a stack)
+    bool compile_loss;             // torch.compile (Layout.torch_compile) covers that loss too, which then keeps no
+                                   // fp32 copies (torchtitan from 2025; set by a stack)
     double coll_lat;               // seconds fixed per collective or p2p call (NCCL launch, protocol set-up), on top of alpha-beta
     double coll_eff;               // fraction of link bw that NCCL collectives reach at large sizes (nccl-tests busbw / bw), (0, 1]
     double a2a_lat;                // seconds fixed per all-to-all call (dispatch/combine; NCCL grouped send/recv); 0 = coll_lat

@@ -291,12 +291,16 @@ double memory_pp_msg_bytes(const ModelSpec *m, const Layout *lo)
 
 /* logit_b: bytes per logit the loss keeps, 4 (the unfused loss' fp32 copy)
  * or 2 (a fused loss reads the bf16 logits in place, HwProfile.ce_fused),
- * or at the loss of PyTorch's cross_entropy over logits.float()
- * (HwProfile.ce_upcast) the logits, their fp32 copy and the fp32
- * log-softmax it saves: ab + 4 + 4 (logit_bytes) */
+ * or at the loss of PyTorch's cross_entropy over logits.float() run eager
+ * (HwProfile.ce_upcast, not compile_loss under --torch-compile) the logits,
+ * their fp32 copy and the fp32 log-softmax it saves: ab + 4 + 4
+ * (logit_bytes) */
 static double logit_bytes(const HwProfile *hw, const Layout *lo)
 {
-    if (hw && hw->ce_upcast)   /* torchtitan: the model's logits (fp32 already: no copy), the copy, the log-softmax */
+    /* torchtitan's eager loss: the model's logits (fp32 already: no copy), the copy, the log-softmax.
+     * Compiled (a stack's compile_loss under --torch-compile), Inductor fuses the upcast into the
+     * softmax and keeps the logits for the backward: what Megatron's unfused loss keeps, 4 below */
+    if (hw && hw->ce_upcast && !(hw->compile_loss && lo->torch_compile))
         return lo->prec == PREC_FP32 ? 8.0 : hw_precision_bytes(lo->prec) + 4.0 + 4.0;
     return hw && hw->ce_fused && lo->prec != PREC_FP32 ? 2.0 : 4.0;
 }

@@ -126,4 +126,6 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->eager_elementwise = true;
     if (st->ce_upcast)
         hw->ce_upcast = true;
+    if (st->compile_loss)
+        hw->compile_loss = true;
 }

@@ -507,8 +507,11 @@ double time_sel_op_saved_width(const ModelSpec *m, const Layout *lo)
     OpGemm g[7];
     int n = sel_op_gemms(m, lo, g);
     double w = 0;
-    for (int i = 0; i < n; i++)   /* saved: what is not run again, but for a spent output DCE'd when compiled */
-        if (i % 2 == 0)
+    /* saved: the odd-counted GEMMs' outputs (not run again); compiled, the
+     * partitioner keeps only what the backward reads, so not a spent one
+     * (w2's output feeds only the residual add), where eager SAC caches it */
+    for (int i = 0; i < n; i++)
+        if (i % 2 == 0 && !(lo->torch_compile && g[i].spent))
             w += g[i].n;
     return w;
 }

@@ -136,7 +136,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
  * policy runs again (0 unless layout_sel_op): for HFU. */
 double time_sel_op_gemm_flops(const ModelSpec *m, const Layout *lo);
 /* Elements per token of the GEMM outputs that policy saves (wq, wv, w1,
- * w2), for memory_layer_acts. */
+ * and w2 when eager), for memory_layer_acts. */
 double time_sel_op_saved_width(const ModelSpec *m, const Layout *lo);
 /* Time of the first stage's extra work (embedding) and the last stage's
  * (final norm, LM head, loss) per micro-batch, forward + backward. */

@@ -1031,10 +1031,16 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
      * whether it is compiled (--torch-compile: fused elementwise kernels; off, the torchtitan stack
      * prices eager PyTorch's unfused norms, RoPE and SwiGLU), its precision and its async TP. */
     if (lo->torch_compile)
-        put(&b, "    # --torch-compile: the model compiled (fused elementwise kernels); the loss left eager, as priced\n"
-                "    # (its fp32 copy of the logits and fp32 log-softmax live together: the torchtitan stack's ce_upcast)\n"
+    {
+        /* the loss compiled unless the plan's stack prices it eager under compile (torchtitan-2412:
+         * 9dec370 compiled the blocks only; its fp32 copies of the logits are in the plan's memory) */
+        bool eager_loss = hw->ce_upcast && !hw->compile_loss;
+        put(&b, "    # --torch-compile: the model%s compiled (fused elementwise kernels)%s\n"
                 "    config.compile.enable = True\n"
-                "    config.compile.components = [\"model\"]\n");
+                "    config.compile.components = [\"model\"%s]\n",
+            eager_loss ? "" : " and the loss", eager_loss ? "; the loss eager, as priced (its fp32 copies)" : "",
+            eager_loss ? "" : ", \"loss\"");
+    }
     else
         put(&b, "    # --no-torch-compile: eager PyTorch, as priced\n"
                 "    config.compile.enable = False\n");

@@ -15,7 +15,7 @@
 
 static const char *const builtin[STACK_BUILTIN_COUNT] = {
     "megatron-lm", "nemo", "megatron-2021", "megatron-deepspeed", "composer-fsdp", "torchtitan", "deepspeed-zero3",
-    "megatron-deepspeed-2021",
+    "megatron-deepspeed-2021", "torchtitan-2412",
 };
 
 const char *stacks_name(int i) { return i >= 0 && i < STACK_BUILTIN_COUNT ? builtin[i] : NULL; }
@@ -119,7 +119,8 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     if (opt_bool(c, root, "pp_p2p_serial", "pp_p2p_serial", &st->pp_p2p_serial) ||
         opt_bool(c, root, "rc_early_stop", "rc_early_stop", &st->rc_early_stop) ||
         opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise) ||
-        opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast))
+        opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast) ||
+        opt_bool(c, root, "compile_loss", "compile_loss", &st->compile_loss))
         return -1;
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
@@ -259,6 +260,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddBoolToObject(j, "eager_elementwise", true);
     if (st->ce_upcast)
         cJSON_AddBoolToObject(j, "ce_upcast", true);
+    if (st->compile_loss)
+        cJSON_AddBoolToObject(j, "compile_loss", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

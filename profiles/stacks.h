@@ -30,6 +30,8 @@
  *   ce_upcast         true | false: the loss is PyTorch's cross_entropy over an fp32 copy of
  *                     the logits, so at the loss the logits, the copy and the fp32
  *                     log-softmax are live (optional, false)
+ *   compile_loss      true | false: --torch-compile compiles that loss too, which then keeps
+ *                     no fp32 copies of the logits (optional, false)
  *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
  *                     runs, whatever --cp-comm says (optional: the layout's choice). A
  *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)
@@ -51,7 +53,7 @@
 
 /* The builtin stacks, in a fixed order (the --stack knob's values); 0 is
  * megatron-lm, the default, which changes nothing. */
-#define STACK_BUILTIN_COUNT 8
+#define STACK_BUILTIN_COUNT 9
 const char *stacks_name(int i);          // NULL when i is out of range
 int stacks_index(const char *name);      // case-insensitive; -1 when unknown
 

@@ -11,9 +11,13 @@ U=${1:-$here/build/ultraplan}
 [ -x "$U" ] || { echo "accuracy.sh: $U is not an executable (build ultraplan first)" >&2; exit 2; }
 cd "$here" || exit 1
 m() {
-    local r
-    r=$("$U" validate "$@" --summary 2>&1 | grep -m1 -o 'MAPE [0-9.]*%') || r="FAILED"
+    local r out mem
+    out=$("$U" validate "$@" --summary 2>&1)
+    r=$(printf '%s\n' "$out" | grep -m1 -o 'MAPE [0-9.]*%') || r="FAILED"
     printf '%-14s ultraplan validate %s\n' "$r" "$*"
+    # files with a measured peak memory (column mem_gib): its MAPE on a line of its own
+    mem=$(printf '%s\n' "$out" | grep -m1 '^memory:' | grep -o 'MAPE [0-9.]*%') &&
+        printf '%-14s   (peak memory of the same runs)\n' "mem $mem"
 }
 m validation/vtrain/single_node.csv
 m validation/vtrain/multi_node.csv
@@ -22,11 +26,14 @@ for f in h100:h100-sxm b200:b200 gb200:gb200 a100:a100-80g selene2021:a100-80g k
          mbridge_gb300:gb300 mbridge_gb200:gb200 mbridge_h100:h100-sxm; do
     m "docs/accuracy/${f%%:*}_published.csv" --gpu "${f#*:}"
 done
-# torchtitan's Dec-2024 benchmark (held out): its H100s' peak is not known, so it is predicted with
-# both ends (docs/accuracy/NOTES.md step 34)
-for p in grand-teton-h100 grand-teton-h100-nvlpeak; do
-    m docs/accuracy/torchtitan_h100_published.csv --profile "docs/accuracy/profiles/$p.json"
+# torchtitan's Dec-2024 benchmark and its June-2025 async TP one (held out): their H100s' peak is not
+# known, so they are predicted with both ends (docs/accuracy/NOTES.md steps 34, 40); Trainy's H200 runs
+for f in torchtitan_h100 torchtitan_asynctp_h100; do
+    for p in grand-teton-h100 grand-teton-h100-nvlpeak; do
+        m "docs/accuracy/${f}_published.csv" --profile "docs/accuracy/profiles/$p.json"
+    done
 done
+m docs/accuracy/torchtitan_h200_published.csv --gpu h200
 for g in h100:h100-sxm b200:b200 gb200:gb200 b300:b300 gb300:gb300 h800:h100-sxm; do
     m "docs/accuracy/moe_${g%%:*}_published.csv" --gpu "${g#*:}" --moe-imbalance 1
 done

@@ -414,8 +414,24 @@ static void test_torchtitan(void **state)
     /* the base configuration is not the plan (llama3_405b() compiles, runs async TP and converts to
      * rowwise Float8): the export sets compile, async TP as planned, and the model without converters */
     assert_non_null(strstr(t, "    config.compile.enable = True\n"));
-    /* the loss stays eager, as the torchtitan stack prices its memory (ce_upcast: 10 bytes a logit) */
-    assert_non_null(strstr(t, "    config.compile.components = [\"model\"]\n"));
+    /* the loss compiled with the model, as torchtitan does and the torchtitan stack prices it (compile_loss);
+     * under a stack that prices it eager when compiled (torchtitan-2412: 9dec370 compiled the blocks only)
+     * the export leaves it eager too */
+    assert_non_null(strstr(t, "    config.compile.components = [\"model\", \"loss\"]\n"));
+    {
+        HwProfile h2 = hw;
+        h2.ce_upcast = true, h2.compile_loss = false;
+        char *t2 = export_torchtitan(&m, &h2, &lo, err, sizeof err);
+        assert_non_null(t2);
+        assert_non_null(strstr(t2, "    config.compile.components = [\"model\"]\n"));
+        assert_non_null(strstr(t2, "the loss eager, as priced"));
+        free(t2);
+        h2.compile_loss = true;
+        t2 = export_torchtitan(&m, &h2, &lo, err, sizeof err);
+        assert_non_null(t2);
+        assert_non_null(strstr(t2, "    config.compile.components = [\"model\", \"loss\"]\n"));
+        free(t2);
+    }
     assert_non_null(strstr(t, "    config.compile.enable_async_tensor_parallel = False\n"));
     assert_non_null(strstr(t, "    config.model_spec = model_registry(\"70B\")  # bf16: no Float8 converter\n"));
     /* fp8: torchtitan b5bcd76 has rowwise scaling and MXFP8 only. A plan priced with delayed or tensorwise

@@ -2494,9 +2494,9 @@ static void test_eager_elementwise(void **st)
  * 4096 FLOPs; eager, wo too (2·T·4096·4096). Every memory-bound pass runs
  * again: 2·T·(15·4096 + 3·14336) bytes (the profile's 15 h of norms and
  * adds, SwiGLU's 3 f). The attention core is saved: not run again.
- * Memory: the block input, wq, wv, w1, w2 outputs and the attention's
- * output, 2·T·(4096 + 4096 + 1024 + 14336 + 4096 + 4096) bytes, with
- * 4·32·T of log-sum-exp. Megatron's selective (core_attn) is unchanged,
+ * Memory: the block input, wq, wv, w1 outputs and the attention's output,
+ * 2·T·(4096 + 4096 + 1024 + 14336 + 4096) bytes, with 4·32·T of
+ * log-sum-exp; eager, w2's output (4096) too. Megatron's selective (core_attn) is unchanged,
  * and an MoE model keeps it under the op stack. */
 static void test_selective_op(void **st)
 {
@@ -2528,8 +2528,13 @@ static void test_selective_op(void **st)
     assert_rel(time_sel_op_gemm_flops(&m, &lo), 2.0 * (1024.0 + 14336 + 4096) * 4096, 1e-12);
     lo.torch_compile = true;
     assert_rel(time_sel_op_gemm_flops(&m, &lo), 2.0 * (1024.0 + 14336) * 4096, 1e-12);
-    double want = 2.0 * T * (4096.0 + 4096 + 1024 + 14336 + 4096 + 4096) + 4.0 * 32 * T;
+    /* compiled (lo.torch_compile): w2's output is read by nothing the backward needs, and the partitioner
+     * does not keep it; eager SAC caches it */
+    double want = 2.0 * T * (4096.0 + 4096 + 1024 + 14336 + 4096) + 4.0 * 32 * T;
     assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE), want, 1e-12);
+    lo.torch_compile = false;
+    assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE), want + 2.0 * T * 4096, 1e-12);
+    lo.torch_compile = true;
     assert_true(want < 0.5 * core_acts);   /* it keeps far less than Megatron's selective */
     {   /* layers not recomputed, or fully, keep what they kept */
         Layout l0 = lo;
@@ -2583,6 +2588,20 @@ static void test_ce_upcast(void **st)
     hw.ce_upcast = true;
     memory_stage(&m, &hw, &lo, 0, &b);
     assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 4.0 * 16384 * 128256, 1e-12);
+    /* a loss torch.compile covers (a stack's compile_loss, under --torch-compile) keeps no copies: the 4 of
+     * the unfused loss; eager (--no-torch-compile) it keeps them again */
+    lo.prec = PREC_BF16;
+    hw.compile_loss = true;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    hw.ce_upcast = false;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    assert_rel(b.bytes[MEM_ACTS], a.bytes[MEM_ACTS], 0);
+    hw.ce_upcast = true;
+    lo.torch_compile = false;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    hw.ce_upcast = false;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    assert_rel(b.bytes[MEM_ACTS] - a.bytes[MEM_ACTS], 6.0 * 16384 * 128256, 1e-12);
 }
 
 /* fp8 expert padding (COSTMODEL.md §4.6): the test_fp8_recipe setting
