@@ -28,6 +28,7 @@ docs/accuracy/megatron_readme_h100_published.csv h100-sxm -
 docs/accuracy/mbridge_h100_published.csv h100-sxm  -
 docs/accuracy/mbridge_gb200_published.csv gb200    -
 docs/accuracy/mbridge_gb300_published.csv gb300    -
+docs/accuracy/torchtitan_h200_published.csv h200    -
 docs/accuracy/b200_published.csv         b200      -
 docs/accuracy/gb200_published.csv        gb200     -
 docs/accuracy/korthikanti_a100_published.csv a100-80g megatron-lm
