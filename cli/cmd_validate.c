@@ -114,7 +114,7 @@ typedef struct {
     int line, mbs, vp;
     Precision prec;
     double phase[T_COUNT];         // predicted seconds by phase, for --json
-    float mem_gib, mem_pred_gib;   // measured peak per GPU (0: none given) and predicted (every stage's max)
+    double mem_gib, mem_pred_gib;  // measured peak per GPU (0: none given) and predicted (every stage's max), GiB
     char label[sizeof ((RunRow *)0)->label];
 } VRow;
 
@@ -197,8 +197,8 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     w->prec = r->layout.prec;
     memcpy(w->phase, c.time, sizeof w->phase);
     memcpy(w->label, r->label, sizeof w->label);
-    w->mem_gib = (float)r->mem_gib;
-    w->mem_pred_gib = v->pred[i] > 0 ? (float)(c.peak_bytes / GIB) : 0.0f;
+    w->mem_gib = r->mem_gib;
+    w->mem_pred_gib = v->pred[i] > 0 ? c.peak_bytes / GIB : 0.0;
     if (v->bands && v->pred[i] > 0) {   /* a row the profile cannot predict has no residual */
         BandRun b = {.line = r->line, .gpus = r->gpus, .tp = r->layout.tp, .pp = r->layout.pp,
                      .dp = r->layout.dp, .cp = r->layout.cp, .ep = r->layout.ep > 0 ? r->layout.ep : 1,

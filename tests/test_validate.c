@@ -233,6 +233,24 @@ static void test_bad_rows(void **st)
                "column 10 (\"tokens_per_s_gpu\"): expected a positive number");
     expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,tp_overlap,time_ms\n24,1024,16,1024,1,1,1,1,8,2,100\n",
                "column 10 (\"tp_overlap\"): expected a fraction in [0, 1]");
+    expect_bad("layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms,mem_gib\n24,1024,16,1024,1,1,1,1,8,100,-3\n",
+               "column 11 (\"mem_gib\"): expected a measured peak in GiB per GPU (0 to 1e5), or nothing, got \"-3\"");
+}
+
+/* mem_gib: the measured peak memory per GPU, or nothing where a row has none */
+static void test_mem_column(void **st)
+{
+    (void)st;
+    const char *csv = "layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms,mem_gib\n"
+                      "24,1024,16,1024,1,1,1,1,8,100,12.5\n"
+                      "24,1024,16,1024,1,1,1,1,8,100,\n";
+    RunSet set = {0};
+    char err[256];
+    assert_int_equal(runs_parse_csv(csv, "m.csv", &set, err, sizeof err), 0);
+    assert_int_equal(set.n, 2);
+    assert_true(set.rows[0].mem_gib == 12.5);
+    assert_true(set.rows[1].mem_gib == 0);
+    runs_free(&set);
 }
 
 static void test_missing_file(void **st)
@@ -640,7 +658,8 @@ int main(void)
         cmocka_unit_test(test_stats),         cmocka_unit_test(test_spearman_and_regret),
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
         cmocka_unit_test(test_tokens_per_gpu),
-        cmocka_unit_test(test_stack_layout_fields), cmocka_unit_test(test_spreadsheet_csv),
+        cmocka_unit_test(test_stack_layout_fields),
+        cmocka_unit_test(test_mem_column), cmocka_unit_test(test_spreadsheet_csv),
         cmocka_unit_test(test_rank_ties),     cmocka_unit_test(test_groups_by_hand),
         cmocka_unit_test(test_many_groups),   cmocka_unit_test(test_number_text),
         cmocka_unit_test(test_stats_against_sorting), cmocka_unit_test(test_groups_compact),
