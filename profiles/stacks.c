@@ -159,10 +159,15 @@ int stacks_selective_ac(int i)
 
 void stacks_layout_settings(Layout *lo)
 {
-    lo->sel_ac = (SelAc)stacks_selective_ac(lo->stack);
-    int cc = stacks_cp_comm(lo->stack);
-    if (cc >= 0)
-        lo->cp_comm = (CpComm)cc;
+    Stack st;
+    char err[256];
+    lo->sel_ac = SEL_AC_CORE_ATTN;
+    if (lo->stack <= 0 || stacks_load(lo->stack, &st, err, sizeof err) != 0)
+        return;   /* the default stack, or a build without its file (test_stacks loads each) */
+    if (st.sel_ac >= 0)
+        lo->sel_ac = (SelAc)st.sel_ac;
+    if (st.cp_comm >= 0)
+        lo->cp_comm = (CpComm)st.cp_comm;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
