@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "command.h"
+#include "memory.h"
 #include "report.h"
 #include "runfile.h"
 
@@ -232,6 +233,14 @@ static int compare_main(int argc, char **argv)
     if (planfile_read(plan, &pf, err, sizeof err) != 0) {
         fprintf(stderr, "ultraplan compare: %s\n", err);
         return 1;
+    }
+    /* the run is ultraplan's executor's: an fp8 plan made for Megatron is priced with Transformer
+     * Engine's fp8 inputs, and the executor keeps its own (memory_fp8_keeps_inputs): price the memory
+     * it keeps (nothing else depends on the target) */
+    if (pf.layout.prec == PREC_FP8 && !memory_fp8_keeps_inputs(&pf.layout)) {
+        Layout ex = pf.layout;
+        ex.target = TARGET_ULTRAPLAN_CUDA;
+        cost(&pf.model, &pf.hw, &ex, &pf.opts, &pf.cost);
     }
     RunDoc run;
     if (runfile_read(runp, &run, err, sizeof err) != 0) {

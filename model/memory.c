@@ -85,6 +85,37 @@ static double rc_module_saved(const ModelSpec *m, const Layout *lo, double mlp_b
     return saved;
 }
 
+bool memory_fp8_keeps_inputs(const Layout *lo)
+{
+    return lo->target == TARGET_ULTRAPLAN || lo->target == TARGET_ULTRAPLAN_CUDA;
+}
+
+/* fp8: what a layer not fully recomputed keeps of its linear layers' inputs
+ * beyond the 16-bit tensors memory_layer_acts counts (COSTMODEL.md §3.2).
+ * ultraplan's executors (te false) keep a transposed fp8 copy (1 byte an
+ * element) of each input beside the 16-bit one, for the weight gradient:
+ * QKV and FC1 read the gathered micro-batch (h wide), the projection and
+ * FC2 their tp shards. Transformer Engine (te) saves the quantized input in
+ * place of the 16-bit one (Linear / LayerNormLinear forward: the fp8
+ * tensor, columnwise only where no gather is needed, the sequence shard
+ * under SP, gathered again for the weight gradient): the QKV and FC1 inputs
+ * (the norms' outputs) and the FC2 input (the activation's output) are kept
+ * in 1 byte, not ab, unless --recompute-modules layernorm / mlp freed the
+ * 16-bit tensor already (then only the fp8 one is left, or nothing of a
+ * recomputed MLP); the projection's input stays in 16 bits, which the
+ * attention core keeps for its backward, and adds its fp8 copy. */
+static double fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
+{
+    double tok = layout_mb_tokens(m, lo), t = lo->tp, h = m->h, q = spec_q_width(m) / t, f = (double)m->f / t;
+    if (!te)
+        return tok * (2.0 * h + q + f);
+    double ab = hw_precision_bytes(lo->prec), rep = layout_sp_share(lo);
+    int rcm = layout_rc_modules(lo);
+    double norm_in = (rcm & RCM_LAYERNORM) ? 1.0 : 1.0 - ab;   /* per element of each norm's output */
+    double fc2_in = (rcm & RCM_MLP) ? 0.0 : 1.0 - ab;
+    return tok * (2.0 * norm_in * h * rep + q + fc2_in * f);
+}
+
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 {
     double ab = hw_precision_bytes(lo->prec);
@@ -119,13 +150,8 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     bytes += mla_acts(m, lo);
     bytes -= rc_module_saved(m, lo, sbh * mlp / t);
 
-    /* fp8: the transposed fp8 copy (1 byte an element) of each linear
-     * layer's input, cast in the forward and kept for the weight gradient:
-     * QKV and FC1 read the gathered micro-batch (h wide), the projection and
-     * FC2 their tp shards (ultraplan's executor keeps them beside the 16-bit
-     * inputs; Transformer Engine keeps fp8 inputs for the backward too) */
     if (lo->prec == PREC_FP8)
-        bytes += layout_mb_tokens(m, lo) * (2.0 * h + spec_q_width(m) / t + (double)m->f / t);
+        bytes += fp8_input_bytes(m, lo, !memory_fp8_keeps_inputs(lo));
 
     double a = m->a;
     if (lo->flash) {
@@ -153,6 +179,10 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
      * the router's and the experts' input, stays: memory_layer_acts' FC1 input) */
     int rcm = layout_rc_modules(lo);   /* with mlp among the modules memory_layer_acts took them off already */
     double bytes = memory_layer_acts(m, lo, r) - ((rcm & RCM_MLP) ? 0.0 : act * ab * tok * m->f / t);
+    /* fp8: an MoE layer keeps the executors' accounting of the linear inputs (a transposed fp8
+     * copy beside each 16-bit input); Transformer Engine's GroupedLinear is not priced apart */
+    if (lo->prec == PREC_FP8 && !memory_fp8_keeps_inputs(lo))
+        bytes += fp8_input_bytes(m, lo, false) - fp8_input_bytes(m, lo, true);
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
     bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
     bytes += ab * rows * m->h                                 /* dispatched expert input */

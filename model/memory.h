@@ -77,6 +77,11 @@ double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, doubl
 double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
 /* Activation bytes of one transformer layer for one micro-batch, per GPU,
  * under tp, sp, cp, flash and a recomputation mode (Korthikanti terms). */
+/* Whether fp8 layers keep a transposed fp8 copy of each linear input beside
+ * the 16-bit one (ultraplan's executors: the layout's target is one of
+ * them) or, as Transformer Engine, the fp8 copy in place of the 16-bit QKV,
+ * FC1 and FC2 inputs (every other target; COSTMODEL.md §3.2). */
+bool memory_fp8_keeps_inputs(const Layout *lo);
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
 /* Micro-batches whose activations stage `s` holds at the 1F1B peak,
  * counting interleaving (in units of the whole stage's layers). */

@@ -1387,7 +1387,7 @@ static void test_zero_unit_largest_layer(void **st)
     assert_rel(layer, 4 * 64 * 64 + 2 * 64 + 8 * 64 + 3 * 64 * 64 + 2 * (3 * 64 * 32), 1e-12);
 }
 
-/* fp8 plans keep, as the CUDA executor allocates them (executor/cuda/cufp8.c),
+/* fp8 plans for the CUDA executor keep, as it allocates them (executor/cuda/cufp8.c),
  * the transposed fp8 copy of each linear input (1 byte an element) and,
  * except under ZeRO-3, each layer's weights cast to fp8 and fp8-transposed,
  * plus the largest GEMM's operand scratch. By hand for 2 GELU layers, h 64,
@@ -1409,12 +1409,28 @@ static void test_fp8_copies(void **st)
     Layout lo;
     layout_default(&lo);
     lo.dp = 1, lo.tp = 1, lo.pp = 1, lo.mbs = 2, lo.gbs = 2, lo.layers[0] = 2, lo.opt = OPT_ZERO1;
+    lo.target = TARGET_ULTRAPLAN_CUDA;   /* the executor's accounting */
     StageMem b16, f8, b16z3, f8z3;
     lo.prec = PREC_BF16;
     memory_stage(&m, &hw, &lo, 0, &b16);
     lo.prec = PREC_FP8;
     memory_stage(&m, &hw, &lo, 0, &f8);
     assert_rel(f8.bytes[MEM_ACTS] - b16.bytes[MEM_ACTS], 2 * 28672.0, 1e-12);
+    /* Transformer Engine (a plan for Megatron): the fp8 input in place of the 16-bit QKV, FC1 and FC2
+     * inputs, 1 byte not 2, and the projection's fp8 copy beside its 16-bit input (the attention keeps
+     * that): 64 x (-64 - 64 + 64 - 256) = -20,480 B a layer. With --recompute-modules layernorm the
+     * norms' outputs are gone already and only their fp8 copies are added: 64 x (64 + 64 + 64 - 256) */
+    lo.target = TARGET_MEGATRON;
+    StageMem te;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    assert_rel(te.bytes[MEM_ACTS] - b16.bytes[MEM_ACTS], 2 * -20480.0, 1e-12);
+    assert_false(memory_fp8_keeps_inputs(&lo));
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm");
+    double with_ln = memory_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    lo.prec = PREC_BF16;
+    assert_rel(with_ln - memory_layer_acts(&m, &lo, RECOMPUTE_NONE), 64.0 * (64 + 64 + 64 - 256), 1e-12);
+    lo.prec = PREC_FP8, lo.rc_modules[0] = 0;
+    lo.target = TARGET_ULTRAPLAN_CUDA;
     assert_rel(f8.bytes[MEM_BUFFERS] - b16.bytes[MEM_BUFFERS], 53504.0 + 2 * 98304.0, 1e-12);
     /* ZeRO-3: the scratch only, no kept weight copies */
     lo.opt = OPT_ZERO3;
