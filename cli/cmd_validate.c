@@ -115,6 +115,7 @@ typedef struct {
     Precision prec;
     double phase[T_COUNT];         // predicted seconds by phase, for --json
     double mem_gib, mem_pred_gib;  // measured peak per GPU (0: none given) and predicted (every stage's max), GiB
+    bool unfit;                    // predicted above the GPU's memory, though the run ran
     char label[sizeof ((RunRow *)0)->label];
 } VRow;
 
@@ -199,6 +200,7 @@ static int keep_row(const RunRow *r, RunsFormat fmt, void *ctx, char *err, int e
     memcpy(w->label, r->label, sizeof w->label);
     w->mem_gib = r->mem_gib;
     w->mem_pred_gib = v->pred[i] > 0 ? c.peak_bytes / GIB : 0.0;
+    w->unfit = v->pred[i] > 0 && !c.fits;
     if (v->bands && v->pred[i] > 0) {   /* a row the profile cannot predict has no residual */
         BandRun b = {.line = r->line, .gpus = r->gpus, .tp = r->layout.tp, .pp = r->layout.pp,
                      .dp = r->layout.dp, .cp = r->layout.cp, .ep = r->layout.ep > 0 ? r->layout.ep : 1,
@@ -531,8 +533,11 @@ static void row_json(Out *o, const VSet *v, int i)
     out_jnum_member(o, 3, "measured_ms", s->measured_s * 1e3, false);
     out_jnum_member(o, 3, "predicted_ms", v->pred[i] * 1e3, false);
     out_jnum_member(o, 3, "ape", v->ape[i], false);
-    if (r->mem_pred_gib > 0)
+    if (r->mem_pred_gib > 0) {
         out_jnum_member(o, 3, "predicted_mem_gib", r->mem_pred_gib, false);
+        out_member(o, 3, "predicted_fits");
+        out_s(o, r->unfit ? "false,\n" : "true,\n");
+    }
     if (r->mem_gib > 0) {
         out_jnum_member(o, 3, "measured_mem_gib", r->mem_gib, false);
         if (r->mem_pred_gib > 0)
@@ -580,6 +585,10 @@ static int print_json(const Opts *o, const VSet *v, const char *profile, char **
     cJSON *s = stats_json(st);
     cJSON_AddNumberToObject(s, "worst_group_regret", worst_regret);
     cJSON_AddNumberToObject(s, "worst_group_regret_fixed_batch", worst_regret_gbs);
+    int unfit = 0;   /* runs predicted above the GPU's memory, though they ran */
+    for (int i = 0; i < v->n; i++)
+        unfit += v->rows[i].unfit;
+    cJSON_AddNumberToObject(s, "runs_predicted_unfit", unfit);
     if (mst->n > 0) {   /* the rows that give a measured peak memory (mem_gib) */
         cJSON *ms = stats_json(mst);
         cJSON_AddItemToObject(s, "memory", ms);
@@ -715,6 +724,15 @@ static int run(const Opts *o, char **files, int nfiles)
             snprintf(line, sizeof line, "memory: %d runs with a measured peak: MAPE %.2f%%, median %.2f%%, worst %.2f%% "
                      "(predicted peak per GPU, the fullest stage, against the source's reading)\n", mst.n, mst.mape,
                      mst.median, mst.max);
+            out_s(&out, line);
+        }
+        int unfit = 0, first = 0;
+        for (int i = 0; i < set.n; i++)
+            if (set.rows[i].unfit && !unfit++)
+                first = set.rows[i].line;
+        if (unfit) {   /* every run ran: a predicted peak above the GPU's memory is the model's error */
+            snprintf(line, sizeof line, "memory: %d of %d runs predicted above the GPU's %.1f GiB, though they ran "
+                     "(the first at line %d)\n", unfit, set.n, hw.hbm_bytes / GIB, first);
             out_s(&out, line);
         }
         for (int k = 0; k < STATS_GROUP_COUNT; k++)

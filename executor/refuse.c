@@ -52,6 +52,9 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
              "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    if (lo->fp8_param_gather)
+        FAIL("plan: layout.fp8_param_gather: the executors keep the weights in 16 bits and cast them to fp8 "
+             "each step; plan it with --no-fp8-param-gather");
     /* both recompute a selective layer's attention core (Megatron's); a plan
      * priced with torchtitan's per-op policy is not the plan they run */
     for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)

@@ -92,6 +92,14 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     double wb = memory_weight_bytes(lo), gb = memory_grad_bytes(lo);
     double Pe = 0;
     double P = memory_stage_params_split(m, lo, s, lo->layers[s], &Pe) - Pe;
+    /* --fp8-param-gather: the layers' linear weights are gathered in fp8, the stage's other
+     * parameters (embedding, head, norms) in 16 bits: the bytes a parameter the all-gather moves */
+    double wb_ag = wb, wbe_ag = wb;
+    if (lo->fp8_param_gather && lo->prec == PREC_FP8 && P > 0) {
+        double e0 = 0, p0 = memory_stage_params_split(m, lo, s, 0, &e0) - e0;
+        wb_ag = (p0 * wb + (P - p0) * 1.0) / P;
+        wbe_ag = 1.0;
+    }
     int k = time_members_per_node(hw, lo->tp, D);
     /* routed experts reduce over edp (their own group, after the dense
      * buckets on the same stream): their calls are added to the dense ones */
@@ -120,7 +128,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     case OPT_ZERO1:
     case OPT_DISTOPT: {
         double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
-        double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
+        double ag = dp_coll(hw, P * wb_ag, D, k, false) + XC(wbe_ag, false);
         double last = dp_coll(hw, dp_bucket_params(lo, P) * gb, D, k, false);
         /* reduce-scatter hides behind the last backward, the all-gather behind the next forward */
         t = fmax(last, dp_hidden_tail(rs, v, lo->pp, s, bwd_hide, true)) +
@@ -138,7 +146,7 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     default: {
         /* parameters gathered for forward and backward of every micro-batch */
         double rs = zero3_coll(hw, P * gb, D, k, lo->layers[s]) + XC(gb, false);
-        double ag = zero3_coll(hw, P * wb, D, k, lo->layers[s]) + XC(wb, false);
+        double ag = zero3_coll(hw, P * wb_ag, D, k, lo->layers[s]) + XC(wbe_ag, false);
         /* a prefetch of fewer parameters than a layer holds hides only that share */
         double per_layer = lo->layers[s] > 0 ? P / lo->layers[s] : P;
         double hide = hw->zero3_prefetch_params > 0 ? fmin(1.0, hw->zero3_prefetch_params / per_layer) : 1.0;

@@ -543,6 +543,14 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
                  (int)lo->cuda_graph);
         if (lo->fp8_recipe < 0 || lo->fp8_recipe >= FP8R_COUNT)
             FAIL("layout: --fp8-recipe %d is none of delayed, tensorwise, mxfp8, blockwise", (int)lo->fp8_recipe);
+        /* arguments.py: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2,
+         * megatron fsdp" */
+        if (lo->fp8_param_gather && lo->prec != PREC_FP8)
+            FAIL("layout: --fp8-param-gather keeps the weights in fp8: it needs --precision fp8 (the plan is %s)",
+                 hw_precision_name(lo->prec));
+        if (lo->fp8_param_gather && lo->opt != OPT_DISTOPT && lo->opt != OPT_ZERO3)
+            FAIL("layout: --fp8-param-gather needs the distributed optimizer (--dist-opt) or ZeRO-3 (Megatron-FSDP), "
+                 "as Megatron-LM does; the plan's optimizer is %s", layout_opt_name(lo->opt));
         if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --cuda-graph-modules: %s", e);
         if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))

@@ -127,6 +127,9 @@ typedef struct {
     char cg_modules[LAYOUT_PPL_LEN];// Megatron --cuda-graph-modules ("attn,moe_router,moe_preprocess"), "" = the
                                    // whole layer under local/transformer_engine (layout_cg_modules)
     Fp8Recipe fp8_recipe;          // Megatron --fp8-recipe under fp8 (default delayed, Megatron's)
+    bool fp8_param_gather;         // Megatron --fp8-param-gather: the layers' linear weights kept in fp8 (the
+                                   // distributed optimizer's master casts to fp8 and all-gathers that); needs fp8
+                                   // and the distributed optimizer or ZeRO-3 (Megatron-FSDP)
     bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
                                    // tokens to the fp8 alignment, so the experts copy nothing to pad
     bool torch_compile;            // torch.compile over the model (default on): under a stack whose model code is

@@ -439,7 +439,8 @@ static double fp8_buffers(const ModelSpec *m, const Layout *lo, int s)
     if (lo->opt == OPT_ZERO3)
         return sc;
     double per_layer = h * (qkv + ql + f1 + f);   /* QKV, projection, FC1, FC2 weights of one rank */
-    return sc + 2.0 * per_layer * lo->layers[s];
+    /* an fp8 copy and an fp8 transpose of each; with --fp8-param-gather the weight is the copy */
+    return sc + (lo->fp8_param_gather ? 1.0 : 2.0) * per_layer * lo->layers[s];
 }
 
 /* The largest parameter tensor of stage s on one GPU (tp-sharded as it is
@@ -536,6 +537,14 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->inflight = memory_inflight(lo, s);
     double dense = out->params - out->expert_params, ex = out->expert_params;
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
+    if (lo->fp8_param_gather && lo->prec == PREC_FP8) {
+        /* --fp8-param-gather: the layers' linear weights are kept in fp8, 1 byte, not the weights'
+         * 16 bits; the embedding and head stay 16-bit (the stage's params without layers; the layers'
+         * norms, a few in ten thousand of their parameters, are counted with the layers) */
+        double e0 = 0, p0 = memory_stage_params_split(m, lo, s, 0, &e0);
+        double ab = memory_weight_bytes(lo);
+        out->bytes[MEM_WEIGHTS] -= ((dense - (p0 - e0)) * w + (ex - e0) * we) * (1.0 - 1.0 / ab);
+    }
     out->bytes[MEM_GRADS] = dense * g + ex * ge;
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
     out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, logit_bytes(hw, lo));

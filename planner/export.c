@@ -381,6 +381,8 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     if (lo->prec == PREC_FP8) {
         ARGV("--fp8-format", "hybrid");
         ARGV("--fp8-recipe", "%s", layout_fp8_recipe_name(lo->fp8_recipe));
+        if (lo->fp8_param_gather)
+            ARG("--fp8-param-gather");
         if (lo->fp8_recipe == FP8R_DELAYED) {   /* the amax history is delayed scaling's alone */
             ARGV("--fp8-amax-history-len", "1024");
             ARGV("--fp8-amax-compute-algo", "max");
@@ -612,6 +614,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--tp-comm-overlap", lo->tp_comm_overlap = true)
         FLAG("--overlap-moe-expert-parallel-comm", lo->moe_a2a_overlap = true)
         FLAG("--moe-shared-expert-overlap", lo->moe_shared_overlap = true)
+        FLAG("--fp8-param-gather", lo->fp8_param_gather = true)
         FLAG("--moe-router-padding-for-quantization", lo->moe_router_pad = true)
         FLAG("--moe-router-padding-for-fp8", lo->moe_router_pad = true)   /* its deprecated alias */
         FLAG("--account-for-embedding-in-pipeline-split", lo->split_embed = true)
@@ -989,6 +992,9 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
               "default it keeps), and the plan is priced with the ring: plan with --cp-comm all-gather";
     else if (lo->prec == PREC_FP16)
         why = "torchtitan trains in bf16 or fp32, not fp16";
+    else if (lo->fp8_param_gather)
+        why = "the plan keeps its weights in fp8 (--fp8-param-gather, Megatron's); torchtitan's MXFP8 converter "
+              "keeps them in bf16: plan with --no-fp8-param-gather";
     else if (!lo->grad_fp32 && lo->prec != PREC_FP32)
         why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
     else if (!lo->flash)

@@ -426,6 +426,13 @@ static const Knob table[KNOB_COUNT] = {
                                  "(torchtitan) runs its norms, RoPE and SwiGLU unfused; no effect under "
                                  "Megatron's stacks (fused kernels)",
                          .dflt = "on (the torchtitan export compiles)"},
+    [K_FP8_PARAM_GATHER] = {K_FP8_PARAM_GATHER, "fp8-param-gather", L(fp8_param_gather), .type = KNOB_BOOL,
+                            .flag = "fp8-param-gather", .neg_flag = "no-fp8-param-gather",
+                            .json = "fp8_param_gather", .json_optional = true, .csv = "fp8_param_gather",
+                            .help = "fp8: the layers' linear weights kept in fp8, not 16 bits, and all-gathered so by "
+                                    "the distributed optimizer (Megatron --fp8-param-gather; NeMo's fp8 recipes set "
+                                    "it); needs --dist-opt or --zero 3",
+                            .dflt = "off, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

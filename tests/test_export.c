@@ -128,6 +128,43 @@ static void test_round_trip_cp_comm(void **state)
     assert_non_null(strstr(err, "--cp-comm-type"));
 }
 
+/* --fp8-param-gather: written for an fp8 plan that sets it, read back; refused by the torchtitan export */
+static void test_round_trip_fp8_param_gather(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 2, 4, 8, 1, 1, 256, OPT_DISTOPT);
+    lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_TENSORWISE, lo.fp8_param_gather = true;
+    round_trip(&m, &hw, &lo, "--fp8-param-gather \\");
+    char err[512];
+    {   /* a plan torchtitan would take but for its fp8 weights (FSDP, MXFP8 on Blackwell) */
+        ModelSpec mb;
+        HwProfile b200;
+        load("llama3.1-70b", "b200", &mb, &b200);
+        Layout t;
+        base(&t, 64, 1, 1, 1, 1, 256, OPT_ZERO3);
+        t.prec = PREC_FP8, t.fp8_recipe = FP8R_MXFP8, t.fp8_param_gather = true;
+        assert_int_equal(layout_check(&t, &mb, &b200, err, sizeof err), 0);
+        assert_null(export_torchtitan(&mb, &b200, &t, err, sizeof err));
+        assert_non_null(strstr(err, "--no-fp8-param-gather"));
+        t.fp8_param_gather = false;
+        char *tt = export_torchtitan(&mb, &b200, &t, err, sizeof err);
+        if (!tt)
+            fail_msg("torchtitan without fp8 weights: %s", err);
+        free(tt);
+    }
+    /* Megatron-LM's rule: the distributed optimizer or FSDP, and fp8 */
+    lo.opt = OPT_ZERO1;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-param-gather needs the distributed optimizer"));
+    lo.opt = OPT_DISTOPT, lo.prec = PREC_BF16;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs --precision fp8"));
+}
+
 static void test_round_trip_zero3(void **state)
 {
     (void)state;
@@ -813,7 +850,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_cp_comm),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_round_trip_moe_wire),
-        cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_round_trip_fp8_param_gather),        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
         cmocka_unit_test(test_round_trip_gpt_oss),
         cmocka_unit_test(test_round_trip_pipeline_layout),

@@ -1438,6 +1438,18 @@ static void test_fp8_copies(void **st)
     lo.prec = PREC_BF16;
     memory_stage(&m, &hw, &lo, 0, &b16z3);
     assert_rel(f8z3.bytes[MEM_BUFFERS] - b16z3.bytes[MEM_BUFFERS], 53504.0, 1e-12);
+    /* --fp8-param-gather (distributed optimizer): the layers' weights in fp8, half their 16-bit bytes, and
+     * the weight cache keeps only the transpose: 98,304 / 2 bytes a layer less in the buffers */
+    lo.opt = OPT_DISTOPT, lo.prec = PREC_FP8;
+    StageMem pg0, pg1;
+    memory_stage(&m, &hw, &lo, 0, &pg0);
+    lo.fp8_param_gather = true;
+    memory_stage(&m, &hw, &lo, 0, &pg1);
+    double layers = memory_stage_params(&m, &lo, 0, 2) - memory_stage_params(&m, &lo, 0, 0);
+    assert_rel(pg0.bytes[MEM_WEIGHTS] - pg1.bytes[MEM_WEIGHTS], layers * 2.0 / 2.0, 1e-12);
+    assert_rel(pg0.bytes[MEM_BUFFERS] - pg1.bytes[MEM_BUFFERS], 2 * 98304.0 / 2.0, 1e-12);
+    assert_rel(pg1.bytes[MEM_GRADS], pg0.bytes[MEM_GRADS], 0);   /* gradients stay as they were */
+    lo.fp8_param_gather = false;
     /* full recomputation keeps only the layer input: no fp8 copies */
     lo.opt = OPT_ZERO1;
     assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_FULL), 2.0 * 64 * 64, 1e-12);
