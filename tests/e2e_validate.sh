@@ -55,11 +55,12 @@ check "Megatron-Bridge dense H100 MAPE <= 5.2%" 0 "$U" validate "$D/mbridge_h100
 # 14.30 / 10.19 % since torchtitan's per-op selective recomputation is priced (step 38), 14.91 / 9.15 % under
 # its own version's stack, torchtitan-2412 (full AC stops early; step 40)
 check "torchtitan H100 benchmark (SXM peaks) MAPE <= 15.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 15.5
-# and its memory column, held out too: the peak per GPU within 4.27 % MAPE (5.63 % while a compiled block kept
+# and its memory column, held out too: the peak per GPU within 4.20 % MAPE (4.27 % before step 41; 5.63 % while a compiled block kept
 # w2's output, step 40; 15.17 % before the loss's fp32 copies were counted, 27.06 % with Megatron's selective
 # recomputation in place of the per-op policy; step 38)
 check "torchtitan H100 benchmark peak memory MAPE <= 5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mem-mape 5
-# Trainy's H200 runs of torchtitan (June 2025, WhiteFiber; step 40), held out: 3.65 % step, 13.97 % memory
+# Trainy's H200 runs of torchtitan (June 2025, WhiteFiber; step 40), held out: 3.65 % step, 12.45 % memory
+# (13.97 % before step 41)
 check "torchtitan H200 (Trainy) MAPE <= 4.5%" 0 "$U" validate "$D/torchtitan_h200_published.csv" --gpu h200 --summary --max-mape 4.5 --max-mem-mape 15
 # torchtitan's June-2025 async TP benchmark (step 40), held out: 9.97 / 8.48 % (SXM / NVL peaks); async TP unpriced
 check "torchtitan async TP benchmark (SXM peaks) MAPE <= 10.5%" 0 "$U" validate "$D/torchtitan_asynctp_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 10.5
