@@ -145,10 +145,7 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
             lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
-    int nsel = 0;
-    for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
-        nsel += lo->sel_rc[s];
-    if (nsel > 0 && layout_sel_op(m, lo))   /* what the "s" of recompute f/s means under this stack */
+    if (layout_sel_op_used(m, lo))   /* what the "s" of recompute f/s means under this stack */
         fprintf(f, "        selective recomputation: the stack's per-op policy (SelectiveAC: every second matmul and "
                    "every other op run again, the attention's output kept)\n");
     if (spec_is_moe(m)) {   /* parallel folding: the expert layers' split of the same ranks */

@@ -57,11 +57,10 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
              "each step; plan it with --no-fp8-param-gather");
     /* both recompute a selective layer's attention core (Megatron's); a plan
      * priced with torchtitan's per-op policy is not the plan they run */
-    for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
-        if (lo->sel_rc[s] > 0 && layout_sel_op(m, lo))
-            FAIL("plan: selective recomputation priced as torchtitan's per-op policy (layout.stack's SelectiveAC); "
-                 "the executors recompute the attention core: plan it with --recompute full or none, or another "
-                 "--stack");
+    if (layout_sel_op_used(m, lo))
+        FAIL("plan: selective recomputation priced as torchtitan's per-op policy (layout.stack's SelectiveAC); "
+             "the executors recompute the attention core: plan it with --recompute full or none, or another "
+             "--stack");
     /* both executors move dispatch and combine in the activations' dtype: an MXFP8 wire changes the
      * numbers the CPU backend checks and the bytes the CUDA one times */
     if (spec_is_moe(m) && (lo->moe_dispatch_wire != MOE_WIRE_BF16 || lo->moe_combine_bwd_wire != MOE_WIRE_BF16))

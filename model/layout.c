@@ -994,6 +994,16 @@ bool layout_sel_op(const ModelSpec *m, const Layout *lo)
     return lo->sel_ac == SEL_AC_OP && !spec_is_moe(m) && m->attn != ATTN_MLA;
 }
 
+bool layout_sel_op_used(const ModelSpec *m, const Layout *lo)
+{
+    if (!layout_sel_op(m, lo))
+        return false;
+    for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
+        if (lo->sel_rc[s] > 0)
+            return true;
+    return false;
+}
+
 int layout_parse_cp_comm(const char *s, CpComm *out)
 {
     int i = name_index(cp_comm_names, CP_COMM_COUNT, s);

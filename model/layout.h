@@ -294,6 +294,9 @@ int layout_parse_sel_ac(const char *s, SelAc *out);
  * priced for (dense multi-head/GQA attention; an MoE or MLA model keeps the
  * core_attn pricing, COSTMODEL.md §2.2.1). */
 bool layout_sel_op(const ModelSpec *m, const Layout *lo);
+/* Whether some layer is selectively recomputed under that per-op policy:
+ * what the executors and the Megatron export cannot run. */
+bool layout_sel_op_used(const ModelSpec *m, const Layout *lo);
 
 /* How Megatron-LM (checked against NVIDIA/Megatron-LM d98e8a6, 2026-08-22:
  * megatron/training/arguments.py, megatron/core/transformer/

@@ -238,10 +238,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
                               "of the others; Megatron takes one --recompute-granularity", lo->rc_modules);
         return NULL;
     }
-    int any_sel = 0;
-    for (int s = 0; s < lo->pp; s++)
-        any_sel |= lo->sel_rc[s] > 0;
-    if (any_sel && layout_sel_op(m, lo)) {   /* priced as another framework's policy than the one written */
+    if (layout_sel_op_used(m, lo)) {   /* priced as another framework's policy than the one written */
         snprintf(err, errlen, "megatron: the plan's selective recomputation is priced as torchtitan's per-op policy "
                               "(its stack's SelectiveAC); Megatron's --recompute-granularity selective recomputes "
                               "the attention core: plan with another --stack, or --recompute full or none");

@@ -345,15 +345,14 @@ int scenario_finish(Scenario *sc, bool need_layout, char *err, int errlen)
         long long g = sc->gpus > 0 ? sc->gpus : (long long)lo->tp * lo->pp * lo->cp * lo->dp;
         lo->gbs = scenario_default_gbs(&sc->model, g > 0 && g <= 100000000LL ? (int)g : 0);
     }
-    {   /* a stack that runs one CP exchange (torchtitan: PyTorch's all-gather) sets it; --cp-comm cannot differ */
-        int cc = stacks_cp_comm(lo->stack);
-        if (cc >= 0 && (sc->given & KNOB_BIT(K_CP_COMM)) && (int)lo->cp_comm != cc)
+    {   /* the layout fields the stack decides: what --recompute selective means under it, and the CP
+         * exchange where it runs one (torchtitan: PyTorch's all-gather), which --cp-comm cannot change */
+        CpComm asked = lo->cp_comm;
+        stacks_layout_settings(lo);
+        if ((sc->given & KNOB_BIT(K_CP_COMM)) && lo->cp_comm != asked)
             BAD("--cp-comm %s: the %s stack exchanges K/V by %s whatever is asked (--stack; profiles/stacks/%s.json)",
-                layout_cp_comm_name(lo->cp_comm), stacks_name(lo->stack), layout_cp_comm_name((CpComm)cc),
+                layout_cp_comm_name(asked), stacks_name(lo->stack), layout_cp_comm_name(lo->cp_comm),
                 stacks_name(lo->stack));
-        if (cc >= 0)
-            lo->cp_comm = (CpComm)cc;
-        lo->sel_ac = (SelAc)stacks_selective_ac(lo->stack);   /* what --recompute selective means under it */
     }
     if ((sc->given & KNOB_BIT(K_PP_LAYOUT)) && !lo->pp_layout[0])
         BAD("--pipeline-layout: expected a layout such as \"Et|(tt|)*30mL\", got an empty string");
