@@ -90,6 +90,11 @@ bool memory_fp8_keeps_inputs(const Layout *lo)
     return lo->target == TARGET_ULTRAPLAN || lo->target == TARGET_ULTRAPLAN_CUDA;
 }
 
+bool memory_moe_keeps_expert_out(const Layout *lo)
+{
+    return lo->target == TARGET_ULTRAPLAN || lo->target == TARGET_ULTRAPLAN_CUDA;
+}
+
 /* fp8: what a layer not fully recomputed keeps of its linear layers' inputs
  * beyond the 16-bit tensors memory_layer_acts counts (COSTMODEL.md §3.2).
  * ultraplan's executors (te false) keep a transposed fp8 copy (1 byte an
@@ -114,6 +119,40 @@ static double fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
     double norm_in = (rcm & RCM_LAYERNORM) ? 1.0 : 1.0 - ab;   /* per element of each norm's output */
     double fc2_in = (rcm & RCM_MLP) ? 0.0 : 1.0 - ab;
     return tok * (2.0 * norm_in * h * rep + q + fc2_in * f);
+}
+
+/* fp8_input_bytes for an MoE layer (COSTMODEL.md §3.2). ultraplan's
+ * executors (te false) carve the same four transposed copies in every
+ * layer, dense or MoE (executor/cuda/cuexec.c carve_layer): the dense
+ * layer's. Transformer Engine under Megatron-core (te):
+ *  - attention as in a dense layer: the QKV norm's output (a fused
+ *    LayerNormLinear) in 1 byte, the projection's fp8 copy beside its
+ *    16-bit input;
+ *  - the pre-MLP norm is a plain TENorm writing 16 bits, which the router
+ *    keeps for its weight gradient: no fp8 term;
+ *  - the experts (GroupedLinear): FC1 keeps each expert's quantized input in
+ *    place of the dispatched 16-bit rows, FC2 the quantized activation in
+ *    place of the 16-bit one. Under --recompute-modules moe_act Megatron
+ *    sets save_original_input on FC2 (moe/experts.py), whose 16-bit input
+ *    the checkpoint discards: nothing of FC2's input is left;
+ *  - the shared expert (TE Linear on the norm's output): FC1 adds its fp8
+ *    copy of the sequence shard, FC2 keeps its input in 1 byte; nothing
+ *    when --recompute-modules shared_experts checkpoints it whole. */
+static double moe_fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
+{
+    if (!te)
+        return fp8_input_bytes(m, lo, false);
+    double tok = layout_mb_tokens(m, lo), t = lo->tp, h = m->h, q = spec_q_width(m) / t;
+    double ab = hw_precision_bytes(lo->prec), rep = layout_sp_share(lo);
+    double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)layout_etp(lo), rows = layout_moe_rows(m, lo);
+    int rcm = layout_rc_modules(lo);
+    double norm_in = (rcm & RCM_LAYERNORM) ? 1.0 : 1.0 - ab;
+    double bytes = tok * (norm_in * h * rep + q) + (1.0 - ab) * rows * h;
+    if (!(rcm & RCM_MOE_ACT))
+        bytes += (1.0 - ab) * rows * ef;
+    if (m->shared_ffn > 0 && !(rcm & RCM_SHARED_EXPERTS))
+        bytes += tok * (h * rep + (1.0 - ab) * m->shared_ffn / t);
+    return bytes;
 }
 
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
@@ -179,15 +218,19 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
      * the router's and the experts' input, stays: memory_layer_acts' FC1 input) */
     int rcm = layout_rc_modules(lo);   /* with mlp among the modules memory_layer_acts took them off already */
     double bytes = memory_layer_acts(m, lo, r) - ((rcm & RCM_MLP) ? 0.0 : act * ab * tok * m->f / t);
-    /* fp8: an MoE layer keeps the executors' accounting of the linear inputs (a transposed fp8
-     * copy beside each 16-bit input); Transformer Engine's GroupedLinear is not priced apart */
-    if (lo->prec == PREC_FP8 && !memory_fp8_keeps_inputs(lo))
-        bytes += fp8_input_bytes(m, lo, false) - fp8_input_bytes(m, lo, true);
+    /* fp8: memory_layer_acts counted a dense layer's linear inputs; an MoE layer's differ */
+    if (lo->prec == PREC_FP8) {
+        bool te = !memory_fp8_keeps_inputs(lo);
+        bytes += moe_fp8_input_bytes(m, lo, te) - fp8_input_bytes(m, lo, te);
+    }
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
     bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
     bytes += ab * rows * m->h                                 /* dispatched expert input */
-           + act * ab * rows * ef / layout_etp(lo)            /* FC1 output and activation */
-           + ab * rows * m->h;                                /* expert output before combine */
+           + act * ab * rows * ef / layout_etp(lo);           /* FC1 output and activation */
+    if (memory_moe_keeps_expert_out(lo))
+        bytes += ab * rows * m->h;                            /* expert output, for the combine's weights */
+    else
+        bytes += 4.0 * rows;                                  /* the weighted activation's fp32 weights */
     if (m->shared_ffn > 0 && !(rcm & RCM_SHARED_EXPERTS))
         bytes += act * ab * tok * m->shared_ffn / t;          /* the shared expert, as a dense MLP */
     if (rcm & RCM_MOE_ACT)                                    /* moe_act: the activation's output */
@@ -424,12 +467,59 @@ static double fp8_gemm_scratch(double bt, double c, double oc)
     return 256.0 + fmax(fwd, bwd);
 }
 
+/* Bytes a cached fp8 weight takes under Transformer Engine, beside the
+ * 16-bit (or, with --fp8-param-gather, the fp8) parameter itself. A
+ * per-tensor scaled fp8 tensor (delayed or current scaling) carries its
+ * data and, for the GEMMs that read it transposed, a transpose, except
+ * where cuBLAS runs fp8 GEMMs in any layout: then the one copy serves both
+ * (nvte_is_non_tn_fp8_gemm_supported: compute capability 10.x and 11.x, or
+ * 13.0 and later, i.e. Blackwell; transformer_engine.cpp). MXFP8 scales
+ * along rows for one GEMM and along columns for the other: two copies, and
+ * an E8M0 scale per 32 elements of each, on every GPU. 128-block scaling
+ * (blockwise) keeps a transpose as Hopper does. Under --fp8-param-gather
+ * the parameter is the row-wise copy, so the cache holds the rest. */
+static double te_fp8_weight_bytes(const HwProfile *hw, const Layout *lo)
+{
+    double cc = hw->compute_capability;
+    bool non_tn = (cc >= 10.0 && cc < 12.0) || cc >= 13.0;
+    double b;
+    switch (lo->fp8_recipe) {
+    case FP8R_MXFP8: b = 2.0 * (1.0 + 1.0 / 32.0); break;
+    case FP8R_BLOCKWISE: b = 2.0; break;
+    default: b = non_tn ? 1.0 : 2.0; break;
+    }
+    if (lo->fp8_param_gather)
+        b = fmax(b - (lo->fp8_recipe == FP8R_MXFP8 ? 1.0 + 1.0 / 32.0 : 1.0), 0.0);
+    return b;
+}
+
+/* Linear weights of one layer on one GPU that Transformer Engine caches in
+ * fp8: the attention's (MLA's down projections replicated over tp), and a
+ * dense MLP's, or an MoE layer's shared expert and local experts (each
+ * GroupedLinear expert keeps its own workspace). The router stays 16-bit. */
+static double te_fp8_layer_weights(const ModelSpec *m, const Layout *lo, bool moe)
+{
+    double t = lo->tp, h = m->h;
+    double attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
+    double rep = m->attn == ATTN_MLA
+                     ? h * ((m->q_lora_rank > 0 ? m->q_lora_rank : 0) + (double)m->kv_lora_rank + m->qk_rope_dim)
+                     : 0.0;
+    double w = (attn - rep) / t + rep;
+    if (!moe)
+        return w + mlp_matrix(m, m->f) / t;
+    double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f;
+    return w + mlp_matrix(m, m->shared_ffn) / t +
+           (double)(m->experts / (lo->ep > 0 ? lo->ep : 1)) * mlp_matrix(m, ef) / layout_etp(lo);
+}
+
 /* fp8 buffers of stage s: the largest GEMM's operand scratch, and, except
  * under ZeRO-3 (whose layers exist whole only while gathered), each layer's
- * linear weights cast once a step to fp8 and fp8-transposed (2 bytes a
- * weight) for every micro-batch to reuse, as ultraplan's executor does and
- * Transformer Engine's weight caches do */
-static double fp8_buffers(const ModelSpec *m, const Layout *lo, int s)
+ * linear weights cast once a step to fp8 for every micro-batch to reuse.
+ * ultraplan's executors keep an fp8 copy and an fp8 transpose of the dense
+ * layer's weights in every layer (2 bytes a weight; the weight is the copy
+ * under --fp8-param-gather); Transformer Engine's weight caches hold
+ * te_fp8_weight_bytes of each weight te_fp8_layer_weights counts. */
+static double fp8_buffers(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s)
 {
     double t = lo->tp, h = m->h, bt = layout_mb_tokens(m, lo);
     double ql = spec_q_width(m) / t, qkv = (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t, f = m->f / t;
@@ -438,9 +528,16 @@ static double fp8_buffers(const ModelSpec *m, const Layout *lo, int s)
                      fmax(fp8_gemm_scratch(bt, h, f1), fp8_gemm_scratch(bt, f, h)));
     if (lo->opt == OPT_ZERO3)
         return sc;
-    double per_layer = h * (qkv + ql + f1 + f);   /* QKV, projection, FC1, FC2 weights of one rank */
-    /* an fp8 copy and an fp8 transpose of each; with --fp8-param-gather the weight is the copy */
-    return sc + (lo->fp8_param_gather ? 1.0 : 2.0) * per_layer * lo->layers[s];
+    if (memory_fp8_keeps_inputs(lo)) {
+        double per_layer = h * (qkv + ql + f1 + f);   /* QKV, projection, FC1, FC2 weights of one rank */
+        return sc + (lo->fp8_param_gather ? 1.0 : 2.0) * per_layer * lo->layers[s];
+    }
+    int cnt[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, cnt);
+    double w = cnt[0][RECOMPUTE_NONE] * te_fp8_layer_weights(m, lo, false);
+    if (cnt[1][RECOMPUTE_NONE])
+        w += cnt[1][RECOMPUTE_NONE] * te_fp8_layer_weights(m, lo, true);
+    return sc + te_fp8_weight_bytes(hw, lo) * w;
 }
 
 /* The largest parameter tensor of stage s on one GPU (tp-sharded as it is
@@ -515,7 +612,7 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     }
     bytes += memory_cp_ring_bytes(m, lo);
     if (lo->prec == PREC_FP8)
-        bytes += fp8_buffers(m, lo, s);
+        bytes += fp8_buffers(m, hw, lo, s);
     int comms = (lo->tp > 1) + (lo->pp > 1) + (layout_dp_group(lo) > 1) + (lo->cp > 1);
     if (spec_is_moe(m))   /* the expert groups: ep, etp (when not tp's), edp (when not dp·cp's) */
         comms += (lo->ep > 1) + (layout_etp(lo) > 1 && layout_etp(lo) != lo->tp) +

@@ -82,6 +82,13 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
  * them) or, as Transformer Engine, the fp8 copy in place of the 16-bit QKV,
  * FC1 and FC2 inputs (every other target; COSTMODEL.md §3.2). */
 bool memory_fp8_keeps_inputs(const Layout *lo);
+/* Whether an MoE layer keeps its experts' outputs until the combine's
+ * backward: ultraplan's executors weight the rows by their routing
+ * probabilities at the combine (executor/cuda/cumoe.h), whose gradient
+ * with respect to those weights reads them. Megatron-core 0.13 and later (ADLR/megatron-lm!2668,
+ * "Memory efficient token permutation") weight them inside the experts'
+ * activation (weighted_bias_swiglu), which keeps the probabilities only. */
+bool memory_moe_keeps_expert_out(const Layout *lo);
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
 /* Micro-batches whose activations stage `s` holds at the 1F1B peak,
  * counting interleaving (in units of the whole stage's layers). */

@@ -120,5 +120,39 @@ else
   bad "compare whole --json exited $?: $(cat "$tmp/err")"
 fi
 
+# 5. an MoE plan made for Megatron, against a run of ultraplan's executor: Megatron-core weights the
+# expert rows inside the activation and keeps no expert outputs, the executor weights them at the
+# combine and keeps them (model/memory.h memory_moe_keeps_expert_out). compare must price the memory
+# the executor keeps: a run that holds exactly the executor-target prediction is +0 % on every row.
+moe="--model mixtral-8x7b --gpus 8 --gpu h200 --tp 1 --pp 1 --ep 8 --mbs 1 --gbs 8 --seq 1024 --dist-opt"
+if "$U" plan $moe -o "$tmp/moe_meg.json" >/dev/null 2>"$tmp/err" &&
+   "$U" plan $moe --target ultraplan -o "$tmp/moe_ex.json" >/dev/null 2>>"$tmp/err"; then
+  python3 - "$tmp/moe_meg.json" "$tmp/moe_ex.json" "$tmp/proxy.json" "$tmp/moe_run.json" <<'PY' || bad "moe run file"
+import json, sys
+meg, ex, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+assert meg["layout"]["target"] == "megatron" and ex["layout"]["target"] == "ultraplan"
+a, b = meg["prediction"]["memory"]["per_stage"][0], ex["prediction"]["memory"]["per_stage"][0]
+assert a["activations"] < b["activations"], (a["activations"], b["activations"])   # the two accountings differ
+del run["proxy"]
+run["world"] = 8
+run["memory"] = [{"rank": 0, "stage": 0, "tp_rank": 0, "dp_rank": 0, "weights": b["weights"], "grads": b["grads"],
+                  "optim": b["optimizer"], "acts": b["activations"], "buffers": b["buffers"], "total": b["total"],
+                  "rss_peak": 0}]
+json.dump(run, open(sys.argv[4], "w"))
+PY
+  if "$U" compare "$tmp/moe_meg.json" "$tmp/moe_run.json" --json >"$tmp/m.json" 2>"$tmp/err"; then
+    python3 - "$tmp/m.json" <<'PY' && ok "moe plan for megatron: priced as the executor keeps it" || bad "moe compare: $(cat "$tmp/m.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"][0]
+for k in ("weights", "grads", "optim", "acts", "buffers"):
+    assert abs(m[k]["error_pct"]) < 1e-6, (k, m[k])
+PY
+  else
+    bad "compare moe exited $?: $(cat "$tmp/err")"
+  fi
+else
+  bad "predict moe: $(cat "$tmp/err")"
+fi
+
 [ $fails -eq 0 ] && echo "e2e_compare: all passed" || echo "e2e_compare: $fails failed"
 [ $fails -eq 0 ]

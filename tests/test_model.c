@@ -1579,18 +1579,114 @@ static void test_moe_acts(void **st)
     lo.dp = 4, lo.ep = 4, lo.mbs = 2, lo.gbs = 8;
     char err[256];
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
-    /* tok 128, ab 2, rows 307.2: the dense layer less its SwiGLU
-     * intermediates (3 x 2 x 128 x 128), plus router probabilities 4 x 128
-     * x 8, dispatched input and expert output 2 x 2 x 307.2 x 64, FC1 and
-     * activation 3 x 2 x 307.2 x 32, the shared expert 3 x 2 x 128 x 64 */
+    /* tok 128, ab 2, rows 307.2, a plan for Megatron: the dense layer less
+     * its SwiGLU intermediates (3 x 2 x 128 x 128), plus router
+     * probabilities 4 x 128 x 8, dispatched input 2 x 307.2 x 64, FC1 and
+     * activation 3 x 2 x 307.2 x 32, the activation's fp32 routing weights
+     * 4 x 307.2 (Megatron-core >= 0.13 weights the rows there), the shared
+     * expert 3 x 2 x 128 x 64 */
     double dense = memory_layer_acts(&m, &lo, RECOMPUTE_NONE);
-    double want = dense - 3.0 * 2 * 128 * 128 + 4.0 * 128 * 8 + 2.0 * 2 * 307.2 * 64 + 3.0 * 2 * 307.2 * 32 +
-                  3.0 * 2 * 128 * 64;
+    double want = dense - 3.0 * 2 * 128 * 128 + 4.0 * 128 * 8 + 2.0 * 307.2 * 64 + 3.0 * 2 * 307.2 * 32 +
+                  4.0 * 307.2 + 3.0 * 2 * 128 * 64;
     assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), want, 1e-12);
+    /* ultraplan's executors weight the rows at the combine and keep the experts' outputs for it,
+     * 2 x 307.2 x 64, in place of the weights */
+    lo.target = TARGET_ULTRAPLAN_CUDA;
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), want - 4.0 * 307.2 + 2.0 * 307.2 * 64, 1e-12);
+    assert_rel(memory_layer_acts(&m, &lo, RECOMPUTE_NONE), dense, 0);   /* a dense layer does not move */
+    lo.target = TARGET_MEGATRON;
     assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_FULL), memory_layer_acts(&m, &lo, RECOMPUTE_FULL), 1e-15);
     /* selective drops what it drops for a dense layer */
     assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE) - memory_moe_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE),
                dense - memory_layer_acts(&m, &lo, RECOMPUTE_SELECTIVE), 1e-9);
+}
+
+/* fp8 in an MoE layer of tiny_moe (tok 128, ab 2, rows 307.2, q 64, expert
+ * ffn 32, shared 64, tp 1), beside the same layer in bf16, by hand:
+ *  - Transformer Engine (a plan for Megatron): the QKV norm's output in 1
+ *    byte, -128 x 64; the projection's fp8 copy, +128 x 64; the experts'
+ *    FC1 and FC2 inputs in 1 byte, -307.2 x (64 + 32); the shared expert's
+ *    FC1 copy, +128 x 64, and its FC2 input in 1 byte, -128 x 64: -29,491.2 B.
+ *    The pre-MLP norm's output stays 16-bit: the router reads it.
+ *  - --recompute-modules moe_act: FC2 keeps its original input, which the
+ *    checkpoint discards, so beside bf16 under the same module only the
+ *    other terms are left: -307.2 x 64.
+ *  - the executors: the dense layer's four transposed copies,
+ *    128 x (64 + 64 + 64 + 128) = 40,960 B. */
+static void test_moe_fp8_inputs(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 4, lo.ep = 4, lo.mbs = 2, lo.gbs = 8;
+    char err[256];
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    lo.prec = PREC_BF16;
+    double b16 = memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    lo.prec = PREC_FP8;
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE) - b16, -29491.2, 1e-12);
+    snprintf(lo.rc_modules, sizeof lo.rc_modules, "moe_act");
+    double f8act = memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    lo.prec = PREC_BF16;
+    assert_rel(f8act - memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE), -307.2 * 64, 1e-12);
+    lo.rc_modules[0] = 0;
+    lo.target = TARGET_ULTRAPLAN_CUDA;
+    b16 = memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE);
+    lo.prec = PREC_FP8;
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_NONE) - b16, 40960, 1e-12);
+    /* full recomputation keeps the layer input alone, whoever runs it */
+    assert_rel(memory_moe_layer_acts(&m, &lo, RECOMPUTE_FULL), 2.0 * 128 * 64, 1e-12);
+}
+
+/* The fp8 weight cache of tiny_moe's one stage (tp 1, ep 2, distopt), by
+ * hand. ultraplan's executors cast the dense layer's four weights in every
+ * layer, 64 x (192 + 64 + 256 + 128) = 40,960 a layer, into a copy and a
+ * transpose: 2 x 4 x 40,960 = 327,680 B. Transformer Engine caches what each
+ * layer has: layer 0 (dense) attention 16,384 + SwiGLU 3 x 64 x 128 =
+ * 40,960; the MoE layers attention 16,384 + shared 3 x 64 x 64 + 4 local
+ * experts of 3 x 64 x 32 = 53,248 (the router stays 16-bit), 200,704 in
+ * all. At compute capability 9.0 a copy and a transpose, 2 B a weight
+ * (73,728 B more than the executors'); at 10.0 (Blackwell runs fp8 GEMMs
+ * in any layout) one copy serves both, 1 B; MXFP8 two copies with a scale
+ * a 32, 2 x 33/32 B; --fp8-param-gather at 10.0: the parameter is the
+ * copy, nothing cached. */
+static void test_fp8_weight_cache(void **st)
+{
+    (void)st;
+    ModelSpec m = tiny_moe();
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 4, lo.ep = 2, lo.mbs = 2, lo.gbs = 8, lo.opt = OPT_DISTOPT, lo.prec = PREC_FP8;
+    lo.fp8_recipe = FP8R_TENSORWISE;
+    hw.peak[PREC_FP8] = 2.0 * hw.peak[PREC_BF16], hw.compute_capability = 9.0;   /* fp8 as on a Hopper */
+    char err[256];
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    StageMem ex, te;
+    lo.target = TARGET_ULTRAPLAN_CUDA;
+    memory_stage(&m, &hw, &lo, 0, &ex);
+    lo.target = TARGET_MEGATRON;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    assert_rel(te.bytes[MEM_BUFFERS] - ex.bytes[MEM_BUFFERS], 73728, 1e-9);
+    hw.compute_capability = 10.0;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    assert_rel(te.bytes[MEM_BUFFERS] - ex.bytes[MEM_BUFFERS], 200704.0 - 327680.0, 1e-9);
+    lo.fp8_recipe = FP8R_MXFP8;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    assert_rel(te.bytes[MEM_BUFFERS] - ex.bytes[MEM_BUFFERS], 200704.0 * 2 * 33 / 32 - 327680.0, 1e-9);
+    lo.fp8_recipe = FP8R_TENSORWISE, lo.fp8_param_gather = true;
+    StageMem ex_pg;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    lo.target = TARGET_ULTRAPLAN_CUDA;
+    memory_stage(&m, &hw, &lo, 0, &ex_pg);
+    assert_rel(te.bytes[MEM_BUFFERS] - ex_pg.bytes[MEM_BUFFERS], -327680.0 / 2, 1e-9);
+    /* the executors' cache does not depend on the GPU */
+    hw.compute_capability = 9.0;
+    memory_stage(&m, &hw, &lo, 0, &te);
+    assert_rel(te.bytes[MEM_BUFFERS], ex_pg.bytes[MEM_BUFFERS], 0);
 }
 
 static void test_moe_layer_mix(void **st)
@@ -2767,6 +2863,8 @@ int main(void)
         cmocka_unit_test(test_moe_alltoall),
         cmocka_unit_test(test_zero_unit_largest_layer),
         cmocka_unit_test(test_fp8_copies),
+        cmocka_unit_test(test_moe_fp8_inputs),
+        cmocka_unit_test(test_fp8_weight_cache),
         cmocka_unit_test(test_zero3_granularity),
         cmocka_unit_test(test_moe_group_limited_nodes),
         cmocka_unit_test(test_recompute_modules),
