@@ -44,6 +44,11 @@ int layout_gpus(const Layout *lo) { return lo->dp * lo->tp * lo->pp * lo->cp; }
 
 int layout_etp(const Layout *lo) { return lo->etp > 0 ? lo->etp : lo->tp; }
 
+bool layout_precision_aware_optimizer(const Layout *lo)
+{
+    return lo->exp_avg_dtype != PREC_FP32 || lo->exp_avg_sq_dtype != PREC_FP32;
+}
+
 int layout_edp(const Layout *lo)
 {
     long long d = (long long)layout_etp(lo) * (lo->ep > 0 ? lo->ep : 1);
@@ -551,6 +556,21 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         if (lo->fp8_param_gather && lo->opt != OPT_DISTOPT && lo->opt != OPT_ZERO3)
             FAIL("layout: --fp8-param-gather needs the distributed optimizer (--dist-opt) or ZeRO-3 (Megatron-FSDP), "
                  "as Megatron-LM does; the plan's optimizer is %s", layout_opt_name(lo->opt));
+        /* Megatron-core: "--use-precision-aware-optimizer only supported with distributed optimizer"
+         * (optimizer/__init__.py); a moment dtype other than fp32 needs that optimizer (optimizer_config.py) */
+        if (lo->exp_avg_dtype < 0 || lo->exp_avg_dtype >= PREC_COUNT || lo->exp_avg_sq_dtype < 0 ||
+            lo->exp_avg_sq_dtype >= PREC_COUNT)
+            FAIL("layout: --exp-avg-dtype %d, --exp-avg-sq-dtype %d: each is one of fp32, bf16, fp16, fp8",
+                 (int)lo->exp_avg_dtype, (int)lo->exp_avg_sq_dtype);
+        if (layout_precision_aware_optimizer(lo) && lo->opt != OPT_DISTOPT)
+            FAIL("layout: --exp-avg-dtype %s, --exp-avg-sq-dtype %s need Megatron's precision-aware optimizer, "
+                 "which runs only with the distributed optimizer (--dist-opt); the plan's optimizer is %s",
+                 hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype),
+                 layout_opt_name(lo->opt));
+        if (layout_precision_aware_optimizer(lo) && lo->prec == PREC_FP32)
+            FAIL("layout: --exp-avg-dtype %s, --exp-avg-sq-dtype %s: an fp32 run keeps no separate master weights "
+                 "and its moments in fp32; train in bf16, fp16 or fp8, or keep both moments fp32",
+                 hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype));
         if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --cuda-graph-modules: %s", e);
         if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))

@@ -30,7 +30,18 @@ double memory_weight_bytes(const Layout *lo) { return hw_precision_bytes(lo->pre
 
 double memory_grad_bytes(const Layout *lo) { return lo->grad_fp32 ? 4.0 : memory_weight_bytes(lo); }
 
-double memory_optim_bytes(const Layout *lo) { return lo->prec == PREC_FP32 ? 8.0 : 12.0; }
+/* Adam's states per parameter: the fp32 master (none in an fp32 run: the
+ * weights are it) and the two moments, fp32 unless the precision-aware
+ * optimizer keeps them lower (--exp-avg-dtype, --exp-avg-sq-dtype; fp8
+ * moments are 1 byte, their per-tensor scales negligible) */
+static double moment_bytes(Precision p) { return p == PREC_FP32 ? 4.0 : p == PREC_FP8 ? 1.0 : 2.0; }
+
+double memory_optim_bytes(const Layout *lo)
+{
+    if (lo->prec == PREC_FP32)
+        return 8.0;
+    return 4.0 + moment_bytes(lo->exp_avg_dtype) + moment_bytes(lo->exp_avg_sq_dtype);
+}
 
 static void state_bytes(const Layout *lo, double D, double *w, double *g, double *o)
 {

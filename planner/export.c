@@ -299,6 +299,11 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     }
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
+    if (layout_precision_aware_optimizer(lo)) {   /* both written: the read-back needs no default */
+        ARG("--use-precision-aware-optimizer");
+        ARGV("--exp-avg-dtype", "%s", hw_precision_name(lo->exp_avg_dtype));
+        ARGV("--exp-avg-sq-dtype", "%s", hw_precision_name(lo->exp_avg_sq_dtype));
+    }
     if (fsdp) {
         ARG("--use-megatron-fsdp");
         ARGV("--data-parallel-sharding-strategy", "%s", lo->opt == OPT_ZERO2 ? "optim_grads" : "optim_grads_params");
@@ -542,7 +547,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         }
         p += ll + (eol ? 1 : 0);
     }
-    int rc = -1, gran = 0, uniform = 0, nrc = 0, first = 0, last = 0, fsdp = 0, distopt = 0, strategy = 3;
+    int rc = -1, gran = 0, uniform = 0, nrc = 0, first = 0, last = 0, fsdp = 0, distopt = 0, strategy = 3, pao = 0;
     int bf16 = 0, fp16 = 0, fp8 = 0, red_bf16 = 0, acc32 = 0, adrop = 1, hdrop = 1;
     /* MoE and MLA as Megatron defaults them: topk 2, etp = tp (None), MLA kv-lora 32, qk 128 + 64, v 128 */
     int disp_given = 0;   /* without --moe-token-dispatcher-type Megatron dispatches with allgather */
@@ -605,6 +610,7 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
         FLAG("--moe-pad-expert-input-to-capacity", pad_cap = 1)
         FLAG("--sequence-parallel", lo->sp = true)
         FLAG("--use-distributed-optimizer", distopt = 1)
+        FLAG("--use-precision-aware-optimizer", pao = 1)
         FLAG("--use-megatron-fsdp", fsdp = 1)
         FLAG("--overlap-grad-reduce", lo->overlap_grad = true)
         FLAG("--overlap-param-gather", lo->overlap_param = true)
@@ -796,6 +802,19 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
                 snprintf(err, errlen, "%s: expected bf16 or mxfp8, got \"%s\"", f, v ? v : "");
                 goto out;
             }
+        } else if (!strcmp(f, "--exp-avg-dtype") || !strcmp(f, "--exp-avg-sq-dtype")) {
+            took = 1;
+            Precision *d = !strcmp(f, "--exp-avg-sq-dtype") ? &lo->exp_avg_sq_dtype : &lo->exp_avg_dtype;
+            if (!v || hw_parse_precision(v, d) != 0) {
+                snprintf(err, errlen, "%s: expected fp32, fp16, bf16 or fp8, got \"%s\"", f, v ? v : "");
+                goto out;
+            }
+        } else if (!strcmp(f, "--main-params-dtype") || !strcmp(f, "--main-grads-dtype")) {
+            took = 1;
+            if (!v || strcmp(v, "fp32")) {
+                snprintf(err, errlen, "%s %s: only fp32 master weights and main gradients are priced", f, v ? v : "");
+                goto out;
+            }
         } else if (!strcmp(f, "--normalization")) {
             took = 1;
             m->norm = v && !strcmp(v, "RMSNorm") ? NORM_RMSNORM : NORM_LAYERNORM;
@@ -893,6 +912,12 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     /* Megatron turns fp32 accumulation on for bf16 unless --grad-reduce-in-bf16; fp16 only when asked */
     lo->grad_fp32 = lo->prec == PREC_FP32 || acc32 || (lo->prec != PREC_FP16 && !red_bf16);
     lo->opt = fsdp ? (strategy == 2 ? OPT_ZERO2 : OPT_ZERO3) : distopt ? OPT_DISTOPT : OPT_ZERO0;
+    if (layout_precision_aware_optimizer(lo) && !pao) {   /* optimizer_config.py asserts it */
+        snprintf(err, errlen, "--exp-avg-dtype %s, --exp-avg-sq-dtype %s need --use-precision-aware-optimizer "
+                              "(Megatron-core keeps the moments in fp32 otherwise)",
+                 hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype));
+        goto out;
+    }
     if (tok && lo->tp * lo->pp * lo->cp > 0 && gpus % (lo->tp * lo->pp * lo->cp) == 0)
         lo->dp = gpus / (lo->tp * lo->pp * lo->cp);
     else {
@@ -992,6 +1017,9 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     else if (lo->fp8_param_gather)
         why = "the plan keeps its weights in fp8 (--fp8-param-gather, Megatron's); torchtitan's MXFP8 converter "
               "keeps them in bf16: plan with --no-fp8-param-gather";
+    else if (layout_precision_aware_optimizer(lo))
+        why = "the plan keeps Adam's moments below fp32 (Megatron's precision-aware optimizer); torchtitan's AdamW "
+              "keeps them in the parameters' fp32: plan with --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32";
     else if (!lo->grad_fp32 && lo->prec != PREC_FP32)
         why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
     else if (!lo->flash)

@@ -433,6 +433,21 @@ static const Knob table[KNOB_COUNT] = {
                                     "the distributed optimizer (Megatron --fp8-param-gather; NeMo's fp8 recipes set "
                                     "it); needs --dist-opt or --zero 3",
                             .dflt = "off, Megatron-LM's"},
+    /* Megatron's precision-aware optimizer (--use-precision-aware-optimizer, written by the export when
+     * either moment is below fp32): Adam's moments in a lower dtype (model/memory.c memory_optim_bytes) */
+    [K_EXP_AVG_DTYPE] = {K_EXP_AVG_DTYPE, "exp-avg-dtype", L(exp_avg_dtype), ENUM(prec, PREC_COUNT),
+                         .flag = "exp-avg-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_dtype",
+                         .json_optional = true, .csv = "exp_avg_dtype",
+                         .help = "Adam's first moment kept in this dtype (Megatron --exp-avg-dtype with "
+                                 "--use-precision-aware-optimizer; DeepSeek-V3 kept bf16): 4 + 2 + 2 bytes of "
+                                 "optimizer state a parameter with both moments bf16, not 12; needs --dist-opt",
+                         .dflt = "fp32, Megatron-LM's"},
+    [K_EXP_AVG_SQ_DTYPE] = {K_EXP_AVG_SQ_DTYPE, "exp-avg-sq-dtype", L(exp_avg_sq_dtype), ENUM(prec, PREC_COUNT),
+                            .flag = "exp-avg-sq-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_sq_dtype",
+                            .json_optional = true, .csv = "exp_avg_sq_dtype",
+                            .help = "Adam's second moment kept in this dtype (Megatron --exp-avg-sq-dtype); needs "
+                                    "--dist-opt",
+                            .dflt = "fp32, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},
     [K_SEL_RC] = {K_SEL_RC, "selective_recompute", L(sel_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,

@@ -165,6 +165,68 @@ static void test_round_trip_fp8_param_gather(void **state)
     assert_non_null(strstr(err, "needs --precision fp8"));
 }
 
+/* Megatron's precision-aware optimizer: the moments' dtypes written with
+ * --use-precision-aware-optimizer and read back (round_trip re-prices the
+ * memory, so a lost dtype fails it); the 70B's optimizer states by hand:
+ * 70.55B parameters over tp 4 x pp 8 x dp 2 at 4 + 2 + 1 bytes, 7/12 of the
+ * fp32 moments' 12; Megatron's rules (the distributed optimizer, the flag
+ * for a dtype read back, fp32 master weights) and torchtitan's refusal */
+static void test_round_trip_precision_aware_optimizer(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 2, 4, 8, 1, 1, 256, OPT_DISTOPT);
+    char err[512];
+    StageMem s32, s8;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    memory_stage(&m, &hw, &lo, 1, &s32);
+    lo.exp_avg_dtype = PREC_BF16, lo.exp_avg_sq_dtype = PREC_FP8;
+    round_trip(&m, &hw, &lo, "--use-precision-aware-optimizer \\\n--exp-avg-dtype bf16 \\\n--exp-avg-sq-dtype fp8 \\");
+    memory_stage(&m, &hw, &lo, 1, &s8);
+    assert_true(s32.bytes[MEM_OPTIM] > 0);
+    assert_float_equal(s8.bytes[MEM_OPTIM] / s32.bytes[MEM_OPTIM], 7.0 / 12.0, 1e-12);
+    assert_float_equal(s8.bytes[MEM_WEIGHTS], s32.bytes[MEM_WEIGHTS], 0);
+    /* a dtype without the flag: Megatron-core asserts */
+    HwProfile h2 = hw;
+    ModelSpec m2;
+    Layout lo2;
+    const char *bad = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+                      "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --exp-avg-dtype bf16";
+    assert_int_not_equal(export_parse_megatron(bad, 8, &h2, &m2, &lo2, err, sizeof err), 0);
+    assert_non_null(strstr(err, "need --use-precision-aware-optimizer"));
+    const char *bad2 = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
+                       "--exp-avg-dtype bf16 --main-params-dtype fp16";
+    assert_int_not_equal(export_parse_megatron(bad2, 8, &h2, &m2, &lo2, err, sizeof err), 0);
+    assert_non_null(strstr(err, "--main-params-dtype fp16"));
+    const char *bad3 = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
+                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
+                       "--exp-avg-sq-dtype int4";
+    assert_int_not_equal(export_parse_megatron(bad3, 8, &h2, &m2, &lo2, err, sizeof err), 0);
+    assert_non_null(strstr(err, "--exp-avg-sq-dtype: expected fp32, fp16, bf16 or fp8"));
+    /* Megatron's rules */
+    lo.opt = OPT_ZERO1;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "only with the distributed optimizer"));
+    lo.opt = OPT_DISTOPT, lo.prec = PREC_FP32;
+    assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "an fp32 run keeps no separate master weights"));
+    /* torchtitan keeps fp32 moments: refused by name (an FSDP plan it would take otherwise) */
+    Layout t;
+    base(&t, 64, 1, 1, 1, 1, 256, OPT_ZERO3);
+    t.exp_avg_dtype = PREC_BF16;
+    assert_int_equal(layout_check(&t, &m, &hw, err, sizeof err), -1);   /* Megatron's rule first */
+    base(&t, 1, 8, 8, 1, 1, 256, OPT_DISTOPT);   /* one data-parallel rank: no optimizer sharding to refuse */
+    t.exp_avg_dtype = PREC_BF16;
+    if (layout_check(&t, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout: %s", err);
+    assert_null(export_torchtitan(&m, &hw, &t, err, sizeof err));
+    assert_non_null(strstr(err, "--exp-avg-dtype fp32 --exp-avg-sq-dtype fp32"));
+}
+
 static void test_round_trip_zero3(void **state)
 {
     (void)state;
@@ -850,7 +912,9 @@ int main(void)
         cmocka_unit_test(test_round_trip_cp_comm),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_round_trip_moe_wire),
-        cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_round_trip_fp8_param_gather),        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_torchtitan),        cmocka_unit_test(test_round_trip_fp8_param_gather),
+        cmocka_unit_test(test_round_trip_precision_aware_optimizer),
+        cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_round_trip_moe),
         cmocka_unit_test(test_round_trip_gpt_oss),
         cmocka_unit_test(test_round_trip_pipeline_layout),
