@@ -81,6 +81,10 @@ typedef struct {
     double zero3_reduce_bucket_params; // gradient elements a tensor-granular stack reduces at a time; 0 = a layer (block buffers)
     double zero3_call_s;           // seconds of host time per gather or reduce-scatter call
     double zero3_rank_s;           // seconds of host time per call per rank of the group (per-rank output copies)
+    bool zero3_fp32_shard;         // PyTorch FSDP under a mixed-precision policy: each rank keeps its shard of the
+                                   // parameters in fp32, which is also the optimizer's master; the 16-bit weights
+                                   // exist only gathered, and the sharded gradient has the parameter's fp32
+                                   // (model/memory.c fsdp_fp32_shard; set by a stack)
     bool pp_p2p_serial;            // pipeline sends and receives are separate blocking calls (DeepSpeed's engine): 4 transfers a micro-batch on the critical path, not 2 (set by a stack)
     bool rc_early_stop;            // a fully recomputed layer stops before its MLP down projection: PyTorch >= 2.1 non-reentrant checkpointing (set by a stack)
     bool eager_elementwise;        // the model's norms, RoPE and gated activation are PyTorch ops, fused only under

@@ -55,6 +55,36 @@ static void state_bytes(const Layout *lo, double D, double *w, double *g, double
 
 void memory_state_bytes(const Layout *lo, double *w, double *g, double *o) { state_bytes(lo, layout_dp_group(lo), w, g, o); }
 
+/* PyTorch FSDP (FULL_SHARD, FSDP2's fully_shard) under a mixed-precision
+ * policy keeps each rank's shard of the parameters in their own fp32 and
+ * casts to the 16-bit param_dtype only in the all-gather (FSDP1's
+ * low-precision shard is freed after it); that shard is what the optimizer
+ * steps, so there is no separate master, and the sharded gradient is cast
+ * to the parameter's fp32 after the reduce-scatter whatever reduce_dtype
+ * was. A stack that says so (HwProfile.zero3_fp32_shard) under ZeRO-3 keeps
+ * 4 + 4 + the moments a parameter, over the shard group, not 2 + g + 12. */
+static bool fsdp_fp32_shard(const HwProfile *hw, const Layout *lo)
+{
+    return hw && hw->zero3_fp32_shard && lo->opt == OPT_ZERO3 && lo->prec != PREC_FP32;
+}
+
+static void stack_state_bytes(const HwProfile *hw, const Layout *lo, double D, double *w, double *g, double *o)
+{
+    state_bytes(lo, D, w, g, o);
+    if (fsdp_fp32_shard(hw, lo)) {
+        *w = 4.0 / D;
+        *g = 4.0 / D;
+        *o = (memory_optim_bytes(lo) - 4.0) / D;
+    }
+}
+
+double memory_state_bytes_per_param(const HwProfile *hw, const Layout *lo)
+{
+    double w, g, o;
+    stack_state_bytes(hw, lo, 1.0, &w, &g, &o);
+    return w + g + o;
+}
+
 void memory_expert_state_bytes(const Layout *lo, double *w, double *g, double *o)
 {
     int edp = layout_edp(lo);
@@ -635,8 +665,9 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
 {
     memset(out, 0, sizeof *out);
     double w, g, o, we, ge, oe;
-    memory_state_bytes(lo, &w, &g, &o);
-    memory_expert_state_bytes(lo, &we, &ge, &oe);
+    int edp = layout_edp(lo);
+    stack_state_bytes(hw, lo, layout_dp_group(lo), &w, &g, &o);
+    stack_state_bytes(hw, lo, edp > 0 ? edp : 1, &we, &ge, &oe);
     out->layers = lo->layers[s];
     out->params = memory_stage_params_split(m, lo, s, lo->layers[s], &out->expert_params);
     int cnt[2][RECOMPUTE_COUNT];
@@ -645,7 +676,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->inflight = memory_inflight(lo, s);
     double dense = out->params - out->expert_params, ex = out->expert_params;
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
-    if (lo->fp8_param_gather && lo->prec == PREC_FP8) {
+    if (lo->fp8_param_gather && lo->prec == PREC_FP8 && !fsdp_fp32_shard(hw, lo)) {
         /* --fp8-param-gather: the layers' linear weights are kept in fp8, 1 byte, not the weights'
          * 16 bits; the embedding and head stay 16-bit (the stage's params without layers; the layers'
          * norms, a few in ten thousand of their parameters, are counted with the layers) */

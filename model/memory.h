@@ -46,6 +46,11 @@ typedef struct {
 double memory_weight_bytes(const Layout *lo);
 double memory_grad_bytes(const Layout *lo);
 double memory_optim_bytes(const Layout *lo);
+/* Model-state bytes per parameter, unsharded (weights + gradients +
+ * optimizer), as the layout's stack keeps them: memory_weight_bytes +
+ * memory_grad_bytes + memory_optim_bytes, or 4 + 4 + the moments for a
+ * PyTorch FSDP stack under ZeRO-3 (HwProfile.zero3_fp32_shard) */
+double memory_state_bytes_per_param(const HwProfile *hw, const Layout *lo);
 
 /* The same per parameter as one GPU holds them under the layout's sharding
  * over dp·cp (ZeRO paper §5 / Megatron dist-opt table): ZeRO-1 and the

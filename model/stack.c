@@ -118,6 +118,8 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->zero3_call_s = st->zero3_call_s;
     if (st->zero3_rank_s > 0)
         hw->zero3_rank_s = st->zero3_rank_s;
+    if (st->zero3_fp32_shard)
+        hw->zero3_fp32_shard = true;
     if (st->pp_p2p_serial)
         hw->pp_p2p_serial = true;
     if (st->rc_early_stop)

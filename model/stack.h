@@ -49,6 +49,7 @@ typedef struct {
     double zero3_reduce_bucket_params; // gradient elements reduced at a time (tensor-granular stacks); 0 = a layer
     double zero3_call_s;          // host seconds per gather call (hooks, allocation), >= 0
     double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
+    bool zero3_fp32_shard;        // the fp32 shard is the parameter and the optimizer's master (HwProfile field)
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)
     bool rc_early_stop;           // a full recompute stops before the layer's last GEMM (HwProfile field of the same name)
     bool eager_elementwise;       // the model code's elementwise ops are eager PyTorch (HwProfile field of the same name)

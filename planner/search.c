@@ -1007,7 +1007,9 @@ static void explain(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, 
     /* states alone need (w + g + o) bytes per parameter spread over all GPUs: no count below fits */
     double N = (double)spec_params(m, 1, PARAMS_EXACT);
     const Layout *b = &req->base;
-    double per_param = memory_weight_bytes(b) + memory_grad_bytes(b) + memory_optim_bytes(b);
+    Layout z3 = *b;   /* the least any sharding keeps: ZeRO-3's, which a PyTorch FSDP stack keeps in fewer bytes */
+    z3.opt = OPT_ZERO3;
+    double per_param = fmin(memory_state_bytes_per_param(hw, b), memory_state_bytes_per_param(hw, &z3));
     long gpn = hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
     long g = (long)ceil(per_param * N / (hw->hbm_bytes - req->mem_margin_bytes));
     long start = ((req->gpus / gpn) + 1) * gpn;

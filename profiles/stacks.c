@@ -69,7 +69,8 @@ static int read_zero3(FieldCtx *c, const cJSON *root, Stack *st)
         return fields_fail(c, "zero3.gathers_per_layer", "a whole number from 0 to 1000",
                     cJSON_GetObjectItemCaseSensitive(z, "gathers_per_layer"));
     st->zero3_gathers_per_layer = (int)g;
-    if (opt_bool(c, z, "flat_ring", "zero3.flat_ring", &st->zero3_flat_ring))
+    if (opt_bool(c, z, "flat_ring", "zero3.flat_ring", &st->zero3_flat_ring) ||
+        opt_bool(c, z, "fp32_shard", "zero3.fp32_shard", &st->zero3_fp32_shard))
         return -1;
     if (opt_number(c, z, "prefetch_params", "zero3.prefetch_params", 0, 1e15, false, &st->zero3_prefetch_params))
         return -1;
@@ -273,6 +274,8 @@ char *stacks_to_json(const Stack *st)
     if (z) {
         cJSON_AddNumberToObject(z, "gathers_per_layer", st->zero3_gathers_per_layer);
         cJSON_AddBoolToObject(z, "flat_ring", st->zero3_flat_ring);
+        if (st->zero3_fp32_shard)
+            cJSON_AddBoolToObject(z, "fp32_shard", true);
         cJSON_AddNumberToObject(z, "prefetch_params", st->zero3_prefetch_params);
         cJSON_AddNumberToObject(z, "max_live_params", st->zero3_max_live_params);
         cJSON_AddNumberToObject(z, "reduce_bucket_params", st->zero3_reduce_bucket_params);

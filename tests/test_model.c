@@ -152,6 +152,52 @@ static void test_zero_figure1(void **st)
     assert_rel(w + g + o, 8.0 + 8.0 / 64, 1e-12);
 }
 
+/* PyTorch FSDP's states (HwProfile.zero3_fp32_shard, the composer-fsdp and
+ * torchtitan stacks): under ZeRO-3 each rank keeps the fp32 shard, which
+ * AdamW steps, its fp32 gradient and the two moments, 4 + 4 + 8 = 16 bytes a
+ * parameter over the 8 ranks, whether gradients reduce in fp32 or bf16; the
+ * stage's states for the 2-layer GELU model of test_fp8_copies (its 117,376
+ * parameters, worked there). Megatron-FSDP (the flag off) keeps a bf16 copy
+ * and a separate master, 2 + 4 + 12; ZeRO-1 is untouched; fp32 training
+ * has no separate master either way. */
+static void test_fsdp_fp32_shard(void **st)
+{
+    (void)st;
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = true;
+    char err[256];
+    if (spec_validate(&m, err, sizeof err) != 0)
+        fail_msg("spec_validate: %s", err);
+    HwProfile hw = a100();
+    Layout lo;
+    layout_default(&lo);
+    lo.dp = 8, lo.mbs = 1, lo.gbs = 8, lo.layers[0] = 2, lo.opt = OPT_ZERO3;
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    double P = memory_stage_params(&m, &lo, 0, 2);
+    assert_rel(P, 117376, 1e-12);
+    StageMem a, b;
+    memory_stage(&m, &hw, &lo, 0, &a);
+    assert_rel(a.bytes[MEM_WEIGHTS] + a.bytes[MEM_GRADS] + a.bytes[MEM_OPTIM], P * 18.0 / 8, 1e-12);
+    hw.zero3_fp32_shard = true;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_WEIGHTS], P * 4.0 / 8, 1e-12);
+    assert_rel(b.bytes[MEM_GRADS], P * 4.0 / 8, 1e-12);
+    assert_rel(b.bytes[MEM_OPTIM], P * 8.0 / 8, 1e-12);
+    assert_rel(memory_state_bytes_per_param(&hw, &lo), 16.0, 1e-12);
+    lo.grad_fp32 = false;   /* reduced in bf16, cast to the fp32 parameter's dtype after */
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_GRADS], P * 4.0 / 8, 1e-12);
+    lo.grad_fp32 = true, lo.opt = OPT_ZERO1;   /* only FSDP's ZeRO-3 */
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_WEIGHTS] + b.bytes[MEM_GRADS] + b.bytes[MEM_OPTIM], P * (2.0 + 4.0 + 12.0 / 8), 1e-12);
+    lo.opt = OPT_ZERO3, lo.prec = PREC_FP32;
+    memory_stage(&m, &hw, &lo, 0, &b);
+    assert_rel(b.bytes[MEM_WEIGHTS] + b.bytes[MEM_GRADS] + b.bytes[MEM_OPTIM], P * 16.0 / 8, 1e-12);
+}
+
 /* The buffers ZeRO-2/3 and context parallel add (COSTMODEL.md §3.4), counted
  * by hand for GPT-3 175B at tp 8, pp 1, bf16 with fp32 gradients: a layer
  * unit holds 12h²/8 matrices, 7h/8 column biases, 2h row biases and 4h norm
@@ -2864,6 +2910,7 @@ int main(void)
         cmocka_unit_test(test_zero_unit_largest_layer),
         cmocka_unit_test(test_fp8_copies),
         cmocka_unit_test(test_moe_fp8_inputs),
+        cmocka_unit_test(test_fsdp_fp32_shard),
         cmocka_unit_test(test_fp8_weight_cache),
         cmocka_unit_test(test_zero3_granularity),
         cmocka_unit_test(test_moe_group_limited_nodes),
