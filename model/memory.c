@@ -33,14 +33,30 @@ double memory_grad_bytes(const Layout *lo) { return lo->grad_fp32 ? 4.0 : memory
 /* Adam's states per parameter: the fp32 master (none in an fp32 run: the
  * weights are it) and the two moments, fp32 unless the precision-aware
  * optimizer keeps them lower (--exp-avg-dtype, --exp-avg-sq-dtype; fp8
- * moments are 1 byte, their per-tensor scales negligible) */
+ * moments are 1 byte, their per-tensor scales negligible). That optimizer
+ * also stores the master in 2 bytes where Transformer Engine's FusedAdam
+ * keeps it (Megatron-core's store_param_remainders, default on since TE
+ * 2.1: the low 16 bits of the fp32 master beside the bf16 parameter, its
+ * high 16): bf16 parameters, with no fp8 or with delayed scaling, which
+ * FusedAdam casts itself (use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+ * Other fp8 recipes and fp8 or fp16 parameters keep Megatron's fp32 main
+ * copy. */
 static double moment_bytes(Precision p) { return p == PREC_FP32 ? 4.0 : p == PREC_FP8 ? 1.0 : 2.0; }
+
+static double master_bytes(const Layout *lo)
+{
+    if (!layout_precision_aware_optimizer(lo))
+        return 4.0;
+    bool te_master = lo->prec == PREC_BF16 ||
+                     (lo->prec == PREC_FP8 && lo->fp8_recipe == FP8R_DELAYED && !lo->fp8_param_gather);
+    return te_master ? 2.0 : 4.0;
+}
 
 double memory_optim_bytes(const Layout *lo)
 {
     if (lo->prec == PREC_FP32)
         return 8.0;
-    return 4.0 + moment_bytes(lo->exp_avg_dtype) + moment_bytes(lo->exp_avg_sq_dtype);
+    return master_bytes(lo) + moment_bytes(lo->exp_avg_dtype) + moment_bytes(lo->exp_avg_sq_dtype);
 }
 
 static void state_bytes(const Layout *lo, double D, double *w, double *g, double *o)

@@ -439,8 +439,10 @@ static const Knob table[KNOB_COUNT] = {
                          .flag = "exp-avg-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_dtype",
                          .json_optional = true, .csv = "exp_avg_dtype",
                          .help = "Adam's first moment kept in this dtype (Megatron --exp-avg-dtype with "
-                                 "--use-precision-aware-optimizer; DeepSeek-V3 kept bf16): 4 + 2 + 2 bytes of "
-                                 "optimizer state a parameter with both moments bf16, not 12; needs --dist-opt",
+                                 "--use-precision-aware-optimizer; DeepSeek-V3 kept bf16): with both moments bf16, "
+                                 "8 bytes of optimizer state a parameter, not 12, or 6 where Transformer "
+                                 "Engine keeps the master as 16-bit remainders (bf16, or fp8 delayed "
+                                 "scaling); needs --dist-opt",
                          .dflt = "fp32, Megatron-LM's"},
     [K_EXP_AVG_SQ_DTYPE] = {K_EXP_AVG_SQ_DTYPE, "exp-avg-sq-dtype", L(exp_avg_sq_dtype), ENUM(prec, PREC_COUNT),
                             .flag = "exp-avg-sq-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_sq_dtype",

@@ -168,9 +168,11 @@ static void test_round_trip_fp8_param_gather(void **state)
 /* Megatron's precision-aware optimizer: the moments' dtypes written with
  * --use-precision-aware-optimizer and read back (round_trip re-prices the
  * memory, so a lost dtype fails it); the 70B's optimizer states by hand:
- * 70.55B parameters over tp 4 x pp 8 x dp 2 at 4 + 2 + 1 bytes, 7/12 of the
- * fp32 moments' 12; Megatron's rules (the distributed optimizer, the flag
- * for a dtype read back, fp32 master weights) and torchtitan's refusal */
+ * bf16 parameters, so Transformer Engine's FusedAdam keeps the master as
+ * 16-bit remainders: 2 + 2 + 1 bytes, 5/12 of the fp32 moments' 12; under
+ * fp8 current scaling Megatron keeps an fp32 master, 4 + 2 + 1 = 7/12; its
+ * rules (the distributed optimizer, the flag for a dtype read back, fp32
+ * master weights) and torchtitan's refusal */
 static void test_round_trip_precision_aware_optimizer(void **state)
 {
     (void)state;
@@ -187,8 +189,23 @@ static void test_round_trip_precision_aware_optimizer(void **state)
     round_trip(&m, &hw, &lo, "--use-precision-aware-optimizer \\\n--exp-avg-dtype bf16 \\\n--exp-avg-sq-dtype fp8 \\");
     memory_stage(&m, &hw, &lo, 1, &s8);
     assert_true(s32.bytes[MEM_OPTIM] > 0);
-    assert_float_equal(s8.bytes[MEM_OPTIM] / s32.bytes[MEM_OPTIM], 7.0 / 12.0, 1e-12);
+    assert_int_equal(lo.prec, PREC_BF16);
+    assert_float_equal(s8.bytes[MEM_OPTIM] / s32.bytes[MEM_OPTIM], 5.0 / 12.0, 1e-12);
     assert_float_equal(s8.bytes[MEM_WEIGHTS], s32.bytes[MEM_WEIGHTS], 0);
+    {
+        Layout f = lo;
+        StageMem f32, f8;
+        f.exp_avg_dtype = f.exp_avg_sq_dtype = PREC_FP32;
+        f.prec = PREC_FP8, f.fp8_recipe = FP8R_TENSORWISE;
+        assert_int_equal(layout_check(&f, &m, &hw, err, sizeof err), 0);
+        memory_stage(&m, &hw, &f, 1, &f32);
+        f.exp_avg_dtype = PREC_BF16, f.exp_avg_sq_dtype = PREC_FP8;
+        memory_stage(&m, &hw, &f, 1, &f8);
+        assert_float_equal(f8.bytes[MEM_OPTIM] / f32.bytes[MEM_OPTIM], 7.0 / 12.0, 1e-12);
+        f.fp8_recipe = FP8R_DELAYED;   /* FusedAdam casts delayed scaling's fp8 itself: it keeps the master */
+        memory_stage(&m, &hw, &f, 1, &f8);
+        assert_float_equal(f8.bytes[MEM_OPTIM] / f32.bytes[MEM_OPTIM], 5.0 / 12.0, 1e-12);
+    }
     /* a dtype without the flag: Megatron-core asserts */
     HwProfile h2 = hw;
     ModelSpec m2;
