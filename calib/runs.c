@@ -62,7 +62,9 @@ static const struct { const char *vtrain; KnobId knob; } vtrain_knobs[] = {
 /* map[] entries: an own column c, or COL_KNOB + KnobId */
 #define COL_KNOB 1000
 
-#define MAX_FIELDS 64
+/* columns a corpus CSV may have: its own (label, gpus, measured figures) and every knob of the table */
+#define MAX_FIELDS 192
+_Static_assert(MAX_FIELDS >= KNOB_COUNT + 16, "a CSV may carry every knob as a column");
 
 /* vTrain's cluster (its configuration files): 8 GPUs per node, 800 Gb/s per node. */
 #define VTRAIN_GPUS_PER_NODE 8

@@ -56,9 +56,8 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
         FAIL("plan: layout.fp8_param_gather: the executors keep the weights in 16 bits and cast them to fp8 "
              "each step; plan it with --no-fp8-param-gather");
     if (layout_precision_aware_optimizer(lo))
-        FAIL("plan: layout.exp_avg_dtype %s, exp_avg_sq_dtype %s: the executors' Adam keeps both moments in fp32; "
-             "plan it with --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32",
-             hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype));
+        FAIL("plan: layout.precision_aware_optimizer: the executors' Adam keeps an fp32 master and fp32 moments; "
+             "plan it with --no-use-precision-aware-optimizer");
     /* both recompute a selective layer's attention core (Megatron's); a plan
      * priced with torchtitan's per-op policy is not the plan they run */
     if (layout_sel_op_used(m, lo))

@@ -44,10 +44,7 @@ int layout_gpus(const Layout *lo) { return lo->dp * lo->tp * lo->pp * lo->cp; }
 
 int layout_etp(const Layout *lo) { return lo->etp > 0 ? lo->etp : lo->tp; }
 
-bool layout_precision_aware_optimizer(const Layout *lo)
-{
-    return lo->exp_avg_dtype != PREC_FP32 || lo->exp_avg_sq_dtype != PREC_FP32;
-}
+bool layout_precision_aware_optimizer(const Layout *lo) { return lo->precision_aware_opt; }
 
 int layout_edp(const Layout *lo)
 {
@@ -562,15 +559,16 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
             lo->exp_avg_sq_dtype >= PREC_COUNT)
             FAIL("layout: --exp-avg-dtype %d, --exp-avg-sq-dtype %d: each is one of fp32, bf16, fp16, fp8",
                  (int)lo->exp_avg_dtype, (int)lo->exp_avg_sq_dtype);
-        if (layout_precision_aware_optimizer(lo) && lo->opt != OPT_DISTOPT)
-            FAIL("layout: --exp-avg-dtype %s, --exp-avg-sq-dtype %s need Megatron's precision-aware optimizer, "
-                 "which runs only with the distributed optimizer (--dist-opt); the plan's optimizer is %s",
-                 hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype),
-                 layout_opt_name(lo->opt));
-        if (layout_precision_aware_optimizer(lo) && lo->prec == PREC_FP32)
-            FAIL("layout: --exp-avg-dtype %s, --exp-avg-sq-dtype %s: an fp32 run keeps no separate master weights "
-                 "and its moments in fp32; train in bf16, fp16 or fp8, or keep both moments fp32",
+        if (!lo->precision_aware_opt && (lo->exp_avg_dtype != PREC_FP32 || lo->exp_avg_sq_dtype != PREC_FP32))
+            FAIL("layout: --exp-avg-dtype %s, --exp-avg-sq-dtype %s need --use-precision-aware-optimizer (Megatron-core "
+                 "asserts it: without it the moments are fp32)",
                  hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype));
+        if (lo->precision_aware_opt && lo->opt != OPT_DISTOPT)
+            FAIL("layout: --use-precision-aware-optimizer runs only with the distributed optimizer (--dist-opt), as "
+                 "in Megatron-core; the plan's optimizer is %s", layout_opt_name(lo->opt));
+        if (lo->precision_aware_opt && lo->prec == PREC_FP32)
+            FAIL("layout: --use-precision-aware-optimizer: an fp32 run keeps no separate master weights; train in "
+                 "bf16, fp16 or fp8, or plan without it");
         if (layout_parse_cg_modules(lo->cg_modules, &mask, e, sizeof e) != 0)
             FAIL("layout: --cuda-graph-modules: %s", e);
         if (mask && (lo->cuda_graph == CG_NONE || lo->cuda_graph == CG_FULL_ITERATION))

@@ -130,8 +130,11 @@ typedef struct {
     bool fp8_param_gather;         // Megatron --fp8-param-gather: the layers' linear weights kept in fp8 (the
                                    // distributed optimizer's master casts to fp8 and all-gathers that); needs fp8
                                    // and the distributed optimizer or ZeRO-3 (Megatron-FSDP)
-    Precision exp_avg_dtype;       // Megatron --exp-avg-dtype (with --use-precision-aware-optimizer): Adam's first
-                                   // moment in fp32 (default), bf16, fp16 or fp8; needs the distributed optimizer
+    bool precision_aware_opt;      // Megatron --use-precision-aware-optimizer: Transformer Engine's FusedAdam, which
+                                   // keeps the master as 16-bit remainders where it owns it and the moments in
+                                   // exp_avg_dtype / exp_avg_sq_dtype; needs the distributed optimizer
+    Precision exp_avg_dtype;       // Megatron --exp-avg-dtype (needs --use-precision-aware-optimizer): Adam's first
+                                   // moment in fp32 (default), bf16, fp16 or fp8
     Precision exp_avg_sq_dtype;    // Megatron --exp-avg-sq-dtype: the second moment, likewise
     bool moe_router_pad;           // Megatron --moe-router-padding-for-quantization: the router pads each expert's
                                    // tokens to the fp8 alignment, so the experts copy nothing to pad
@@ -218,8 +221,7 @@ int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
  * layers etp × ep × edp over the same ranks of a stage; edp = tp·cp·dp /
  * (etp·ep) (layout_check makes it whole). etp 0 reads as tp. */
 int layout_etp(const Layout *lo);
-/* Whether the optimizer keeps a moment below fp32 (Megatron's precision-aware optimizer:
- * --use-precision-aware-optimizer with --exp-avg-dtype / --exp-avg-sq-dtype) */
+/* Whether the layout runs Megatron's precision-aware optimizer (--use-precision-aware-optimizer) */
 bool layout_precision_aware_optimizer(const Layout *lo);
 int layout_edp(const Layout *lo);
 /* Expert-load imbalance the cost model and the executor size expert work

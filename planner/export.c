@@ -299,7 +299,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     }
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
-    if (layout_precision_aware_optimizer(lo)) {   /* both written: the read-back needs no default */
+    if (layout_precision_aware_optimizer(lo)) {   /* both dtypes written: the read-back needs no default */
         ARG("--use-precision-aware-optimizer");
         ARGV("--exp-avg-dtype", "%s", hw_precision_name(lo->exp_avg_dtype));
         ARGV("--exp-avg-sq-dtype", "%s", hw_precision_name(lo->exp_avg_sq_dtype));
@@ -912,12 +912,13 @@ int export_parse_megatron(const char *text, int gpus, const HwProfile *hw, Model
     /* Megatron turns fp32 accumulation on for bf16 unless --grad-reduce-in-bf16; fp16 only when asked */
     lo->grad_fp32 = lo->prec == PREC_FP32 || acc32 || (lo->prec != PREC_FP16 && !red_bf16);
     lo->opt = fsdp ? (strategy == 2 ? OPT_ZERO2 : OPT_ZERO3) : distopt ? OPT_DISTOPT : OPT_ZERO0;
-    if (layout_precision_aware_optimizer(lo) && !pao) {   /* optimizer_config.py asserts it */
+    if ((lo->exp_avg_dtype != PREC_FP32 || lo->exp_avg_sq_dtype != PREC_FP32) && !pao) {   /* optimizer_config.py asserts it */
         snprintf(err, errlen, "--exp-avg-dtype %s, --exp-avg-sq-dtype %s need --use-precision-aware-optimizer "
                               "(Megatron-core keeps the moments in fp32 otherwise)",
                  hw_precision_name(lo->exp_avg_dtype), hw_precision_name(lo->exp_avg_sq_dtype));
         goto out;
     }
+    lo->precision_aware_opt = pao;
     if (tok && lo->tp * lo->pp * lo->cp > 0 && gpus % (lo->tp * lo->pp * lo->cp) == 0)
         lo->dp = gpus / (lo->tp * lo->pp * lo->cp);
     else {
@@ -1018,8 +1019,8 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
         why = "the plan keeps its weights in fp8 (--fp8-param-gather, Megatron's); torchtitan's MXFP8 converter "
               "keeps them in bf16: plan with --no-fp8-param-gather";
     else if (layout_precision_aware_optimizer(lo))
-        why = "the plan keeps Adam's moments below fp32 (Megatron's precision-aware optimizer); torchtitan's AdamW "
-              "keeps them in the parameters' fp32: plan with --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32";
+        why = "the plan runs Megatron's precision-aware optimizer (16-bit master remainders, its moments' dtypes); "
+              "torchtitan's AdamW keeps an fp32 master and fp32 moments: plan with --no-use-precision-aware-optimizer";
     else if (!lo->grad_fp32 && lo->prec != PREC_FP32)
         why = "torchtitan reduces gradients in float32 only (the plan reduces them in bf16)";
     else if (!lo->flash)

@@ -435,20 +435,28 @@ static const Knob table[KNOB_COUNT] = {
                             .dflt = "off, Megatron-LM's"},
     /* Megatron's precision-aware optimizer (--use-precision-aware-optimizer, written by the export when
      * either moment is below fp32): Adam's moments in a lower dtype (model/memory.c memory_optim_bytes) */
+    [K_PRECISION_AWARE_OPT] = {K_PRECISION_AWARE_OPT, "use-precision-aware-optimizer", L(precision_aware_opt),
+                               .type = KNOB_BOOL, .flag = "use-precision-aware-optimizer",
+                               .neg_flag = "no-use-precision-aware-optimizer", .json = "precision_aware_optimizer",
+                               .json_optional = true, .csv = "precision_aware_optimizer",
+                               .help = "Megatron's precision-aware optimizer (Transformer Engine's FusedAdam): the "
+                                       "fp32 master kept as 16-bit remainders beside bf16 parameters (bf16, or fp8 "
+                                       "with delayed scaling: 10 bytes of optimizer state a parameter, not 12) and "
+                                       "the moments in --exp-avg-dtype / --exp-avg-sq-dtype; needs --dist-opt",
+                               .dflt = "off, Megatron-LM's"},
     [K_EXP_AVG_DTYPE] = {K_EXP_AVG_DTYPE, "exp-avg-dtype", L(exp_avg_dtype), ENUM(prec, PREC_COUNT),
                          .flag = "exp-avg-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_dtype",
                          .json_optional = true, .csv = "exp_avg_dtype",
-                         .help = "Adam's first moment kept in this dtype (Megatron --exp-avg-dtype with "
+                         .help = "Adam's first moment kept in this dtype (Megatron --exp-avg-dtype; needs "
                                  "--use-precision-aware-optimizer; DeepSeek-V3 kept bf16): with both moments bf16, "
                                  "8 bytes of optimizer state a parameter, not 12, or 6 where Transformer "
-                                 "Engine keeps the master as 16-bit remainders (bf16, or fp8 delayed "
-                                 "scaling); needs --dist-opt",
+                                 "Engine keeps the master as 16-bit remainders (bf16, or fp8 delayed scaling)",
                          .dflt = "fp32, Megatron-LM's"},
     [K_EXP_AVG_SQ_DTYPE] = {K_EXP_AVG_SQ_DTYPE, "exp-avg-sq-dtype", L(exp_avg_sq_dtype), ENUM(prec, PREC_COUNT),
                             .flag = "exp-avg-sq-dtype", .arg = "fp32|bf16|fp16|fp8", .json = "exp_avg_sq_dtype",
                             .json_optional = true, .csv = "exp_avg_sq_dtype",
-                            .help = "Adam's second moment kept in this dtype (Megatron --exp-avg-sq-dtype); needs "
-                                    "--dist-opt",
+                            .help = "Adam's second moment kept in this dtype (Megatron --exp-avg-sq-dtype; needs "
+                                    "--use-precision-aware-optimizer)",
                             .dflt = "fp32, Megatron-LM's"},
     [K_FULL_RC] = {K_FULL_RC, "full_recompute", L(full_rc), .type = KNOB_LIST, .min = 0, .max = 1000000,
                    .json = "full_recompute"},

@@ -165,14 +165,17 @@ static void test_round_trip_fp8_param_gather(void **state)
     assert_non_null(strstr(err, "needs --precision fp8"));
 }
 
-/* Megatron's precision-aware optimizer: the moments' dtypes written with
- * --use-precision-aware-optimizer and read back (round_trip re-prices the
- * memory, so a lost dtype fails it); the 70B's optimizer states by hand:
- * bf16 parameters, so Transformer Engine's FusedAdam keeps the master as
- * 16-bit remainders: 2 + 2 + 1 bytes, 5/12 of the fp32 moments' 12; under
- * fp8 current scaling Megatron keeps an fp32 master, 4 + 2 + 1 = 7/12; its
- * rules (the distributed optimizer, the flag for a dtype read back, fp32
- * master weights) and torchtitan's refusal */
+/* Megatron's precision-aware optimizer (--use-precision-aware-optimizer)
+ * and its moments' dtypes, written and read back (round_trip re-prices the
+ * memory, so a lost flag or dtype fails it). The 70B's optimizer states by
+ * hand, against Megatron's own 4 + 4 + 4 = 12 bytes a parameter:
+ *  - bf16 parameters: Transformer Engine's FusedAdam keeps the master as
+ *    16-bit remainders: the flag alone 2 + 4 + 4 = 10/12; bf16 and fp8
+ *    moments 2 + 2 + 1 = 5/12;
+ *  - fp8 current scaling: Megatron keeps an fp32 master, 4 + 2 + 1 = 7/12;
+ *    delayed scaling, which FusedAdam casts itself, 5/12 again.
+ * Megatron's rules (the flag for a dtype, the distributed optimizer, no fp32
+ * run), and torchtitan's refusal. */
 static void test_round_trip_precision_aware_optimizer(void **state)
 {
     (void)state;
@@ -184,64 +187,72 @@ static void test_round_trip_precision_aware_optimizer(void **state)
     char err[512];
     StageMem s32, s8;
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), 0);
+    assert_int_equal(lo.prec, PREC_BF16);
     memory_stage(&m, &hw, &lo, 1, &s32);
+    assert_true(s32.bytes[MEM_OPTIM] > 0);
+    lo.precision_aware_opt = true;
+    round_trip(&m, &hw, &lo, "--use-precision-aware-optimizer \\\n--exp-avg-dtype fp32 \\\n--exp-avg-sq-dtype fp32 \\");
+    memory_stage(&m, &hw, &lo, 1, &s8);
+    assert_float_equal(s8.bytes[MEM_OPTIM] / s32.bytes[MEM_OPTIM], 10.0 / 12.0, 1e-12);
     lo.exp_avg_dtype = PREC_BF16, lo.exp_avg_sq_dtype = PREC_FP8;
     round_trip(&m, &hw, &lo, "--use-precision-aware-optimizer \\\n--exp-avg-dtype bf16 \\\n--exp-avg-sq-dtype fp8 \\");
     memory_stage(&m, &hw, &lo, 1, &s8);
-    assert_true(s32.bytes[MEM_OPTIM] > 0);
-    assert_int_equal(lo.prec, PREC_BF16);
     assert_float_equal(s8.bytes[MEM_OPTIM] / s32.bytes[MEM_OPTIM], 5.0 / 12.0, 1e-12);
     assert_float_equal(s8.bytes[MEM_WEIGHTS], s32.bytes[MEM_WEIGHTS], 0);
     {
         Layout f = lo;
         StageMem f32, f8;
-        f.exp_avg_dtype = f.exp_avg_sq_dtype = PREC_FP32;
+        f.precision_aware_opt = false, f.exp_avg_dtype = f.exp_avg_sq_dtype = PREC_FP32;
         f.prec = PREC_FP8, f.fp8_recipe = FP8R_TENSORWISE;
         assert_int_equal(layout_check(&f, &m, &hw, err, sizeof err), 0);
         memory_stage(&m, &hw, &f, 1, &f32);
-        f.exp_avg_dtype = PREC_BF16, f.exp_avg_sq_dtype = PREC_FP8;
+        f.precision_aware_opt = true, f.exp_avg_dtype = PREC_BF16, f.exp_avg_sq_dtype = PREC_FP8;
         memory_stage(&m, &hw, &f, 1, &f8);
         assert_float_equal(f8.bytes[MEM_OPTIM] / f32.bytes[MEM_OPTIM], 7.0 / 12.0, 1e-12);
         f.fp8_recipe = FP8R_DELAYED;   /* FusedAdam casts delayed scaling's fp8 itself: it keeps the master */
         memory_stage(&m, &hw, &f, 1, &f8);
         assert_float_equal(f8.bytes[MEM_OPTIM] / f32.bytes[MEM_OPTIM], 5.0 / 12.0, 1e-12);
     }
-    /* a dtype without the flag: Megatron-core asserts */
+    /* a dtype without the flag: Megatron-core asserts, and so do the reader and layout_check */
     HwProfile h2 = hw;
     ModelSpec m2;
     Layout lo2;
     const char *bad = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
-                      "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --exp-avg-dtype bf16";
+                      "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer "
+                      "--exp-avg-dtype bf16";
     assert_int_not_equal(export_parse_megatron(bad, 8, &h2, &m2, &lo2, err, sizeof err), 0);
     assert_non_null(strstr(err, "need --use-precision-aware-optimizer"));
+    {
+        Layout d = lo;
+        d.precision_aware_opt = false;
+        assert_int_equal(layout_check(&d, &m, &hw, err, sizeof err), -1);
+        assert_non_null(strstr(err, "need --use-precision-aware-optimizer"));
+    }
     const char *bad2 = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
-                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
-                       "--exp-avg-dtype bf16 --main-params-dtype fp16";
+                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer "
+                       "--use-precision-aware-optimizer --exp-avg-dtype bf16 --main-params-dtype fp16";
     assert_int_not_equal(export_parse_megatron(bad2, 8, &h2, &m2, &lo2, err, sizeof err), 0);
     assert_non_null(strstr(err, "--main-params-dtype fp16"));
     const char *bad3 = "torchrun pretrain_gpt.py --num-layers 80 --hidden-size 8192 --num-attention-heads 64 "
-                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer "
-                       "--exp-avg-sq-dtype int4";
+                       "--seq-length 8192 --global-batch-size 64 --vocab-size 128256 --bf16 --use-distributed-optimizer "
+                       "--use-precision-aware-optimizer --exp-avg-sq-dtype int4";
     assert_int_not_equal(export_parse_megatron(bad3, 8, &h2, &m2, &lo2, err, sizeof err), 0);
     assert_non_null(strstr(err, "--exp-avg-sq-dtype: expected fp32, fp16, bf16 or fp8"));
     /* Megatron's rules */
     lo.opt = OPT_ZERO1;
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
     assert_non_null(strstr(err, "only with the distributed optimizer"));
-    lo.opt = OPT_DISTOPT, lo.prec = PREC_FP32;
+    lo.opt = OPT_DISTOPT, lo.prec = PREC_FP32, lo.exp_avg_dtype = lo.exp_avg_sq_dtype = PREC_FP32;
     assert_int_equal(layout_check(&lo, &m, &hw, err, sizeof err), -1);
     assert_non_null(strstr(err, "an fp32 run keeps no separate master weights"));
-    /* torchtitan keeps fp32 moments: refused by name (an FSDP plan it would take otherwise) */
+    /* torchtitan keeps an fp32 master and moments: refused by name */
     Layout t;
-    base(&t, 64, 1, 1, 1, 1, 256, OPT_ZERO3);
-    t.exp_avg_dtype = PREC_BF16;
-    assert_int_equal(layout_check(&t, &m, &hw, err, sizeof err), -1);   /* Megatron's rule first */
     base(&t, 1, 8, 8, 1, 1, 256, OPT_DISTOPT);   /* one data-parallel rank: no optimizer sharding to refuse */
-    t.exp_avg_dtype = PREC_BF16;
+    t.precision_aware_opt = true;
     if (layout_check(&t, &m, &hw, err, sizeof err) != 0)
         fail_msg("layout: %s", err);
     assert_null(export_torchtitan(&m, &hw, &t, err, sizeof err));
-    assert_non_null(strstr(err, "--exp-avg-dtype fp32 --exp-avg-sq-dtype fp32"));
+    assert_non_null(strstr(err, "--no-use-precision-aware-optimizer"));
 }
 
 static void test_round_trip_zero3(void **state)

@@ -304,9 +304,9 @@ static void test_rules(void **unused)
     t = lo, t.fp8_param_gather = true;   /* the executors keep 16-bit weights */
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "--no-fp8-param-gather"));
-    t = lo, t.exp_avg_sq_dtype = PREC_BF16;   /* the executors' Adam keeps fp32 moments */
+    t = lo, t.precision_aware_opt = true;   /* the executors' Adam keeps an fp32 master and fp32 moments */
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
-    assert_non_null(strstr(err, "--exp-avg-dtype fp32 --exp-avg-sq-dtype fp32"));
+    assert_non_null(strstr(err, "--no-use-precision-aware-optimizer"));
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
     t = lo, t.pp = 2, t.dp = 2, t.vp = 2, t.layers[0] = 3, t.layers[1] = 1;   /* a chunk with no layer */
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
