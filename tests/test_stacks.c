@@ -340,6 +340,7 @@ static void test_profile_round_trip(void **state)
         assert_int_equal(back.zero3_gathers_per_layer, hw.zero3_gathers_per_layer);
         assert_int_equal(back.zero3_flat_ring, hw.zero3_flat_ring);
         assert_int_equal(back.rc_early_stop, hw.rc_early_stop);
+        assert_int_equal(back.zero3_fp32_shard, hw.zero3_fp32_shard);
         assert_true(back.zero3_max_live_params == hw.zero3_max_live_params);
     }
     /* a stack the binary does not know is an error naming the field */
@@ -508,6 +509,30 @@ static void test_loader_errors(void **state)
         memset(&hw, 0, sizeof hw);
         stack_apply(&hw, &b);
         assert_int_equal(hw.rc_early_stop, want);
+    }
+    /* PyTorch FSDP's fp32 shard (NOTES step 45): the FSDP stacks (Composer, torchtitan) keep it, Megatron-FSDP and
+     * DeepSpeed ZeRO-3 a 16-bit shard and a master; it reaches the profile and the stack's JSON, and reads back */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "composer-fsdp") == 0 || strncmp(stacks_name(i), "torchtitan", 10) == 0;
+        assert_int_equal(b.zero3_fp32_shard, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply(&hw, &b);
+        assert_int_equal(hw.zero3_fp32_shard, want);
+        char *j = stacks_to_json(&b);
+        assert_non_null(j);
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(back.zero3_fp32_shard, want);
+        free(j);
+    }
+    {
+        Stack bad;
+        assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": "
+                                           "{\"fp32_shard\": 1}}", "bad.json", &bad, err, sizeof err), -1);
+        assert_non_null(strstr(err, "zero3.fp32_shard"));
     }
     /* DeepSpeed's pipeline engine: the Megatron-DeepSpeed stacks say so, Megatron's own do not,
      * and the flag reaches the profile */
