@@ -313,15 +313,22 @@ static double mlp_bias(const ModelSpec *m, double f, double t)
     return m->bias ? (m->mlp == MLP_SWIGLU ? 2.0 : 1.0) * f / t + m->h : 0.0;
 }
 
-double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, double *expert)
+/* The attention's weight matrices of one layer on one of tp ranks: MLA's
+ * down-projections (q_a, kv_a) are replicated over tp, as in Megatron-LM;
+ * the rest is split */
+static double attn_matrix_params(const ModelSpec *m, const Layout *lo)
 {
-    double t = lo->tp, h = m->h;
-    double attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
-    /* MLA's down-projections (q_a, kv_a) are replicated over tp, as in Megatron-LM */
+    double h = m->h, attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
     double rep = m->attn == ATTN_MLA
                      ? h * ((m->q_lora_rank > 0 ? m->q_lora_rank : 0) + (double)m->kv_lora_rank + m->qk_rope_dim)
                      : 0.0;
-    double n = (attn - rep) / t + rep + (double)spec_layer_norm_params(m);
+    return (attn - rep) / lo->tp + rep;
+}
+
+double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, double *expert)
+{
+    double t = lo->tp, h = m->h;
+    double n = attn_matrix_params(m, lo) + (double)spec_layer_norm_params(m);
     if (m->bias)   /* column-parallel QKV biases shard; the projection's replicates */
         n += (spec_q_width(m) + 2.0 * spec_kv_width(m)) / t + h;
     n += (double)spec_sink_params(m) / t;   /* attention sinks: one a head, split with the heads */
@@ -556,12 +563,7 @@ static double te_fp8_weight_bytes(const HwProfile *hw, const Layout *lo)
  * GroupedLinear expert keeps its own workspace). The router stays 16-bit. */
 static double te_fp8_layer_weights(const ModelSpec *m, const Layout *lo, bool moe)
 {
-    double t = lo->tp, h = m->h;
-    double attn = (double)spec_layer_matrix_params(m) - mlp_matrix(m, m->f);
-    double rep = m->attn == ATTN_MLA
-                     ? h * ((m->q_lora_rank > 0 ? m->q_lora_rank : 0) + (double)m->kv_lora_rank + m->qk_rope_dim)
-                     : 0.0;
-    double w = (attn - rep) / t + rep;
+    double t = lo->tp, w = attn_matrix_params(m, lo);
     if (!moe)
         return w + mlp_matrix(m, m->f) / t;
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f;
