@@ -49,6 +49,21 @@ static HwProfile a100(void)
     return hw;
 }
 
+/* 2 GELU layers, h 64, 4 heads, ffn 256, vocab 256, 32 learned positions,
+ * LayerNorm, no biases (tied or not): the hand-worked model of the fp8,
+ * ZeRO-3 and FSDP state tests */
+static ModelSpec tiny_gelu(bool tied)
+{
+    ModelSpec m;
+    memset(&m, 0, sizeof m);
+    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
+    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = tied;
+    char err[256];
+    if (spec_validate(&m, err, sizeof err) != 0)
+        fail_msg("spec_validate: %s", err);
+    return m;
+}
+
 static Layout layout_for(const ModelSpec *m, const HwProfile *hw, int dp, int tp, int pp, int mbs, int gbs)
 {
     Layout lo;
@@ -163,13 +178,8 @@ static void test_zero_figure1(void **st)
 static void test_fsdp_fp32_shard(void **st)
 {
     (void)st;
-    ModelSpec m;
-    memset(&m, 0, sizeof m);
-    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
-    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = true;
+    ModelSpec m = tiny_gelu(true);
     char err[256];
-    if (spec_validate(&m, err, sizeof err) != 0)
-        fail_msg("spec_validate: %s", err);
     HwProfile hw = a100();
     Layout lo;
     layout_default(&lo);
@@ -1444,13 +1454,7 @@ static void test_zero_unit_largest_layer(void **st)
 static void test_fp8_copies(void **st)
 {
     (void)st;
-    ModelSpec m;
-    memset(&m, 0, sizeof m);
-    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
-    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED;
-    char err[256];
-    if (spec_validate(&m, err, sizeof err) != 0)
-        fail_msg("spec_validate: %s", err);
+    ModelSpec m = tiny_gelu(false);
     HwProfile hw = a100();
     Layout lo;
     layout_default(&lo);
@@ -1514,13 +1518,7 @@ static void test_fp8_copies(void **st)
 static void test_zero3_granularity(void **st)
 {
     (void)st;
-    ModelSpec m;
-    memset(&m, 0, sizeof m);
-    m.L = 2, m.h = 64, m.a = 4, m.g = 4, m.f = 256, m.vocab = 256, m.vocab_div = 1, m.s = 32;
-    m.mlp = MLP_GELU, m.norm = NORM_LAYERNORM, m.pos = POS_LEARNED, m.tied = true;
-    char err[256];
-    if (spec_validate(&m, err, sizeof err) != 0)
-        fail_msg("spec_validate: %s", err);
+    ModelSpec m = tiny_gelu(true);
     HwProfile hw = a100();
     Layout lo;
     layout_default(&lo);
