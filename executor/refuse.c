@@ -55,7 +55,7 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
     if (lo->fp8_param_gather)
         FAIL("plan: layout.fp8_param_gather: the executors keep the weights in 16 bits and cast them to fp8 "
              "each step; plan it with --no-fp8-param-gather");
-    if (layout_precision_aware_optimizer(lo))
+    if (lo->precision_aware_opt)
         FAIL("plan: layout.precision_aware_optimizer: the executors' Adam keeps an fp32 master and fp32 moments; "
              "plan it with --no-use-precision-aware-optimizer");
     /* both recompute a selective layer's attention core (Megatron's); a plan

@@ -44,8 +44,6 @@ int layout_gpus(const Layout *lo) { return lo->dp * lo->tp * lo->pp * lo->cp; }
 
 int layout_etp(const Layout *lo) { return lo->etp > 0 ? lo->etp : lo->tp; }
 
-bool layout_precision_aware_optimizer(const Layout *lo) { return lo->precision_aware_opt; }
-
 int layout_edp(const Layout *lo)
 {
     long long d = (long long)layout_etp(lo) * (lo->ep > 0 ? lo->ep : 1);

@@ -221,8 +221,6 @@ int layout_gpus(const Layout *lo);                // dp·tp·pp·cp
  * layers etp × ep × edp over the same ranks of a stage; edp = tp·cp·dp /
  * (etp·ep) (layout_check makes it whole). etp 0 reads as tp. */
 int layout_etp(const Layout *lo);
-/* Whether the layout runs Megatron's precision-aware optimizer (--use-precision-aware-optimizer) */
-bool layout_precision_aware_optimizer(const Layout *lo);
 int layout_edp(const Layout *lo);
 /* Expert-load imbalance the cost model and the executor size expert work
  * and buffers for: tokens the busiest EP rank's experts receive over the

@@ -45,7 +45,7 @@ static double moment_bytes(Precision p) { return p == PREC_FP32 ? 4.0 : p == PRE
 
 static double master_bytes(const Layout *lo)
 {
-    if (!layout_precision_aware_optimizer(lo))   /* Megatron's own distributed optimizer: an fp32 main copy */
+    if (!lo->precision_aware_opt)   /* Megatron's own distributed optimizer: an fp32 main copy */
         return 4.0;
     bool te_master = lo->prec == PREC_BF16 ||
                      (lo->prec == PREC_FP8 && lo->fp8_recipe == FP8R_DELAYED && !lo->fp8_param_gather);

@@ -299,7 +299,7 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     }
     if (lo->opt == OPT_DISTOPT || lo->opt == OPT_ZERO1)
         ARG("--use-distributed-optimizer");
-    if (layout_precision_aware_optimizer(lo)) {   /* both dtypes written: the read-back needs no default */
+    if (lo->precision_aware_opt) {   /* both dtypes written: the read-back needs no default */
         ARG("--use-precision-aware-optimizer");
         ARGV("--exp-avg-dtype", "%s", hw_precision_name(lo->exp_avg_dtype));
         ARGV("--exp-avg-sq-dtype", "%s", hw_precision_name(lo->exp_avg_sq_dtype));
@@ -1018,7 +1018,7 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     else if (lo->fp8_param_gather)
         why = "the plan keeps its weights in fp8 (--fp8-param-gather, Megatron's); torchtitan's MXFP8 converter "
               "keeps them in bf16: plan with --no-fp8-param-gather";
-    else if (layout_precision_aware_optimizer(lo))
+    else if (lo->precision_aware_opt)
         why = "the plan runs Megatron's precision-aware optimizer (16-bit master remainders, its moments' dtypes); "
               "torchtitan's AdamW keeps an fp32 master and fp32 moments: plan with --no-use-precision-aware-optimizer";
     else if (!lo->grad_fp32 && lo->prec != PREC_FP32)
