@@ -234,12 +234,10 @@ static int compare_main(int argc, char **argv)
         fprintf(stderr, "ultraplan compare: %s\n", err);
         return 1;
     }
-    /* the run is ultraplan's executor's: an fp8 plan made for Megatron is priced with Transformer
-     * Engine's fp8 inputs and weight cache, an MoE plan with Megatron-core's weighting of the expert
-     * rows, and the executor keeps its own (memory_fp8_keeps_inputs, memory_moe_keeps_expert_out):
-     * price the memory it keeps (nothing else depends on the target) */
-    if ((pf.layout.prec == PREC_FP8 && !memory_fp8_keeps_inputs(&pf.layout)) ||
-        (spec_is_moe(&pf.model) && !memory_moe_keeps_expert_out(&pf.layout))) {
+    /* the run is ultraplan's executor's: a plan made for Megatron is priced with the memory
+     * Megatron-core and Transformer Engine keep (memory_executor_accounting): price the memory the
+     * executor keeps (nothing else depends on the target) */
+    if (!memory_executor_accounting(&pf.layout)) {
         Layout ex = pf.layout;
         ex.target = TARGET_ULTRAPLAN_CUDA;
         cost(&pf.model, &pf.hw, &ex, &pf.opts, &pf.cost);

@@ -142,12 +142,7 @@ static double rc_module_saved(const ModelSpec *m, const Layout *lo, double mlp_b
     return saved;
 }
 
-bool memory_fp8_keeps_inputs(const Layout *lo)
-{
-    return lo->target == TARGET_ULTRAPLAN || lo->target == TARGET_ULTRAPLAN_CUDA;
-}
-
-bool memory_moe_keeps_expert_out(const Layout *lo)
+bool memory_executor_accounting(const Layout *lo)
 {
     return lo->target == TARGET_ULTRAPLAN || lo->target == TARGET_ULTRAPLAN_CUDA;
 }
@@ -247,7 +242,7 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     bytes -= rc_module_saved(m, lo, sbh * mlp / t);
 
     if (lo->prec == PREC_FP8)
-        bytes += fp8_input_bytes(m, lo, !memory_fp8_keeps_inputs(lo));
+        bytes += fp8_input_bytes(m, lo, !memory_executor_accounting(lo));
 
     double a = m->a;
     if (lo->flash) {
@@ -277,14 +272,14 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     double bytes = memory_layer_acts(m, lo, r) - ((rcm & RCM_MLP) ? 0.0 : act * ab * tok * m->f / t);
     /* fp8: memory_layer_acts counted a dense layer's linear inputs; an MoE layer's differ */
     if (lo->prec == PREC_FP8) {
-        bool te = !memory_fp8_keeps_inputs(lo);
+        bool te = !memory_executor_accounting(lo);
         bytes += moe_fp8_input_bytes(m, lo, te) - fp8_input_bytes(m, lo, te);
     }
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
     bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
     bytes += ab * rows * m->h                                 /* dispatched expert input */
            + act * ab * rows * ef / layout_etp(lo);           /* FC1 output and activation */
-    if (memory_moe_keeps_expert_out(lo))
+    if (memory_executor_accounting(lo))
         bytes += ab * rows * m->h;                            /* expert output, for the combine's weights */
     else
         bytes += 4.0 * rows;                                  /* the weighted activation's fp32 weights */
@@ -587,7 +582,7 @@ static double fp8_buffers(const ModelSpec *m, const HwProfile *hw, const Layout 
                      fmax(fp8_gemm_scratch(bt, h, f1), fp8_gemm_scratch(bt, f, h)));
     if (lo->opt == OPT_ZERO3)
         return sc;
-    if (memory_fp8_keeps_inputs(lo)) {
+    if (memory_executor_accounting(lo)) {
         double per_layer = h * (qkv + ql + f1 + f);   /* QKV, projection, FC1, FC2 weights of one rank */
         return sc + (lo->fp8_param_gather ? 1.0 : 2.0) * per_layer * lo->layers[s];
     }

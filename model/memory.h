@@ -80,20 +80,23 @@ double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, doubl
  * probabilities, the dispatched rows (layout_moe_rows) in, through FC1 and
  * the activation, and out, and the shared expert as a dense MLP. */
 double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
+/* Whether memory is priced as ultraplan's executors keep it (the layout's
+ * target is one of them) or as Megatron-core and Transformer Engine keep it
+ * (every other target). The layout's target changes nothing else the model
+ * prices. Where they differ (COSTMODEL.md §3.2, §3.4):
+ *  - fp8 linear inputs: the executors keep a transposed fp8 copy beside
+ *    each 16-bit input; Transformer Engine the fp8 copy in place of the
+ *    16-bit QKV, FC1 and FC2 (and the experts') inputs;
+ *  - the fp8 weight cache: the executors' dense-layer copy and transpose in
+ *    every layer; Transformer Engine's per layer, by GPU and recipe;
+ *  - an MoE layer's expert outputs: the executors weight the rows by their
+ *    routing probabilities at the combine (executor/cuda/cumoe.h), whose
+ *    gradient reads them; Megatron-core 0.13 and later (ADLR/megatron-lm!2668)
+ *    weight them inside the experts' activation (weighted_bias_swiglu),
+ *    which keeps the probabilities only. */
+bool memory_executor_accounting(const Layout *lo);
 /* Activation bytes of one transformer layer for one micro-batch, per GPU,
  * under tp, sp, cp, flash and a recomputation mode (Korthikanti terms). */
-/* Whether fp8 layers keep a transposed fp8 copy of each linear input beside
- * the 16-bit one (ultraplan's executors: the layout's target is one of
- * them) or, as Transformer Engine, the fp8 copy in place of the 16-bit QKV,
- * FC1 and FC2 inputs (every other target; COSTMODEL.md §3.2). */
-bool memory_fp8_keeps_inputs(const Layout *lo);
-/* Whether an MoE layer keeps its experts' outputs until the combine's
- * backward: ultraplan's executors weight the rows by their routing
- * probabilities at the combine (executor/cuda/cumoe.h), whose gradient
- * with respect to those weights reads them. Megatron-core 0.13 and later (ADLR/megatron-lm!2668,
- * "Memory efficient token permutation") weight them inside the experts'
- * activation (weighted_bias_swiglu), which keeps the probabilities only. */
-bool memory_moe_keeps_expert_out(const Layout *lo);
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r);
 /* Micro-batches whose activations stage `s` holds at the 1F1B peak,
  * counting interleaving (in units of the whole stage's layers). */

@@ -189,7 +189,7 @@ int main(int argc, char **argv)
     memset(&hw, 0, sizeof hw);
     StageMem sm;
     Layout clo = e.lo;
-    clo.target = TARGET_ULTRAPLAN;   /* priced as this executor keeps it (memory_fp8_keeps_inputs, memory_moe_keeps_expert_out) */
+    clo.target = TARGET_ULTRAPLAN;   /* priced as this executor keeps it (memory_executor_accounting) */
     if (moe)   /* the cost model at the imbalance the executor sized its expert buffers for */
         clo.moe_imbalance = o.moe_imbalance;
     memory_stage(&m, &hw, &clo, e.d.pp_rank, &sm);

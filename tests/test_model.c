@@ -1474,7 +1474,7 @@ static void test_fp8_copies(void **st)
     StageMem te;
     memory_stage(&m, &hw, &lo, 0, &te);
     assert_rel(te.bytes[MEM_ACTS] - b16.bytes[MEM_ACTS], 2 * -20480.0, 1e-12);
-    assert_false(memory_fp8_keeps_inputs(&lo));
+    assert_false(memory_executor_accounting(&lo));
     snprintf(lo.rc_modules, sizeof lo.rc_modules, "layernorm");
     double with_ln = memory_layer_acts(&m, &lo, RECOMPUTE_NONE);
     lo.prec = PREC_BF16;
