@@ -173,10 +173,10 @@ static double fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
     return tok * (2.0 * norm_in * h * rep + q + fc2_in * f);
 }
 
-/* fp8_input_bytes for an MoE layer (COSTMODEL.md §3.2). ultraplan's
- * executors (te false) carve the same four transposed copies in every
- * layer, dense or MoE (executor/cuda/cuexec.c carve_layer): the dense
- * layer's. Transformer Engine under Megatron-core (te):
+/* fp8_input_bytes(te) for an MoE layer (COSTMODEL.md §3.2). ultraplan's
+ * executors carve the same four transposed copies in every layer, dense or
+ * MoE (executor/cuda/cuexec.c carve_layer), so fp8_input_bytes(false)
+ * serves them too. Transformer Engine under Megatron-core:
  *  - attention as in a dense layer: the QKV norm's output (a fused
  *    LayerNormLinear) in 1 byte, the projection's fp8 copy beside its
  *    16-bit input;
@@ -190,10 +190,8 @@ static double fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
  *  - the shared expert (TE Linear on the norm's output): FC1 adds its fp8
  *    copy of the sequence shard, FC2 keeps its input in 1 byte; nothing
  *    when --recompute-modules shared_experts checkpoints it whole. */
-static double moe_fp8_input_bytes(const ModelSpec *m, const Layout *lo, bool te)
+static double moe_fp8_input_bytes(const ModelSpec *m, const Layout *lo)
 {
-    if (!te)
-        return fp8_input_bytes(m, lo, false);
     double tok = layout_mb_tokens(m, lo), t = lo->tp, h = m->h, q = spec_q_width(m) / t;
     double ab = hw_precision_bytes(lo->prec), rep = layout_sp_share(lo);
     double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)layout_etp(lo), rows = layout_moe_rows(m, lo);
@@ -271,10 +269,8 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     int rcm = layout_rc_modules(lo);   /* with mlp among the modules memory_layer_acts took them off already */
     double bytes = memory_layer_acts(m, lo, r) - ((rcm & RCM_MLP) ? 0.0 : act * ab * tok * m->f / t);
     /* fp8: memory_layer_acts counted a dense layer's linear inputs; an MoE layer's differ */
-    if (lo->prec == PREC_FP8) {
-        bool te = !memory_executor_accounting(lo);
-        bytes += moe_fp8_input_bytes(m, lo, te) - fp8_input_bytes(m, lo, te);
-    }
+    if (lo->prec == PREC_FP8 && !memory_executor_accounting(lo))
+        bytes += moe_fp8_input_bytes(m, lo) - fp8_input_bytes(m, lo, true);
     double ef = m->moe_ffn > 0 ? m->moe_ffn : m->f, rows = layout_moe_rows(m, lo);
     bytes += 4.0 * tok * rep * m->experts;                    /* router probabilities, fp32 */
     bytes += ab * rows * m->h                                 /* dispatched expert input */
