@@ -116,7 +116,7 @@ static void build(glp_prob *P, const InnerProblem *p, const IlpOpts *o, StageCol
     glp_set_obj_coef(P, yopt, 1);
     double obj0 = 0;
     bool full_ok = !p->rc_forced || p->rc == RECOMPUTE_FULL;
-    bool sel_ok = !p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE);
+    bool sel_ok = inner_sel_allowed(p);
     for (int s = 0; s < pp; s++) {
         int fix = p->fix_layers[s];
         snprintf(nm, sizeof nm, "n%d", s);

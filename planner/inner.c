@@ -277,7 +277,7 @@ double inner_memory_bound(const InnerProblem *p)
     double sum0 = 0, per_layer = INFINITY, worst = 0, ws = INFINITY;
     for (int s = 0; s < p->pp; s++) {
         double k = p->m_none[s];
-        if (!p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE))
+        if (inner_sel_allowed(p))
             k = fmin(k, p->m_sel[s]);
         if (!p->rc_forced || p->rc == RECOMPUTE_FULL)
             k = fmin(k, p->m_full[s]);
@@ -304,7 +304,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
     int tf[LAYOUT_MAX_PP], te[LAYOUT_MAX_PP];
     double best = INFINITY;
     bool try_none = !p->rc_forced || p->rc == RECOMPUTE_NONE;
-    bool try_sel = !p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE);
+    bool try_sel = inner_sel_allowed(p);
     bool try_full = !p->rc_forced || p->rc == RECOMPUTE_FULL;
 #define TAKE()                                                                                                   \
     do {                                                                                                         \

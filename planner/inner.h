@@ -67,6 +67,13 @@ typedef struct {
     short chunk_t[LAYOUT_MAX_CHUNKS];   // layers of chunk c of stage s at [c * pp + s] (Megatron's entry order)
 } InnerProblem;
 
+/* Whether a layer of p may be recomputed selectively: the stack's selective
+ * recomputation is one a target runs (not no_sel), and no other mode is forced */
+static inline bool inner_sel_allowed(const InnerProblem *p)
+{
+    return !p->no_sel && (!p->rc_forced || p->rc == RECOMPUTE_SELECTIVE);
+}
+
 typedef struct {
     bool feasible;
     double objective;               // step seconds under the problem's model
