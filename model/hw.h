@@ -89,6 +89,12 @@ typedef struct {
     bool rc_early_stop;            // a fully recomputed layer stops before its MLP down projection: PyTorch >= 2.1 non-reentrant checkpointing (set by a stack)
     bool eager_elementwise;        // the model's norms, RoPE and gated activation are PyTorch ops, fused only under
                                    // torch.compile (Layout.torch_compile): torchtitan's Llama (set by a stack)
+    bool cp_pytorch;               // context parallelism is PyTorch's (torch.distributed.tensor.experimental):
+                                   // the attention in cp ring steps whichever way K/V travel, its merges and
+                                   // gradient sums as eager fp32 ops, dK/dV passed on in fp32 (set by a stack)
+    bool sdpa_repeat_kv;           // the model code repeats a GQA model's K and V to every query head before
+                                   // the attention (torchtitan's Llama until 2026-01): a copy a layer, and K/V
+                                   // as wide as Q wherever the attention's K/V go (set by a stack)
     char stack[32];                // the builtin software stack applied (profiles/stacks.h), "" = the default; for the error band's nearest runs
 } HwProfile;
 

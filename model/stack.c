@@ -130,4 +130,8 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->ce_upcast = true;
     if (st->compile_loss)
         hw->compile_loss = true;
+    if (st->cp_pytorch)
+        hw->cp_pytorch = true;
+    if (st->sdpa_repeat_kv)
+        hw->sdpa_repeat_kv = true;
 }

@@ -55,6 +55,8 @@ typedef struct {
     bool eager_elementwise;       // the model code's elementwise ops are eager PyTorch (HwProfile field of the same name)
     bool ce_upcast;               // the loss upcasts the logits to fp32 for PyTorch's cross_entropy (HwProfile field)
     bool compile_loss;            // --torch-compile compiles that loss too (HwProfile field)
+    bool cp_pytorch;              // context parallelism is PyTorch's experimental CP (HwProfile field)
+    bool sdpa_repeat_kv;          // K and V repeated to every query head before the attention (HwProfile field)
     int cp_comm;                  // the context-parallel K/V exchange the stack runs (a CpComm); -1 = the layout's
                                   // choice (--cp-comm). Not a profile field: scenario_finish sets the layout's
     int sel_ac;                   // what selective recomputation recomputes (a SelAc); -1 = Megatron's core_attn.

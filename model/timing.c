@@ -323,6 +323,79 @@ double time_p2p(const HwProfile *hw, double bytes, bool cross_node)
     return hw->coll_lat + l->lat + bytes / (l->bw * coll_eff(hw));
 }
 
+/* The width of K and V per GPU as the attention sees them: a stack whose
+ * model code repeats K and V to every query head before the attention
+ * (sdpa_repeat_kv) makes them as wide as Q. */
+static double attn_kv_width(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    return (hw->sdpa_repeat_kv ? spec_q_width(m) : spec_kv_width(m)) / lo->tp;
+}
+
+/* PyTorch's context parallelism (hw->cp_pytorch: torchtitan's; torch
+ * 2.5-2.7 torch/distributed/tensor/experimental/_attention.py,
+ * _templated_ring_attention and _templated_ring_attention_backward), per
+ * layer and micro-batch on one GPU. Chunks and steps as the ring of cp_attn_s below
+ * (head-tail load balancing: cp steps of one kernel of 2c² score pairs),
+ * for either rotate method: ALL_GATHER (--cp-comm all-gather, torchtitan's
+ * default) gathers the K/V of every rank once, started before step 0 and
+ * waited for at step 1; ALL_TO_ALL (ring) passes each step's K/V on, waited
+ * for at the next step. What each step adds is eager PyTorch on the rank's
+ * tokens, bytes per element of the output (width q) or of K or V (width
+ * kv, attn_kv_width), at ab bytes for the 16-bit element:
+ *  - forward: K and V made contiguous (the model hands them over
+ *    transposed) and concatenated for the rotater before each step but the
+ *    last (read and write, 2ab per K/V element each time); the merger takes each
+ *    step's output to fp32 (ab + 4) and, from step 1 on, merges it:
+ *    out - block (12), times the broadcast sigmoid of the lse difference
+ *    (8), subtracted from out (12); a step that computes only the second Q
+ *    chunk does that on half the rows and then concatenates the halves
+ *    back (8). Last, the output back to 16 bits (4 + ab).
+ *  - backward: fp32 zeros for dQ, dK, dV (4 each); the same K/V copies
+ *    (contiguous, and the concat before each step but the last); each step's 16-bit gradients added
+ *    into the fp32 sums (read 4 + ab, write 4), a half-width sum
+ *    concatenated back (8); dK and dV concatenated in fp32 for the ring
+ *    (8 each) and sent on every step; dQ, dK, dV back to 16 bits at the end
+ *    (4 + ab each).
+ * A rank computing the second Q chunk on a step (i > rank) merges half an
+ * output but sums whole dK, dV; one with i <= rank the other way round.
+ * The ranks meet at each layer's K/V collective, so each pass is priced
+ * for the busier side: every later step full-width in the forward, and in
+ * the backward the larger of the two sides. dK and dV travel in fp32
+ * (8 bytes a K/V element) each step, waited for at the next one, the last
+ * after the loop with nothing to hide behind. */
+static void cp_pytorch_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double step, double *fwd,
+                         double *bwd, double *xf, double *xb, double *kern)
+{
+    Precision p = prec_bf16_if_fp8(hw, lo->prec);
+    double ab = hw_precision_bytes(p), cp = lo->cp, b = lo->mbs;
+    double qw = spec_q_width(m) / lo->tp, kvw = attn_kv_width(m, hw, lo);
+    double tok = layout_mb_tokens(m, lo), later = cp - 1.0;
+    double kv_cat = 2.0 * ab * 2.0 * tok * kvw;   /* K and V read and written */
+    double merge = (ab + 36.0) * tok * qw;
+    double f_bytes = cp * kv_cat + later * merge + (ab + 4.0) * tok * qw + (4.0 + ab) * tok * qw;
+    double sum_full = (8.0 + ab), sum_half = 0.5 * (8.0 + ab) + 8.0;
+    double grads = fmax(sum_full * qw + 2.0 * sum_half * kvw, sum_half * qw + 2.0 * sum_full * kvw);
+    double b_bytes = 4.0 * tok * (qw + 2.0 * kvw) + cp * kv_cat + tok * (sum_full * (qw + 2.0 * kvw)) +
+                     later * tok * grads + cp * 16.0 * tok * kvw + (4.0 + ab) * tok * (qw + 2.0 * kvw);
+    *fwd = cp * step + time_mem_s(hw, f_bytes);
+    *bwd = cp * 2.5 * step + time_mem_s(hw, b_bytes);
+    bool cross = (long long)lo->tp * lo->cp > hw->gpus_per_node;
+    double dkv = time_p2p(hw, 8.0 * tok * kvw, cross);
+    *xb = later * fmax(0.0, dkv - 2.5 * step) + dkv;
+    if (lo->cp_comm == CP_COMM_ALLGATHER) {
+        int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
+        double ag = time_coll_allgather(hw, 2.0 * ab * b * (double)m->s * kvw, lo->cp, k_cp);
+        *xf = fmax(0.0, ag - step);
+        *xb += fmax(0.0, ag - 2.5 * step);
+    } else {
+        double send = time_p2p(hw, 2.0 * ab * tok * kvw, cross);
+        *xf = later * fmax(0.0, send - step);
+        *xb += later * fmax(0.0, send - 2.5 * step);
+    }
+    /* per later step: the concat, the exchange wait, the kernel and five merge ops */
+    *kern = 8.0 * later + 2.0;
+}
+
 /* Context parallelism's attention core on one GPU, per micro-batch
  * (COSTMODEL.md §4.4). The sequence is cut into 2·cp chunks of c = s/(2cp)
  * tokens and rank r holds chunks r and 2cp-1-r (Megatron's load balancing
@@ -355,10 +428,14 @@ static void cp_attn_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
 {
     Precision p = prec_bf16_if_fp8(hw, lo->prec);
     double ab = hw_precision_bytes(p), t = lo->tp, cp = lo->cp, b = lo->mbs;
-    double qw = spec_q_width(m) / t, kvw = spec_kv_width(m) / t;
+    double qw = spec_q_width(m) / t, kvw = attn_kv_width(m, hw, lo);
     double tok = layout_mb_tokens(m, lo), c = tok / (2.0 * b);   // tokens per chunk per sequence
     double total = 4.0 * tok * (double)m->s * qw * 0.5;           // the rank's causal FLOPs
     int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
+    if (hw->cp_pytorch) {
+        cp_pytorch_s(m, hw, lo, attn_s(hw, p, 4.0 * b * 2.0 * c * c * qw), fwd, bwd, xf, xb, kern);
+        return;
+    }
     if (lo->cp_comm == CP_COMM_ALLGATHER) {
         double k1 = attn_s(hw, p, 0.5 * total);
         *fwd = 2.0 * k1;
@@ -635,9 +712,15 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
         gout_attn = (ab + 2.0 + amax) * tok * (n_qkv + h);
     }
     double ew_s = time_mem_s(hw, ew);
+    /* a stack whose model code repeats K and V to every query head before
+     * the attention (sdpa_repeat_kv, torchtitan's repeat_kv): the copy
+     * forward (read kv, write q, for K and for V), the sum over the repeats
+     * backward (read q, write kv) */
+    double rkv = hw->sdpa_repeat_kv && m->attn != ATTN_MLA && q > kv ? time_mem_s(hw, 2.0 * ab * tok * (q + kv) / t)
+                                                                       : 0.0;
 
-    double gpu_fwd = gemm + core + softmax + ew_s;
-    double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s;
+    double gpu_fwd = gemm + core + softmax + ew_s + rkv;
+    double gpu_bwd = gemm_bwd + core_bwd + 2.0 * softmax + 2.0 * ew_s + rkv;
 
     /* TP without SP: 2 all-reduces of the layer's activations each way.
      * Under SP each all-reduce is a reduce-scatter and an all-gather, two
@@ -715,8 +798,8 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     time_moe_mlp_s(m, hw, lo, &mf, &mb);
     time_moe_bias_passes_s(m, hw, lo, &mf, &mb);
     double ea = time_mem_s(hw, ew_attn);
-    double mgpu_fwd = g_attn + core + softmax + ea + mf;
-    double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + mb;
+    double mgpu_fwd = g_attn + core + softmax + ea + rkv + mf;
+    double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + rkv + mb;
     /* TP: the attention's pair of collectives, the shared expert's (a dense
      * MLP over tp), and with etp > 1 the expert rows all-gathered over etp
      * before the experts and reduce-scattered after (Megatron's alltoall

@@ -122,7 +122,9 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
         opt_bool(c, root, "rc_early_stop", "rc_early_stop", &st->rc_early_stop) ||
         opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise) ||
         opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast) ||
-        opt_bool(c, root, "compile_loss", "compile_loss", &st->compile_loss))
+        opt_bool(c, root, "compile_loss", "compile_loss", &st->compile_loss) ||
+        opt_bool(c, root, "cp_pytorch", "cp_pytorch", &st->cp_pytorch) ||
+        opt_bool(c, root, "sdpa_repeat_kv", "sdpa_repeat_kv", &st->sdpa_repeat_kv))
         return -1;
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
@@ -296,6 +298,10 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddBoolToObject(j, "ce_upcast", true);
     if (st->compile_loss)
         cJSON_AddBoolToObject(j, "compile_loss", true);
+    if (st->cp_pytorch)
+        cJSON_AddBoolToObject(j, "cp_pytorch", true);
+    if (st->sdpa_repeat_kv)
+        cJSON_AddBoolToObject(j, "sdpa_repeat_kv", true);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

@@ -32,6 +32,13 @@
  *                     log-softmax are live (optional, false)
  *   compile_loss      true | false: --torch-compile compiles that loss too, which then keeps
  *                     no fp32 copies of the logits (optional, false)
+ *   cp_pytorch        true | false: context parallelism is PyTorch's experimental CP
+ *                     (torch.distributed.tensor.experimental._attention): cp ring steps over
+ *                     K/V however they travel, merges and gradient sums as eager fp32 ops,
+ *                     dK/dV passed along the ring in fp32 (model/timing.c cp_pytorch_s) (optional, false)
+ *   sdpa_repeat_kv    true | false: the model code repeats a GQA model's K and V to every
+ *                     query head before the attention: a copy a layer, and K/V as wide as Q
+ *                     in the CP exchange (optional, false)
  *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
  *                     runs, whatever --cp-comm says (optional: the layout's choice). A
  *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)

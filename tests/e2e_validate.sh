@@ -54,8 +54,9 @@ check "Megatron-Bridge dense H100 MAPE <= 5.2%" 0 "$U" validate "$D/mbridge_h100
 # between, not stated); 17.83 / 11.82 % before the eager rows' unfused ops were priced (step 36);
 # pinned so that a change cannot make the held-out figure worse unseen
 # 14.30 / 10.19 % since torchtitan's per-op selective recomputation is priced (step 38), 14.91 / 9.15 % under
-# its own version's stack, torchtitan-2412 (full AC stops early; step 40)
-check "torchtitan H100 benchmark (SXM peaks) MAPE <= 15.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 15.5
+# its own version's stack, torchtitan-2412 (full AC stops early; step 40); 11.91 / 7.56 % since PyTorch's
+# context parallelism and torchtitan's repeat_kv are priced (step 48)
+check "torchtitan H100 benchmark (SXM peaks) MAPE <= 12.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 12.5
 # and its memory column, held out too: the peak per GPU within 4.48 % MAPE (4.20 % before step 45's FSDP states, 4.27 % before step 41, 5.63 % while a compiled block kept
 # w2's output, step 40; 15.17 % before the loss's fp32 copies were counted, 27.06 % with Megatron's selective
 # recomputation in place of the per-op policy; step 38)
@@ -63,11 +64,12 @@ check "torchtitan H100 benchmark peak memory MAPE <= 5%" 0 "$U" validate "$D/tor
 # Trainy's H200 runs of torchtitan (June 2025, WhiteFiber; step 40), held out: 3.65 % step, 11.71 % memory (12.45 % before step 45)
 # (13.97 % before step 41)
 check "torchtitan H200 (Trainy) MAPE <= 4.5%" 0 "$U" validate "$D/torchtitan_h200_published.csv" --gpu h200 --summary --max-mape 4.5 --max-mem-mape 15
-# torchtitan's June-2025 async TP benchmark (step 40), held out: 9.97 / 8.48 % (SXM / NVL peaks); async TP unpriced
+# torchtitan's June-2025 async TP benchmark (step 40), held out: 9.97 / 8.48 % (SXM / NVL peaks); async TP unpriced;
+# 9.85 / 8.74 % since step 48 (its Llama repeats K/V before the attention: a copy a layer)
 check "torchtitan async TP benchmark (SXM peaks) MAPE <= 10.5%" 0 "$U" validate "$D/torchtitan_asynctp_h100_published.csv" --profile "$D/profiles/grand-teton-h100.json" --summary --max-mape 10.5
 check "torchtitan async TP benchmark (NVL peaks) MAPE <= 9%" 0 "$U" validate "$D/torchtitan_asynctp_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 9
 check "--max-mem-mape without a mem_gib column fails" 1 "$U" validate "$D/mbridge_h100_published.csv" --gpu h100-sxm --summary --max-mem-mape 50
-check "torchtitan H100 benchmark (NVL peaks) MAPE <= 9.5%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 9.5
+check "torchtitan H100 benchmark (NVL peaks) MAPE <= 8%" 0 "$U" validate "$D/torchtitan_h100_published.csv" --profile "$D/profiles/grand-teton-h100-nvlpeak.json" --summary --max-mape 8
 # every run in a corpus ran: NVIDIA's Megatron-Bridge fp8 H100 layouts (405B tp 8 pp 8 vp 8 cp 2, 70B tp 4 pp 8
 # vp 5) must be predicted to fit their 80 GB (NOTES steps 41, 42: Transformer Engine's fp8 inputs, --fp8-param-gather);
 # all four were predicted above it before (101.8 / 99.8 GiB)

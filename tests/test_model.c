@@ -1276,6 +1276,115 @@ static void test_cp_ring_memory_passes(void **st)
     assert_rel(t.bwd - (t1.bwd - 2.5 * t1.rc_sel), 5 * step + (half_b + sums) / bw, 1e-9);
 }
 
+/* PyTorch's context parallelism (hw.cp_pytorch, torchtitan's), worked by
+ * hand. Llama-2-7B's shape made GQA (8 K/V heads: q width 4096, kv 1024) at
+ * s = 8192, cp 2, tp 1, micro-batch 1, bf16 (ab = 2): the rank's tok = 4096,
+ * 2 steps of one kernel each, as the ring. HBM at a flat 0.5 of its peak,
+ * the links free. Bytes of the eager passes (timing.c cp_pytorch_s):
+ *  forward: K/V contiguous + concat 2 x 4ab·tok·kv = 67,108,864; one
+ *    merge (ab + 36)·tok·q = 637,534,208; step outputs to fp32 (ab + 4) and
+ *    back (4 + ab), 2 x 6·tok·q = 201,326,592: 905,969,664 in all;
+ *  backward: fp32 zeros 4·tok·(q + 2kv) = 100,663,296; the K/V copies
+ *    67,108,864; step 0's sums (8 + ab)·tok·(q + 2kv) = 251,658,240; the
+ *    later step, the busier side: half-width dQ sum (13·4096) and whole dK,
+ *    dV sums (2·10·1024) = 73,728 a token, 301,989,888; dK/dV concat in
+ *    fp32 2·16·tok·kv = 134,217,728; the casts back 6·tok·(q + 2kv) =
+ *    150,994,944: 1,006,632,960 in all.
+ * With sdpa_repeat_kv K and V are as wide as Q (kv = 4096): 1,107,296,256
+ * forward and 2,415,919,104 backward, and every layer pays the copy,
+ * 2ab·tok·(q + kv) = 83,886,080 bytes each way (none for MHA). */
+static void test_cp_pytorch(void **st)
+{
+    (void)st;
+    ModelSpec m = llama2_7b();
+    m.s = 8192;
+    m.g = 8;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    HwProfile hw = a100();
+    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
+    hw.intra.bw = hw.inter.bw = 1e30;
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    hw.cp_pytorch = true;
+    double bw = 0.5 * hw.hbm_bw;
+    double step = attn_step_s(&hw, 4.0 * 2 * 2048.0 * 2048 * 4096);
+    ModelSpec m1 = m;
+    m1.s = 4096;   /* the same 4096 tokens on one GPU: the layer without CP */
+    assert_int_equal(spec_validate(&m1, err, sizeof err), 0);
+    Layout lo1 = layout_for(&m1, &hw, 1, 1, 1, 1, 8);
+    for (int rep = 0; rep < 2; rep++) {
+        hw.sdpa_repeat_kv = rep;
+        Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+        lo.cp = 2;
+        lo.cp_comm = CP_COMM_ALLGATHER;
+        LayerTime t, t1;
+        time_layer(&m, &hw, &lo, &t);
+        time_layer(&m1, &hw, &lo1, &t1);
+        double f = rep ? 1107296256.0 : 905969664.0, b = rep ? 2415919104.0 : 1006632960.0;
+        assert_rel(t.rc_sel, 2 * step + f / bw, 1e-9);
+        assert_rel(t.bwd - (t1.bwd - 2.5 * t1.rc_sel), 5 * step + b / bw, 1e-9);
+        assert_true(t.cp < 1e-12);
+    }
+    /* the repeat copy itself, at cp 1 */
+    LayerTime none, copy;
+    hw.sdpa_repeat_kv = false;
+    time_layer(&m1, &hw, &lo1, &none);
+    hw.sdpa_repeat_kv = true;
+    time_layer(&m1, &hw, &lo1, &copy);
+    assert_rel(copy.fwd - none.fwd, 83886080.0 / bw, 1e-9);
+    assert_rel(copy.bwd - none.bwd, 83886080.0 / bw, 1e-9);
+    ModelSpec mha = llama2_7b();
+    mha.s = 4096;
+    assert_int_equal(spec_validate(&mha, err, sizeof err), 0);
+    time_layer(&mha, &hw, &lo1, &copy);
+    hw.sdpa_repeat_kv = false;
+    time_layer(&mha, &hw, &lo1, &none);
+    assert_rel(copy.fwd, none.fwd, 1e-12);
+
+    /* Exposure: one GPU a node, so the pair talks over a 1 GB/s inter-node
+     * link (coll_eff 1), far slower than a step. dK/dV travel in fp32,
+     * 8·tok·kv = 33,554,432 bytes (dkv), waited for after the later step
+     * (what outlasts 2.5 steps) and again after the loop (all of it). The
+     * all-gather of K/V, (cp-1)/cp · 2ab·s·kv = 16,777,216 bytes, is waited
+     * for at step 1 forward (what outlasts a step) and again backward (what
+     * outlasts 2.5 steps); the ring rotate sends 2ab·tok·kv = 16,777,216
+     * bytes once, waited for the same way. Either way, exposed:
+     * (ag - step) + (dkv - 2.5 step) + dkv + (ag - 2.5 step). */
+    hw.gpus_per_node = 1;
+    hw.coll_eff = 1;
+    hw.inter.bw = 1e9;
+    double B = 1e9;
+    for (int ring = 0; ring < 2; ring++) {
+        Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+        lo.cp = 2;
+        lo.cp_comm = ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
+        LayerTime t;
+        time_layer(&m, &hw, &lo, &t);
+        double ag = 16777216.0 / B, dkv = 33554432.0 / B;
+        assert_rel(t.cp, (ag - step) + (dkv - 2.5 * step) + dkv + (ag - 2.5 * step), 1e-9);
+    }
+    /* cp 4, where the two rotate methods part: a step is 4·2·1024²·4096
+     * FLOPs; the all-gather moves 3/4 · 2ab·s·kv = 25,165,824 bytes once,
+     * the ring 3 sends of 2ab·tok·kv = 8,388,608 bytes; dkv = 8·2048·1024 */
+    double step4 = attn_step_s(&hw, 4.0 * 2 * 1024.0 * 1024 * 4096);
+    double dkv4 = 16777216.0 / B;
+    for (int ring = 0; ring < 2; ring++) {
+        Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+        lo.cp = 4;
+        lo.cp_comm = ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
+        LayerTime t;
+        time_layer(&m, &hw, &lo, &t);
+        double want = 3 * (dkv4 - 2.5 * step4) + dkv4;
+        if (ring)
+            want += 3 * (8388608.0 / B - step4) + 3 * (8388608.0 / B - 2.5 * step4);
+        else
+            want += (25165824.0 / B - step4) + (25165824.0 / B - 2.5 * step4);
+        assert_rel(t.cp, want, 1e-9);
+    }
+}
+
 /* Short chunks are slow: at 8K tokens and cp 16 a rank's attention is 16
  * kernels of 256 x 512 token blocks, each read on the attention curve at its
  * own size, so 16 ranks together spend far more GPU time than one rank
@@ -2902,6 +3011,7 @@ int main(void)
         cmocka_unit_test(test_cp_ring_and_allgather),
         cmocka_unit_test(test_cp_short_chunks),
         cmocka_unit_test(test_cp_ring_memory_passes),
+        cmocka_unit_test(test_cp_pytorch),
         cmocka_unit_test(test_megatron_readme_32b),
         cmocka_unit_test(test_megatron_pipeline_splits),
         cmocka_unit_test(test_moe_alltoall),

@@ -384,6 +384,8 @@ static void test_loader_errors(void **state)
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": \"p2p-ring\"}", "\"cp_comm\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_comm\": 1}", "\"cp_comm\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"eager_elementwise\": 1}", "\"eager_elementwise\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"cp_pytorch\": \"true\"}", "\"cp_pytorch\""},
+        {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"sdpa_repeat_kv\": 0}", "\"sdpa_repeat_kv\""},
         {"{\"format\": \"ultraplan.stack/1\", \"name\": \"x\"", "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -417,6 +419,29 @@ static void test_loader_errors(void **state)
     assert_false(st.rc_early_stop);
     assert_int_equal(st.cp_comm, -1);   // the layout's choice
     assert_false(st.eager_elementwise);
+    assert_false(st.cp_pytorch);
+    assert_false(st.sdpa_repeat_kv);
+    /* PyTorch's CP: both torchtitan stacks; K/V repeated before the attention: torchtitan-2412 alone (its
+     * model code at 9dec370; torchtitan stopped in 2026-01). Each reaches the profile and the JSON. */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool cp = strncmp(stacks_name(i), "torchtitan", 10) == 0, rep = strcmp(stacks_name(i), "torchtitan-2412") == 0;
+        assert_int_equal(b.cp_pytorch, cp);
+        assert_int_equal(b.sdpa_repeat_kv, rep);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply_settings(&hw, &b);
+        assert_int_equal(hw.cp_pytorch, cp);
+        assert_int_equal(hw.sdpa_repeat_kv, rep);
+        char *j = stacks_to_json(&b);
+        assert_non_null(j);
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(back.cp_pytorch, cp);
+        assert_int_equal(back.sdpa_repeat_kv, rep);
+        free(j);
+    }
     /* eager model code: torchtitan's alone, and it reaches the profile (and survives a plan file's read-back) */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
