@@ -82,7 +82,7 @@ typedef enum {
  * (Megatron's --recompute-granularity selective, core_attn) or torchtitan's
  * per-op policy (SelectiveAC: every matmul output saved but every second
  * one, the attention's output saved, every other op run again). Not a knob:
- * the software stack sets it (profiles/stacks.h stacks_selective_ac), as the
+ * the software stack sets it (profiles/stacks.h stacks_layout_settings), as the
  * framework decides it, and scenario_finish, the plan reader and validate
  * copy it in. */
 typedef enum {

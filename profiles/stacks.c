@@ -143,24 +143,6 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     return 0;
 }
 
-int stacks_cp_comm(int i)
-{
-    Stack st;
-    char err[256];
-    if (i <= 0 || stacks_load(i, &st, err, sizeof err) != 0)
-        return -1;
-    return st.cp_comm;
-}
-
-int stacks_selective_ac(int i)
-{
-    Stack st;
-    char err[256];
-    if (i <= 0 || stacks_load(i, &st, err, sizeof err) != 0 || st.sel_ac < 0)
-        return SEL_AC_CORE_ATTN;
-    return st.sel_ac;
-}
-
 void stacks_layout_settings(Layout *lo)
 {
     Stack st;

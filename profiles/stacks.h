@@ -41,10 +41,10 @@
  *                     in the CP exchange (optional, false)
  *   cp_comm           "ring" | "all-gather": the context-parallel K/V exchange the stack
  *                     runs, whatever --cp-comm says (optional: the layout's choice). A
- *                     layout default, not a profile field (scenario_finish, stacks_cp_comm)
+ *                     layout default, not a profile field (stacks_layout_settings)
  *   selective_ac      "core_attn" | "op": what --recompute selective recomputes under the
  *                     stack: Megatron's attention core, or torchtitan's per-op policy
- *                     (optional: core_attn). A layout field set from the stack (stacks_selective_ac)
+ *                     (optional: core_attn). A layout field set from the stack (stacks_layout_settings)
  *   validated         string, optional: what the stack was fitted on and held out
  *                     (documentation, like the _src strings; not read)
  *
@@ -84,17 +84,10 @@ int stacks_apply(HwProfile *hw, int i, char *err, int errlen);
  * fields again, and the stack's name. 0 ok. */
 int stacks_apply_settings(HwProfile *hw, int i, char *err, int errlen);
 
-/* The CP exchange builtin stack i runs (a CpComm), or -1 when it leaves the
- * choice to the layout (--cp-comm) or i is no builtin stack. */
-int stacks_cp_comm(int i);
-
-/* What selective recomputation recomputes under builtin stack i (a
- * SelAc): SEL_AC_CORE_ATTN unless the stack says otherwise, or i is no
- * builtin stack. */
-int stacks_selective_ac(int i);
-
 /* The layout fields builtin stack lo->stack decides (what selective
- * recomputation recomputes; the CP exchange where the stack fixes it). Every
+ * recomputation recomputes: SEL_AC_CORE_ATTN unless the stack says
+ * otherwise, or lo->stack is no builtin stack; the CP exchange where the
+ * stack fixes it, lo->cp_comm left alone where it does not). Every
  * reader of a layout calls it once its stack is known: scenario_finish,
  * the plan reader, validate's rows. */
 void stacks_layout_settings(Layout *lo);

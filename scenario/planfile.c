@@ -354,7 +354,21 @@ int planfile_read(const char *path, PlanFile *pf, char *err, int errlen)
         snprintf(err, errlen, "%s: field \"layout.stack\": %s", path, e2);
         goto out;
     }
-    pf->layout.sel_ac = (SelAc)stacks_selective_ac(pf->layout.stack);   /* the stack's, as scenario_finish sets it */
+    {   /* the layout fields the stack decides, as scenario_finish sets them: what "selective" recomputes,
+         * and the CP exchange where the stack runs one (torchtitan's PyTorch all-gather). A file that
+         * leaves cp_comm out gets the stack's; one that names another is refused, as --cp-comm is. */
+        CpComm named = pf->layout.cp_comm;
+        const cJSON *lj = cJSON_GetObjectItemCaseSensitive(j, "layout");
+        bool given = cJSON_GetObjectItemCaseSensitive(lj, "cp_comm") != NULL;
+        stacks_layout_settings(&pf->layout);
+        if (given && pf->layout.cp_comm != named) {
+            snprintf(err, errlen, "%s: field \"layout.cp_comm\": \"%s\", but the %s stack exchanges K/V by %s "
+                     "whatever is asked (profiles/stacks/%s.json)",
+                     path, layout_cp_comm_name(named), stacks_name(pf->layout.stack),
+                     layout_cp_comm_name(pf->layout.cp_comm), stacks_name(pf->layout.stack));
+            goto out;
+        }
+    }
     cost_opts_default(&pf->opts);
     const cJSON *oj = cJSON_GetObjectItemCaseSensitive(j, "options");
     if (cJSON_IsObject(oj)) {

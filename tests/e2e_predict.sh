@@ -107,6 +107,19 @@ tt=(--model llama3.1-8b --gpus 16 --cp 2 --dp 8 --zero 3 --seq 65536 --gbs 8 --s
 "$U" predict "${tt[@]}" --json 2>/dev/null | grep -q '"cp_comm":[[:space:]]*"all-gather"' && ok "torchtitan stack: CP all-gather" ||
     bad "torchtitan stack: CP all-gather"
 expect_error "the torchtitan stack exchanges K/V by all-gather" predict "${tt[@]}" --cp-comm ring
+# and a plan file: one that leaves layout.cp_comm out (it is optional) takes the stack's exchange, so the
+# torchtitan export takes it (it was read as the ring and refused); one that names the ring is refused
+"$U" plan "${tt[@]}" --tp 1 --pp 1 --recompute full -o "$tmp/ttcp.json" >/dev/null 2>&1 || bad "torchtitan cp plan"
+python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["layout"]["cp_comm"]
+json.dump(j, open(sys.argv[2], "w"))
+j["layout"]["cp_comm"] = "ring"
+json.dump(j, open(sys.argv[3], "w"))' "$tmp/ttcp.json" "$tmp/ttcp_none.json" "$tmp/ttcp_ring.json"
+"$U" export "$tmp/ttcp_none.json" --format torchtitan 2>/dev/null | grep -q "context_parallel_degree = 2" &&
+    ok "plan file without cp_comm: the stack's exchange" || bad "plan file without cp_comm: the stack's exchange"
+expect_error "field \"layout.cp_comm\": \"ring\", but the torchtitan stack exchanges K/V by all-gather" export "$tmp/ttcp_ring.json" --format torchtitan
 # MXFP8 is Blackwell's (Transformer Engine needs compute capability 10.0): refused on an H100, taken on a B200
 expect_error "mxfp8 needs compute capability 10.0.*h100-sxm is 9.0" predict --params 7B --gpu h100-sxm --precision fp8 --fp8-recipe mxfp8
 "$U" predict --params 7B --gpu b200 --precision fp8 --fp8-recipe mxfp8 >/dev/null 2>&1 && ok "mxfp8 on b200" || bad "mxfp8 on b200"

@@ -453,11 +453,21 @@ static void test_loader_errors(void **state)
         stack_apply_settings(&hw, &b);
         assert_int_equal(hw.eager_elementwise, want);
     }
-    /* the CP exchange: torchtitan's is PyTorch's all-gather; the others leave --cp-comm to the layout */
-    for (int i = 0; i < STACK_BUILTIN_COUNT; i++)
-        assert_int_equal(stacks_cp_comm(i), strncmp(stacks_name(i), "torchtitan", 10) ? -1 : (int)CP_COMM_ALLGATHER);
-    assert_int_equal(stacks_cp_comm(-1), -1);
-    assert_int_equal(stacks_cp_comm(STACK_BUILTIN_COUNT), -1);
+    /* the CP exchange: torchtitan's is PyTorch's all-gather; the others leave --cp-comm to the layout,
+     * and a stack that is no builtin (the default, or out of range) changes neither field */
+    for (int i = -1; i <= STACK_BUILTIN_COUNT; i++) {
+        bool tt = i > 0 && i < STACK_BUILTIN_COUNT && strncmp(stacks_name(i), "torchtitan", 10) == 0;
+        for (int asked = 0; asked < CP_COMM_COUNT; asked++) {
+            Layout lo;
+            layout_default(&lo);
+            lo.stack = i;
+            lo.cp_comm = (CpComm)asked;
+            lo.sel_ac = SEL_AC_OP;
+            stacks_layout_settings(&lo);
+            assert_int_equal(lo.cp_comm, tt ? CP_COMM_ALLGATHER : asked);
+            assert_int_equal(lo.sel_ac, tt ? SEL_AC_OP : SEL_AC_CORE_ATTN);
+        }
+    }
     {
         Stack tt2;
         assert_int_equal(stacks_load_name("torchtitan", &tt2, err, sizeof err), 0);
@@ -473,7 +483,6 @@ static void test_loader_errors(void **state)
      * and the layout takes it (with the stack's CP exchange) from stacks_layout_settings */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         bool op = strncmp(stacks_name(i), "torchtitan", 10) == 0;
-        assert_int_equal(stacks_selective_ac(i), op ? SEL_AC_OP : SEL_AC_CORE_ATTN);
         Layout lo;
         layout_default(&lo);
         lo.stack = i;
@@ -481,7 +490,6 @@ static void test_loader_errors(void **state)
         assert_int_equal(lo.sel_ac, op ? SEL_AC_OP : SEL_AC_CORE_ATTN);
         assert_int_equal(lo.cp_comm, op ? CP_COMM_ALLGATHER : CP_COMM_RING);
     }
-    assert_int_equal(stacks_selective_ac(-1), SEL_AC_CORE_ATTN);
     /* the fp32 upcast of the logits for PyTorch's cross_entropy: torchtitan's alone, and it reaches the profile */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
@@ -499,7 +507,6 @@ static void test_loader_errors(void **state)
         assert_int_equal(strstr(j, "\"ce_upcast\":\ttrue") != NULL, want);
         free(j);
     }
-    assert_int_equal(stacks_selective_ac(STACK_BUILTIN_COUNT), SEL_AC_CORE_ATTN);
     {
         Stack tt2;
         assert_int_equal(stacks_load_name("torchtitan", &tt2, err, sizeof err), 0);
