@@ -22,7 +22,7 @@ m() {
 m validation/vtrain/single_node.csv
 m validation/vtrain/multi_node.csv
 for f in h100:h100-sxm b200:b200 gb200:gb200 a100:a100-80g selene2021:a100-80g korthikanti_a100:a100-80g \
-         longctx_h100:h100-sxm mosaic_a100:a100-80g mosaic_h100:h100-sxm megatron_readme_h100:h100-sxm \
+         longctx_h100:h100-sxm longctx_b200:b200 mosaic_a100:a100-80g mosaic_h100:h100-sxm megatron_readme_h100:h100-sxm \
          mbridge_gb300:gb300 mbridge_gb200:gb200 mbridge_h100:h100-sxm; do
     m "docs/accuracy/${f%%:*}_published.csv" --gpu "${f#*:}"
 done

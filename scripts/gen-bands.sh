@@ -33,6 +33,7 @@ docs/accuracy/b200_published.csv         b200      -
 docs/accuracy/gb200_published.csv        gb200     -
 docs/accuracy/korthikanti_a100_published.csv a100-80g megatron-lm
 docs/accuracy/longctx_h100_published.csv h100-sxm  nemo
+docs/accuracy/longctx_b200_published.csv b200      nemo
 docs/accuracy/moe_h100_published.csv     h100-sxm  nemo
 docs/accuracy/moe_h800_published.csv     h100-sxm  hai-llm
 docs/accuracy/moe_b200_published.csv     b200      nemo
