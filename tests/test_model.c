@@ -1233,6 +1233,20 @@ static void test_cp_ring_and_allgather(void **st)
     assert_rel(memory_cp_ring_bytes(&m, &lo), 2.0 * 4 * 2 * 4096 * 4096, 1e-12);
 }
 
+/* The A100 profile with free links and launches and HBM at a flat 0.5 of
+ * its peak at every size, so that the memory passes of a worked example
+ * read as bytes / (0.5 hbm_bw). */
+static HwProfile a100_flat_hbm(void)
+{
+    HwProfile hw = a100();
+    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
+    hw.intra.bw = hw.inter.bw = 1e30;
+    hw.mem_eff.n = 1;
+    hw.mem_eff.pt[0].size = 1;
+    hw.mem_eff.pt[0].eff = 0.5;
+    return hw;
+}
+
 /* The ring's memory passes per later step (Transformer Engine's
  * AttnFuncWithCP): forward, the merge into the fp32 output and the copy of
  * the half chunk the step reads; backward, that copy again and the dQ, dK,
@@ -1253,12 +1267,7 @@ static void test_cp_ring_memory_passes(void **st)
     m.s = 8192;
     char err[256];
     assert_int_equal(spec_validate(&m, err, sizeof err), 0);
-    HwProfile hw = a100();
-    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
-    hw.intra.bw = hw.inter.bw = 1e30;
-    hw.mem_eff.n = 1;
-    hw.mem_eff.pt[0].size = 1;
-    hw.mem_eff.pt[0].eff = 0.5;
+    HwProfile hw = a100_flat_hbm();
     double bw = 0.5 * hw.hbm_bw;
     Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
     lo.cp = 2;
@@ -1301,12 +1310,7 @@ static void test_cp_pytorch(void **st)
     m.g = 8;
     char err[256];
     assert_int_equal(spec_validate(&m, err, sizeof err), 0);
-    HwProfile hw = a100();
-    hw.coll_lat = hw.intra.lat = hw.inter.lat = hw.kernel_lat = 0;
-    hw.intra.bw = hw.inter.bw = 1e30;
-    hw.mem_eff.n = 1;
-    hw.mem_eff.pt[0].size = 1;
-    hw.mem_eff.pt[0].eff = 0.5;
+    HwProfile hw = a100_flat_hbm();
     hw.cp_pytorch = true;
     double bw = 0.5 * hw.hbm_bw;
     double step = attn_step_s(&hw, 4.0 * 2 * 2048.0 * 2048 * 4096);
@@ -1356,33 +1360,29 @@ static void test_cp_pytorch(void **st)
     hw.coll_eff = 1;
     hw.inter.bw = 1e9;
     double B = 1e9;
-    for (int ring = 0; ring < 2; ring++) {
-        Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
-        lo.cp = 2;
-        lo.cp_comm = ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
-        LayerTime t;
-        time_layer(&m, &hw, &lo, &t);
-        double ag = 16777216.0 / B, dkv = 33554432.0 / B;
-        assert_rel(t.cp, (ag - step) + (dkv - 2.5 * step) + dkv + (ag - 2.5 * step), 1e-9);
-    }
-    /* cp 4, where the two rotate methods part: a step is 4·2·1024²·4096
+    /* and at cp 4, where the two rotate methods part: a step is 4·2·1024²·4096
      * FLOPs; the all-gather moves 3/4 · 2ab·s·kv = 25,165,824 bytes once,
      * the ring 3 sends of 2ab·tok·kv = 8,388,608 bytes; dkv = 8·2048·1024 */
-    double step4 = attn_step_s(&hw, 4.0 * 2 * 1024.0 * 1024 * 4096);
-    double dkv4 = 16777216.0 / B;
-    for (int ring = 0; ring < 2; ring++) {
-        Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
-        lo.cp = 4;
-        lo.cp_comm = ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
-        LayerTime t;
-        time_layer(&m, &hw, &lo, &t);
-        double want = 3 * (dkv4 - 2.5 * step4) + dkv4;
-        if (ring)
-            want += 3 * (8388608.0 / B - step4) + 3 * (8388608.0 / B - 2.5 * step4);
-        else
-            want += (25165824.0 / B - step4) + (25165824.0 / B - 2.5 * step4);
-        assert_rel(t.cp, want, 1e-9);
-    }
+    static const struct { int cp; double flops, ag, send, dkv; } exp_cases[] = {
+        {2, 4.0 * 2 * 2048.0 * 2048 * 4096, 16777216.0, 16777216.0, 33554432.0},
+        {4, 4.0 * 2 * 1024.0 * 1024 * 4096, 25165824.0, 8388608.0, 16777216.0},
+    };
+    for (size_t k = 0; k < sizeof exp_cases / sizeof *exp_cases; k++)
+        for (int ring = 0; ring < 2; ring++) {
+            Layout lo = layout_for(&m, &hw, 1, 1, 1, 1, 8);
+            lo.cp = exp_cases[k].cp;
+            lo.cp_comm = ring ? CP_COMM_RING : CP_COMM_ALLGATHER;
+            LayerTime t;
+            time_layer(&m, &hw, &lo, &t);
+            double later = exp_cases[k].cp - 1, sk = attn_step_s(&hw, exp_cases[k].flops);
+            double dkv = exp_cases[k].dkv / B, ag = exp_cases[k].ag / B, send = exp_cases[k].send / B;
+            double want = later * (dkv - 2.5 * sk) + dkv;
+            if (ring)
+                want += later * (send - sk) + later * (send - 2.5 * sk);
+            else
+                want += (ag - sk) + (ag - 2.5 * sk);
+            assert_rel(t.cp, want, 1e-9);
+        }
 }
 
 /* Short chunks are slow: at 8K tokens and cp 16 a rank's attention is 16
