@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "command.h"
+#include "export.h"
 #include "refuse.h"
 #include "report.h"
 
@@ -134,9 +135,14 @@ static int predict_main(int argc, char **argv)
                         "megatron): %s; export refuses it; --target ultraplan predicts it for ultraplan's "
                         "executor\n", why);
     char refused[400];
-    if (refuse_target(&in.sc.model, &in.sc.layout, in.sc.layout.target, refused, sizeof refused) != 0)
+    if (in.sc.layout.target == TARGET_TORCHTITAN) {
+        if (export_torchtitan_refuse(&in.sc.model, &in.sc.layout, refused, sizeof refused) != 0)
+            fprintf(stderr, "ultraplan predict: warning: --target %s; `export --format torchtitan` would refuse "
+                            "the plan\n", refused);   /* refused: "torchtitan: why" */
+    } else if (refuse_target(&in.sc.model, &in.sc.layout, in.sc.layout.target, refused, sizeof refused) != 0) {
         fprintf(stderr, "ultraplan predict: warning: ultraplan's executor of --target %s refuses this layout: %s; "
                         "`run` would refuse the plan\n", layout_target_name(in.sc.layout.target), refused);
+    }
     if (one_gpu_note)
         fprintf(stderr, "ultraplan predict: note: no --gpus and no layout given: this is the prediction for one GPU "
                         "(tp*pp*cp*dp = 1)\n");

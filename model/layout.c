@@ -579,7 +579,7 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
     return 0;
 }
 
-static const char *const target_names[] = {"megatron", "ultraplan", "ultraplan-cuda"};
+static const char *const target_names[] = {"megatron", "ultraplan", "ultraplan-cuda", "torchtitan"};
 _Static_assert(sizeof target_names / sizeof *target_names == TARGET_COUNT, "target names");
 
 const char *layout_target_name(Target t) { return t >= 0 && t < TARGET_COUNT ? target_names[t] : "?"; }

@@ -60,11 +60,15 @@ typedef enum { MOE_WIRE_BF16, MOE_WIRE_MXFP8, MOE_WIRE_COUNT } MoeWire;
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: the layouts ultraplan's
  * CPU executor runs; ULTRAPLAN_CUDA: those its CUDA executor runs (`run
- * --backend cuda`). What each executor refuses is executor/refuse.h. */
+ * --backend cuda`); TORCHTITAN: those `export --format torchtitan` writes
+ * (planner/export.h export_torchtitan_refuse: a Llama 3 flavor, even
+ * stages, one recomputation for every layer, FSDP-style sharding). What
+ * each executor refuses is executor/refuse.h. */
 typedef enum {
     TARGET_MEGATRON,   // default: the framework most users run at scale
     TARGET_ULTRAPLAN,
     TARGET_ULTRAPLAN_CUDA,
+    TARGET_TORCHTITAN,
     TARGET_COUNT
 } Target;
 

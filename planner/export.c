@@ -967,22 +967,29 @@ out:
 
 /* ---- torchtitan ---- */
 
-char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
+/* The Llama 3 flavors torchtitan's registry has, by shape: the index in
+ * tt_flavors, or -1. */
+static const struct {
+    const char *flavor, *base;
+    int L, h, a, g, f, vocab;
+} tt_flavors[] = {
+    {"8B", "llama3_8b", 32, 4096, 32, 8, 14336, 128256},
+    {"70B", "llama3_70b", 80, 8192, 64, 8, 28672, 128256},
+    {"405B", "llama3_405b", 126, 16384, 128, 8, 53248, 128256},
+};
+
+static int tt_flavor(const ModelSpec *m)
 {
-    (void)hw;
-    static const struct {
-        const char *flavor, *base;
-        int L, h, a, g, f, vocab;
-    } flavors[] = {
-        {"8B", "llama3_8b", 32, 4096, 32, 8, 14336, 128256},
-        {"70B", "llama3_70b", 80, 8192, 64, 8, 28672, 128256},
-        {"405B", "llama3_405b", 126, 16384, 128, 8, 53248, 128256},
-    };
-    int fl = -1;
-    for (int i = 0; i < (int)(sizeof flavors / sizeof *flavors); i++)
-        if (m->L == flavors[i].L && m->h == flavors[i].h && m->a == flavors[i].a && m->g == flavors[i].g &&
-            m->f == flavors[i].f && m->vocab == flavors[i].vocab && m->mlp == MLP_SWIGLU && !m->bias && !m->tied)
-            fl = i;
+    for (int i = 0; i < (int)(sizeof tt_flavors / sizeof *tt_flavors); i++)
+        if (m->L == tt_flavors[i].L && m->h == tt_flavors[i].h && m->a == tt_flavors[i].a && m->g == tt_flavors[i].g &&
+            m->f == tt_flavors[i].f && m->vocab == tt_flavors[i].vocab && m->mlp == MLP_SWIGLU && !m->bias && !m->tied)
+            return i;
+    return -1;
+}
+
+int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, int errlen)
+{
+    int fl = tt_flavor(m);
     const char *why = NULL;
     char whybuf[320];
     int anyf = 0, anys = 0, allf = 1, alls = 1, uneven = 0;
@@ -1038,7 +1045,21 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     }
     if (why) {
         snprintf(err, errlen, "torchtitan: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)
+{
+    (void)hw;
+    if (export_torchtitan_refuse(m, lo, err, errlen) != 0)
         return NULL;
+    int fl = tt_flavor(m);
+    bool anyf = false, anys = false;   /* every layer or none, as the refusal above made sure */
+    for (int s = 0; s < lo->pp; s++) {
+        anyf |= lo->full_rc[s] > 0;
+        anys |= lo->sel_rc[s] > 0;
     }
     Buf b = {0};
     int mb = layout_microbatches(lo);
@@ -1056,8 +1077,8 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
     put(&b, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n"
             "from torchtitan.models.llama3 import model_registry\n"
             "from torchtitan.models.llama3.config_registry import %s\n"
-            "from torchtitan.trainer import Trainer\n\n\n", flavors[fl].base);
-    put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", flavors[fl].base);
+            "from torchtitan.trainer import Trainer\n\n\n", tt_flavors[fl].base);
+    put(&b, "def ultraplan_plan() -> Trainer.Config:\n    config = %s()\n", tt_flavors[fl].base);
     /* The base configuration is not the plan: llama3_405b() compiles, runs async TP and converts every
      * Linear but the head to rowwise Float8; llama3_8b() and llama3_70b() do not compile. The plan says
      * whether it is compiled (--torch-compile: fused elementwise kernels; off, the torchtitan stack
@@ -1083,9 +1104,9 @@ char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *l
                 "    config.model_spec = model_registry(\n"
                 "        \"%s\", converters=[MXFP8LinearConverter.Config(model_compile_enabled=%s)]\n"
                 "    )\n",
-            flavors[fl].flavor, lo->torch_compile ? "True" : "False");
+            tt_flavors[fl].flavor, lo->torch_compile ? "True" : "False");
     else
-        put(&b, "    config.model_spec = model_registry(\"%s\")  # %s: no Float8 converter\n", flavors[fl].flavor,
+        put(&b, "    config.model_spec = model_registry(\"%s\")  # %s: no Float8 converter\n", tt_flavors[fl].flavor,
             hw_precision_name(lo->prec));
     int shard = lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3;
     put(&b, "    p = config.parallelism\n");

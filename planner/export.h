@@ -65,6 +65,15 @@ int export_check_job_name(const char *s, char *err, int errlen);
 /* malloc'd text (caller frees); NULL with err filled when the layout cannot
  * be expressed in that format, or on out of memory. */
 char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen);
+/* 0 when torchtitan runs lo as export_torchtitan writes it (the layouts
+ * --target torchtitan searches); else -1 and why in err, "torchtitan: ...":
+ * not a Llama 3 flavor's shape (or MoE, MLA, MTP), recomputation not one
+ * kind on every layer or none (selective only as torchtitan's per-op
+ * policy), uneven stages, optimizer-only sharding, ZeRO-0 with cp > 1, a CP
+ * exchange other than PyTorch's all-gather, fp16, fp8 parameters, Megatron's
+ * precision-aware optimizer, gradients reduced below fp32, no flash
+ * attention, async TP without torch.compile, an fp8 recipe other than MXFP8. */
+int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, int errlen);
 char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen);
 char *export_slurm(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const ExportOpts *o, char *err,
                    int errlen);

@@ -104,7 +104,9 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     p->rc_forced = rc_forced;
     p->even_middle = true;
     p->megatron = lo.target == TARGET_MEGATRON;
-    p->no_sel = layout_sel_op(m_in, lo_in);
+    p->torchtitan = lo.target == TARGET_TORCHTITAN;
+    /* torchtitan runs its per-op policy, and only that; the others run the attention core alone */
+    p->no_sel = p->torchtitan ? !layout_sel_op(m_in, lo_in) : layout_sel_op(m_in, lo_in);
     p->rc = rc;
     p->cap = hw->hbm_bytes - CAP_SLACK;
     /* the split Megatron's account-for rules make is theirs, not the solver's */
@@ -335,8 +337,9 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
         }
     if (p->rc_forced && p->rc == RECOMPUTE_SELECTIVE && p->no_sel)
         return best;
-    if (p->rc_forced) {
-        /* --recompute full: every layer (--recompute-method uniform --recompute-num-layers 1) */
+    if (p->rc_forced || p->torchtitan) {
+        /* --recompute full: every layer (--recompute-method uniform --recompute-num-layers 1); torchtitan's
+         * FullAC has no count */
         for (int s = 0; s < pp; s++)
             tf[s] = n[s];
         TAKE();
@@ -393,7 +396,13 @@ void inner_megatron(const InnerProblem *p, InnerSolution *out)
             memcpy(out->sel_rc, e, sizeof(int) * pp);                                                            \
         }                                                                                                        \
     } while (0)
-    if (fixed || pp == 1) {
+    if (p->torchtitan && !fixed && pp > 1) {
+        if (L % pp)
+            return;   /* torchtitan splits the layers evenly */
+        for (int s = 0; s < pp; s++)
+            n[s] = L / pp;
+        TRY();
+    } else if (fixed || pp == 1) {
         for (int s = 0; s < pp; s++)
             n[s] = pp == 1 ? L : p->fix_layers[s];
         for (int s = 2; s < pp - 1; s++)

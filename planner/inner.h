@@ -26,6 +26,12 @@
  * exactly: it enumerates the splits (first, middle, last: a few hundred to
  * a few thousand), and for each the step time only grows with N, so the
  * smallest N with which every stage fits is the best full recomputation.
+ *
+ * Under target torchtitan (`torchtitan`) inner_megatron() solves a smaller
+ * space still: the even split alone (torchtitan's pipeline splits layers
+ * evenly), and recomputation none, full or selective on every layer, where
+ * selective is torchtitan's per-op policy (so it is offered only when the
+ * layout's stack prices that policy, layout_sel_op).
  */
 #ifndef ULTRAPLAN_PLANNER_INNER_H
 #define ULTRAPLAN_PLANNER_INNER_H
@@ -60,6 +66,8 @@ typedef struct {
     bool rc_forced;                 // recomputation fixed to `rc` on every layer
     Recompute rc;
     bool megatron;                  // only what Megatron-LM expresses (the layout's target)
+    bool torchtitan;                // only what torchtitan runs (target torchtitan): every stage L / pp
+                                    // layers, and none, full or (its per-op) selective on every layer
     bool no_sel;                    // no selective recomputation: under the layout's stack it is torchtitan's
                                     // per-op policy (layout_sel_op), which no target runs (Megatron and the
                                     // executors recompute the attention core)
@@ -93,7 +101,7 @@ void inner_build(const ModelSpec *m, const HwProfile *hw, const Layout *lo, bool
 void inner_enumerate(const InnerProblem *p, InnerSolution *out);
 
 /* Exact over what Megatron-LM expresses (see above), whether the split is
- * fixed or free; for p->megatron problems. */
+ * fixed or free; for p->megatron problems, and p->torchtitan ones. */
 void inner_megatron(const InnerProblem *p, InnerSolution *out);
 
 /* The objective of a given split and recomputation (for tests and checks);

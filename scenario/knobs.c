@@ -466,11 +466,13 @@ static const Knob table[KNOB_COUNT] = {
      * megatron. The last TUI row: at the TUI's least size (64x22) the Inputs
      * pane scrolls to it */
     [K_TARGET] = {K_TARGET, "target", L(target), ENUM(target, TARGET_COUNT), .flag = "target",
-                  .arg = "megatron|ultraplan|ultraplan-cuda", .json = "target", .json_optional = true,
+                  .arg = "megatron|ultraplan|ultraplan-cuda|torchtitan", .json = "target", .json_optional = true,
                   .help = "megatron: only layouts Megatron-LM runs as exported; ultraplan: those our CPU executor "
-                  "runs; ultraplan-cuda: those `run --backend cuda` runs",
+                  "runs; ultraplan-cuda: those `run --backend cuda` runs; torchtitan: those `export --format "
+                  "torchtitan` writes (a Llama 3 flavor, even stages, one recomputation for every layer, FSDP "
+                  "sharding; --stack torchtitan unless --stack is given)",
                   .dflt = "megatron", .tui_label = "target", .tui_row = 185, .tui_step = TUI_CYCLE,
-                  .tui_problem = true, .tui_help = "megatron, ultraplan (our CPU executor), ultraplan-cuda (our CUDA one)"},
+                  .tui_problem = true, .tui_help = "megatron, ultraplan (our CPU executor), ultraplan-cuda (our CUDA one), torchtitan"},
 
     [K_STACK] = {K_STACK, "stack", L(stack), .type = KNOB_ENUM, .count = STACK_BUILTIN_COUNT, .value_name = stack_kname,
                  .value_parse = stack_kparse, .flag = "stack", .arg = "NAME", .json = "stack", .json_optional = true,

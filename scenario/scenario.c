@@ -315,6 +315,9 @@ static int resolve_hw(Scenario *sc, char *err, int errlen)
     }
     if (sc->gpus_per_node > 0)
         sc->hw.gpus_per_node = sc->gpus_per_node;
+    /* --target torchtitan without --stack: the layouts torchtitan runs, priced as torchtitan runs them */
+    if (sc->layout.target == TARGET_TORCHTITAN && !(sc->given & KNOB_BIT(K_STACK)))
+        sc->layout.stack = stacks_index("torchtitan");
     /* the software stack, once, on the freshly loaded profile (model/stack.h) */
     if (stacks_apply(&sc->hw, sc->layout.stack, err, errlen) != 0)
         return -1;

@@ -144,6 +144,19 @@ for x in j["ranked"]:
     assert abs(x["mfu_bf16_peak"]/x["mfu"]-r) < 1e-9, x' "$T/f8.json" || fail "fp8 plan json mfu_bf16_peak"
 expect_error "export no file" export --format megatron
 expect_error "dump-lp bad path" plan --gpus 8 --params 7B --dump-lp /nonexistent-dir/x.lp
+# --target torchtitan: what torchtitan runs as exported, under its stack unless --stack is given; every ranked plan
+# exports (the default target's best at 128K recomputes 14 of the 32 layers, which torchtitan cannot express)
+"$B" plan --model llama3.1-8b --gpus 8 --seq 131072 --gbs 8 --target torchtitan --top 4 -o "$T/tt.json" >"$T/tt.txt" ||
+    fail "plan --target torchtitan"
+grep -q '"stack":[[:space:]]*"torchtitan"' "$T/tt.json" || fail "--target torchtitan: not under the torchtitan stack"
+for k in 1 2 3 4; do
+    "$B" plan --model llama3.1-8b --gpus 8 --seq 131072 --gbs 8 --target torchtitan --top 4 --pick $k -o "$T/tt$k.json" \
+        >/dev/null 2>&1 && "$B" export "$T/tt$k.json" --format torchtitan >/dev/null ||
+        fail "--target torchtitan plan $k does not export"
+done
+"$B" plan --model llama3.1-8b --gpus 8 --seq 131072 --gbs 8 --stack torchtitan --top 1 -o "$T/mg.json" >/dev/null 2>&1
+"$B" export "$T/mg.json" --format torchtitan >/dev/null 2>&1 && fail "the megatron target's plan exports to torchtitan (the case is moot)"
+expect_error "--target torchtitan: the model is not the shape of a torchtitan Llama 3 flavor" plan --model gpt3-175b --gpus 512 --target torchtitan
 
 [ $fails -eq 0 ] && echo "e2e_plan: all passed" || echo "e2e_plan: $fails failed"
 exit $((fails > 0))

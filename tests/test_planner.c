@@ -18,6 +18,7 @@
 #include "presets.h"
 #include "profile.h"
 #include "scenario.h"
+#include "stacks.h"
 
 static void load(const char *model, const char *gpu, ModelSpec *m, HwProfile *hw)
 {
@@ -639,6 +640,73 @@ static void test_target_ultraplan_gpt_oss_parts(void **state)
     }
 }
 
+/* --target torchtitan searches only what `export --format torchtitan`
+ * writes. Llama 3.1 8B at 128K tokens on 8 H100s under the torchtitan
+ * stack: the Megatron target's best plans recompute a count of layers (or
+ * shard the optimizer alone), which torchtitan cannot run; every plan of the
+ * torchtitan target exports, with even stages and one recomputation for
+ * every layer. A model that is no Llama 3 flavor is refused up front,
+ * naming why. */
+static void test_target_torchtitan(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-8b", "h100-sxm", &m, &hw);
+    m.s = 131072;
+    char err[256];
+    assert_int_equal(spec_validate(&m, err, sizeof err), 0);
+    int tt = stacks_index("torchtitan");
+    assert_true(tt > 0);
+    assert_int_equal(stacks_apply(&hw, tt, err, sizeof err), 0);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 8);
+    r.base.stack = tt;
+    stacks_layout_settings(&r.base);
+    PlanResult res;
+    int refused = 0;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n > 0);
+    for (int i = 0; i < res.n; i++)
+        refused += export_torchtitan_refuse(&m, &res.plans[i].layout, err, sizeof err) != 0;
+    assert_true(refused > 0);   /* the Megatron target offers layouts torchtitan cannot run */
+    planner_result_free(&res);
+
+    r.base.target = TARGET_TORCHTITAN;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n > 0);
+    for (int i = 0; i < res.n; i++) {
+        const Layout *lo = &res.plans[i].layout;
+        if (export_torchtitan_refuse(&m, lo, err, sizeof err) != 0)
+            fail_msg("plan %d refused by torchtitan: %s", i + 1, err);
+        char *text = export_torchtitan(&m, &hw, lo, err, sizeof err);
+        assert_non_null(text);
+        free(text);
+        for (int st = 0; st < lo->pp; st++) {
+            assert_int_equal(lo->layers[st], m.L / lo->pp);
+            assert_true(lo->full_rc[st] == 0 || lo->full_rc[st] == lo->layers[st]);
+            assert_true(lo->sel_rc[st] == 0 || lo->sel_rc[st] == lo->layers[st]);
+            assert_int_equal(lo->full_rc[st] > 0, lo->full_rc[0] > 0);
+            assert_int_equal(lo->sel_rc[st] > 0, lo->sel_rc[0] > 0);
+        }
+        assert_true(lo->opt == OPT_ZERO0 || lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3);
+        assert_true(lo->cp == 1 || lo->cp_comm == CP_COMM_ALLGATHER);
+    }
+    planner_result_free(&res);
+
+    ModelSpec g;
+    load("gpt3-175b", "h100-sxm", &g, &hw);
+    request(&r, &g, 512);
+    r.base.target = TARGET_TORCHTITAN;
+    assert_int_equal(planner_search(&g, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_int_equal(res.n, 0);
+    if (!strstr(res.infeasible, "--target torchtitan") || !strstr(res.infeasible, "Llama 3 flavor"))
+        fail_msg("infeasible: %s", res.infeasible);
+    planner_result_free(&res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -656,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_dump_lp),
         cmocka_unit_test(test_export_megatron),
         cmocka_unit_test(test_target_ultraplan_gpt_oss_parts),
+        cmocka_unit_test(test_target_torchtitan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

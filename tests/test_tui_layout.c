@@ -575,6 +575,10 @@ static void test_inputs_scroll(void **unused)
     assert_int_equal(state_step(st, tf, +1), 0);   /* the CUDA executor's layouts */
     assert_int_equal(st->in.layout.target, TARGET_ULTRAPLAN_CUDA);
     assert_true(st->problem_gen != gen);
+    gen = st->problem_gen;
+    assert_int_equal(state_step(st, tf, +1), 0);   /* what torchtitan runs as exported */
+    assert_int_equal(st->in.layout.target, TARGET_TORCHTITAN);
+    assert_true(st->problem_gen != gen);
     assert_int_equal(state_step(st, tf, +1), 0);   /* and round to megatron */
     assert_int_equal(st->in.layout.target, TARGET_MEGATRON);
     free(st);
