@@ -578,6 +578,8 @@ static void test_inputs_scroll(void **unused)
     gen = st->problem_gen;
     assert_int_equal(state_step(st, tf, +1), 0);   /* what torchtitan runs as exported */
     assert_int_equal(st->in.layout.target, TARGET_TORCHTITAN);
+    assert_int_equal(st->in.layout.stack, stacks_index("torchtitan"));   /* the default stack follows it */
+    assert_string_equal(st->in.hw.stack, "torchtitan");
     assert_true(st->problem_gen != gen);
     assert_int_equal(state_step(st, tf, +1), 0);   /* and round to megatron */
     assert_int_equal(st->in.layout.target, TARGET_MEGATRON);

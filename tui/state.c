@@ -318,6 +318,9 @@ static int load_hw(const TuiState *st, const Scenario *c, const char *gpu, HwPro
 static int apply(TuiState *st, Scenario *cand, TuiField f, bool reset_stages)
 {
     char err[256];
+    /* into target torchtitan with the default stack: torchtitan's, as --target torchtitan without --stack */
+    if (cand->layout.target == TARGET_TORCHTITAN && st->in.layout.target != TARGET_TORCHTITAN && cand->layout.stack == 0)
+        cand->layout.stack = stacks_index("torchtitan");
     /* another --stack: its numbers over the bare profile, not over the old stack's */
     if (cand->layout.stack != st->in.layout.stack && load_hw(st, cand, NULL, &cand->hw, err, sizeof err) != 0) {
         state_msg(st, true, "%s: refused: %s", state_field_label(f), err);
