@@ -45,7 +45,7 @@ static void same_layout(const Layout *a, const Layout *b)
     assert_int_equal(a->opt, b->opt);
 }
 
-static void pruned_vs_exhaustive(const char *model, int gpus)
+static void pruned_vs_exhaustive_target(const char *model, int gpus, Target t)
 {
     ModelSpec m;
     HwProfile hw;
@@ -54,6 +54,13 @@ static void pruned_vs_exhaustive(const char *model, int gpus)
     cost_opts_default(&o);
     PlanRequest r;
     request(&r, &m, gpus);
+    r.base.target = t;
+    if (t == TARGET_TORCHTITAN) {   /* under its stack, as the command line plans it */
+        char e[256];
+        r.base.stack = stacks_index("torchtitan");
+        assert_int_equal(stacks_apply(&hw, r.base.stack, e, sizeof e), 0);
+        stacks_layout_settings(&r.base);
+    }
     PlanResult a, b;
     char err[256];
     assert_int_equal(planner_search(&m, &hw, &o, &r, &a, err, sizeof err), 0);
@@ -77,6 +84,8 @@ static void pruned_vs_exhaustive(const char *model, int gpus)
     planner_result_free(&b);
 }
 
+static void pruned_vs_exhaustive(const char *model, int gpus) { pruned_vs_exhaustive_target(model, gpus, TARGET_MEGATRON); }
+
 static void test_pruned_equals_exhaustive(void **state)
 {
     (void)state;
@@ -87,6 +96,9 @@ static void test_pruned_equals_exhaustive(void **state)
     /* mixture of experts: ep and etp join the search */
     pruned_vs_exhaustive("mixtral-8x7b", 64);
     pruned_vs_exhaustive("qwen3-30b-a3b", 32);
+    /* torchtitan's smaller space: the bounds are the same lower bounds */
+    pruned_vs_exhaustive_target("llama3.1-8b", 16, TARGET_TORCHTITAN);
+    pruned_vs_exhaustive_target("llama3.1-70b", 64, TARGET_TORCHTITAN);
 }
 
 /* what plan ranks is exactly what predict prints for that layout */
