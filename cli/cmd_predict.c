@@ -13,7 +13,6 @@
 #include "args.h"
 #include "command.h"
 #include "export.h"
-#include "refuse.h"
 #include "report.h"
 
 static void help(FILE *f)
@@ -135,13 +134,14 @@ static int predict_main(int argc, char **argv)
                         "megatron): %s; export refuses it; --target ultraplan predicts it for ultraplan's "
                         "executor\n", why);
     char refused[400];
-    if (in.sc.layout.target == TARGET_TORCHTITAN) {
-        if (export_torchtitan_refuse(&in.sc.model, &in.sc.layout, refused, sizeof refused) != 0)
+    Target tg = in.sc.layout.target;
+    if (export_target_refuse(&in.sc.model, &in.sc.layout, tg, refused, sizeof refused) != 0) {
+        if (tg == TARGET_TORCHTITAN)   /* refused: "torchtitan: why" */
             fprintf(stderr, "ultraplan predict: warning: --target %s; `export --format torchtitan` would refuse "
-                            "the plan\n", refused);   /* refused: "torchtitan: why" */
-    } else if (refuse_target(&in.sc.model, &in.sc.layout, in.sc.layout.target, refused, sizeof refused) != 0) {
-        fprintf(stderr, "ultraplan predict: warning: ultraplan's executor of --target %s refuses this layout: %s; "
-                        "`run` would refuse the plan\n", layout_target_name(in.sc.layout.target), refused);
+                            "the plan\n", refused);
+        else
+            fprintf(stderr, "ultraplan predict: warning: ultraplan's executor of --target %s refuses this layout: "
+                            "%s; `run` would refuse the plan\n", layout_target_name(tg), refused);
     }
     if (one_gpu_note)
         fprintf(stderr, "ultraplan predict: note: no --gpus and no layout given: this is the prediction for one GPU "

@@ -8,6 +8,7 @@
 #include "export.h"
 
 #include "knobs.h"
+#include "refuse.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -987,9 +988,25 @@ static int tt_flavor(const ModelSpec *m)
     return -1;
 }
 
+int export_torchtitan_model_refuse(const ModelSpec *m, char *err, int errlen)
+{
+    const char *why = NULL;
+    if (spec_is_moe(m) || m->attn == ATTN_MLA || m->mtp_layers > 0)
+        why = "mixture-of-experts, MLA and MTP models are not exported to torchtitan (b5bcd76 has DeepSeek-V3 "
+              "and Qwen3 MoE models, but this export writes only the Llama 3 registry): use --format megatron";
+    else if (tt_flavor(m) < 0)
+        why = "the model is not the shape of a torchtitan Llama 3 flavor (8B, 70B, 405B)";
+    if (why) {
+        snprintf(err, errlen, "torchtitan: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
 int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, int errlen)
 {
-    int fl = tt_flavor(m);
+    if (export_torchtitan_model_refuse(m, err, errlen) != 0)
+        return -1;
     const char *why = NULL;
     char whybuf[320];
     int anyf = 0, anys = 0, allf = 1, alls = 1, uneven = 0;
@@ -1000,12 +1017,7 @@ int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, in
         alls &= lo->sel_rc[s] == lo->layers[s];
         uneven |= lo->layers[s] != lo->layers[0];
     }
-    if (spec_is_moe(m) || m->attn == ATTN_MLA || m->mtp_layers > 0)
-        why = "mixture-of-experts, MLA and MTP models are not exported to torchtitan (b5bcd76 has DeepSeek-V3 "
-              "and Qwen3 MoE models, but this export writes only the Llama 3 registry): use --format megatron";
-    else if (fl < 0)
-        why = "the model is not the shape of a torchtitan Llama 3 flavor (8B, 70B, 405B)";
-    else if ((anyf && !allf) || (anys && !alls) || (anyf && anys))
+    if ((anyf && !allf) || (anys && !alls) || (anyf && anys))
         why = "torchtitan's activation checkpointing is full or selective for every layer, or none";
     else if (anys && !layout_sel_op(m, lo))
         why = "torchtitan's selective AC is per-op (SelectiveAC: every second matmul and every other op run "
@@ -1048,6 +1060,13 @@ int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, in
         return -1;
     }
     return 0;
+}
+
+int export_target_refuse(const ModelSpec *m, const Layout *lo, Target t, char *err, int errlen)
+{
+    if (t == TARGET_TORCHTITAN)
+        return export_torchtitan_refuse(m, lo, err, errlen);
+    return refuse_target(m, lo, t, err, errlen);
 }
 
 char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen)

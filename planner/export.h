@@ -74,6 +74,16 @@ char *export_megatron(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
  * precision-aware optimizer, gradients reduced below fp32, no flash
  * attention, async TP without torch.compile, an fp8 recipe other than MXFP8. */
 int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, int errlen);
+
+/* The part of export_torchtitan_refuse no layout can change: MoE, MLA or
+ * MTP, or not a Llama 3 flavor's shape. 0 ok, else -1 and why in err. */
+int export_torchtitan_model_refuse(const ModelSpec *m, char *err, int errlen);
+
+/* 0 when lo's target runs it: ultraplan's executors as executor/refuse.h
+ * refuse_target says, torchtitan as export_torchtitan_refuse says
+ * (TARGET_MEGATRON: always 0 here; its form is layout_megatron_check).
+ * Else -1 and why in err. The planner and `predict` ask this one. */
+int export_target_refuse(const ModelSpec *m, const Layout *lo, Target t, char *err, int errlen);
 char *export_torchtitan(const ModelSpec *m, const HwProfile *hw, const Layout *lo, char *err, int errlen);
 char *export_slurm(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const ExportOpts *o, char *err,
                    int errlen);

@@ -101,10 +101,4 @@ void planner_thread_end(void);
 /* The phase that dominates a plan's step (see Plan.bottleneck). */
 const char *planner_bottleneck(const Cost *c);
 
-/* 0 when the target runs lo: ultraplan's executors as executor/refuse.h
- * refuse_target says, torchtitan as planner/export.h
- * export_torchtitan_refuse says (TARGET_MEGATRON: always 0 here; its form
- * is layout_megatron_check). Else -1 and why in err. */
-int plan_target_refuse(const ModelSpec *m, const Layout *lo, Target t, char *err, int errlen);
-
 #endif

@@ -18,13 +18,6 @@
 #include "inner.h"
 #include "refuse.h"
 
-int plan_target_refuse(const ModelSpec *m, const Layout *lo, Target t, char *err, int errlen)
-{
-    if (t == TARGET_TORCHTITAN)
-        return export_torchtitan_refuse(m, lo, err, errlen);
-    return refuse_target(m, lo, t, err, errlen);
-}
-
 #define MAX_CP 32          /* context parallel beyond 32 ranks is outside published practice */
 
 /* One outer choice: the discrete knobs, its bounds and its place in the enumeration. */
@@ -121,7 +114,7 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
         return -1;
     /* what ultraplan's executor of the target refuses is no choice (the
      * stages are split later: evaluate() asks again with them) */
-    if (plan_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
+    if (export_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
@@ -350,7 +343,7 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     /* Megatron-LM runs it as laid out, or it is not offered; so for our executors */
     if (lo.target == TARGET_MEGATRON && layout_megatron_check(&lo, S->m, err, sizeof err) != 0)
         return false;
-    if (plan_target_refuse(S->m, &lo, lo.target, err, sizeof err) != 0)
+    if (export_target_refuse(S->m, &lo, lo.target, err, sizeof err) != 0)
         return false;
     plan->layout = lo;
     cost(S->m, S->hw, &lo, S->o, &plan->cost);
@@ -779,12 +772,7 @@ static bool model_fault(const ModelSpec *m, const PlanRequest *req, char *buf, i
         lo.layers[s] = s == 0 ? m->L : 0;
     char why[400];
     if (t == TARGET_TORCHTITAN) {   /* the model's shape alone: a layout choice cannot cure it */
-        lo.prec = PREC_BF16;
-        lo.fp8_param_gather = lo.precision_aware_opt = lo.tp_comm_overlap = false;
-        lo.grad_fp32 = lo.flash = true;
-        for (int s = 0; s < LAYOUT_MAX_PP; s++)
-            lo.full_rc[s] = lo.sel_rc[s] = 0;
-        if (export_torchtitan_refuse(m, &lo, why, sizeof why) == 0)
+        if (export_torchtitan_model_refuse(m, why, sizeof why) == 0)
             return false;
         FAULT("%s: --target %s (or plan for --target megatron)", m->name, why);
     }
@@ -835,7 +823,7 @@ static bool target_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
     if (enumerate(m, hw, &r2, &L) == 0)
         for (long i = 0; i < L.n && !why[0]; i++) {
             Layout lo;
-            if (outer_layout(m, hw, &r2, &L.v[i], &lo) == 0 && plan_target_refuse(m, &lo, t, why, sizeof why) == 0)
+            if (outer_layout(m, hw, &r2, &L.v[i], &lo) == 0 && export_target_refuse(m, &lo, t, why, sizeof why) == 0)
                 why[0] = 0;
         }
     free(L.v);
