@@ -430,12 +430,12 @@ static void cp_attn_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     double ab = hw_precision_bytes(p), t = lo->tp, cp = lo->cp, b = lo->mbs;
     double qw = spec_q_width(m) / t, kvw = attn_kv_width(m, hw, lo);
     double tok = layout_mb_tokens(m, lo), c = tok / (2.0 * b);   // tokens per chunk per sequence
-    double total = 4.0 * tok * (double)m->s * qw * 0.5;           // the rank's causal FLOPs
-    int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
     if (hw->cp_pytorch) {
         cp_pytorch_s(m, hw, lo, attn_s(hw, p, 4.0 * b * 2.0 * c * c * qw), fwd, bwd, xf, xb, kern);
         return;
     }
+    double total = 4.0 * tok * (double)m->s * qw * 0.5;           // the rank's causal FLOPs
+    int k_cp = time_members_per_node(hw, lo->tp, lo->cp);
     if (lo->cp_comm == CP_COMM_ALLGATHER) {
         double k1 = attn_s(hw, p, 0.5 * total);
         *fwd = 2.0 * k1;
