@@ -131,8 +131,9 @@ static int predict_main(int argc, char **argv)
     }
     if (!mega_ok && in.sc.layout.target == TARGET_MEGATRON)
         fprintf(stderr, "ultraplan predict: warning: Megatron-LM cannot run this layout as laid out (--target "
-                        "megatron): %s; export refuses it; --target ultraplan predicts it for ultraplan's "
-                        "executor\n", why);
+                        "megatron): %s; export refuses it%s\n", why,
+                in.sc.layout.pp_sched == PP_SCHED_1F1B ? "; --target ultraplan predicts it for ultraplan's executor"
+                                                       : "");
     char refused[400];
     Target tg = in.sc.layout.target;
     if (export_target_refuse(&in.sc.model, &in.sc.layout, tg, refused, sizeof refused) != 0) {

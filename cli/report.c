@@ -145,6 +145,9 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
             lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
+    if (lo->pp_sched == PP_SCHED_DUALPIPE)
+        fprintf(f, "        schedule DualPipe: rank r holds stages r and %d-r (the model twice), micro-batches from "
+                   "both ends, forward and backward chunks overlapped\n", lo->pp - 1);
     if (layout_sel_op_used(m, lo))   /* what the "s" of recompute f/s means under this stack */
         fprintf(f, "        selective recomputation: the stack's per-op policy (SelectiveAC: every second matmul and "
                    "every other op run again, the attention's output kept)\n");
@@ -156,7 +159,10 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
                  lo->moe_combine_bwd_wire == MOE_WIRE_MXFP8 ? ", combine gradient in mxfp8" : "");
         fprintf(f, "        expert layers: etp %d x ep %d x edp %d; %s dispatcher %s%s; routing imbalance %g%s\n",
                 layout_etp(lo), lo->ep, layout_edp(lo), layout_dispatcher_name(lo->moe_dispatcher), wire,
-                time_moe_a2a_overlap(lo) ? ", overlapped (1F1B A2A)" : "", layout_moe_imbalance(lo),
+                !time_moe_a2a_overlap(lo)          ? ""
+                : lo->pp_sched == PP_SCHED_DUALPIPE ? ", overlapped (DualPipe's paired chunks)"
+                                                    : ", overlapped (1F1B A2A)",
+                layout_moe_imbalance(lo),
                 lo->moe_imbalance > 0 ? "" : " (default)");
     }
 

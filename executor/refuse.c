@@ -50,6 +50,9 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
     if (lo->cp > 1 && lo->cp_comm != CP_COMM_RING)
         FAIL("plan: layout.cp_comm %s with layout.cp %d: the executors exchange K/V only around the ring; "
              "plan it with --cp-comm ring", layout_cp_comm_name(lo->cp_comm), lo->cp);
+    if (lo->pp_sched != PP_SCHED_1F1B)
+        FAIL("plan: layout.pp_schedule %s: the executors run 1F1B (interleaved with vp > 1); plan it with "
+             "--pp-schedule 1f1b", layout_pp_sched_name(lo->pp_sched));
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
     if (lo->fp8_param_gather)

@@ -205,6 +205,30 @@ double cost_mfu_bf16_peak(const HwProfile *hw, const Layout *lo, const Cost *c)
     return c->thr.tflops_per_gpu * 1e12 / hw->peak[PREC_BF16];
 }
 
+/* The exposed-communication and recompute phases of one micro-batch of
+ * stage s: out[0] recompute, [1] TP, [2] CP, [3] EP. */
+static void stage_phases(const ModelSpec *m, const Layout *lo, const LayerTime *lt, int s, double out[4])
+{
+    int n = lo->layers[s], f = lo->full_rc[s], e = lo->sel_rc[s];
+    double rc = f * lt->rc_full + e * lt->rc_sel + (n - f) * lt->rc_mod;
+    double tp = n * (lt->tp_fwd + lt->tp_bwd) + f * lt->tp_rc;
+    double cpt = n * lt->cp, ep = 0;
+    if (spec_is_moe(m)) {
+        int k[2][RECOMPUTE_COUNT];
+        memory_stage_layer_mix(m, lo, s, n, f, e, k);
+        int nd = k[0][0] + k[0][1] + k[0][2], nm = k[1][0] + k[1][1] + k[1][2];
+        rc = k[0][RECOMPUTE_FULL] * lt->rc_full + k[0][RECOMPUTE_SELECTIVE] * lt->rc_sel +
+             k[1][RECOMPUTE_FULL] * lt->moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt->moe_rc_sel +
+             (nd - k[0][RECOMPUTE_FULL]) * lt->rc_mod + (nm - k[1][RECOMPUTE_FULL]) * lt->moe_rc_mod;
+        tp = nd * (lt->tp_fwd + lt->tp_bwd) + k[0][RECOMPUTE_FULL] * lt->tp_rc + nm * (lt->moe_tp_fwd + lt->moe_tp_bwd) +
+             k[1][RECOMPUTE_FULL] * lt->moe_tp_rc;
+        ep = nm * (lt->ep_fwd + lt->ep_bwd) + k[1][RECOMPUTE_FULL] * lt->ep_rc;
+        if (s == layout_mtp_stage(lo) && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))
+            ep += m->mtp_layers * (lt->ep_fwd + lt->ep_bwd);
+    }
+    out[0] = rc, out[1] = tp, out[2] = cpt, out[3] = ep;
+}
+
 void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostOpts *o, Cost *c)
 {
     memset(c, 0, sizeof *c);
@@ -222,34 +246,32 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     LayerTime lt;
     time_layer(m, hw, lo, &lt);
     int mb = layout_microbatches(lo);
+    bool dual = lo->pp_sched == PP_SCHED_DUALPIPE && lo->pp >= 2;
+    double z_st[LAYOUT_MAX_PP];
+    for (int s = 0; s < lo->pp; s++)
+        z_st[s] = time_stage_mb(m, hw, lo, &lt, s, lo->layers[s], lo->full_rc[s], lo->sel_rc[s]);
+    /* the time of one micro-batch on pipeline rank s: its stage's, or under
+     * DualPipe the mean of the two stages it holds, half the micro-batches
+     * running through each */
     int bott = 0;
     double sum = 0;
     for (int s = 0; s < lo->pp; s++) {
-        c->stage_mb_s[s] = time_stage_mb(m, hw, lo, &lt, s, lo->layers[s], lo->full_rc[s], lo->sel_rc[s]);
+        c->stage_mb_s[s] = dual ? 0.5 * (z_st[s] + z_st[layout_pp_mirror(lo, s)]) : z_st[s];
         sum += c->stage_mb_s[s];
         if (c->stage_mb_s[s] > c->stage_mb_s[bott])
             bott = s;
     }
     double z = c->stage_mb_s[bott];
 
-    /* phases of the bottleneck stage, m times; the rest of the pipeline is bubble */
-    int n = lo->layers[bott], f = lo->full_rc[bott], e = lo->sel_rc[bott];
-    double rc = f * lt.rc_full + e * lt.rc_sel + (n - f) * lt.rc_mod;
-    double tp = n * (lt.tp_fwd + lt.tp_bwd) + f * lt.tp_rc;
-    double cpt = n * lt.cp, ep = 0;
-    if (spec_is_moe(m)) {
-        int k[2][RECOMPUTE_COUNT];
-        memory_stage_layer_mix(m, lo, bott, n, f, e, k);
-        int nd = k[0][0] + k[0][1] + k[0][2], nm = k[1][0] + k[1][1] + k[1][2];
-        rc = k[0][RECOMPUTE_FULL] * lt.rc_full + k[0][RECOMPUTE_SELECTIVE] * lt.rc_sel +
-             k[1][RECOMPUTE_FULL] * lt.moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt.moe_rc_sel +
-             (nd - k[0][RECOMPUTE_FULL]) * lt.rc_mod + (nm - k[1][RECOMPUTE_FULL]) * lt.moe_rc_mod;
-        tp = nd * (lt.tp_fwd + lt.tp_bwd) + k[0][RECOMPUTE_FULL] * lt.tp_rc + nm * (lt.moe_tp_fwd + lt.moe_tp_bwd) +
-             k[1][RECOMPUTE_FULL] * lt.moe_tp_rc;
-        ep = nm * (lt.ep_fwd + lt.ep_bwd) + k[1][RECOMPUTE_FULL] * lt.ep_rc;
-        if (bott == layout_mtp_stage(lo) && m->mtp_layers > 0 && spec_layer_is_moe(m, m->L))
-            ep += m->mtp_layers * (lt.ep_fwd + lt.ep_bwd);
+    /* phases of the bottleneck rank, m times; the rest of the pipeline is bubble */
+    double ph[4], ph2[4];
+    stage_phases(m, lo, &lt, bott, ph);
+    if (dual) {   /* the mean of the rank's two stages */
+        stage_phases(m, lo, &lt, layout_pp_mirror(lo, bott), ph2);
+        for (int k = 0; k < 4; k++)
+            ph[k] = 0.5 * (ph[k] + ph2[k]);
     }
+    double rc = ph[0], tp = ph[1], cpt = ph[2], ep = ph[3];
     double pp = time_pp_mb(m, hw, lo);
     c->time[T_RECOMPUTE] = mb * rc;
     c->time[T_TP] = mb * tp;
@@ -257,15 +279,36 @@ void cost(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const CostO
     c->time[T_PP] = mb * pp;
     c->time[T_EP] = mb * ep;
     c->time[T_COMPUTE] = mb * (z - rc - tp - cpt - pp - ep);
-    /* 1F1B: the pipeline takes (m - 1) z + sum of stage times, so the bubble
-     * is sum - z; interleaved, the fill shrinks by v. Written without the
-     * m z that cancelled to -1e-9 s at m = 2^28. */
-    c->time[T_BUBBLE] = lo->vp > 1 ? (lo->pp - 1) * z / lo->vp : sum - z;
+    if (dual) {
+        /* DualPipe: (pp/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report Table 2, the
+         * DualPipe README), in the rank's mean F, B, W: F&B, a forward chunk
+         * overlapped with another micro-batch's backward chunk, lasts their
+         * compute, F + B = z, the transfers hidden (time_layer's EP overlap,
+         * time_pp_mb); B the full backward, z - F (recomputation runs in it);
+         * W its weight-gradient GEMMs, which DualPipe defers into the fill and
+         * drain (zero bubble) */
+        double f1, w1, f2, w2;
+        time_stage_fw(m, hw, lo, &lt, bott, &f1, &w1);
+        time_stage_fw(m, hw, lo, &lt, layout_pp_mirror(lo, bott), &f2, &w2);
+        double F = 0.5 * (f1 + f2), W = 0.5 * (w1 + w2), B = z - F;
+        c->time[T_BUBBLE] = (lo->pp / 2 - 1) * fmax(0.0, z + B - 3.0 * W);
+    } else {
+        /* 1F1B: the pipeline takes (m - 1) z + sum of stage times, so the bubble
+         * is sum - z; interleaved, the fill shrinks by v. Written without the
+         * m z that cancelled to -1e-9 s at m = 2^28. */
+        c->time[T_BUBBLE] = lo->vp > 1 ? (lo->pp - 1) * z / lo->vp : sum - z;
+    }
 
     double dp = 0, opt = 0;
     for (int s = 0; s < lo->pp; s++) {
-        dp = fmax(dp, dp_exposed(m, hw, lo, &lt, s));
-        opt = fmax(opt, optim_split_s(hw, lo, c->stage[s].params, c->stage[s].expert_params));
+        double d = dp_exposed(m, hw, lo, &lt, s);
+        if (dual)   /* both stages' gradients reduced, over both copies' ranks */
+            d += dp_exposed(m, hw, lo, &lt, layout_pp_mirror(lo, s));
+        dp = fmax(dp, d);
+        /* StageMem.params holds both of a DualPipe rank's stages; ZeRO's shard of their optimizer
+         * states spans both copies' ranks (memory_stage), so the rank steps half of them */
+        double o = optim_split_s(hw, lo, c->stage[s].params, c->stage[s].expert_params);
+        opt = fmax(opt, dual && lo->opt != OPT_ZERO0 ? 0.5 * o : o);
     }
     c->time[T_DP] = dp;
     c->time[T_OPTIM] = opt;

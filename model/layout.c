@@ -576,6 +576,22 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
     char why[200];   /* after the stages: a --pipeline-layout sets vp */
     if (layout_moe_a2a_check(lo, why, sizeof why) != 0)
         FAIL("layout: %s", why);
+    if (lo->pp_sched < 0 || lo->pp_sched >= PP_SCHED_COUNT)
+        FAIL("layout: --pp-schedule %d is neither 1f1b nor dualpipe", (int)lo->pp_sched);
+    if (lo->pp_sched == PP_SCHED_DUALPIPE) {
+        /* DualPipe.step (deepseek-ai/DualPipe dualpipe.py) asserts an even rank count and an even number of
+         * chunks, at least twice the ranks; each rank holds two model stages, so it does not interleave */
+        int mb = layout_microbatches(lo);
+        if (lo->pp < 2 || lo->pp % 2)
+            FAIL("layout: --pp-schedule dualpipe needs an even pipeline size of at least 2 (pp %d): each rank "
+                 "pairs stage s with stage pp-1-s", lo->pp);
+        if (lo->vp > 1)
+            FAIL("layout: --pp-schedule dualpipe holds two model stages a rank by itself and does not "
+                 "interleave: vp must be 1 (it is %d)", lo->vp);
+        if (mb % 2 || mb < 2 * lo->pp)
+            FAIL("layout: --pp-schedule dualpipe needs an even number of micro-batches, at least 2*pp = %d; "
+                 "gbs %d / (mbs %d * dp %d) gives %d", 2 * lo->pp, lo->gbs, lo->mbs, lo->dp, mb);
+    }
     return 0;
 }
 
@@ -673,6 +689,9 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
             "--expert-tensor-parallel-size 1", layout_etp(lo));
     if (layout_moe_a2a_check(lo, why, len) != 0)
         return -1;
+    if (lo->pp_sched == PP_SCHED_DUALPIPE)
+        WHY("--pp-schedule dualpipe: Megatron-LM has no DualPipe schedule; its nearest is the interleaved 1F1B "
+            "(--vp > 1) with --overlap-moe-expert-parallel-comm, which pairs micro-batches the same way");
     bool even = true;
     for (int s = 1; s < p; s++)
         even &= lo->layers[s] == lo->layers[0];
@@ -858,6 +877,22 @@ int layout_parse_moe_wire(const char *s, MoeWire *out)
     return -1;
 }
 
+static const char *const pp_sched_names[] = {"1f1b", "dualpipe"};
+_Static_assert(sizeof pp_sched_names / sizeof *pp_sched_names == PP_SCHED_COUNT, "pipeline schedule names");
+
+const char *layout_pp_sched_name(PpSchedule p) { return p >= 0 && p < PP_SCHED_COUNT ? pp_sched_names[p] : "?"; }
+
+int layout_parse_pp_sched(const char *s, PpSchedule *out)
+{
+    int i = name_index(pp_sched_names, PP_SCHED_COUNT, s);
+    if (i < 0)
+        return -1;
+    *out = (PpSchedule)i;
+    return 0;
+}
+
+int layout_pp_mirror(const Layout *lo, int s) { return lo->pp_sched == PP_SCHED_DUALPIPE ? lo->pp - 1 - s : s; }
+
 static const struct { const char *name; int bit; } cg_module_names[] = {
     {"attn", CGM_ATTN}, {"mlp", CGM_MLP}, {"moe", CGM_MOE}, {"moe_router", CGM_MOE_ROUTER},
     {"moe_preprocess", CGM_MOE_PREPROCESS},
@@ -957,7 +992,7 @@ int layout_moe_a2a_check(const Layout *lo, char *why, int len)
         WHY("--overlap-moe-expert-parallel-comm needs expert parallelism (ep %d)", lo->ep);
     if (lo->moe_dispatcher == MOE_DISPATCH_ALLGATHER)
         WHY("--overlap-moe-expert-parallel-comm needs the alltoall or flex token dispatcher, not allgather");
-    if (lo->pp > 1 && lo->vp <= 1)
+    if (lo->pp > 1 && lo->vp <= 1 && lo->pp_sched != PP_SCHED_DUALPIPE)
         WHY("--overlap-moe-expert-parallel-comm with pp %d needs interleaving (vp > 1)", lo->pp);
     for (int s = 0; s < lo->pp && s < LAYOUT_MAX_PP; s++)
         if (lo->full_rc[s] > 0)

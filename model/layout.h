@@ -57,6 +57,18 @@ typedef enum { FP8R_DELAYED, FP8R_TENSORWISE, FP8R_MXFP8, FP8R_BLOCKWISE, FP8R_C
  * GEMM to consume, which Megatron-core does only in the ncclep flex backend. */
 typedef enum { MOE_WIRE_BF16, MOE_WIRE_MXFP8, MOE_WIRE_COUNT } MoeWire;
 
+/* The pipeline schedule. 1F1B: Megatron's one-forward-one-backward
+ * (interleaved when vp > 1). DUALPIPE: DeepSeek-V3's bidirectional schedule
+ * (arXiv:2412.19437 §3.2.1; github.com/deepseek-ai/DualPipe): the model is
+ * held twice, micro-batches enter from both ends, so pipeline rank r holds
+ * model stages h and pp-1-h (h = min(r, pp-1-r)) and runs half the
+ * micro-batches through each; a forward chunk of one micro-batch and a
+ * backward chunk of another run overlapped, which hides their EP all-to-all
+ * and PP sends under each other's compute; the bubble is
+ * (pp/2 - 1)(F&B + B - 3W). Needs an even pp, vp 1, and an even number of
+ * micro-batches, at least 2 pp (dualpipe.py asserts them). */
+typedef enum { PP_SCHED_1F1B, PP_SCHED_DUALPIPE, PP_SCHED_COUNT } PpSchedule;
+
 /* The framework a layout is planned for. MEGATRON: only layouts Megatron-LM
  * can express (layout_megatron_check); ULTRAPLAN: the layouts ultraplan's
  * CPU executor runs; ULTRAPLAN_CUDA: those its CUDA executor runs (`run
@@ -147,6 +159,7 @@ typedef struct {
                                    // norms, RoPE and gated activation (model/timing.c eager_bytes)
     MoeWire moe_dispatch_wire;     // Megatron --moe-dispatch-fwd-dtype: the forward dispatch's payload (default bf16)
     MoeWire moe_combine_bwd_wire;  // Megatron --moe-combine-bwd-dtype: the combine's gradient in the backward
+    PpSchedule pp_sched;           // pipeline schedule: 1F1B (default; interleaved with vp > 1) or DualPipe
     FlopConvention flops;          // convention for MFU and days
     Target target;                 // the framework it is planned for (what the planner may search)
     int stack;                     // software stack it runs under (profiles/stacks.h index; 0 = megatron-lm); scenario_finish applies it to the profile
@@ -282,6 +295,11 @@ const char *layout_fp8_recipe_name(Fp8Recipe r);   // "delayed", "tensorwise", "
 int layout_parse_fp8_recipe(const char *s, Fp8Recipe *out);
 const char *layout_moe_wire_name(MoeWire w);       // "bf16", "mxfp8"
 int layout_parse_moe_wire(const char *s, MoeWire *out);
+const char *layout_pp_sched_name(PpSchedule p);    // "1f1b", "dualpipe"
+int layout_parse_pp_sched(const char *s, PpSchedule *out);
+/* DualPipe: the model stage that shares a pipeline rank with stage s
+ * (pp-1-s); s itself under 1F1B. */
+int layout_pp_mirror(const Layout *lo, int s);
 const char *layout_dispatcher_name(MoeDispatcher d);   // "alltoall", "allgather", "flex"
 int layout_parse_dispatcher(const char *s, MoeDispatcher *out);
 /* Megatron's --overlap-moe-expert-parallel-comm asks for ep > 1, the

@@ -670,7 +670,8 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     return bytes + comms * hw->nccl_buf_bytes;
 }
 
-void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)
+static void stage_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, double inflight,
+                      StageMem *out)
 {
     memset(out, 0, sizeof *out);
     double w, g, o, we, ge, oe;
@@ -682,7 +683,7 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     int cnt[2][RECOMPUTE_COUNT];
     memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, cnt);
     out->moe_layers = cnt[1][RECOMPUTE_NONE];
-    out->inflight = memory_inflight(lo, s);
+    out->inflight = inflight;
     double dense = out->params - out->expert_params, ex = out->expert_params;
     out->bytes[MEM_WEIGHTS] = dense * w + ex * we;
     if (lo->fp8_param_gather && lo->prec == PREC_FP8 && !fsdp_fp32_shard(hw, lo)) {
@@ -702,4 +703,50 @@ void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int
     out->total = 0;
     for (int k = 0; k < MEM_COUNT; k++)
         out->total += out->bytes[k];
+}
+
+/* DualPipe (DualPipe.step's warm-up: 2(pp/2 - h - 1) + h + 1 forward chunks of
+ * the rank's own-direction stage, h + 1 of the other, then one more in the
+ * steady state): pipeline rank r with h = min(r, pp-1-r) holds model stage h
+ * for pp - h micro-batches and stage pp-1-h for h + 1, pp + 1 in all (the
+ * DualPipe table's "PP+1"). It holds both stages' weights and gradients (the
+ * "2x" parameters). What ZeRO shards over the data-parallel ranks (the
+ * optimizer states from ZeRO-1 and the distributed optimizer on, the
+ * gradients from ZeRO-2, the weights under ZeRO-3) is one set for both
+ * copies, sharded over both copies' ranks: a rank keeps half of each
+ * stage's shard. ZeRO-0 keeps everything twice. */
+static void dualpipe_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int r, StageMem *out)
+{
+    int h = r < lo->pp - 1 - r ? r : lo->pp - 1 - r, k = lo->pp - 1 - h;
+    int mb = layout_microbatches(lo);
+    StageMem a, b;
+    stage_mem(m, hw, lo, h, fmin(mb, lo->pp - h), &a);
+    stage_mem(m, hw, lo, k, fmin(mb, h + 1), &b);
+    *out = a;
+    out->layers = a.layers + b.layers;
+    out->moe_layers = a.moe_layers + b.moe_layers;
+    out->params = a.params + b.params;
+    out->expert_params = a.expert_params + b.expert_params;
+    out->inflight = a.inflight + b.inflight;
+    for (int i = 0; i < MEM_COUNT; i++)
+        out->bytes[i] = a.bytes[i] + b.bytes[i];
+    if (lo->opt != OPT_ZERO0)
+        out->bytes[MEM_OPTIM] *= 0.5;
+    if (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3)
+        out->bytes[MEM_GRADS] *= 0.5;
+    if (lo->opt == OPT_ZERO3)
+        out->bytes[MEM_WEIGHTS] *= 0.5;
+    /* one CUDA context; the allocator's fragmentation of the sum */
+    out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
+    out->total = 0;
+    for (int i = 0; i < MEM_COUNT; i++)
+        out->total += out->bytes[i];
+}
+
+void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)
+{
+    if (lo->pp_sched == PP_SCHED_DUALPIPE && lo->pp >= 2)
+        dualpipe_mem(m, hw, lo, s, out);
+    else
+        stage_mem(m, hw, lo, s, memory_inflight(lo, s), out);
 }

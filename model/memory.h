@@ -121,7 +121,10 @@ double memory_zero_unit_params(const ModelSpec *m, const Layout *lo, int s, doub
  * local s/cp tokens; for the all-gather K, V, dK, dV of the whole sequence;
  * 0 without cp. */
 double memory_cp_ring_bytes(const ModelSpec *m, const Layout *lo);
-/* Fill one stage's memory (uses lo->layers, full_rc, sel_rc of stage s). */
+/* Fill one stage's memory (uses lo->layers, full_rc, sel_rc of stage s).
+ * Under --pp-schedule dualpipe, pipeline rank `stage`'s: the two model
+ * stages it holds (layout_pp_mirror), pp + 1 micro-batches of activations
+ * between them, ZeRO's shards spread over both copies' ranks. */
 void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int stage, StageMem *out);
 
 #endif

@@ -789,6 +789,8 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 
     /* an MoE layer: the attention part as above, the MLP replaced by router,
      * permutation, grouped experts and the shared expert (time_moe_mlp_s) */
+    out->wgrad = g_attn + g_mlp;
+    out->moe_wgrad = 0;
     out->moe_fwd = out->moe_bwd = out->moe_rc_full = out->moe_rc_sel = 0;
     out->moe_rc_mod = out->shared_fwd = out->shared_bwd = 0;
     out->moe_tp_fwd = out->moe_tp_bwd = out->moe_tp_rc = out->ep_fwd = out->ep_bwd = out->ep_rc = 0;
@@ -797,6 +799,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     double mf, mb;
     time_moe_mlp_s(m, hw, lo, &mf, &mb);
     time_moe_bias_passes_s(m, hw, lo, &mf, &mb);
+    out->moe_wgrad = g_attn + time_moe_wgrad_s(m, hw, lo);
     double ea = time_mem_s(hw, ew_attn);
     double mgpu_fwd = g_attn + core + softmax + ea + rkv + mf;
     double mgpu_bwd = g_attn_bwd + time_mem_s(hw, gout_attn) + core_bwd + 2.0 * softmax + 2.0 * ea + rkv + mb;
@@ -938,7 +941,10 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
-    if (lo->pp <= 1)
+    /* DualPipe sends a chunk's activations and gradients while the rank runs
+     * its paired forward and backward chunks: "both all-to-all and PP
+     * communication can be fully hidden" (DeepSeek-V3 report §3.2.1) */
+    if (lo->pp <= 1 || lo->pp_sched == PP_SCHED_DUALPIPE)
         return 0;
     /* scatter-gather (or SP) sends 1/tp of the activation per GPU. Without
      * SP the receiver needs the whole activation: it all-gathers the tp
@@ -989,6 +995,27 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
                                   time_head(m, hw, lo));
     }
     return t + time_pp_mb(m, hw, lo);
+}
+
+void time_stage_fw(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int stage,
+                   double *fwd, double *wgrad)
+{
+    int n = lo->layers[stage], c[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, stage, n, lo->full_rc[stage], lo->sel_rc[stage], c);
+    int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+    double f = nd * (lt->fwd + lt->tp_fwd) + nm * (lt->moe_fwd + lt->moe_tp_fwd + lt->ep_fwd);
+    double w = nd * lt->wgrad + nm * lt->moe_wgrad;
+    double tok = layout_mb_tokens(m, lo), V = (double)spec_padded_vocab(m, lo->tp);
+    double head = linear_fwd_s(hw, prec_bf16_if_fp8(hw, lo->prec), tok, V / lo->tp, m->h);
+    if (stage == lo->pp - 1)
+        f += head, w += head;
+    if (stage == layout_mtp_stage(lo) && m->mtp_layers > 0) {
+        bool moe = spec_layer_is_moe(m, m->L);
+        f += m->mtp_layers * ((moe ? lt->moe_fwd + lt->moe_tp_fwd + lt->ep_fwd : lt->fwd + lt->tp_fwd) + head);
+        w += m->mtp_layers * ((moe ? lt->moe_wgrad : lt->wgrad) + head);
+    }
+    *fwd = f;
+    *wgrad = w;
 }
 
 static const char *const coll_names[] = {"all-reduce", "reduce-scatter", "all-gather", "send/recv"};

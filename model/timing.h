@@ -68,10 +68,11 @@ double time_moe_a2a_wire_s(const ModelSpec *m, const HwProfile *hw, const Layout
  * without the MLP's (an MoE layer's non-MLP part). The backward moves twice
  * that, as every memory-bound pass does (time_layer). */
 double time_eager_bytes(const ModelSpec *m, const Layout *lo, bool attn_only);
-/* The 1F1B A2A overlap takes effect: the switch on and
- * layout_moe_a2a_check's requirements met. */
 /* expected nodes one token's top-k copies reach over N nodes, under the model's group-limited routing */
 double time_moe_token_nodes(const ModelSpec *m, int N);
+/* The 1F1B A2A overlap takes effect: the switch on and
+ * layout_moe_a2a_check's requirements met; or the DualPipe schedule (its
+ * overlapped forward-backward chunks) with ep > 1 and an all-to-all dispatcher. */
 bool time_moe_a2a_overlap(const Layout *lo);
 /* Members of an EP group sharing a node (expert rank order etp-ep-edp-pp). */
 int time_ep_members_per_node(const HwProfile *hw, const Layout *lo);
@@ -119,6 +120,9 @@ typedef struct {
     double rc_mod, moe_rc_mod;                  // a dense layer, an MoE layer
     double shared_fwd, shared_bwd;              // the shared expert's time under the EP transfers
                                                 // (--moe-shared-expert-overlap; 0 otherwise)
+    /* the weight-gradient GEMMs of the backward (DualPipe's W): each has its forward GEMM's
+     * M·N·K, so it is timed as that forward GEMM; a dense layer, an MoE layer */
+    double wgrad, moe_wgrad;
 } LayerTime;
 
 /* The host sync of a dropless MoE layer's forward (tokens per expert
@@ -146,7 +150,14 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
  * selectively recomputed (embedding, head and PP p2p included). */
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,
                      int stage, int n, int f, int e);
-/* PP send/recv seconds per micro-batch per boundary (fwd + bwd), exposed. */
+/* The forward (F) and weight-gradient (W) shares of time_stage_mb for
+ * stage `stage` (its layers, the LM head's GEMM, MTP): the rest of the
+ * stage's micro-batch is its backward, recomputation included.
+ * DualPipe's bubble is (pp/2 - 1)(F&B + B - 3W) (model/cost.c). */
+void time_stage_fw(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt, int stage,
+                   double *fwd, double *wgrad);
+/* PP send/recv seconds per micro-batch per boundary (fwd + bwd), exposed
+ * (0 under DualPipe, whose overlapped chunks hide them). */
 double time_pp_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 
 #endif

@@ -28,6 +28,10 @@ double coll_eff(const HwProfile *hw);
  * *fwd, backward in *bwd (timing_moe.c). */
 void time_moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd);
 
+/* An MoE layer's MLP part's weight-gradient GEMMs (router, experts, shared
+ * expert), each timed as its forward GEMM (the same M·N·K). */
+double time_moe_wgrad_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+
 /* Biased experts' passes beyond the grouped GEMMs, added to *fwd and *bwd. */
 void time_moe_bias_passes_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd);
 

@@ -145,6 +145,10 @@ double time_moe_a2a_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 bool time_moe_a2a_overlap(const Layout *lo)
 {
     char why[8];
+    /* DualPipe pairs a forward chunk with another micro-batch's backward chunk on every rank in the
+     * steady state, their all-to-alls under each other's compute, whatever the switch says */
+    if (lo->pp_sched == PP_SCHED_DUALPIPE)
+        return lo->ep > 1 && lo->moe_dispatcher != MOE_DISPATCH_ALLGATHER;
     return lo->moe_a2a_overlap && layout_moe_a2a_check(lo, why, sizeof why) == 0;
 }
 
@@ -237,6 +241,20 @@ void time_moe_mlp_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, d
     }
     *fwd = f_s + time_mem_s(hw, ew);
     *bwd = b_s + 2.0 * time_mem_s(hw, ew);
+}
+
+double time_moe_wgrad_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    Precision p = lo->prec;
+    double t = lo->tp, h = m->h, E = m->experts, gated = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;
+    double tok = layout_mb_tokens(m, lo), tok_r = tok * layout_sp_share(lo);
+    double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / layout_etp(lo);
+    double rows = layout_moe_rows(m, lo), local = E / lo->ep, per = rows / local;
+    double w = linear_fwd_s(hw, prec_bf16_if_fp8(hw, p), tok_r, E, h) +
+               local * (linear_fwd_s(hw, p, per, gated * ef, h) + linear_fwd_s(hw, p, per, h, ef));
+    if (m->shared_ffn > 0)
+        w += linear_fwd_s(hw, p, tok, gated * m->shared_ffn / t, h) + linear_fwd_s(hw, p, tok, h, m->shared_ffn / t);
+    return w;
 }
 
 /* Biased experts (GPT-OSS): the passes a bias adds beyond the grouped

@@ -1093,6 +1093,12 @@ int planner_search(const ModelSpec *m, const HwProfile *hw, const CostOpts *o, c
         snprintf(err, errlen, "planner: the global batch must be >= 1 (got %d)", req->base.gbs);
         return -1;
     }
+    if (req->base.pp_sched != PP_SCHED_1F1B) {   /* the stage ILP balances 1F1B's bottleneck stage */
+        snprintf(err, errlen, "planner: --pp-schedule %s: the planner searches 1F1B schedules (interleaved with vp > "
+                 "1), which Megatron-LM and ultraplan's executors run; price a DualPipe layout with `ultraplan "
+                 "predict --pp-schedule dualpipe`", layout_pp_sched_name(req->base.pp_sched));
+        return -1;
+    }
     char pe[300];
     if (layout_check_precision(&req->base, hw, pe, sizeof pe) != 0) {   /* no layout can change it */
         snprintf(err, errlen, "planner: %s", strncmp(pe, "layout: ", 8) ? pe : pe + 8);

@@ -20,7 +20,8 @@ _Static_assert(sizeof(MlpKind) == sizeof(int) && sizeof(NormKind) == sizeof(int)
                    sizeof(FlopConvention) == sizeof(int) && sizeof(Recompute) == sizeof(int) &&
                    sizeof(Target) == sizeof(int) && sizeof(AttnKind) == sizeof(int) && sizeof(CpComm) == sizeof(int) &&
                    sizeof(MoeDispatcher) == sizeof(int) && sizeof(CudaGraphImpl) == sizeof(int) &&
-                   sizeof(Fp8Recipe) == sizeof(int) && sizeof(MoeWire) == sizeof(int),
+                   sizeof(Fp8Recipe) == sizeof(int) && sizeof(MoeWire) == sizeof(int) &&
+                   sizeof(PpSchedule) == sizeof(int),
                "enum knobs are int-sized");
 
 /* name and parse functions of each enum, over ints */
@@ -47,6 +48,7 @@ ENUM_WRAP(dispatcher, MoeDispatcher, layout_dispatcher_name, layout_parse_dispat
 ENUM_WRAP(cgraph, CudaGraphImpl, layout_cuda_graph_name, layout_parse_cuda_graph)
 ENUM_WRAP(fp8r, Fp8Recipe, layout_fp8_recipe_name, layout_parse_fp8_recipe)
 ENUM_WRAP(wire, MoeWire, layout_moe_wire_name, layout_parse_moe_wire)
+ENUM_WRAP(ppsched, PpSchedule, layout_pp_sched_name, layout_parse_pp_sched)
 
 static const char *opt_name(int v) { return layout_opt_name((OptimShard)v); }
 /* --zero takes the stage's digit; plan.json and the TUI also the names */
@@ -418,6 +420,15 @@ static const Knob table[KNOB_COUNT] = {
                             .help = "MoE: the combine's gradient on the wire in the backward; mxfp8 as for "
                                     "--moe-dispatch-fwd-dtype",
                             .dflt = "bf16, Megatron-LM's"},
+    /* the pipeline schedule: DeepSeek-V3's DualPipe besides Megatron's 1F1B (model/cost.c, model/memory.c);
+     * no framework ultraplan exports to runs DualPipe, so export and the executors refuse it */
+    [K_PP_SCHED] = {K_PP_SCHED, "pp-schedule", L(pp_sched), ENUM(ppsched, PP_SCHED_COUNT), .flag = "pp-schedule",
+                    .arg = "1f1b|dualpipe", .json = "pp_schedule", .json_optional = true, .csv = "pp_schedule",
+                    .help = "pipeline schedule: 1f1b (interleaved with --vp > 1), or DeepSeek-V3's dualpipe (two "
+                            "copies of the model fed from both ends: rank r holds stages r and pp-1-r, forward and "
+                            "backward chunks of two micro-batches overlapped, hiding their EP and PP transfers; "
+                            "bubble (pp/2-1)(F&B+B-3W); even pp, vp 1, an even number of micro-batches >= 2 pp)",
+                    .dflt = "1f1b"},
     /* torch.compile: under a stack whose model code is eager PyTorch (model/timing.c time_eager_bytes) */
     [K_TORCH_COMPILE] = {K_TORCH_COMPILE, "torch-compile", L(torch_compile), .type = KNOB_BOOL,
                          .flag = "torch-compile", .neg_flag = "no-torch-compile", .json = "torch_compile",

@@ -157,6 +157,14 @@ done
 "$B" plan --model llama3.1-8b --gpus 8 --seq 131072 --gbs 8 --stack torchtitan --top 1 -o "$T/mg.json" >/dev/null 2>&1
 "$B" export "$T/mg.json" --format torchtitan >/dev/null 2>&1 && fail "the megatron target's plan exports to torchtitan (the case is moot)"
 expect_error "--target torchtitan: the model is not the shape of a torchtitan Llama 3 flavor" plan --model gpt3-175b --gpus 512 --target torchtitan
+# DualPipe is priced by predict but not searched: a clear refusal, not "does not fit"
+expect_error "--pp-schedule dualpipe is not searched" plan --gpus 64 --params 7B --pp-schedule dualpipe
+grep -q "planner searches 1F1B schedules" "$T/err" || fail "dualpipe refusal does not say why: $(cat "$T/err")"
+# and predict prices it, saying so, while warning that Megatron-LM cannot run it
+"$B" predict --model llama3.1-70b --gpus 64 --tp 4 --pp 8 --gbs 256 --pp-schedule dualpipe >"$T/dp" 2>"$T/err" ||
+    fail "predict --pp-schedule dualpipe exit $?"
+grep -q "schedule DualPipe: rank r holds stages r and 7-r" "$T/dp" || fail "predict does not name the DualPipe schedule"
+grep -q "no DualPipe schedule" "$T/err" || fail "predict does not warn that Megatron-LM has no DualPipe"
 
 [ $fails -eq 0 ] && echo "e2e_plan: all passed" || echo "e2e_plan: $fails failed"
 exit $((fails > 0))

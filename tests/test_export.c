@@ -255,6 +255,30 @@ static void test_round_trip_precision_aware_optimizer(void **state)
     assert_non_null(strstr(err, "--no-use-precision-aware-optimizer"));
 }
 
+/* --pp-schedule dualpipe: neither Megatron-LM nor torchtitan runs DeepSeek's DualPipe, so both exports refuse
+ * it by name, and the planner refuses to search it (its stage ILP balances 1F1B's bottleneck stage) */
+static void test_dualpipe_refused(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("llama3.1-70b", "h100-sxm", &m, &hw);
+    Layout lo;
+    base(&lo, 2, 4, 8, 1, 1, 256, OPT_ZERO0);
+    lo.pp_sched = PP_SCHED_DUALPIPE;
+    char err[512];
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout: %s", err);
+    assert_null(export_megatron(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "no DualPipe"));
+    assert_null(export_torchtitan(&m, &hw, &lo, err, sizeof err));
+    assert_non_null(strstr(err, "--pp-schedule 1f1b"));
+    lo.pp_sched = PP_SCHED_1F1B;   /* the same layout under 1F1B exports */
+    char *t = export_megatron(&m, &hw, &lo, err, sizeof err);
+    assert_non_null(t);
+    free(t);
+}
+
 static void test_round_trip_zero3(void **state)
 {
     (void)state;
@@ -936,7 +960,7 @@ static void test_round_trip_gpt_oss(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3),
+        cmocka_unit_test(test_round_trip_175b),   cmocka_unit_test(test_round_trip_zero3), cmocka_unit_test(test_dualpipe_refused),
         cmocka_unit_test(test_round_trip_cp_comm),
         cmocka_unit_test(test_round_trip_interleaved_uneven), cmocka_unit_test(test_round_trip_account_for), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_round_trip_moe_wire),

@@ -1536,6 +1536,117 @@ static ModelSpec tiny_moe(void)
     return m;
 }
 
+/* DualPipe (--pp-schedule dualpipe; COSTMODEL.md §4.4 PP), worked by hand on
+ * GPT-3 175B, tp 8, micro-batch 1 (T = 2048 tokens), bf16, a flat GEMM
+ * efficiency and no launch time:
+ *   a layer's weight gradients = its four forward GEMMs,
+ *     2 T (3h + h + 4h + 4h) h / 8 / 312e12 = 2*2048*12*12288^2/8 / 312e12 = 2973.438898 us
+ *   the LM head's GEMM = 2 T (V/8) h / 312e12, V = 51200 = 2*2048*6400*12288 / 312e12 = 1032.444062 us
+ * At pp 4, 24 layers a stage, rank r holds stages r and 3-r: its micro-batch
+ * is the mean of the two stages' (1F1B's less its PP sends, which DualPipe
+ * hides), its memory the sum of the two stages' as 1F1B holds them (stage h
+ * keeps pp - h micro-batches under both), and the bubble
+ * (pp/2 - 1)(F&B + B - 3W) with F&B = z, B = z - F, in the rank's means:
+ * F = 24 (fwd + tp_fwd) + head/2, W = 24 wgrad + head/2. */
+static void test_dualpipe(void **st)
+{
+    (void)st;
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    hw.gemm_eff.n = 0, hw.sm_count = 0, hw.kernel_lat = 0;
+    Layout one = layout_for(&g, &hw, 1, 8, 4, 1, 16);
+    LayerTime lt;
+    time_layer(&g, &hw, &one, &lt);
+    assert_rel(lt.wgrad, 2973.438898e-6, 1e-8);
+    double head = 2.0 * 2048 * 6400 * 12288 / 312e12;
+    assert_rel(head, 1032.444062e-6, 1e-8);
+
+    Layout dual = one;
+    dual.pp_sched = PP_SCHED_DUALPIPE;
+    char err[300];
+    assert_int_equal(layout_check(&dual, &g, &hw, err, sizeof err), 0);
+    assert_true(time_pp_mb(&g, &hw, &one) > 0);
+    assert_true(time_pp_mb(&g, &hw, &dual) == 0);
+    assert_int_equal(layout_pp_mirror(&dual, 0), 3);
+    assert_int_equal(layout_pp_mirror(&dual, 1), 2);
+    assert_int_equal(layout_pp_mirror(&one, 1), 1);
+
+    CostOpts o;
+    cost_opts_default(&o);
+    Cost c1, c2;
+    cost(&g, &hw, &one, &o, &c1);
+    cost(&g, &hw, &dual, &o, &c2);
+    double pp1 = time_pp_mb(&g, &hw, &one);
+    for (int r = 0; r < 4; r++) {
+        int k = 3 - r, h = r < k ? r : k, q = 3 - h;
+        assert_rel(c2.stage_mb_s[r], 0.5 * (c1.stage_mb_s[r] - pp1 + c1.stage_mb_s[k] - pp1), 1e-12);
+        assert_rel(c2.stage[r].bytes[MEM_WEIGHTS], c1.stage[h].bytes[MEM_WEIGHTS] + c1.stage[q].bytes[MEM_WEIGHTS], 1e-12);
+        assert_rel(c2.stage[r].bytes[MEM_GRADS], c1.stage[h].bytes[MEM_GRADS] + c1.stage[q].bytes[MEM_GRADS], 1e-12);
+        assert_rel(c2.stage[r].bytes[MEM_OPTIM], c1.stage[h].bytes[MEM_OPTIM] + c1.stage[q].bytes[MEM_OPTIM], 1e-12);
+        assert_rel(c2.stage[r].bytes[MEM_ACTS], c1.stage[h].bytes[MEM_ACTS] + c1.stage[q].bytes[MEM_ACTS], 1e-12);
+        assert_rel(c2.stage[r].inflight, 5.0, 1e-12);   /* pp + 1 */
+        assert_int_equal(c2.stage[r].layers, 48);
+    }
+    assert_true(c2.time[T_PP] == 0);
+    double z = c2.stage_mb_s[0];
+    double F = 24 * (lt.fwd + lt.tp_fwd) + 0.5 * head, W = 24 * lt.wgrad + 0.5 * head;
+    assert_rel(c2.time[T_BUBBLE], 1.0 * (z + (z - F) - 3.0 * W), 1e-9);
+    assert_true(c2.time[T_BUBBLE] < 0.5 * c1.time[T_BUBBLE]);   /* (2z - F - 3W) against 1F1B's 3 z */
+
+    /* the distributed optimizer: ZeRO's shards spread over both copies' ranks, half each */
+    Layout dd = dual;
+    dd.dp = 2, dd.gbs = 32, dd.opt = OPT_DISTOPT;
+    Layout d1 = dd;
+    d1.pp_sched = PP_SCHED_1F1B;
+    assert_int_equal(layout_check(&dd, &g, &hw, err, sizeof err), 0);
+    assert_int_equal(layout_check(&d1, &g, &hw, err, sizeof err), 0);
+    cost(&g, &hw, &d1, &o, &c1);
+    cost(&g, &hw, &dd, &o, &c2);
+    assert_rel(c2.stage[0].bytes[MEM_OPTIM], 0.5 * (c1.stage[0].bytes[MEM_OPTIM] + c1.stage[3].bytes[MEM_OPTIM]), 1e-12);
+    assert_rel(c2.stage[0].bytes[MEM_WEIGHTS], c1.stage[0].bytes[MEM_WEIGHTS] + c1.stage[3].bytes[MEM_WEIGHTS], 1e-12);
+
+    /* pp 2: (pp/2 - 1) = 0, no bubble */
+    Layout two = layout_for(&g, &hw, 1, 8, 2, 1, 4);
+    two.pp_sched = PP_SCHED_DUALPIPE;
+    assert_int_equal(layout_check(&two, &g, &hw, err, sizeof err), 0);
+    cost(&g, &hw, &two, &o, &c2);
+    assert_true(c2.time[T_BUBBLE] == 0);
+
+    /* what DualPipe.step asserts, and what Megatron-LM cannot run */
+    Layout bad = dual;
+    bad.gbs = 6;   /* 6 micro-batches < 2 pp */
+    assert_int_equal(layout_check(&bad, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at least 2*pp = 8"));
+    bad.gbs = 9;   /* odd */
+    assert_int_equal(layout_check(&bad, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "even number of micro-batches"));
+    bad = dual;
+    bad.vp = 2, bad.gbs = 16;
+    assert_int_equal(layout_check(&bad, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "vp must be 1"));
+    bad = dual;
+    bad.pp = 3, bad.gbs = 12;
+    for (int s = 0; s < LAYOUT_MAX_PP; s++)
+        bad.layers[s] = bad.full_rc[s] = bad.sel_rc[s] = 0;
+    assert_int_equal(layout_check(&bad, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "even pipeline size"));
+    assert_int_equal(layout_megatron_check(&dual, &g, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no DualPipe"));
+
+    /* an MoE layer: the paired chunks hide the all-to-alls as the 1F1B A2A overlap does, without its vp */
+    ModelSpec m = tiny_moe();
+    Layout ml;
+    layout_default(&ml);
+    ml.dp = 2, ml.ep = 2, ml.pp = 2, ml.mbs = 1, ml.gbs = 8;
+    assert_int_equal(layout_check(&ml, &m, &hw, err, sizeof err), 0);
+    assert_false(time_moe_a2a_overlap(&ml));
+    ml.pp_sched = PP_SCHED_DUALPIPE;
+    assert_int_equal(layout_check(&ml, &m, &hw, err, sizeof err), 0);
+    assert_true(time_moe_a2a_overlap(&ml));
+    ml.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    assert_false(time_moe_a2a_overlap(&ml));
+}
+
 /* ZeRO-2/3 buckets and gathers hold the stage's largest layer: tiny_moe's
  * layer 0 is dense (attention 4·64·64 + norms 2·64 + SwiGLU 3·64·128 =
  * 41088), the others MoE (attention and norms 16512, router 8·64, shared
@@ -3032,6 +3143,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_layout_string),
         cmocka_unit_test(test_moe_dispatchers),
         cmocka_unit_test(test_pp_serial_p2p),
+        cmocka_unit_test(test_dualpipe),
         cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_cuda_graph_launches),
         cmocka_unit_test(test_gpt_oss_counts),

@@ -269,6 +269,12 @@ static void test_rules(void **unused)
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
     t = lo, t.moe_combine_bwd_wire = MOE_WIRE_MXFP8;
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
+    /* DualPipe: both executors run 1F1B */
+    t = lo, t.pp_sched = PP_SCHED_DUALPIPE;
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--pp-schedule 1f1b"));
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "layout.pp_schedule dualpipe"));
     /* CUDA graphs: priced launches neither executor captures; the CPU backend checks the math only */
     t = lo, t.cuda_graph = CG_LOCAL;
     assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
