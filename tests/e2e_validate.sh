@@ -7,17 +7,19 @@ U=${ULTRAPLAN:?}
 V=$(dirname "$0")/../validation/vtrain
 fails=0
 . "$(dirname "$0")/lib.sh"   # check()
-# Published H100 runs (docs/accuracy/h100_published.csv, in this repository): 5.52 % since steps 46-47 read the 24.09
+# Published H100 runs (docs/accuracy/h100_published.csv, in this repository): 6.07 % since step 52 priced the
+# Megatron-Bridge rows' fp8 current scaling as published; 5.52 % since steps 46-47 read the 24.09
 # rows' gradients as bf16 (grad_sync_dtype: bf16 in NeMo 1.0's performance configs); 4.84 % since step 28 timed
 # the CP ring's copies, 4.87 % since the nemo stack fuses the cross-entropy (ce_fused; 4.25 % before, since NOTES step 23; 4.75 % after steps 13
 # and 16, 4.54 % after step 11); pinned with a small margin.
 D=$(dirname "$0")/../docs/accuracy
-check "published H100 runs MAPE <= 6%" 0 "$U" validate "$D/h100_published.csv" --gpu h100-sxm --summary --max-mape 6
+check "published H100 runs MAPE <= 6.5%" 0 "$U" validate "$D/h100_published.csv" --gpu h100-sxm --summary --max-mape 6.5
 # Blackwell runs, not fitted to (the H100 curves read at the same duration, NOTES steps 14, 16;
 # GEMMs x0.834 from published B200 matmuls, step 25): 6.52 % and 9.94 % with nemo's fused
-# cross-entropy (5.15 and 9.29 % without it, 12.78 and 16.69 % before step 25)
+# cross-entropy (5.15 and 9.29 % without it, 12.78 and 16.69 % before step 25); GB200 7.90 % with the
+# 25.04 page's fp8 current scaling (step 52)
 check "published B200 runs MAPE <= 7%" 0 "$U" validate "$D/b200_published.csv" --gpu b200 --summary --max-mape 7
-check "published GB200 runs MAPE <= 10.5%" 0 "$U" validate "$D/gb200_published.csv" --gpu gb200 --summary --max-mape 10.5
+check "published GB200 runs MAPE <= 8.5%" 0 "$U" validate "$D/gb200_published.csv" --gpu gb200 --summary --max-mape 8.5
 # MT-NLG 530B on Selene (A100, held out, nothing fitted; NOTES steps 24, 29): 28.95 % before the
 # stacks, 24.50 % with megatron-2021, 23.93 % with megatron-deepspeed-2021 (DeepSpeed's serial p2p)
 check "published A100 runs MAPE <= 24.4%" 0 "$U" validate "$D/a100_published.csv" --gpu a100-80g --summary --max-mape 24.4
@@ -32,8 +34,9 @@ check "Korthikanti Table 5 MAPE <= 3.5%" 0 "$U" validate "$D/korthikanti_a100_pu
 # sums (step 28); still optimistic at the longest sequences
 check "published long-context H100 runs MAPE <= 16.7%" 0 "$U" validate "$D/longctx_h100_published.csv" --gpu h100-sxm --summary --max-mape 16.7
 # the same table's Llama 3 8B fp8 on B200 (NeMo 25.04, 8K-1M tokens, cp 1-16), held out: transcribed after every
-# constant was set (NOTES step 49), 7.26 %, optimistic by 2 % at 8K growing to 11 % at 1M
-check "published long-context B200 runs (held out) MAPE <= 8%" 0 "$U" validate "$D/longctx_b200_published.csv" --gpu b200 --summary --max-mape 8
+# constant was set (NOTES step 49), 7.26 %, optimistic by 2 % at 8K growing to 11 % at 1M; 5.93 % without the TP
+# overlap NeMo's llama3_8b recipe turns off (step 52)
+check "published long-context B200 runs (held out) MAPE <= 6.5%" 0 "$U" validate "$D/longctx_b200_published.csv" --gpu b200 --summary --max-mape 6.5
 # Selene 2021 (Narayanan et al. Table 2): PTD-P under megatron-2021, ZeRO-3 under deepspeed-zero3
 # (each fitted on part of its rows, NOTES step 24): 6.79 %
 check "published Selene 2021 runs MAPE <= 8%" 0 "$U" validate "$D/selene2021_published.csv" --gpu a100-80g --summary --max-mape 8
