@@ -293,6 +293,10 @@ typedef struct {
     char ilp_err[200];      // first ILP fault, if any
 } Search;
 
+/* bytes below the peak cost() found, on top of its overshoot, when the inner
+ * problem is solved again with a lower cap (evaluate) */
+#define RETRY_SLACK (16.0 * 1048576.0)
+
 /* Solve the inner problem of one outer choice; true and *plan when it fits. */
 static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp)
 {
@@ -306,48 +310,63 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     bool rc_forced = (req->fixed & FIX_RC) != 0;
     inner_build(S->m, S->hw, &lo, (req->fixed & FIX_STAGES) != 0, rc_forced, req->recompute, p);
     p->cap -= req->mem_margin_bytes;
-    InnerSolution sol;
     bool all_fixed = true;
     for (int s = 0; s < p->pp; s++)
         all_fixed &= p->fix_layers[s] > 0;
-    if ((p->megatron || p->torchtitan) && !dump_lp) {
-        inner_megatron(p, &sol);
-    } else if (all_fixed && !dump_lp) {
-        inner_enumerate(p, &sol);
-    } else {
-        IlpOpts io;
-        ilp_opts_default(&io);
-        io.cancel = req->cancel;
-        io.dump_lp = dump_lp;
-        if (!req->exhaustive && !S->first_fit && isfinite(kth_step(&S->top)))
-            io.cutoff = kth_step(&S->top);
-        IlpResult r;
-        ilp_solve(p, &io, &r);
-        S->res->ilp_solved++;
-        sol = r.sol;
-        sol.feasible = r.status == ILP_OPTIMAL || r.status == ILP_FEASIBLE;
-        if (r.status == ILP_ERROR && !S->ilp_err[0])
-            snprintf(S->ilp_err, sizeof S->ilp_err, "%s", r.msg);
+    /* The inner problem's linear form can fall short of memory_stage(): it
+     * prices every layer of a mixture of experts as an MoE layer, and at a
+     * high ep a leading dense layer holds more per GPU than an MoE layer.
+     * When cost() finds the solution's peak over the cap, the form's cap is
+     * lowered by the overshoot and the problem solved again, so that more
+     * recomputation is tried before the layout is given up (before, such a
+     * layout was dropped, and a fixed layout that fits with more layers
+     * recomputed was reported as not fitting). */
+    bool fits = false;
+    for (int tries = 0; tries < 4 && !fits; tries++) {
+        InnerSolution sol;
+        if ((p->megatron || p->torchtitan) && !dump_lp) {
+            inner_megatron(p, &sol);
+        } else if (all_fixed && !dump_lp) {
+            inner_enumerate(p, &sol);
+        } else {
+            IlpOpts io;
+            ilp_opts_default(&io);
+            io.cancel = req->cancel;
+            io.dump_lp = tries == 0 ? dump_lp : NULL;
+            if (!req->exhaustive && !S->first_fit && isfinite(kth_step(&S->top)))
+                io.cutoff = kth_step(&S->top);
+            IlpResult r;
+            ilp_solve(p, &io, &r);
+            S->res->ilp_solved++;
+            sol = r.sol;
+            sol.feasible = r.status == ILP_OPTIMAL || r.status == ILP_FEASIBLE;
+            if (r.status == ILP_ERROR && !S->ilp_err[0])
+                snprintf(S->ilp_err, sizeof S->ilp_err, "%s", r.msg);
+        }
+        if (!sol.feasible)
+            break;
+        for (int s = 0; s < lo.pp; s++) {
+            lo.layers[s] = sol.layers[s];
+            lo.full_rc[s] = sol.full_rc[s];
+            lo.sel_rc[s] = sol.sel_rc[s];
+        }
+        char err[200];
+        if (layout_check(&lo, S->m, S->hw, err, sizeof err) != 0)
+            break;
+        /* Megatron-LM runs it as laid out, or it is not offered; so for our executors */
+        if (lo.target == TARGET_MEGATRON && layout_megatron_check(&lo, S->m, err, sizeof err) != 0)
+            break;
+        if (export_target_refuse(S->m, &lo, lo.target, err, sizeof err) != 0)
+            break;
+        plan->layout = lo;
+        cost(S->m, S->hw, &lo, S->o, &plan->cost);
+        double cap = fmin(S->cap, plan->cost.capacity_bytes);
+        fits = plan->cost.fits && plan->cost.peak_bytes <= S->cap;
+        if (!fits && isfinite(plan->cost.peak_bytes))
+            p->cap -= plan->cost.peak_bytes - cap + RETRY_SLACK;
     }
     free(p);
-    if (!sol.feasible)
-        return false;
-    for (int s = 0; s < lo.pp; s++) {
-        lo.layers[s] = sol.layers[s];
-        lo.full_rc[s] = sol.full_rc[s];
-        lo.sel_rc[s] = sol.sel_rc[s];
-    }
-    char err[200];
-    if (layout_check(&lo, S->m, S->hw, err, sizeof err) != 0)
-        return false;
-    /* Megatron-LM runs it as laid out, or it is not offered; so for our executors */
-    if (lo.target == TARGET_MEGATRON && layout_megatron_check(&lo, S->m, err, sizeof err) != 0)
-        return false;
-    if (export_target_refuse(S->m, &lo, lo.target, err, sizeof err) != 0)
-        return false;
-    plan->layout = lo;
-    cost(S->m, S->hw, &lo, S->o, &plan->cost);
-    if (!plan->cost.fits || !(plan->cost.peak_bytes <= S->cap))
+    if (!fits)
         return false;
     /* within the budget, failures included */
     const Training *tr = &plan->cost.train;

@@ -659,6 +659,46 @@ static void test_target_ultraplan_gpt_oss_parts(void **state)
  * torchtitan target exports, with even stages and one recomputation for
  * every layer. A model that is no Llama 3 flavor is refused up front,
  * naming why. */
+/* A layout that fits with enough layers recomputed is found even where the
+ * inner problem's linear memory form falls short of the cost model: it prices
+ * every DeepSeek-V3 layer as an MoE layer, and at ep 256 its three leading
+ * dense layers hold more per GPU. Before evaluate() re-solved with the
+ * overshoot taken off the cap, tp 4, ZeRO-3, ep 256, mbs 2 on 2,048 H100s
+ * with no memory margin came back "does not fit" (the solution it chose was
+ * 0.2 GiB over), though recomputing every layer needs 19 GiB. */
+static void test_memory_form_shortfall(void **state)
+{
+    (void)state;
+    ModelSpec m;
+    HwProfile hw;
+    load("deepseek-v3", "h100-sxm", &m, &hw);
+    CostOpts o;
+    cost_opts_default(&o);
+    PlanRequest r;
+    request(&r, &m, 2048);
+    r.fixed = FIX_TP | FIX_PP | FIX_EP | FIX_MBS | FIX_OPT;
+    r.base.tp = 4, r.base.pp = 1, r.base.ep = 256, r.base.etp = 1, r.base.mbs = 2, r.base.opt = OPT_ZERO3;
+    r.mem_margin_bytes = 0;
+    /* a point that fits exists: every layer recomputed */
+    Layout all = r.base;
+    all.dp = 512;
+    char err[256];
+    assert_int_equal(layout_check(&all, &m, &hw, err, sizeof err), 0);
+    layout_set_recompute(&all, RECOMPUTE_FULL);
+    Cost c;
+    cost(&m, &hw, &all, &o, &c);
+    assert_true(c.fits);
+    PlanResult res;
+    assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
+    assert_true(res.n >= 1);
+    const Plan *best = &res.plans[0];
+    assert_true(best->cost.fits);
+    assert_true(best->cost.peak_bytes <= hw.hbm_bytes);
+    assert_true(best->layout.full_rc[0] > 0 && best->layout.full_rc[0] < m.L);   /* some layers, not all */
+    assert_true(best->cost.step_s < c.step_s);
+    planner_result_free(&res);
+}
+
 static void test_target_torchtitan(void **state)
 {
     (void)state;
@@ -737,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_export_megatron),
         cmocka_unit_test(test_target_ultraplan_gpt_oss_parts),
         cmocka_unit_test(test_target_torchtitan),
+        cmocka_unit_test(test_memory_form_shortfall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
