@@ -670,6 +670,16 @@ static double stage_buffers(const ModelSpec *m, const HwProfile *hw, const Layou
     return bytes + comms * hw->nccl_buf_bytes;
 }
 
+/* A GPU's overhead (one CUDA context, the allocator's fragmentation of its
+ * activations and buffers) and the total, from the other kinds. */
+static void finish_total(const HwProfile *hw, StageMem *out)
+{
+    out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
+    out->total = 0;
+    for (int k = 0; k < MEM_COUNT; k++)
+        out->total += out->bytes[k];
+}
+
 static void stage_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, double inflight,
                       StageMem *out)
 {
@@ -698,11 +708,7 @@ static void stage_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
     out->bytes[MEM_OPTIM] = dense * o + ex * oe;
     out->bytes[MEM_ACTS] = stage_acts(m, lo, s, out->inflight, logit_bytes(hw, lo));
     out->bytes[MEM_BUFFERS] = stage_buffers(m, hw, lo, s);
-    out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes
-                             + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
-    out->total = 0;
-    for (int k = 0; k < MEM_COUNT; k++)
-        out->total += out->bytes[k];
+    finish_total(hw, out);
 }
 
 /* DualPipe (DualPipe.step's warm-up: 2(pp/2 - h - 1) + h + 1 forward chunks of
@@ -717,7 +723,7 @@ static void stage_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo,
  * stage's shard. ZeRO-0 keeps everything twice. */
 static void dualpipe_mem(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int r, StageMem *out)
 {
-    int h = r < lo->pp - 1 - r ? r : lo->pp - 1 - r, k = lo->pp - 1 - h;
+    int h = r < layout_pp_mirror(lo, r) ? r : layout_pp_mirror(lo, r), k = layout_pp_mirror(lo, h);
     int mb = layout_microbatches(lo);
     StageMem a, b;
     stage_mem(m, hw, lo, h, fmin(mb, lo->pp - h), &a);
@@ -736,11 +742,7 @@ static void dualpipe_mem(const ModelSpec *m, const HwProfile *hw, const Layout *
         out->bytes[MEM_GRADS] *= 0.5;
     if (lo->opt == OPT_ZERO3)
         out->bytes[MEM_WEIGHTS] *= 0.5;
-    /* one CUDA context; the allocator's fragmentation of the sum */
-    out->bytes[MEM_OVERHEAD] = hw->cuda_context_bytes + hw->alloc_frag * (out->bytes[MEM_ACTS] + out->bytes[MEM_BUFFERS]);
-    out->total = 0;
-    for (int i = 0; i < MEM_COUNT; i++)
-        out->total += out->bytes[i];
+    finish_total(hw, out);   /* one CUDA context, fragmentation of the sum */
 }
 
 void memory_stage(const ModelSpec *m, const HwProfile *hw, const Layout *lo, int s, StageMem *out)

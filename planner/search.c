@@ -360,10 +360,9 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
             break;
         plan->layout = lo;
         cost(S->m, S->hw, &lo, S->o, &plan->cost);
-        double cap = fmin(S->cap, plan->cost.capacity_bytes);
-        fits = plan->cost.fits && plan->cost.peak_bytes <= S->cap;
+        fits = plan->cost.fits && plan->cost.peak_bytes <= S->cap;   /* S->cap: the GPU less the margin */
         if (!fits && isfinite(plan->cost.peak_bytes))
-            p->cap -= plan->cost.peak_bytes - cap + RETRY_SLACK;
+            p->cap -= plan->cost.peak_bytes - S->cap + RETRY_SLACK;
     }
     free(p);
     if (!fits)
