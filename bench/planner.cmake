@@ -1,3 +1,3 @@
-# Planner speed: wall time and layouts/s for five cases, pruned and exhaustive.
+# Planner speed: wall time and layouts/s for ten cases, pruned and exhaustive.
 add_executable(bench_plan ${CMAKE_CURRENT_LIST_DIR}/bench_plan.c)
-target_link_libraries(bench_plan PRIVATE up_planner up_profiles)
+target_link_libraries(bench_plan PRIVATE up_planner up_profiles up_scenario)

@@ -341,12 +341,18 @@ double memory_layer_params(const ModelSpec *m, const Layout *lo, bool moe, doubl
 void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, int f, int e,
                             int cnt[2][RECOMPUTE_COUNT])
 {
-    memset(cnt, 0, sizeof(int) * 2 * RECOMPUTE_COUNT);
-    int v = lo->vp > 1 ? lo->vp : 1;
     int first = 0;
-    if (v == 1)
+    if (lo->vp <= 1)
         for (int k = 0; k < s && k < LAYOUT_MAX_PP; k++)
             first += lo->layers[k];
+    memory_layer_mix_from(m, lo, s, first, n, f, e, cnt);
+}
+
+void memory_layer_mix_from(const ModelSpec *m, const Layout *lo, int s, int first, int n, int f, int e,
+                           int cnt[2][RECOMPUTE_COUNT])
+{
+    memset(cnt, 0, sizeof(int) * 2 * RECOMPUTE_COUNT);
+    int v = lo->vp > 1 ? lo->vp : 1;
     for (int c = 0; c < v; c++) {
         int cl = n / v + (c < n % v);
         int full = f / v + (c < f % v), sel = e / v + (c < e % v);

@@ -70,6 +70,10 @@ void memory_expert_state_bytes(const Layout *lo, double *w, double *g, double *o
  * before it; chunk c of stage s is model chunk c·pp + s. */
 void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, int f, int e,
                             int cnt[2][RECOMPUTE_COUNT]);
+/* The same with the first layer of stage s (vp 1) given, for a split
+ * other than lo->layers (the planner's candidates). */
+void memory_layer_mix_from(const ModelSpec *m, const Layout *lo, int s, int first, int n, int f, int e,
+                           int cnt[2][RECOMPUTE_COUNT]);
 /* Parameters one GPU holds of one layer (TP-sharded, before ZeRO): the
  * dense part returned (attention / tp, norms, router replicated, shared
  * expert / tp, or the dense MLP / tp); the routed experts' part, (E/ep)

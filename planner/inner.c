@@ -82,17 +82,57 @@ static void fit_stage_terms(const ModelSpec *m, const HwProfile *hw, Layout *lo,
     hull_fit(x, yo, cnt, &p->opt[s]);
 }
 
+/* Bytes of stage s without layers (m0) and per layer of each recomputation,
+ * read off memory_stage() for a model whose layers are all of one kind. */
+enum { KB_NONE, KB_SEL, KB_FULL, KB_WS };
+static double stage_bytes(const ModelSpec *m, const HwProfile *hw, Layout *lo, int s, double k[4])
+{
+    double m0 = stage_total(m, hw, lo, s, 0, 0, 0);
+    double f1 = stage_total(m, hw, lo, s, 1, 1, 0);
+    k[KB_NONE] = stage_total(m, hw, lo, s, 1, 0, 0) - m0;
+    k[KB_SEL] = stage_total(m, hw, lo, s, 1, 0, 1) - m0;
+    k[KB_FULL] = stage_total(m, hw, lo, s, 2, 2, 0) - f1;
+    k[KB_WS] = fmax(0.0, f1 - m0 - k[KB_FULL]);
+    lo->layers[s] = lo->full_rc[s] = lo->sel_rc[s] = 0;
+    return m0;
+}
+
+/* A line a + b n on or above the dense layers stage s can hold with n
+ * layers, for a free split (one chunk a stage, every stage at least one
+ * layer, so stage s starts at layer s or later). Megatron's pattern
+ * (spec_layer_is_moe): the first `first` layers dense, then one MoE layer
+ * in every `freq`. A run of n layers holds at most (first - s)+ of the
+ * leading dense ones, and in the periodic part at most (freq-1)/freq of
+ * its layers plus (freq-1)/freq; never more than n, nor than the model's
+ * dense layers. Of those three lines, the one lowest at the even share
+ * L/pp (the stages are balanced near it). */
+static void dense_line(const ModelSpec *m, int pp, int s, int nd, double *a, double *b)
+{
+    int freq = m->moe_freq > 0 ? m->moe_freq : 1;
+    double lead = m->moe_first_dense - s > 0 ? m->moe_first_dense - s : 0;
+    double r = (freq - 1.0) / freq;
+    double n = (double)m->L / pp;
+    double la = lead + r, lb = r;   /* the pattern */
+    if (la + lb * n > n)            /* a run of n layers */
+        la = 0, lb = 1;
+    if (la + lb * n > nd)           /* every dense layer */
+        la = nd, lb = 0;
+    *a = la, *b = lb;
+}
+
 void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in, bool fix_stages, bool rc_forced,
                  Recompute rc, InnerProblem *p)
 {
     Layout lo = *lo_in;
     /* the linear form prices every layer alike: for a mixture of experts
-     * every layer as an MoE layer (leading dense or every-other layers are
-     * cheaper: the form bounds them from above; cost() re-prices exactly) */
-    ModelSpec mc = *m_in;
+     * every layer as an MoE layer, and the dense layers' excess, where they
+     * hold more (a high ep), as a line per stage (below) */
+    ModelSpec mc = *m_in, md = *m_in;
+    bool mix = spec_is_moe(&mc) && spec_moe_layers(&mc) < mc.L;
     if (spec_is_moe(&mc)) {
         mc.moe_first_dense = 0;
         mc.moe_freq = 1;
+        md.moe_first_dense = md.L;   /* every layer dense (the MTP module too, which m0 alone holds) */
     }
     const ModelSpec *m = &mc;
     memset(p, 0, sizeof *p);
@@ -109,6 +149,9 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     p->no_sel = p->torchtitan ? !layout_sel_op(m_in, lo_in) : layout_sel_op(m_in, lo_in);
     p->rc = rc;
     p->cap = hw->hbm_bytes - CAP_SLACK;
+    p->nd = mix ? m_in->L - spec_moe_layers(m_in) : 0;
+    p->spec = *m_in;
+    p->lo = *lo_in;
     /* the split Megatron's account-for rules make is theirs, not the solver's */
     if (fix_stages || lo.vp > 1 || pp == 1 || lo.split_embed || lo.split_loss)
         for (int s = 0; s < pp; s++)
@@ -125,6 +168,24 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     p->t_layer = t10 - t00;
     p->t_full = time_stage_mb(m, hw, &lo, &lt, 0, 1, 1, 0) - t10;
     p->t_sel = time_stage_mb(m, hw, &lo, &lt, 0, 1, 0, 1) - t10;
+    p->t_layer_kind[0] = p->t_layer_kind[1] = p->t_layer;
+    if (mix) {
+        LayerTime ltd;
+        time_layer(&md, hw, &lo, &ltd);
+        p->t_layer_kind[0] = time_stage_mb(&md, hw, &lo, &ltd, 0, 1, 0, 0) - time_stage_mb(&md, hw, &lo, &ltd, 0, 0, 0, 0);
+    }
+    /* a fixed split: the dense layers each stage holds, as memory_stage() places them */
+    Layout lf = *lo_in;
+    for (int s = 0; s < pp; s++) {
+        p->dense_in[s] = -1;
+        if (mix && p->fix_layers[s] && p->fix_layers[0]) {
+            int cnt[2][RECOMPUTE_COUNT];
+            for (int k = 0; k < pp; k++)
+                lf.layers[k] = p->fix_layers[k];
+            memory_stage_layer_mix(m_in, &lf, s, p->fix_layers[s], 0, 0, cnt);
+            p->dense_in[s] = cnt[0][RECOMPUTE_NONE];
+        }
+    }
 
     int nmax = m->L - (pp - 1);
     for (int s = 0; s < pp; s++) {
@@ -136,13 +197,42 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
         } else {
             p->t0[s] = time_stage_mb(m, hw, &lo, &lt, s, 0, 0, 0);
         }
-        double m0 = stage_total(m, hw, &lo, s, 0, 0, 0);
-        double f1 = stage_total(m, hw, &lo, s, 1, 1, 0);
+        double *km = p->lb_k[1][s], *kd = p->lb_k[0][s];
+        double m0 = stage_bytes(m, hw, &lo, s, km);
+        if (mix)
+            stage_bytes(&md, hw, &lo, s, kd);
+        else
+            memcpy(kd, km, sizeof p->lb_k[0][s]);
+        p->lb_m0[s] = m0;
         p->m0[s] = m0;
-        p->m_none[s] = stage_total(m, hw, &lo, s, 1, 0, 0) - m0;
-        p->m_sel[s] = stage_total(m, hw, &lo, s, 1, 0, 1) - m0;
-        p->m_full[s] = stage_total(m, hw, &lo, s, 2, 2, 0) - f1;
-        p->m_ws[s] = fmax(0.0, f1 - m0 - p->m_full[s]);
+        p->m_none[s] = km[KB_NONE];
+        p->m_sel[s] = km[KB_SEL];
+        p->m_full[s] = km[KB_FULL];
+        p->m_ws[s] = km[KB_WS];
+        if (mix) {
+            /* a dense layer over an MoE layer, whatever either recomputes:
+             * that much for each dense layer the stage may hold */
+            double up = fmax(fmax(0.0, kd[KB_NONE] - km[KB_NONE]), fmax(kd[KB_SEL] - km[KB_SEL], kd[KB_FULL] - km[KB_FULL]));
+            double a, b;
+            if (p->dense_in[s] >= 0)
+                a = p->dense_in[s], b = 0;
+            else
+                dense_line(m_in, pp, s, p->nd, &a, &b);
+            p->m0[s] += up * a;
+            p->m_none[s] += up * b;
+            p->m_sel[s] += up * b;
+            p->m_full[s] += up * b;
+            /* and what the stage sizes by its largest layer (ZeRO's layer
+             * buckets): a stage of no layers sizes them by its kind (the
+             * MTP module, of either kind here, left out) */
+            ModelSpec d0 = md, c0 = mc;
+            d0.mtp_layers = c0.mtp_layers = 0;
+            p->lb_unit[s] = fmax(0.0, stage_total(&d0, hw, &lo, s, 0, 0, 0) - stage_total(&c0, hw, &lo, s, 0, 0, 0));
+            if (a > 0 || b > 0) {
+                p->m_ws[s] = fmax(km[KB_WS], kd[KB_WS]);
+                p->m0[s] += p->lb_unit[s];
+            }
+        }
         int nlo = p->fix_layers[s] ? p->fix_layers[s] : 1;
         int nhi = p->fix_layers[s] ? p->fix_layers[s] : nmax;
         if (!edge && s > 1 && !p->fix_layers[s]) {
@@ -155,16 +245,44 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     }
 }
 
-static double stage_mem(const InnerProblem *p, int s, int n, int f, int e)
+static double form_mem(const InnerProblem *p, int s, int n, int f, int e)
 {
     return p->m0[s] + p->m_none[s] * (n - f - e) + p->m_sel[s] * e + p->m_full[s] * f + (f > 0 ? p->m_ws[s] : 0.0);
+}
+
+double inner_stage_bytes(const InnerProblem *p, const int *layers, int s, int f, int e)
+{
+    int n = layers[s];
+    if (p->nd <= 0)
+        return form_mem(p, s, n, f, e);
+    int first = 0, cnt[2][RECOMPUTE_COUNT];
+    for (int k = 0; k < s; k++)
+        first += layers[k];
+    memory_layer_mix_from(&p->spec, &p->lo, s, first, n, f, e, cnt);
+    static const Recompute mode[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    double b = p->lb_m0[s];
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 3; r++)
+            b += cnt[k][mode[r]] * p->lb_k[k][s][r];
+    if (cnt[0][RECOMPUTE_NONE] + cnt[0][RECOMPUTE_SELECTIVE] + cnt[0][RECOMPUTE_FULL] > 0)
+        b += p->lb_unit[s];
+    /* the working set: an MoE layer's when one is fully recomputed (memory_stage: the larger) */
+    if (f > 0)
+        b += cnt[1][RECOMPUTE_FULL] > 0 ? fmax(p->lb_k[1][s][KB_WS], p->lb_k[0][s][KB_WS]) : p->lb_k[0][s][KB_WS];
+    return b;
+}
+
+/* stage s of a split whose stages before s hold `layers` (n its own) */
+static double stage_mem(const InnerProblem *p, const int *layers, int s, int f, int e)
+{
+    return inner_stage_bytes(p, layers, s, f, e);
 }
 
 double inner_objective(const InnerProblem *p, const int *layers, const int *full, const int *sel)
 {
     double z = 0, sum = 0, dp = 0, opt = 0;
     for (int s = 0; s < p->pp; s++) {
-        if (stage_mem(p, s, layers[s], full[s], sel[s]) > p->cap)
+        if (stage_mem(p, layers, s, full[s], sel[s]) > p->cap)
             return INFINITY;
         double t = p->t0[s] + p->t_layer * layers[s] + p->t_full * full[s] + p->t_sel * sel[s];
         z = fmax(z, t);
@@ -177,19 +295,20 @@ double inner_objective(const InnerProblem *p, const int *layers, const int *full
 }
 
 /* Cheapest recomputation that makes stage s with n layers fit; false if none does. */
-static bool stage_recompute(const InnerProblem *p, int s, int n, int *fo, int *eo)
+static bool stage_recompute(const InnerProblem *p, const int *layers, int s, int *fo, int *eo)
 {
+    int n = layers[s];
     if (p->rc_forced) {
         if (p->rc == RECOMPUTE_SELECTIVE && p->no_sel)
             return false;
         *fo = p->rc == RECOMPUTE_FULL ? n : 0;
         *eo = p->rc == RECOMPUTE_SELECTIVE ? n : 0;
-        return stage_mem(p, s, n, *fo, *eo) <= p->cap;
+        return stage_mem(p, layers, s, *fo, *eo) <= p->cap;
     }
     double best = INFINITY;
     double save = p->no_sel ? 0.0 : p->m_none[s] - p->m_sel[s];   /* bytes one selective layer saves */
     for (int f = 0; f <= n; f++) {
-        double mem = stage_mem(p, s, n, f, 0);
+        double mem = stage_mem(p, layers, s, f, 0);
         int e = 0;
         if (mem > p->cap) {
             if (save <= 0)
@@ -197,9 +316,9 @@ static bool stage_recompute(const InnerProblem *p, int s, int n, int *fo, int *e
             e = (int)ceil((mem - p->cap) / save);
             if (e < 0)
                 e = 0;
-            while (e <= n - f && stage_mem(p, s, n, f, e) > p->cap)
+            while (e <= n - f && stage_mem(p, layers, s, f, e) > p->cap)
                 e++;
-            while (e > 0 && stage_mem(p, s, n, f, e - 1) <= p->cap)
+            while (e > 0 && stage_mem(p, layers, s, f, e - 1) <= p->cap)
                 e--;
             if (e > n - f)
                 continue;
@@ -220,7 +339,7 @@ void inner_enumerate(const InnerProblem *p, InnerSolution *out)
     for (int s = 0; s < p->pp; s++) {
         int n = p->fix_layers[s];
         out->layers[s] = n;
-        if (n < 1 || !stage_recompute(p, s, n, &out->full_rc[s], &out->sel_rc[s]))
+        if (n < 1 || !stage_recompute(p, out->layers, s, &out->full_rc[s], &out->sel_rc[s]))
             return;
     }
     out->objective = inner_objective(p, out->layers, out->full_rc, out->sel_rc);
@@ -243,7 +362,11 @@ double inner_lower_bound(const InnerProblem *p)
     for (int s = 0; s < p->pp; s++) {
         int n = p->fix_layers[s] ? p->fix_layers[s] : 1;
         sum0 += p->t0[s];
-        zmin = fmax(zmin, p->t0[s] + p->t_layer * n);
+        /* each kind of layer at its own time: a fixed stage's mix, a free stage's one layer the faster kind */
+        double tl = p->nd > 0 ? fmin(p->t_layer_kind[0], p->t_layer_kind[1]) : p->t_layer;
+        if (p->fix_layers[s] && p->dense_in[s] >= 0)
+            tl = (p->dense_in[s] * p->t_layer_kind[0] + (n - p->dense_in[s]) * p->t_layer_kind[1]) / n;
+        zmin = fmax(zmin, p->t0[s] + tl * n);
         if (p->fix_layers[s])
             nfree -= n;
         else
@@ -252,7 +375,7 @@ double inner_lower_bound(const InnerProblem *p)
         if (s == 0 || s == 1 || s == p->pp - 1 || p->fix_layers[s])
             dp = fmax(dp, hull_min(&p->dp[s], nlo, nhi));
     }
-    double sum = sum0 + p->L * p->t_layer;
+    double sum = sum0 + p->nd * p->t_layer_kind[0] + (p->L - p->nd) * p->t_layer_kind[1];
     double z = fmax(zmin, sum / p->pp);
     double pipe = p->vp > 1 ? (p->mb + (double)(p->pp - 1) / p->vp) * z : (p->mb - 1) * z + sum;
     /* some stage holds at least its share of the layers; optimizer time grows with them */
@@ -276,23 +399,36 @@ double inner_lower_bound(const InnerProblem *p)
 
 double inner_memory_bound(const InnerProblem *p)
 {
-    double sum0 = 0, per_layer = INFINITY, worst = 0, ws = INFINITY;
+    /* each kind of layer at its own bytes (a dense layer may hold less than
+     * an MoE layer, or more), not the form's upper bound */
+    double sum0 = 0, kmin[2] = {INFINITY, INFINITY}, worst = 0, ws = INFINITY;
+    bool forced_full = p->rc_forced && p->rc == RECOMPUTE_FULL;
     for (int s = 0; s < p->pp; s++) {
-        double k = p->m_none[s];
-        if (inner_sel_allowed(p))
-            k = fmin(k, p->m_sel[s]);
-        if (!p->rc_forced || p->rc == RECOMPUTE_FULL)
-            k = fmin(k, p->m_full[s]);
-        if (p->rc_forced && p->rc == RECOMPUTE_FULL)
-            ws = fmin(ws, p->m_ws[s]);
-        int n = p->fix_layers[s] ? p->fix_layers[s] : 1;
-        worst = fmax(worst, p->m0[s] + k * n);
-        sum0 += p->m0[s];
-        per_layer = fmin(per_layer, k);
+        double k[2];
+        for (int kind = 0; kind < 2; kind++) {
+            const double *c = p->lb_k[kind][s];
+            k[kind] = c[KB_NONE];
+            if (inner_sel_allowed(p))
+                k[kind] = fmin(k[kind], c[KB_SEL]);
+            if (!p->rc_forced || p->rc == RECOMPUTE_FULL)
+                k[kind] = fmin(k[kind], c[KB_FULL]);
+            if (forced_full && (kind == 1 || p->nd > 0))
+                ws = fmin(ws, c[KB_WS]);
+            kmin[kind] = fmin(kmin[kind], k[kind]);
+        }
+        double one = p->nd > 0 ? fmin(k[0], k[1]) : k[1];
+        double stage = p->lb_m0[s] + one;   /* a free stage holds a layer at least */
+        if (p->fix_layers[s]) {
+            int n = p->fix_layers[s], d = p->dense_in[s] >= 0 ? p->dense_in[s] : 0;
+            stage = p->lb_m0[s] + d * k[0] + (n - d) * k[1];
+        }
+        worst = fmax(worst, stage);
+        sum0 += p->lb_m0[s];
     }
     if (!isfinite(ws))
         ws = 0;
-    return fmax(worst, (sum0 + per_layer * p->L) / p->pp) + ws;
+    double layers = (p->nd > 0 ? p->nd * kmin[0] : 0.0) + (p->L - p->nd) * kmin[1];
+    return fmax(worst, (sum0 + layers) / p->pp) + ws;
 }
 
 /* ---- target megatron ---- */
@@ -351,7 +487,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
     int N0 = 1;
     for (int s = 0; s < pp; s++) {
         double save = p->m_none[s] - p->m_full[s];
-        double over = stage_mem(p, s, n[s], 0, 0) + p->m_ws[s] - p->cap;
+        double over = stage_mem(p, n, s, 0, 0) + p->m_ws[s] - p->cap;
         if (over > 0 && save > 0) {
             int k = (int)ceil(over / save / v);
             if (k > N0)
@@ -366,7 +502,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
             if (p->chunks_given)   /* min(N, chunk) of each of the layout string's chunks */
                 for (int c = tf[s] = 0; c < v; c++)
                     tf[s] += N < p->chunk_t[c * pp + s] ? N : p->chunk_t[c * pp + s];
-            fits &= stage_mem(p, s, n[s], tf[s], 0) <= p->cap;
+            fits &= stage_mem(p, n, s, tf[s], 0) <= p->cap;
         }
         if (fits) {
             TAKE();

@@ -59,6 +59,22 @@ typedef struct {
     double m_full[LAYOUT_MAX_PP];   // bytes per fully recomputed layer
     double m_ws[LAYOUT_MAX_PP];     // bytes of the recompute working set, once per stage with f_s > 0
     double cap;                     // bytes per GPU (with a few bytes of slack for rounding)
+    /* A mixture of experts with dense layers. The ILP's form above prices
+     * every layer as an MoE layer, plus, where a dense layer holds more,
+     * that excess times a line over the dense layers stage s can hold, so
+     * that mem_s bounds memory_stage() from above (inner_build). Where the
+     * split is known (inner_enumerate, inner_megatron, inner_objective) a
+     * stage's bytes are counted by kind instead, layer by layer as
+     * memory_stage() places them (inner_stage_bytes); the bounds use each
+     * kind's own bytes and seconds: */
+    int nd;                         // dense layers among the L (0: none, or not a mixture of experts)
+    double lb_m0[LAYOUT_MAX_PP];    // bytes of stage s without layers, sized by MoE layers
+    double lb_unit[LAYOUT_MAX_PP];  // more when it holds a dense layer (ZeRO's buckets of its largest layer)
+    double lb_k[2][LAYOUT_MAX_PP][4];   // [dense, moe][s][none, sel, full, ws]: bytes per layer of each kind
+    int dense_in[LAYOUT_MAX_PP];    // a fixed split: the dense layers stage s holds; else -1
+    double t_layer_kind[2];         // s per micro-batch of one dense / one MoE layer (fwd + bwd + exposed comm)
+    ModelSpec spec;                 // the model (nd > 0: where its dense layers lie)
+    Layout lo;                      // the outer layout (nd > 0: its chunks)
     InnerHull dp[LAYOUT_MAX_PP];    // exposed DP s per step of stage s as a function of n_s
     InnerHull opt[LAYOUT_MAX_PP];   // optimizer s per step of stage s as a function of n_s
     int fix_layers[LAYOUT_MAX_PP];  // > 0: n_s is fixed
@@ -103,6 +119,11 @@ void inner_enumerate(const InnerProblem *p, InnerSolution *out);
 /* Exact over what Megatron-LM expresses (see above), whether the split is
  * fixed or free; for p->megatron problems, and p->torchtitan ones. */
 void inner_megatron(const InnerProblem *p, InnerSolution *out);
+
+/* Bytes of stage s of the split `layers` with f fully and e selectively
+ * recomputed layers: the form, or for a mixture with dense layers the
+ * count by kind (see nd above). */
+double inner_stage_bytes(const InnerProblem *p, const int *layers, int s, int f, int e);
 
 /* The objective of a given split and recomputation (for tests and checks);
  * +inf when a stage does not fit. */

@@ -313,14 +313,13 @@ static bool evaluate(Search *S, const Outer *ou, Plan *plan, const char *dump_lp
     bool all_fixed = true;
     for (int s = 0; s < p->pp; s++)
         all_fixed &= p->fix_layers[s] > 0;
-    /* The inner problem's linear form can fall short of memory_stage(): it
-     * prices every layer of a mixture of experts as an MoE layer, and at a
-     * high ep a leading dense layer holds more per GPU than an MoE layer.
-     * When cost() finds the solution's peak over the cap, the form's cap is
-     * lowered by the overshoot and the problem solved again, so that more
-     * recomputation is tried before the layout is given up (before, such a
-     * layout was dropped, and a fixed layout that fits with more layers
-     * recomputed was reported as not fitting). */
+    /* The inner problem bounds memory_stage() from above (inner.h: the
+     * ILP's form prices a mixture's dense layers at the worse of the two
+     * kinds; a known split is counted by kind), so cost() should never
+     * find a solution over the cap. Should it (a term the form misses),
+     * the form's cap is lowered by the overshoot and the problem solved
+     * again, so that more recomputation is tried before the layout is
+     * given up, rather than dropping a layout that fits. */
     bool fits = false;
     for (int tries = 0; tries < 4 && !fits; tries++) {
         InnerSolution sol;
