@@ -216,7 +216,7 @@ static void stage_phases(const ModelSpec *m, const Layout *lo, const LayerTime *
     if (spec_is_moe(m)) {
         int k[2][RECOMPUTE_COUNT];
         memory_stage_layer_mix(m, lo, s, n, f, e, k);
-        int nd = k[0][0] + k[0][1] + k[0][2], nm = k[1][0] + k[1][1] + k[1][2];
+        int nd = memory_mix_kind(k, 0), nm = memory_mix_kind(k, 1);
         rc = k[0][RECOMPUTE_FULL] * lt->rc_full + k[0][RECOMPUTE_SELECTIVE] * lt->rc_sel +
              k[1][RECOMPUTE_FULL] * lt->moe_rc_full + k[1][RECOMPUTE_SELECTIVE] * lt->moe_rc_sel +
              (nd - k[0][RECOMPUTE_FULL]) * lt->rc_mod + (nm - k[1][RECOMPUTE_FULL]) * lt->moe_rc_mod;

@@ -70,6 +70,14 @@ void memory_expert_state_bytes(const Layout *lo, double *w, double *g, double *o
  * before it; chunk c of stage s is model chunk c·pp + s. */
 void memory_stage_layer_mix(const ModelSpec *m, const Layout *lo, int s, int n, int f, int e,
                             int cnt[2][RECOMPUTE_COUNT]);
+/* Layers of kind k (0 dense, 1 MoE) in a count of memory_stage_layer_mix, whatever they recompute. */
+static inline int memory_mix_kind(const int cnt[2][RECOMPUTE_COUNT], int k)
+{
+    int n = 0;
+    for (int r = 0; r < RECOMPUTE_COUNT; r++)
+        n += cnt[k][r];
+    return n;
+}
 /* The same with the first layer of stage s (vp 1) given, for a split
  * other than lo->layers (the planner's candidates). */
 void memory_layer_mix_from(const ModelSpec *m, const Layout *lo, int s, int first, int n, int f, int e,

@@ -911,6 +911,12 @@ double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     return t + (lo->cuda_graph == CG_FULL_ITERATION ? 0 : K_MB_EMBED) * hw->kernel_lat;
 }
 
+double time_head_gemm_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
+{
+    double V = (double)spec_padded_vocab(m, lo->tp);
+    return linear_fwd_s(hw, prec_bf16_if_fp8(hw, lo->prec), layout_mb_tokens(m, lo), V / lo->tp, m->h);
+}
+
 double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
 {
     double ab = hw_precision_bytes(lo->prec);
@@ -918,7 +924,7 @@ double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo)
     double V = (double)spec_padded_vocab(m, lo->tp);
     /* the output layer: logits T x V/tp x h, forward and both gradients */
     Precision p = prec_bf16_if_fp8(hw, lo->prec);
-    double t = linear_fwd_s(hw, p, tok, V / lo->tp, m->h) + linear_bwd_s(hw, p, tok, V / lo->tp, m->h);
+    double t = time_head_gemm_s(m, hw, lo) + linear_bwd_s(hw, p, tok, V / lo->tp, m->h);
     /* Megatron's vocab-parallel cross-entropy on fp32 logits, one unfused
      * pass per op, bytes per logit: cast (read ab, write 4), max (4),
      * subtract (8), exp (8), sum (4), divide (8); backward: scale (8), cast
@@ -975,7 +981,7 @@ double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, 
     } else {
         int c[2][RECOMPUTE_COUNT];
         memory_stage_layer_mix(m, lo, stage, n, f, e, c);
-        int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+        int nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
         t = nd * (lt->fwd + lt->bwd + lt->tp_fwd + lt->tp_bwd + lt->cp) + c[0][RECOMPUTE_FULL] * (lt->rc_full + lt->tp_rc) +
             c[0][RECOMPUTE_SELECTIVE] * lt->rc_sel;
         t += nm * time_moe_layer_s(lt) + c[1][RECOMPUTE_FULL] * (lt->moe_rc_full + lt->moe_tp_rc + lt->ep_rc) +
@@ -1002,11 +1008,10 @@ void time_stage_fw(const ModelSpec *m, const HwProfile *hw, const Layout *lo, co
 {
     int n = lo->layers[stage], c[2][RECOMPUTE_COUNT];
     memory_stage_layer_mix(m, lo, stage, n, lo->full_rc[stage], lo->sel_rc[stage], c);
-    int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+    int nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
     double f = nd * (lt->fwd + lt->tp_fwd) + nm * (lt->moe_fwd + lt->moe_tp_fwd + lt->ep_fwd);
     double w = nd * lt->wgrad + nm * lt->moe_wgrad;
-    double tok = layout_mb_tokens(m, lo), V = (double)spec_padded_vocab(m, lo->tp);
-    double head = linear_fwd_s(hw, prec_bf16_if_fp8(hw, lo->prec), tok, V / lo->tp, m->h);
+    double head = time_head_gemm_s(m, hw, lo);
     if (stage == lo->pp - 1)
         f += head, w += head;
     if (stage == layout_mtp_stage(lo) && m->mtp_layers > 0) {

@@ -146,6 +146,8 @@ double time_sel_op_saved_width(const ModelSpec *m, const Layout *lo);
  * (final norm, LM head, loss) per micro-batch, forward + backward. */
 double time_embed(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 double time_head(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
+/* The LM head's forward GEMM alone (logits T x V/tp x h), per micro-batch. */
+double time_head_gemm_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo);
 /* Per micro-batch time of stage `stage` with n layers, f fully and e
  * selectively recomputed (embedding, head and PP p2p included). */
 double time_stage_mb(const ModelSpec *m, const HwProfile *hw, const Layout *lo, const LayerTime *lt,

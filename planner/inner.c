@@ -264,7 +264,7 @@ double inner_stage_bytes(const InnerProblem *p, const int *layers, int s, int f,
     for (int k = 0; k < 2; k++)
         for (int r = 0; r < 3; r++)
             b += cnt[k][mode[r]] * p->lb_k[k][s][r];
-    if (cnt[0][RECOMPUTE_NONE] + cnt[0][RECOMPUTE_SELECTIVE] + cnt[0][RECOMPUTE_FULL] > 0)
+    if (memory_mix_kind(cnt, 0) > 0)
         b += p->lb_unit[s];
     /* the working set: an MoE layer's when one is fully recomputed (memory_stage: the larger) */
     if (f > 0)

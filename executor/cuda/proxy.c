@@ -72,7 +72,7 @@ void proxy_predict(const ModelSpec *m, const HwProfile *hw, const Layout *lo, in
     int c[2][RECOMPUTE_COUNT] = {{n - f - e, e, f}, {0, 0, 0}};   // [dense, MoE][none, selective, full]
     if (spec_is_moe(m))
         memory_stage_layer_mix(m, &l, stage, n, f, e, c);
-    int nd = c[0][0] + c[0][1] + c[0][2], nm = c[1][0] + c[1][1] + c[1][2];
+    int nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
     p->comm_mb_s = nd * (lt.tp_fwd + lt.tp_bwd + lt.cp) + c[0][RECOMPUTE_FULL] * lt.tp_rc +
                    nm * (lt.moe_tp_fwd + lt.moe_tp_bwd + lt.cp + lt.ep_fwd + lt.ep_bwd) +
                    c[1][RECOMPUTE_FULL] * (lt.moe_tp_rc + lt.ep_rc) + time_pp_mb(m, hw, &l);
