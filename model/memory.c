@@ -205,6 +205,37 @@ static double moe_fp8_input_bytes(const ModelSpec *m, const Layout *lo)
     return bytes;
 }
 
+/* DeepSeek-V3's low-precision storage (DeepSeek-V3 report §3.3.4, a
+ * stack's act_fp8_cache): under fp8 training its framework caches each
+ * Linear's input in fp8 for the backward, and two tensors in forms of their
+ * own: the input of the Linear after the attention in E5M6 (12 bits), which
+ * the attention's backward reads too, so it replaces both the 16-bit tensor
+ * and the fp8 copy Transformer Engine keeps (memory_layer_acts,
+ * fp8_input_bytes); and the SwiGLU's input in the MoE layers (the experts'
+ * FC1 outputs, routed and shared) in fp8, its output recomputed in the
+ * backward (what --recompute-modules moe_act frees, which the run's
+ * recompute_modules names). Bytes saved against Transformer Engine's
+ * storage in one layer not fully recomputed; the ultraplan executors keep
+ * their own layout (0). */
+static double act_cache_saved(const ModelSpec *m, const Layout *lo, bool moe)
+{
+    if (!lo->act_fp8_cache || lo->prec != PREC_FP8 || memory_executor_accounting(lo))
+        return 0;
+    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo), t = lo->tp;
+    /* the attention output, counted at the query width in 16 bits and in fp8; kept once in 12 bits at its
+     * own width (MLA's heads x v_head_dim) */
+    double out = m->attn == ATTN_MLA ? (double)m->a * m->v_head_dim : (double)spec_q_width(m);
+    double saved = tok * ((ab + 1.0) * spec_q_width(m) - 1.5 * out) / t;
+    if (moe && spec_is_moe(m)) {
+        double up = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;   /* FC1's output width over the FFN's */
+        double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)layout_etp(lo);
+        saved += (ab - 1.0) * layout_moe_rows(m, lo) * up * ef;
+        if (m->shared_ffn > 0 && !(layout_rc_modules(lo) & RCM_SHARED_EXPERTS))
+            saved += (ab - 1.0) * tok * up * m->shared_ffn / t;
+    }
+    return saved;
+}
+
 double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
 {
     double ab = hw_precision_bytes(lo->prec);
@@ -240,7 +271,7 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     bytes -= rc_module_saved(m, lo, sbh * mlp / t);
 
     if (lo->prec == PREC_FP8)
-        bytes += fp8_input_bytes(m, lo, !memory_executor_accounting(lo));
+        bytes += fp8_input_bytes(m, lo, !memory_executor_accounting(lo)) - act_cache_saved(m, lo, false);
 
     double a = m->a;
     if (lo->flash) {
@@ -283,7 +314,8 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
         bytes += act * ab * tok * m->shared_ffn / t;          /* the shared expert, as a dense MLP */
     if (rcm & RCM_MOE_ACT)                                    /* moe_act: the activation's output */
         bytes -= ab * rows * ef / layout_etp(lo);
-    return bytes;
+    /* memory_layer_acts took the attention output's share off already */
+    return bytes - (act_cache_saved(m, lo, true) - act_cache_saved(m, lo, false));
 }
 
 double memory_inflight(const Layout *lo, int stage)
@@ -401,8 +433,11 @@ double memory_stage_params_split(const ModelSpec *m, const Layout *lo, int stage
             n += V * h / t;
     }
     if (stage == layout_mtp_stage(lo)) {   /* the last stage, or where --pipeline-layout puts 'm' */
-        /* MTP needs the embedding where it runs: an untied model keeps a copy there (Megatron-LM) */
-        if (m->mtp_layers > 0 && !m->tied && lo->pp > 1)
+        /* MTP needs the embedding where it runs: an untied model keeps a copy there (Megatron-LM),
+         * unless DualPipe puts that stage on the embedding's rank (its mirror is stage 0), which
+         * shares the one copy "physically" (DeepSeek-V3 report §3.2.3) */
+        bool shared = lo->pp_sched == PP_SCHED_DUALPIPE && layout_pp_mirror(lo, stage) == 0;
+        if (m->mtp_layers > 0 && !m->tied && lo->pp > 1 && !shared)
             n += V * h / t;
         double mex = 0;
         n += mtp_params(m, lo, &mex);

@@ -61,6 +61,7 @@ typedef struct {
                                   // choice (--cp-comm). Not a profile field: scenario_finish sets the layout's
     int sel_ac;                   // what selective recomputation recomputes (a SelAc); -1 = Megatron's core_attn.
                                   // A layout field, set from the stack as cp_comm is
+    bool act_fp8_cache;           // under fp8, activations cached as DeepSeek-V3's framework does (Layout field)
 } Stack;
 
 /* megatron-lm: every scale 1, kernel of the profile, overlaps and ZeRO-3 as

@@ -16,7 +16,7 @@
 
 static const char *const builtin[STACK_BUILTIN_COUNT] = {
     "megatron-lm", "nemo", "megatron-2021", "megatron-deepspeed", "composer-fsdp", "torchtitan", "deepspeed-zero3",
-    "megatron-deepspeed-2021", "torchtitan-2412",
+    "megatron-deepspeed-2021", "torchtitan-2412", "hai-llm",
 };
 
 const char *stacks_name(int i) { return i >= 0 && i < STACK_BUILTIN_COUNT ? builtin[i] : NULL; }
@@ -124,7 +124,8 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
         opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast) ||
         opt_bool(c, root, "compile_loss", "compile_loss", &st->compile_loss) ||
         opt_bool(c, root, "cp_pytorch", "cp_pytorch", &st->cp_pytorch) ||
-        opt_bool(c, root, "sdpa_repeat_kv", "sdpa_repeat_kv", &st->sdpa_repeat_kv))
+        opt_bool(c, root, "sdpa_repeat_kv", "sdpa_repeat_kv", &st->sdpa_repeat_kv) ||
+        opt_bool(c, root, "act_fp8_cache", "act_fp8_cache", &st->act_fp8_cache))
         return -1;
     const cJSON *cc = cJSON_GetObjectItemCaseSensitive(root, "cp_comm");
     if (cc) {
@@ -148,12 +149,14 @@ void stacks_layout_settings(Layout *lo)
     Stack st;
     char err[256];
     lo->sel_ac = SEL_AC_CORE_ATTN;
+    lo->act_fp8_cache = false;
     if (lo->stack <= 0 || stacks_load(lo->stack, &st, err, sizeof err) != 0)
         return;   /* the default stack, or a build without its file (test_stacks loads each) */
     if (st.sel_ac >= 0)
         lo->sel_ac = (SelAc)st.sel_ac;
     if (st.cp_comm >= 0)
         lo->cp_comm = (CpComm)st.cp_comm;
+    lo->act_fp8_cache = st.act_fp8_cache;
 }
 
 int stacks_parse_json(const char *text, const char *origin, Stack *out, char *err, int errlen)
@@ -274,6 +277,8 @@ char *stacks_to_json(const Stack *st)
         cJSON_AddStringToObject(j, "selective_ac", layout_sel_ac_name((SelAc)st->sel_ac));
     if (st->rc_early_stop)
         cJSON_AddBoolToObject(j, "rc_early_stop", true);
+    if (st->act_fp8_cache)
+        cJSON_AddBoolToObject(j, "act_fp8_cache", true);
     if (st->eager_elementwise)
         cJSON_AddBoolToObject(j, "eager_elementwise", true);
     if (st->ce_upcast)

@@ -60,7 +60,7 @@
 
 /* The builtin stacks, in a fixed order (the --stack knob's values); 0 is
  * megatron-lm, the default, which changes nothing. */
-#define STACK_BUILTIN_COUNT 9
+#define STACK_BUILTIN_COUNT 10
 const char *stacks_name(int i);          // NULL when i is out of range
 int stacks_index(const char *name);      // case-insensitive; -1 when unknown
 

@@ -15,6 +15,7 @@
 #include "cost.h"
 #include "presets.h"
 #include "profile.h"
+#include "stacks.h"
 
 #define GIB 1073741824.0
 
@@ -1548,6 +1549,62 @@ static ModelSpec tiny_moe(void)
  * keeps pp - h micro-batches under both), and the bubble
  * (pp/2 - 1)(F&B + B - 3W) with F&B = z, B = z - F, in the rank's means:
  * F = 24 (fwd + tp_fwd) + head/2, W = 24 wgrad + head/2. */
+/* DeepSeek-V3's low-precision activation storage (the hai-llm stack's
+ * act_fp8_cache, DeepSeek-V3 report §3.3.4) and DualPipe's shared MTP
+ * embedding (§3.2.3), worked by hand on DeepSeek-V3 at tp 1, 4,096 tokens,
+ * balanced routing. The attention output is counted at the query width
+ * (128 heads x 192) in 16 bits and in Transformer Engine's fp8 copy, and
+ * kept once in 12 bits at 128 x 128: 4096 (3 x 24576 - 1.5 x 16384) =
+ * 201,326,592 bytes a layer. An MoE layer also keeps its SwiGLU inputs in
+ * 1 byte, not 2: 32,768 routed rows x 4,096 (gate and up of 2,048) and
+ * the shared expert's 4,096 x 4,096: 150,994,944 more. */
+static void test_hai_llm_storage(void **st)
+{
+    (void)st;
+    ModelSpec d;
+    char err[256];
+    assert_int_equal(presets_find("deepseek-v3", &d, err, sizeof err), 0);
+    assert_int_equal(spec_q_width(&d), 128 * 192);
+    assert_int_equal(d.a * d.v_head_dim, 128 * 128);
+    Layout lo;
+    layout_default(&lo);
+    lo.tp = 1, lo.pp = 16, lo.dp = 128, lo.ep = 64, lo.mbs = 1, lo.gbs = 15360, lo.opt = OPT_DISTOPT;
+    lo.prec = PREC_FP8, lo.moe_imbalance = 1;
+    Layout c = lo;
+    c.act_fp8_cache = true;
+    double dense = memory_layer_acts(&d, &lo, RECOMPUTE_NONE) - memory_layer_acts(&d, &c, RECOMPUTE_NONE);
+    double moe = memory_moe_layer_acts(&d, &lo, RECOMPUTE_NONE) - memory_moe_layer_acts(&d, &c, RECOMPUTE_NONE);
+    assert_rel(dense, 201326592.0, 1e-12);
+    assert_rel(moe, 201326592.0 + 150994944.0, 1e-12);
+    /* a fully recomputed layer keeps its input only; bf16 training, the executors: nothing changes */
+    assert_rel(memory_moe_layer_acts(&d, &c, RECOMPUTE_FULL), memory_moe_layer_acts(&d, &lo, RECOMPUTE_FULL), 1e-15);
+    Layout b = c, bl = lo;
+    b.prec = bl.prec = PREC_BF16;
+    assert_rel(memory_moe_layer_acts(&d, &b, RECOMPUTE_NONE), memory_moe_layer_acts(&d, &bl, RECOMPUTE_NONE), 1e-15);
+    Layout x = c, xl = lo;
+    x.target = xl.target = TARGET_ULTRAPLAN_CUDA;
+    assert_rel(memory_moe_layer_acts(&d, &x, RECOMPUTE_NONE), memory_moe_layer_acts(&d, &xl, RECOMPUTE_NONE), 1e-15);
+    /* the stack sets it on the layout */
+    Layout s = lo;
+    s.stack = stacks_index("hai-llm");
+    assert_true(s.stack > 0);
+    stacks_layout_settings(&s);
+    assert_true(s.act_fp8_cache);
+    s.stack = 0;
+    stacks_layout_settings(&s);
+    assert_false(s.act_fp8_cache);
+
+    /* DualPipe: the MTP stage (15) shares rank 0 with the embedding, so it keeps no copy of its own */
+    double V = (double)spec_padded_vocab(&d, 1), h = d.h;
+    for (int k = 0; k < 16; k++)
+        lo.layers[k] = k == 0 ? 3 : 4;   /* 61 = 3 + 14 x 4 + 2: any split */
+    lo.layers[15] = 2;
+    Layout dp = lo;
+    dp.pp_sched = PP_SCHED_DUALPIPE;
+    assert_rel(memory_stage_params(&d, &lo, 15, 2) - memory_stage_params(&d, &dp, 15, 2), V * h, 1e-12);
+    assert_rel(memory_stage_params(&d, &lo, 0, 3), memory_stage_params(&d, &dp, 0, 3), 1e-15);
+}
+
 static void test_dualpipe(void **st)
 {
     (void)st;
@@ -3143,7 +3200,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_layout_string),
         cmocka_unit_test(test_moe_dispatchers),
         cmocka_unit_test(test_pp_serial_p2p),
-        cmocka_unit_test(test_dualpipe),
+        cmocka_unit_test(test_dualpipe), cmocka_unit_test(test_hai_llm_storage),
         cmocka_unit_test(test_recompute_early_stop),
         cmocka_unit_test(test_cuda_graph_launches),
         cmocka_unit_test(test_gpt_oss_counts),
