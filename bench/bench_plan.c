@@ -90,7 +90,9 @@ int main(int argc, char **argv)
                 return 1;
             }
             double wall = now_s() - t0;
-            char best[96] = "none fits";
+            char best[1100];
+            /* no plan: the planner's reason (a model the target's executor refuses, or none fits) */
+            snprintf(best, sizeof best, "none: %s", res.infeasible[0] ? res.infeasible : "no layout fits");
             if (res.n > 0) {
                 const Layout *lo = &res.plans[0].layout;
                 char ep[24] = "";
@@ -105,11 +107,12 @@ int main(int argc, char **argv)
             if (!ex)
                 pruned_step = step;
             bool miss = !ex && cases[i].target_s > 0 && wall > cases[i].target_s;
+            bool timed = !ex && cases[i].target_s > 0 && res.n > 0;   /* a target says nothing of a refusal */
             misses += miss;
             printf("%-15s %6d %-10s %9.4f %8ld %9ld %8ld %6ld %12.0f  %s%s%s\n", m.name, req.gpus,
                    ex ? "exhaustive" : "pruned", wall, res.outer_total, res.outer_evaluated, res.outer_pruned,
                    res.ilp_solved, res.outer_total / wall, best,
-                   miss ? "  (MISSES TARGET)" : cases[i].target_s > 0 && !ex ? "  (target met)" : "",
+                   miss ? "  (MISSES TARGET)" : timed ? "  (target met)" : "",
                    diff ? "  (DIFFERS FROM PRUNED)" : "");
             planner_result_free(&res);
         }
