@@ -8,7 +8,9 @@
  *   s.t. sum_s n_s = L
  *        f_s + e_s <= n_s                            every stage
  *        f_s <= (L-p+1) w_s,  w_s binary             w_s = 1 when stage s recomputes fully
- *        m_none n_s + (m_full-m_none) f_s + (m_sel-m_none) e_s + m_ws w_s <= cap - m0_s
+ *        m_none n_s + (m_full-m_none) f_s + (m_sel-m_none) e_s + m_ws w_s + d_gain_s d_s <= cap - m0_s
+ *        d_s <= n_s, d_s + n_0 + ... + n_{s-1} <= nd, d_s >= 0   (a mixture's leading dense layers
+ *                                                       where lighter: inner.h d_gain)
  *        z >= T_s
  *        y_dp  >= a_k + b_k n_s                      the lines of stage s's dp hull
  *        y_opt >= a_k + b_k n_s                      the lines of stage s's optimizer hull
@@ -72,7 +74,7 @@ void ilp_opts_default(IlpOpts *o)
 }
 
 /* Column indices of one stage. */
-typedef struct { int n, f, e, w; } StageCols;
+typedef struct { int n, f, e, w, d; } StageCols;
 
 static int add_col(glp_prob *P, const char *name, int kind, int type, double lo, double hi)
 {
@@ -125,7 +127,11 @@ static void build(glp_prob *P, const InnerProblem *p, const IlpOpts *o, StageCol
         sc[s].f = full_ok ? add_col(P, nm, GLP_IV, GLP_DB, 0, nmax) : add_col(P, nm, GLP_IV, GLP_FX, 0, 0);
         snprintf(nm, sizeof nm, "e%d", s);
         sc[s].e = sel_ok ? add_col(P, nm, GLP_IV, GLP_DB, 0, nmax) : add_col(P, nm, GLP_IV, GLP_FX, 0, 0);
-        sc[s].w = 0;
+        sc[s].w = sc[s].d = 0;
+        if (p->d_gain[s] < 0) {
+            snprintf(nm, sizeof nm, "d%d", s);
+            sc[s].d = add_col(P, nm, GLP_CV, GLP_DB, 0, p->nd);
+        }
         if (full_ok && p->m_ws[s] > 0) {
             snprintf(nm, sizeof nm, "w%d", s);
             sc[s].w = add_col(P, nm, GLP_BV, GLP_DB, 0, 1);
@@ -161,13 +167,24 @@ static void build(glp_prob *P, const InnerProblem *p, const IlpOpts *o, StageCol
         }
         double k = 1.0 / p->cap;
         int cnt = 3;
-        int mi[4] = {c->n, c->f, c->e, c->w};
-        double mv[4] = {p->m_none[s] * k, (p->m_full[s] - p->m_none[s]) * k, (p->m_sel[s] - p->m_none[s]) * k,
-                        p->m_ws[s] * k};
+        int mi[5] = {c->n, c->f, c->e};
+        double mv[5] = {p->m_none[s] * k, (p->m_full[s] - p->m_none[s]) * k, (p->m_sel[s] - p->m_none[s]) * k};
         if (c->w) {
-            cnt = 4;
+            mi[cnt] = c->w, mv[cnt++] = p->m_ws[s] * k;
             snprintf(nm, sizeof nm, "wsflag%d", s);
             add_row(P, nm, GLP_UP, 0, 0, 2, (int[]){c->f, c->w}, (double[]){1, -(double)nmax});
+        }
+        if (c->d) {
+            mi[cnt] = c->d, mv[cnt++] = p->d_gain[s] * k;
+            snprintf(nm, sizeof nm, "dense%d", s);
+            add_row(P, nm, GLP_UP, 0, 0, 2, (int[]){c->d, c->n}, (double[]){1, -1});
+            int di[LAYOUT_MAX_PP + 1];
+            double dv[LAYOUT_MAX_PP + 1];
+            di[0] = c->d, dv[0] = 1;
+            for (int q = 0; q < s; q++)
+                di[q + 1] = sc[q].n, dv[q + 1] = 1;
+            snprintf(nm, sizeof nm, "denseleft%d", s);
+            add_row(P, nm, GLP_UP, 0, p->nd, s + 1, di, dv);
         }
         snprintf(nm, sizeof nm, "mem%d", s);
         add_row(P, nm, GLP_UP, 0, (p->cap - p->m0[s]) * k - 1e-6, cnt, mi, mv);

@@ -212,7 +212,11 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
         if (mix) {
             /* a dense layer over an MoE layer, whatever either recomputes:
              * that much for each dense layer the stage may hold */
-            double up = fmax(fmax(0.0, kd[KB_NONE] - km[KB_NONE]), fmax(kd[KB_SEL] - km[KB_SEL], kd[KB_FULL] - km[KB_FULL]));
+            double worst = fmax(kd[KB_NONE] - km[KB_NONE], fmax(kd[KB_SEL] - km[KB_SEL], kd[KB_FULL] - km[KB_FULL]));
+            double up = fmax(0.0, worst);
+            /* lighter in every mode: the ILP may count the stage's dense layers (inner.h d_gain) */
+            if (worst < 0 && p->dense_in[s] < 0 && lo.vp <= 1 && m_in->moe_freq <= 1 && s < m_in->moe_first_dense)
+                p->d_gain[s] = worst;
             double a, b;
             if (p->dense_in[s] >= 0)
                 a = p->dense_in[s], b = 0;

@@ -72,6 +72,11 @@ typedef struct {
     double lb_unit[LAYOUT_MAX_PP];  // more when it holds a dense layer (ZeRO's buckets of its largest layer)
     double lb_k[2][LAYOUT_MAX_PP][4];   // [dense, moe][s][none, sel, full, ws]: bytes per layer of each kind
     int dense_in[LAYOUT_MAX_PP];    // a fixed split: the dense layers stage s holds; else -1
+    /* A free split of one chunk a stage, Megatron's leading dense layers, a dense layer lighter than an
+     * MoE layer whatever either recomputes: d_gain[s] < 0 bytes a dense layer, and the ILP counts stage
+     * s's dense layers as a column d_s <= n_s, d_s <= nd - (n_0 + ... + n_{s-1}), which is at most the
+     * dense layers the stage holds, so d_gain d_s stays above what they save. 0: none. */
+    double d_gain[LAYOUT_MAX_PP];
     double t_layer_kind[2];         // s per micro-batch of one dense / one MoE layer (fwd + bwd + exposed comm)
     ModelSpec spec;                 // the model (nd > 0: where its dense layers lie)
     Layout lo;                      // the outer layout (nd > 0: its chunks)

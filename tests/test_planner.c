@@ -799,6 +799,16 @@ static void check_form(const ModelSpec *m, const HwProfile *hw, Layout *lo)
                 memory_stage(m, hw, lo, s, &sm);
                 double form = p->m0[s] + p->m_none[s] * (n - f - e) + p->m_sel[s] * e + p->m_full[s] * f +
                               (f > 0 ? p->m_ws[s] : 0.0);
+                int start = 0;
+                for (int q = 0; q < s; q++)
+                    start += lo->layers[q];
+                if (p->d_gain[s] < 0)   /* the ILP's d_s at its best: the stage's leading dense layers */
+                    form += p->d_gain[s] * fmax(0.0, fmin(n, p->nd - start));
+                /* where the ILP counts the dense layers (d_s, a dense layer lighter: ep 8), every
+                 * layer fully recomputed, the form is within 1 GiB (before d_s, 16-25 GiB over) */
+                if (p->d_gain[s] < 0 && mode == 2 && form > sm.total + 1073741824.0)
+                    fail_msg("ep %d, split %d, stage %d: form %.4f GiB, memory_stage %.4f GiB", lo->ep, n0, s,
+                             form / 1073741824.0, sm.total / 1073741824.0);
                 if (form < sm.total - 1.0)
                     fail_msg("ep %d, split %d, mode %d, stage %d: form %.4f GiB under memory_stage %.4f GiB", lo->ep,
                              n0, mode, s, form / 1073741824.0, sm.total / 1073741824.0);
