@@ -131,7 +131,7 @@ typedef struct {
     CpComm cp_comm;                // CP's K/V exchange: ring (p2p, default) or all-gather
     SelAc sel_ac;                  // what selective recomputation recomputes (the stack's; default core_attn)
     bool act_fp8_cache;            // fp8 training keeps activations in DeepSeek-V3's low-precision storage (the stack's:
-                                   // memory.c act_cache_saved); set from the stack as sel_ac is
+                                   // memory.c attn_cache_saved, moe_cache_saved); set from the stack as sel_ac is
     bool split_embed;              // the embedding counts as a layer in the stage split (Megatron
                                    // --account-for-embedding-in-pipeline-split)
     bool split_loss;               // the loss (LM head) counts as a layer (--account-for-loss-in-pipeline-split)

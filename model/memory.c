@@ -215,24 +215,36 @@ static double moe_fp8_input_bytes(const ModelSpec *m, const Layout *lo)
  * FC1 outputs, routed and shared) in fp8, its output recomputed in the
  * backward (what --recompute-modules moe_act frees, which the run's
  * recompute_modules names). Bytes saved against Transformer Engine's
- * storage in one layer not fully recomputed; the ultraplan executors keep
- * their own layout (0). */
-static double act_cache_saved(const ModelSpec *m, const Layout *lo, bool moe)
+ * storage in one layer not fully recomputed, in two parts below; the
+ * ultraplan executors keep their own layout (0). */
+static bool act_cache(const Layout *lo)
 {
-    if (!lo->act_fp8_cache || lo->prec != PREC_FP8 || memory_executor_accounting(lo))
+    return lo->act_fp8_cache && lo->prec == PREC_FP8 && !memory_executor_accounting(lo);
+}
+
+/* The attention output's share, every layer: counted at the query width in
+ * 16 bits and in fp8, kept once in 12 bits at its own width (MLA's heads x
+ * v_head_dim) */
+static double attn_cache_saved(const ModelSpec *m, const Layout *lo)
+{
+    if (!act_cache(lo))
         return 0;
-    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo), t = lo->tp;
-    /* the attention output, counted at the query width in 16 bits and in fp8; kept once in 12 bits at its
-     * own width (MLA's heads x v_head_dim) */
+    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo);
     double out = m->attn == ATTN_MLA ? (double)m->a * m->v_head_dim : (double)spec_q_width(m);
-    double saved = tok * ((ab + 1.0) * spec_q_width(m) - 1.5 * out) / t;
-    if (moe && spec_is_moe(m)) {
-        double up = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;   /* FC1's output width over the FFN's */
-        double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)layout_etp(lo);
-        saved += (ab - 1.0) * layout_moe_rows(m, lo) * up * ef;
-        if (m->shared_ffn > 0 && !(layout_rc_modules(lo) & RCM_SHARED_EXPERTS))
-            saved += (ab - 1.0) * tok * up * m->shared_ffn / t;
-    }
+    return tok * ((ab + 1.0) * spec_q_width(m) - 1.5 * out) / lo->tp;
+}
+
+/* The MoE SwiGLU's inputs, routed and shared, in 1 byte, not ab */
+static double moe_cache_saved(const ModelSpec *m, const Layout *lo)
+{
+    if (!act_cache(lo) || !spec_is_moe(m))
+        return 0;
+    double ab = hw_precision_bytes(lo->prec), tok = layout_mb_tokens(m, lo);
+    double up = m->mlp == MLP_SWIGLU ? 2.0 : 1.0;   /* FC1's output width over the FFN's */
+    double ef = (m->moe_ffn > 0 ? m->moe_ffn : m->f) / (double)layout_etp(lo);
+    double saved = (ab - 1.0) * layout_moe_rows(m, lo) * up * ef;
+    if (m->shared_ffn > 0 && !(layout_rc_modules(lo) & RCM_SHARED_EXPERTS))
+        saved += (ab - 1.0) * tok * up * m->shared_ffn / lo->tp;
     return saved;
 }
 
@@ -271,7 +283,7 @@ double memory_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
     bytes -= rc_module_saved(m, lo, sbh * mlp / t);
 
     if (lo->prec == PREC_FP8)
-        bytes += fp8_input_bytes(m, lo, !memory_executor_accounting(lo)) - act_cache_saved(m, lo, false);
+        bytes += fp8_input_bytes(m, lo, !memory_executor_accounting(lo)) - attn_cache_saved(m, lo);
 
     double a = m->a;
     if (lo->flash) {
@@ -314,8 +326,7 @@ double memory_moe_layer_acts(const ModelSpec *m, const Layout *lo, Recompute r)
         bytes += act * ab * tok * m->shared_ffn / t;          /* the shared expert, as a dense MLP */
     if (rcm & RCM_MOE_ACT)                                    /* moe_act: the activation's output */
         bytes -= ab * rows * ef / layout_etp(lo);
-    /* memory_layer_acts took the attention output's share off already */
-    return bytes - (act_cache_saved(m, lo, true) - act_cache_saved(m, lo, false));
+    return bytes - moe_cache_saved(m, lo);   /* memory_layer_acts took the attention's share */
 }
 
 double memory_inflight(const Layout *lo, int stage)

@@ -176,12 +176,12 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
     }
     /* a fixed split: the dense layers each stage holds, as memory_stage() places them */
     Layout lf = *lo_in;
+    for (int k = 0; k < pp; k++)
+        lf.layers[k] = p->fix_layers[k];
     for (int s = 0; s < pp; s++) {
         p->dense_in[s] = -1;
         if (mix && p->fix_layers[s] && p->fix_layers[0]) {
             int cnt[2][RECOMPUTE_COUNT];
-            for (int k = 0; k < pp; k++)
-                lf.layers[k] = p->fix_layers[k];
             memory_stage_layer_mix(m_in, &lf, s, p->fix_layers[s], 0, 0, cnt);
             p->dense_in[s] = cnt[0][RECOMPUTE_NONE];
         }
@@ -226,13 +226,13 @@ void inner_build(const ModelSpec *m_in, const HwProfile *hw, const Layout *lo_in
             p->m_none[s] += up * b;
             p->m_sel[s] += up * b;
             p->m_full[s] += up * b;
-            /* and what the stage sizes by its largest layer (ZeRO's layer
-             * buckets): a stage of no layers sizes them by its kind (the
-             * MTP module, of either kind here, left out) */
-            ModelSpec d0 = md, c0 = mc;
-            d0.mtp_layers = c0.mtp_layers = 0;
-            p->lb_unit[s] = fmax(0.0, stage_total(&d0, hw, &lo, s, 0, 0, 0) - stage_total(&c0, hw, &lo, s, 0, 0, 0));
-            if (a > 0 || b > 0) {
+            if (a > 0 || b > 0) {   /* a stage that can hold dense layers */
+                /* and what the stage sizes by its largest layer (ZeRO's layer
+                 * buckets): a stage of no layers sizes them by its kind (the
+                 * MTP module, of either kind here, left out) */
+                ModelSpec d0 = md, c0 = mc;
+                d0.mtp_layers = c0.mtp_layers = 0;
+                p->lb_unit[s] = fmax(0.0, stage_total(&d0, hw, &lo, s, 0, 0, 0) - stage_total(&c0, hw, &lo, s, 0, 0, 0));
                 p->m_ws[s] = fmax(km[KB_WS], kd[KB_WS]);
                 p->m0[s] += p->lb_unit[s];
             }
@@ -276,17 +276,11 @@ double inner_stage_bytes(const InnerProblem *p, const int *layers, int s, int f,
     return b;
 }
 
-/* stage s of a split whose stages before s hold `layers` (n its own) */
-static double stage_mem(const InnerProblem *p, const int *layers, int s, int f, int e)
-{
-    return inner_stage_bytes(p, layers, s, f, e);
-}
-
 double inner_objective(const InnerProblem *p, const int *layers, const int *full, const int *sel)
 {
     double z = 0, sum = 0, dp = 0, opt = 0;
     for (int s = 0; s < p->pp; s++) {
-        if (stage_mem(p, layers, s, full[s], sel[s]) > p->cap)
+        if (inner_stage_bytes(p, layers, s, full[s], sel[s]) > p->cap)
             return INFINITY;
         double t = p->t0[s] + p->t_layer * layers[s] + p->t_full * full[s] + p->t_sel * sel[s];
         z = fmax(z, t);
@@ -307,12 +301,12 @@ static bool stage_recompute(const InnerProblem *p, const int *layers, int s, int
             return false;
         *fo = p->rc == RECOMPUTE_FULL ? n : 0;
         *eo = p->rc == RECOMPUTE_SELECTIVE ? n : 0;
-        return stage_mem(p, layers, s, *fo, *eo) <= p->cap;
+        return inner_stage_bytes(p, layers, s, *fo, *eo) <= p->cap;
     }
     double best = INFINITY;
     double save = p->no_sel ? 0.0 : p->m_none[s] - p->m_sel[s];   /* bytes one selective layer saves */
     for (int f = 0; f <= n; f++) {
-        double mem = stage_mem(p, layers, s, f, 0);
+        double mem = inner_stage_bytes(p, layers, s, f, 0);
         int e = 0;
         if (mem > p->cap) {
             if (save <= 0)
@@ -320,9 +314,9 @@ static bool stage_recompute(const InnerProblem *p, const int *layers, int s, int
             e = (int)ceil((mem - p->cap) / save);
             if (e < 0)
                 e = 0;
-            while (e <= n - f && stage_mem(p, layers, s, f, e) > p->cap)
+            while (e <= n - f && inner_stage_bytes(p, layers, s, f, e) > p->cap)
                 e++;
-            while (e > 0 && stage_mem(p, layers, s, f, e - 1) <= p->cap)
+            while (e > 0 && inner_stage_bytes(p, layers, s, f, e - 1) <= p->cap)
                 e--;
             if (e > n - f)
                 continue;
@@ -491,7 +485,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
     int N0 = 1;
     for (int s = 0; s < pp; s++) {
         double save = p->m_none[s] - p->m_full[s];
-        double over = stage_mem(p, n, s, 0, 0) + p->m_ws[s] - p->cap;
+        double over = inner_stage_bytes(p, n, s, 0, 0) + p->m_ws[s] - p->cap;
         if (over > 0 && save > 0) {
             int k = (int)ceil(over / save / v);
             if (k > N0)
@@ -506,7 +500,7 @@ static double megatron_recompute(const InnerProblem *p, const int *n, int *f, in
             if (p->chunks_given)   /* min(N, chunk) of each of the layout string's chunks */
                 for (int c = tf[s] = 0; c < v; c++)
                     tf[s] += N < p->chunk_t[c * pp + s] ? N : p->chunk_t[c * pp + s];
-            fits &= stage_mem(p, n, s, tf[s], 0) <= p->cap;
+            fits &= inner_stage_bytes(p, n, s, tf[s], 0) <= p->cap;
         }
         if (fits) {
             TAKE();

@@ -113,6 +113,17 @@ static void test_pruned_equals_exhaustive(void **state)
     pruned_vs_exhaustive_target("llama3.1-70b", 64, TARGET_TORCHTITAN);
 }
 
+/* DeepSeek-V3 on 2,048 H100s with tp, pp, ep (etp 1), mbs and the optimizer fixed */
+static void dsv3_fixed(ModelSpec *m, HwProfile *hw, CostOpts *o, PlanRequest *r, int tp, int pp, int ep, int mbs,
+                       OptimShard opt)
+{
+    load("deepseek-v3", "h100-sxm", m, hw);
+    cost_opts_default(o);
+    request(r, m, 2048);
+    r->fixed = FIX_TP | FIX_PP | FIX_EP | FIX_MBS | FIX_OPT;
+    r->base.tp = tp, r->base.pp = pp, r->base.ep = ep, r->base.etp = 1, r->base.mbs = mbs, r->base.opt = opt;
+}
+
 /* Every plan of the table, not only the best, survives the pruning, for
  * a mixture of experts with dense layers, whose bounds count each kind of
  * layer at its own bytes and seconds (planner/inner.c). With plan's
@@ -135,15 +146,11 @@ static void test_dense_layers_not_overpriced(void **state)
     (void)state;
     ModelSpec m;
     HwProfile hw;
-    load("deepseek-v3", "h100-sxm", &m, &hw);
     CostOpts o;
-    cost_opts_default(&o);
     PlanRequest r;
-    request(&r, &m, 2048);
+    dsv3_fixed(&m, &hw, &o, &r, 4, 16, 8, 1, OPT_DISTOPT);
     r.base.gbs = 1024;
     r.mem_margin_bytes = 0.05 * hw.hbm_bytes;
-    r.fixed = FIX_TP | FIX_PP | FIX_EP | FIX_MBS | FIX_OPT;
-    r.base.tp = 4, r.base.pp = 16, r.base.ep = 8, r.base.etp = 1, r.base.mbs = 1, r.base.opt = OPT_DISTOPT;
     PlanResult res;
     char err[256];
     assert_int_equal(planner_search(&m, &hw, &o, &r, &res, err, sizeof err), 0);
@@ -728,13 +735,9 @@ static void test_memory_form_shortfall(void **state)
     (void)state;
     ModelSpec m;
     HwProfile hw;
-    load("deepseek-v3", "h100-sxm", &m, &hw);
     CostOpts o;
-    cost_opts_default(&o);
     PlanRequest r;
-    request(&r, &m, 2048);
-    r.fixed = FIX_TP | FIX_PP | FIX_EP | FIX_MBS | FIX_OPT;
-    r.base.tp = 4, r.base.pp = 1, r.base.ep = 256, r.base.etp = 1, r.base.mbs = 2, r.base.opt = OPT_ZERO3;
+    dsv3_fixed(&m, &hw, &o, &r, 4, 1, 256, 2, OPT_ZERO3);
     r.mem_margin_bytes = 0;
     /* a point that fits exists: every layer recomputed */
     Layout all = r.base;
