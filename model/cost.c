@@ -106,8 +106,13 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     int E = layout_edp(lo), ke = time_members_per_node(hw, layout_etp(lo) * lo->ep, E > 0 ? E : 1);
 #define XC(bytes_per, allreduce) (Pe > 0 && E > 1 ? dp_coll(hw, Pe * (bytes_per), E, ke, allreduce) : 0.0)
     int mb = layout_microbatches(lo);
-    double bwd_mb = lo->layers[s] * (lt->bwd + lt->tp_bwd);
-    double fwd_mb = lo->layers[s] * (lt->fwd + lt->tp_fwd);
+    /* one micro-batch's backward and forward passes of the stage, each
+     * layer at its own kind's time (a mixture's MoE layers last longer) */
+    int c[2][RECOMPUTE_COUNT];
+    memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, c);   /* kinds only */
+    int nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
+    double bwd_mb = nd * (lt->bwd + lt->tp_bwd) + nm * (lt->moe_bwd + lt->moe_tp_bwd);
+    double fwd_mb = nd * (lt->fwd + lt->tp_fwd) + nm * (lt->moe_fwd + lt->moe_tp_fwd);
     int v = lo->vp > 1 ? lo->vp : 1;
     /* without --overlap-grad-reduce the gradient reduction waits for the
      * whole backward: nothing of it hides behind backward compute */

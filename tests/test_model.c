@@ -545,6 +545,38 @@ static void test_dp_interleaved_window(void **st)
     assert_true(cost_stage_dp_s(&g, &hw, &l3, &lt3, 0) <= cost_stage_dp_s(&g, &hw, &l1, &lt1, 0));
 }
 
+/* The window DP overlap hides its collectives in is one micro-batch pass
+ * of the stage, each layer at its own kind's time: in a mixture of experts
+ * the MoE layers' backward and forward (router, dispatch, experts), not a
+ * dense layer's. GPT-OSS-120B (36 MoE layers) with ep 8 and the distributed
+ * optimizer over a slow network, where the reduce-scatter and all-gather
+ * outlast both windows: turning the overlap off exposes exactly the two
+ * windows, 36 MoE backward and 36 MoE forward passes. (Before the fix the
+ * windows were 36 dense layers', under a third of the MoE layers'.) */
+static void test_dp_window_moe_layers(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile hw;
+    assert_int_equal(profile_load_builtin("b200", &hw, err, sizeof err), 0);
+    hw.inter.bw = 1e9;   /* 1 GB/s: DP far longer than any window */
+    hw.dp_overlap = 1;
+    ModelSpec m;
+    assert_int_equal(presets_find("gpt-oss-120b", &m, err, sizeof err), 0);
+    Layout lo = layout_for(&m, &hw, 64, 1, 1, 1, 1280);
+    lo.ep = 8, lo.opt = OPT_DISTOPT, lo.moe_imbalance = 1;
+    if (layout_check(&lo, &m, &hw, err, sizeof err) != 0)
+        fail_msg("layout_check: %s", err);
+    LayerTime lt;
+    time_layer(&m, &hw, &lo, &lt);
+    double on = cost_stage_dp_s(&m, &hw, &lo, &lt, 0);
+    hw.dp_overlap = 0;
+    double off = cost_stage_dp_s(&m, &hw, &lo, &lt, 0);
+    double win = 36 * (lt.moe_bwd + lt.moe_tp_bwd) + 36 * (lt.moe_fwd + lt.moe_tp_fwd);
+    assert_true(lt.moe_bwd > 2 * lt.bwd);   /* the kinds differ enough to tell apart */
+    assert_rel(off - on, win, 1e-9);
+}
+
 /* A profile whose curves are stated for another GPU (eff_ref_hbm_bw) reads
  * them at equal duration: twice the bandwidth moves B bytes in the time the
  * reference moves B/2. */
@@ -3207,6 +3239,7 @@ int main(void)
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
+        cmocka_unit_test(test_dp_window_moe_layers),
         cmocka_unit_test(test_fp8_recipe),
         cmocka_unit_test(test_fp8_recipe_needs_capability),
         cmocka_unit_test(test_moe_wire_mxfp8),
