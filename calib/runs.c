@@ -665,6 +665,11 @@ int runs_predict(const RunRow *r, const HwProfile *hw, const char *origin, doubl
         }
         lo = &slo;
     }
+    char e2[300];
+    if (layout_check_stack(lo, use, e2, sizeof e2) != 0) {   /* what only the row's stack allows */
+        snprintf(err, errlen, "%s:%d: %s", origin, r->line, e2);
+        return -1;
+    }
     Cost local;
     Cost *out = c ? c : &local;
     CostOpts o;

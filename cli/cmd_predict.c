@@ -13,6 +13,7 @@
 #include "args.h"
 #include "command.h"
 #include "export.h"
+#include "refuse.h"
 #include "report.h"
 
 static void help(FILE *f)
@@ -129,12 +130,14 @@ static int predict_main(int argc, char **argv)
         report_text(stdout, &in.sc.model, &in.sc.hw, &in.sc.layout, &cst, in.sc.model_rule);
         margin_line(stdout, &in.sc, &cst);
     }
+    char refused[400];
     if (!mega_ok && in.sc.layout.target == TARGET_MEGATRON)
         fprintf(stderr, "ultraplan predict: warning: Megatron-LM cannot run this layout as laid out (--target "
                         "megatron): %s; export refuses it%s\n", why,
-                in.sc.layout.pp_sched == PP_SCHED_1F1B ? "; --target ultraplan predicts it for ultraplan's executor"
-                                                       : "");
-    char refused[400];
+                in.sc.layout.pp_sched == PP_SCHED_1F1B &&
+                        refuse_target(&in.sc.model, &in.sc.layout, TARGET_ULTRAPLAN, refused, sizeof refused) == 0
+                    ? "; --target ultraplan predicts it for ultraplan's executor"
+                    : "");
     Target tg = in.sc.layout.target;
     if (export_target_refuse(&in.sc.model, &in.sc.layout, tg, refused, sizeof refused) != 0) {
         if (tg == TARGET_TORCHTITAN)   /* refused: "torchtitan: why" */

@@ -86,6 +86,8 @@ typedef struct {
                                    // exist only gathered, and the sharded gradient has the parameter's fp32
                                    // (model/memory.c fsdp_fp32_shard; set by a stack)
     bool pp_p2p_serial;            // pipeline sends and receives are separate blocking calls (DeepSpeed's engine): 4 transfers a micro-batch on the critical path, not 2 (set by a stack)
+    bool zero2_pp;                 // the stack shards gradients beside pipeline parallelism (Llama 3's FSDP): ZeRO-2 with pp > 1,
+                                   // each micro-batch's gradients reduce-scattered into the shard (set by a stack)
     bool rc_early_stop;            // a fully recomputed layer stops before its MLP down projection: PyTorch >= 2.1 non-reentrant checkpointing (set by a stack)
     bool eager_elementwise;        // the model's norms, RoPE and gated activation are PyTorch ops, fused only under
                                    // torch.compile (Layout.torch_compile): torchtitan's Llama (set by a stack)

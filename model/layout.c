@@ -370,9 +370,10 @@ static int check_sizes(const Layout *lo, const ModelSpec *m, char *err, int errl
     }
     if (lo->moe_dispatcher < 0 || lo->moe_dispatcher >= MOE_DISPATCH_COUNT)
         FAIL("layout: token dispatcher %d is none of alltoall, allgather, flex", (int)lo->moe_dispatcher);
-    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
-        FAIL("layout: ZeRO-%d cannot combine with pp %d (DeepSpeed and Megatron shard only optimizer "
-             "states under pipeline parallelism: use --zero 1 or --dist-opt)", lo->opt == OPT_ZERO2 ? 2 : 3, lo->pp);
+    if (lo->opt == OPT_ZERO3 && lo->pp > 1)
+        FAIL("layout: ZeRO-3 cannot combine with pp %d (DeepSpeed, Megatron and PyTorch's pipelines shard at most "
+             "optimizer states and gradients beside pipeline parallelism: use --zero 1, --dist-opt or, under a "
+             "stack that shards gradients there, --zero 2)", lo->pp);
     return 0;
 }
 
@@ -521,11 +522,24 @@ int layout_check_precision(const Layout *lo, const HwProfile *hw, char *err, int
     return 0;
 }
 
+/* ZeRO-2 beside pipeline parallelism: the gradients of each micro-batch
+ * reduce-scattered into the shard (Llama 3's FSDP), where the stack does it
+ * (HwProfile zero2_pp); DeepSpeed refuses it, and Megatron's distributed
+ * optimizer and PyTorch's pipeline schedules reduce once a step (--dist-opt). */
+int layout_check_stack(const Layout *lo, const HwProfile *hw, char *err, int errlen)
+{
+    if (lo->opt == OPT_ZERO2 && lo->pp > 1 && !hw->zero2_pp)
+        FAIL("layout: ZeRO-2 cannot combine with pp %d under this stack (DeepSpeed refuses it, Megatron and "
+             "PyTorch's pipelines shard only optimizer states there: use --zero 1 or --dist-opt, or --stack "
+             "llama3-meta, whose FSDP shards gradients beside the pipeline)", lo->pp);
+    return 0;
+}
+
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen)
 {
     if (check_sizes(lo, m, err, errlen) != 0)
         return -1;
-    if (hw && layout_check_precision(lo, hw, err, errlen) != 0)
+    if (hw && (layout_check_precision(lo, hw, err, errlen) != 0 || layout_check_stack(lo, hw, err, errlen) != 0))
         return -1;
     if (lo->tp == 1)
         lo->sp = false;
@@ -689,6 +703,10 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
             "--expert-tensor-parallel-size 1", layout_etp(lo));
     if (layout_moe_a2a_check(lo, why, len) != 0)
         return -1;
+    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && p > 1)
+        WHY("ZeRO-%d with pp %d: Megatron-LM shards gradients (Megatron-FSDP) only without pipeline parallelism; "
+            "beside it, its distributed optimizer (--dist-opt) shards the optimizer states",
+            lo->opt == OPT_ZERO2 ? 2 : 3, p);
     if (lo->pp_sched == PP_SCHED_DUALPIPE)
         WHY("--pp-schedule dualpipe: Megatron-LM has no DualPipe schedule; its nearest is the interleaved 1F1B "
             "(--vp > 1) with --overlap-moe-expert-parallel-comm, which pairs micro-batches the same way");

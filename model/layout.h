@@ -187,8 +187,13 @@ void layout_set_recompute(Layout *lo, Recompute r);
  * no split is given: split_embed/split_loss (Megatron's account-for-*),
  * else first_layers/last_layers; under interleaving with layers that are no
  * multiple of pp*vp the account-for split is taken when one divides
- * (layout_interleave_rule), without setting the flags. */
+ * (layout_interleave_rule), without setting the flags. With hw (the
+ * profile under the run's stack) the precision and what the stack allows
+ * are checked too; without it, as when a CSV row is read before its stack
+ * is applied, the caller checks layout_check_stack itself. */
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen);
+/* What only some stacks run: ZeRO-2 with pp > 1 needs hw->zero2_pp. */
+int layout_check_stack(const Layout *lo, const HwProfile *hw, char *err, int errlen);
 
 /* What the GPU itself refuses, whatever the layout: a precision it has no
  * peak for, an fp8 recipe above its compute capability (mxfp8 needs 10.0,

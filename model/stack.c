@@ -122,6 +122,8 @@ void stack_apply_settings(HwProfile *hw, const Stack *st)
         hw->zero3_fp32_shard = true;
     if (st->pp_p2p_serial)
         hw->pp_p2p_serial = true;
+    if (st->zero2_pp)
+        hw->zero2_pp = true;
     if (st->rc_early_stop)
         hw->rc_early_stop = true;
     if (st->eager_elementwise)

@@ -51,6 +51,7 @@ typedef struct {
     double zero3_rank_s;          // host seconds per gather call per rank of the group, >= 0
     bool zero3_fp32_shard;        // the fp32 shard is the parameter and the optimizer's master (HwProfile field)
     bool pp_p2p_serial;           // each pipeline send and receive its own blocking call (HwProfile field of the same name)
+    bool zero2_pp;                // ZeRO-2 beside pipeline parallelism (HwProfile field of the same name)
     bool rc_early_stop;           // a full recompute stops before the layer's last GEMM (HwProfile field of the same name)
     bool eager_elementwise;       // the model code's elementwise ops are eager PyTorch (HwProfile field of the same name)
     bool ce_upcast;               // the loss upcasts the logits to fp32 for PyTorch's cross_entropy (HwProfile field)
@@ -77,7 +78,7 @@ double stack_attn_ratio(AttnKernel k, const HwProfile *hw);
 void stack_apply(HwProfile *hw, const Stack *st);
 
 /* Only the settings stack_apply sets outright (overlaps, ce_fused, ZeRO-3,
- * pp_p2p_serial), not the scales: applying them twice changes nothing. A
+ * pp_p2p_serial, zero2_pp), not the scales: applying them twice changes nothing. A
  * plan file's profile has the scaled curves but not all of these fields. */
 void stack_apply_settings(HwProfile *hw, const Stack *st);
 

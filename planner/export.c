@@ -1028,6 +1028,10 @@ int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, in
     else if (lo->pp_sched == PP_SCHED_DUALPIPE)
         why = "--pp-schedule dualpipe: torchtitan's pipeline schedules are PyTorch's (1F1B, interleaved, "
               "zero-bubble, DualPipeV), not DualPipe's two model copies: plan with --pp-schedule 1f1b";
+    else if (lo->opt == OPT_ZERO2 && lo->pp > 1)
+        why = "ZeRO-2 with pp > 1: torchtitan's pipeline schedules (PyTorch's) reduce-scatter FSDP's gradients once, "
+              "after the last micro-batch, so beside PP it keeps whole gradients and does not run this plan's "
+              "per-micro-batch sharding: plan ZeRO-2 with pp 1";
     else if ((lo->opt == OPT_ZERO1 || lo->opt == OPT_DISTOPT) && layout_dp_group(lo) > 1)
         why = "torchtitan has no optimizer-only sharding (ZeRO-1 / distributed optimizer): plan ZeRO-0, 2 or 3";
     else if (lo->opt == OPT_ZERO0 && lo->cp > 1)

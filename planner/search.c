@@ -116,6 +116,10 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
      * stages are split later: evaluate() asks again with them) */
     if (export_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
+    /* Megatron-LM shards gradients (Megatron-FSDP) only without pipeline
+     * parallelism; a zero2_pp stack lets layout_check pass ZeRO-2 with pp */
+    if (lo->target == TARGET_MEGATRON && (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
+        return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
         return -1;
@@ -188,7 +192,7 @@ static int enumerate(const ModelSpec *m, const HwProfile *hw, const PlanRequest 
                             if (sharded && pp == 1) {
                                 opts[nopt++] = OPT_ZERO2;
                                 opts[nopt++] = OPT_ZERO3;
-                            }
+                            }   /* ZeRO-2 beside PP (a zero2_pp stack): no target runs or exports it */
                         }
                         /* expert layouts: ep dividing the experts and, with etp, tp·cp·dp
                          * (parallel folding); etp tp (Megatron's default) or 1 */
@@ -766,9 +770,15 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
             FAULT("--mbs %d does not divide the %d sequences per DP rank (global batch %d / --dp %d)", u,
                   gbs / b->dp, gbs, b->dp);
     }
-    if ((fx & FIX_OPT) && (b->opt == OPT_ZERO2 || b->opt == OPT_ZERO3) && (fx & FIX_PP) && b->pp > 1)
-        FAULT("--zero %d cannot combine with --pp %d (under pipeline parallelism only optimizer states are sharded: "
-              "use --zero 1 or --dist-opt)", (int)b->opt, b->pp);
+    if ((fx & FIX_OPT) && (b->opt == OPT_ZERO2 || b->opt == OPT_ZERO3) && (fx & FIX_PP) && b->pp > 1) {
+        if (b->opt == OPT_ZERO3 || !hw->zero2_pp)
+            FAULT("--zero %d cannot combine with --pp %d (under pipeline parallelism %s: use --zero 1 or --dist-opt)",
+                  (int)b->opt, b->pp, hw->zero2_pp ? "this stack shards optimizer states and gradients, not parameters"
+                                                     : "only optimizer states are sharded");
+        FAULT("--zero 2 with --pp %d is a layout of this stack, but no target runs or exports it (Megatron-LM and "
+              "torchtitan shard gradients only without pipeline parallelism, ultraplan's executors per layer of one "
+              "stage): price it with `ultraplan predict`, or plan --dist-opt", b->pp);
+    }
     return false;
 }
 

@@ -269,7 +269,7 @@ static int read_peak(FieldCtx *c, const cJSON *root, HwProfile *hw)
 
 /* optional "stack": the builtin software stack the profile was written under.
  * Its scaled curves are in the file; the fields the stack sets outright
- * (ZeRO-3, ce_fused, ce_upcast, pp_p2p_serial, rc_early_stop) are taken from the stack's
+ * (ZeRO-3, ce_fused, ce_upcast, pp_p2p_serial, zero2_pp, rc_early_stop) are taken from the stack's
  * own file again, so they live in one place. */
 static int read_stack(FieldCtx *c, const cJSON *root, HwProfile *hw)
 {

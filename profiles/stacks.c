@@ -16,7 +16,7 @@
 
 static const char *const builtin[STACK_BUILTIN_COUNT] = {
     "megatron-lm", "nemo", "megatron-2021", "megatron-deepspeed", "composer-fsdp", "torchtitan", "deepspeed-zero3",
-    "megatron-deepspeed-2021", "torchtitan-2412", "hai-llm",
+    "megatron-deepspeed-2021", "torchtitan-2412", "hai-llm", "llama3-meta",
 };
 
 const char *stacks_name(int i) { return i >= 0 && i < STACK_BUILTIN_COUNT ? builtin[i] : NULL; }
@@ -119,6 +119,7 @@ static int read_stack(FieldCtx *c, const cJSON *root, Stack *st)
     if (read_zero3(c, root, st))
         return -1;
     if (opt_bool(c, root, "pp_p2p_serial", "pp_p2p_serial", &st->pp_p2p_serial) ||
+        opt_bool(c, root, "zero2_pp", "zero2_pp", &st->zero2_pp) ||
         opt_bool(c, root, "rc_early_stop", "rc_early_stop", &st->rc_early_stop) ||
         opt_bool(c, root, "eager_elementwise", "eager_elementwise", &st->eager_elementwise) ||
         opt_bool(c, root, "ce_upcast", "ce_upcast", &st->ce_upcast) ||
@@ -271,6 +272,8 @@ char *stacks_to_json(const Stack *st)
     }
     if (st->pp_p2p_serial)
         cJSON_AddBoolToObject(j, "pp_p2p_serial", true);
+    if (st->zero2_pp)
+        cJSON_AddBoolToObject(j, "zero2_pp", true);
     if (st->cp_comm >= 0)
         cJSON_AddStringToObject(j, "cp_comm", layout_cp_comm_name((CpComm)st->cp_comm));
     if (st->sel_ac >= 0)

@@ -23,6 +23,9 @@
  *     call_s             seconds, 0..1 (host time per call)
  *     rank_s             seconds, 0..1e-3 (host time per call per rank of the group)
  *   pp_p2p_serial     true | false: pipeline sends and receives one blocking call at a time (optional, false)
+ *   zero2_pp          true | false: the stack shards gradients beside pipeline parallelism, so
+ *                     ZeRO-2 combines with pp > 1, each micro-batch's gradients reduce-scattered
+ *                     into the shard (Llama 3's FSDP) (optional, false)
  *   rc_early_stop     true | false: a full recompute stops before the layer's MLP down
  *                     projection (PyTorch >= 2.1 non-reentrant checkpointing) (optional, false)
  *   eager_elementwise true | false: the model code's norms, RoPE and gated activation are
@@ -60,7 +63,7 @@
 
 /* The builtin stacks, in a fixed order (the --stack knob's values); 0 is
  * megatron-lm, the default, which changes nothing. */
-#define STACK_BUILTIN_COUNT 10
+#define STACK_BUILTIN_COUNT 11
 const char *stacks_name(int i);          // NULL when i is out of range
 int stacks_index(const char *name);      // case-insensitive; -1 when unknown
 

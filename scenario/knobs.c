@@ -297,7 +297,7 @@ static const Knob table[KNOB_COUNT] = {
     [K_OPTIMIZER] = {K_OPTIMIZER, "optimizer", L(opt), ENUM(opt, 5), .flag = "zero", .arg = "0..3",
                      .expect = "0..3, zero0..zero3 or distopt", .neg_flag = "dist-opt", .alias_value = OPT_DISTOPT,
                      .json = "optimizer", .csv = "zero", .fix = FIX_OPT,
-                     .help = "ZeRO stage, or --dist-opt: Megatron's distributed optimizer", .dflt = "0", .searched = true,
+                     .help = "ZeRO stage, or --dist-opt: Megatron's distributed optimizer (ZeRO-2 and 3 need pp 1; ZeRO-2 beside pp under --stack llama3-meta)", .dflt = "0", .searched = true,
                      .tui_help = "zero0..3 or distopt", .tui_label = "ZeRO", .tui_row = 150, .tui_step = TUI_CYCLE},
     [K_PRECISION] = {K_PRECISION, "precision", L(prec), ENUM(prec, PREC_COUNT), .flag = "precision",
                      .arg = "fp32|bf16|fp16|fp8", .json = "precision", .csv = "precision", .fix = FIX_PREC,

@@ -34,6 +34,8 @@ for f in torchtitan_h100 torchtitan_asynctp_h100; do
     done
 done
 m docs/accuracy/torchtitan_h200_published.csv --gpu h200
+# Llama 3 405B's Table 4 runs on Meta's H100s (stack llama3-meta, its column)
+m docs/accuracy/llama3_h100_published.csv --gpu h100-sxm
 for g in h100:h100-sxm b200:b200 gb200:gb200 b300:b300 gb300:gb300 h800:h100-sxm; do
     m "docs/accuracy/moe_${g%%:*}_published.csv" --gpu "${g#*:}" --moe-imbalance 1
 done

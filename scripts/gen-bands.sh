@@ -40,6 +40,7 @@ docs/accuracy/moe_b200_published.csv     b200      nemo
 docs/accuracy/moe_gb200_published.csv    gb200     nemo
 docs/accuracy/moe_b300_published.csv     b300      nemo
 docs/accuracy/moe_gb300_published.csv    gb300     nemo
+docs/accuracy/llama3_h100_published.csv  h100-sxm  -
 '
 [ -x "$U" ] || { echo "gen-bands.sh: $U is not an executable (build ultraplan first)" >&2; exit 2; }
 tmp=$(mktemp -d) || exit 1

@@ -985,6 +985,55 @@ static void test_moe_freq(void **state)
     assert_true(f == 3 && k == 3 && n == m.L);
 }
 
+/* ZeRO-2 beside pipeline parallelism (issue 21, Llama 3's FSDP): refused
+ * unless the stack shards gradients there (llama3-meta's zero2_pp); ZeRO-3
+ * with pp always (and the executors, refuse.c, run neither). Under it each micro-batch's gradients are reduce-scattered
+ * into the shard (ZeRO-2's traffic, m times a step) and the updated weights
+ * all-gathered once: with nothing overlapped a middle stage's DP time is
+ * m RS(P g) + AG(P w), worked from the collectives, and the stage keeps
+ * 1/dp of the gradients. */
+static void test_zero2_beside_pp(void **st)
+{
+    (void)st;
+    char err[300];
+    ModelSpec g = gpt3();
+    HwProfile hw = a100();
+    Layout lo = layout_for(&g, &hw, 16, 8, 8, 1, 1536);
+    lo.opt = OPT_ZERO2;
+    assert_int_equal(layout_check(&lo, &g, &hw, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ZeRO-2 cannot combine with pp 8 under this stack"));
+    assert_non_null(strstr(err, "llama3-meta"));
+    assert_int_equal(layout_check_stack(&lo, &hw, err, sizeof err), -1);
+    HwProfile z = hw;
+    assert_int_equal(stacks_apply(&z, stacks_index("llama3-meta"), err, sizeof err), 0);
+    assert_true(z.zero2_pp);
+    assert_int_equal(layout_check(&lo, &g, &z, err, sizeof err), 0);
+    Layout l3 = lo;
+    l3.opt = OPT_ZERO3;
+    assert_int_equal(layout_check(&l3, &g, &z, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ZeRO-3 cannot combine with pp 8"));
+    /* Megatron-LM's FSDP has no PP: the export's check says so */
+    char why[300];
+    assert_int_equal(layout_megatron_check(&lo, &g, why, sizeof why), -1);
+    assert_non_null(strstr(why, "ZeRO-2 with pp 8"));
+    /* the cost: every micro-batch's reduce-scatter, one gather */
+    z.dp_overlap = 0;
+    LayerTime lt;
+    time_layer(&g, &z, &lo, &lt);
+    CostOpts co;
+    cost_opts_default(&co);
+    Cost c;
+    cost(&g, &z, &lo, &co, &c);
+    double P = c.stage[3].params, gb = memory_grad_bytes(&lo), wb = memory_weight_bytes(&lo);
+    int mb = layout_microbatches(&lo), k = time_members_per_node(&z, lo.tp, 16);
+    assert_rel(cost_stage_dp_s(&g, &z, &lo, &lt, 3),
+               mb * time_coll_allgather(&z, P * gb, 16, k) + time_coll_allgather(&z, P * wb, 16, k), 1e-12);
+    double w, gr, o;
+    memory_state_bytes(&lo, &w, &gr, &o);
+    assert_rel(gr, gb / 16, 1e-15);
+    assert_rel(w, wb, 1e-15);
+}
+
 /* Parallel folding: etp x ep must divide tp x cp x dp, ep the experts. */
 static void test_layout_ep(void **state)
 {
@@ -3240,6 +3289,7 @@ int main(void)
         cmocka_unit_test(test_attn_head_dim),
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_dp_window_moe_layers),
+        cmocka_unit_test(test_zero2_beside_pp),
         cmocka_unit_test(test_fp8_recipe),
         cmocka_unit_test(test_fp8_recipe_needs_capability),
         cmocka_unit_test(test_moe_wire_mxfp8),

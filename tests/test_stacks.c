@@ -442,6 +442,23 @@ static void test_loader_errors(void **state)
         assert_int_equal(back.sdpa_repeat_kv, rep);
         free(j);
     }
+    /* ZeRO-2 beside pipeline parallelism: llama3-meta's alone; it reaches the profile and the JSON */
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool want = strcmp(stacks_name(i), "llama3-meta") == 0;
+        assert_int_equal(b.zero2_pp, want);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply_settings(&hw, &b);
+        assert_int_equal(hw.zero2_pp, want);
+        char *j = stacks_to_json(&b);
+        assert_non_null(j);
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(back.zero2_pp, want);
+        free(j);
+    }
     /* eager model code: torchtitan's alone, and it reaches the profile (and survives a plan file's read-back) */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
@@ -453,10 +470,12 @@ static void test_loader_errors(void **state)
         stack_apply_settings(&hw, &b);
         assert_int_equal(hw.eager_elementwise, want);
     }
-    /* the CP exchange: torchtitan's is PyTorch's all-gather; the others leave --cp-comm to the layout,
-     * and a stack that is no builtin (the default, or out of range) changes neither field */
+    /* the CP exchange: torchtitan's is PyTorch's all-gather, Llama 3's (llama3-meta) all-gathers K/V too;
+     * the others leave --cp-comm to the layout, and a stack that is no builtin (the default, or out of
+     * range) changes neither field */
     for (int i = -1; i <= STACK_BUILTIN_COUNT; i++) {
         bool tt = i > 0 && i < STACK_BUILTIN_COUNT && strncmp(stacks_name(i), "torchtitan", 10) == 0;
+        bool ag = tt || (i > 0 && i < STACK_BUILTIN_COUNT && strcmp(stacks_name(i), "llama3-meta") == 0);
         for (int asked = 0; asked < CP_COMM_COUNT; asked++) {
             Layout lo;
             layout_default(&lo);
@@ -464,7 +483,7 @@ static void test_loader_errors(void **state)
             lo.cp_comm = (CpComm)asked;
             lo.sel_ac = SEL_AC_OP;
             stacks_layout_settings(&lo);
-            assert_int_equal(lo.cp_comm, tt ? CP_COMM_ALLGATHER : asked);
+            assert_int_equal(lo.cp_comm, ag ? CP_COMM_ALLGATHER : asked);
             assert_int_equal(lo.sel_ac, tt ? SEL_AC_OP : SEL_AC_CORE_ATTN);
         }
     }
@@ -488,7 +507,7 @@ static void test_loader_errors(void **state)
         lo.stack = i;
         stacks_layout_settings(&lo);
         assert_int_equal(lo.sel_ac, op ? SEL_AC_OP : SEL_AC_CORE_ATTN);
-        assert_int_equal(lo.cp_comm, op ? CP_COMM_ALLGATHER : CP_COMM_RING);
+        assert_int_equal(lo.cp_comm, op || strcmp(stacks_name(i), "llama3-meta") == 0 ? CP_COMM_ALLGATHER : CP_COMM_RING);
     }
     /* the fp32 upcast of the logits for PyTorch's cross_entropy: torchtitan's alone, and it reaches the profile */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {

@@ -152,6 +152,36 @@ static void test_stack_layout_fields(void **st)
     assert_true(c[1].peak_bytes < 0.8 * c[0].peak_bytes);
 }
 
+/* ZeRO-2 beside pipeline parallelism is read (the row's stack is not known
+ * yet) and priced only under a stack that runs it: Llama 3's (llama3-meta),
+ * not Megatron-LM's; the error names the file and line */
+static void test_zero2_pp_row_stack(void **st)
+{
+    (void)st;
+    const char *fmt = "layers,hidden,heads,kv_heads,ffn,seq,tp,pp,dp,mbs,gbs,mlp,norm,pos,zero,stack,time_ms\n"
+                      "32,4096,32,8,14336,8192,1,4,2,1,8,swiglu,rmsnorm,rope,%s,%s,1000\n";
+    HwProfile hw;
+    char err[300], csv[400];
+    assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
+    const char *zero[3] = {"2", "2", "distopt"}, *stack[3] = {"megatron-lm", "llama3-meta", "llama3-meta"};
+    double p[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(csv, sizeof csv, fmt, zero[i], stack[i]);
+        RunSet set = {0};
+        assert_int_equal(runs_parse_csv(csv, "z.csv", &set, err, sizeof err), 0);
+        int rc = runs_predict(&set.rows[0], &hw, "z.csv", &p[i], NULL, err, sizeof err);
+        if (i == 0) {
+            assert_int_equal(rc, -1);
+            assert_non_null(strstr(err, "z.csv:2: layout: ZeRO-2 cannot combine with pp 4 under this stack"));
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        runs_free(&set);
+    }
+    /* sharded gradients reduce-scatter every micro-batch (4 here): more DP traffic than once a step */
+    assert_true(p[1] > p[2]);
+}
+
 /* published tables print tokens/s per GPU: the step is gbs·seq over that
  * times the GPUs; tp_overlap is the row's own */
 static void test_tokens_per_gpu(void **st)
@@ -659,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_ranking_groups),
         cmocka_unit_test(test_tokens_per_gpu),
         cmocka_unit_test(test_stack_layout_fields),
+        cmocka_unit_test(test_zero2_pp_row_stack),
         cmocka_unit_test(test_mem_column), cmocka_unit_test(test_spreadsheet_csv),
         cmocka_unit_test(test_rank_ties),     cmocka_unit_test(test_groups_by_hand),
         cmocka_unit_test(test_many_groups),   cmocka_unit_test(test_number_text),
