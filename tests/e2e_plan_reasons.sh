@@ -46,6 +46,11 @@ reason "tp pp dp product" "--tp 4 x --pp 2 x --dp 2 = 16 GPUs, but --gpus is 512
     --gpus 512 --params 175B --tp 4 --pp 2 --dp 2
 reason "dp vs batch" "--dp 3 does not divide" -- --gpus 6 --params 7B --dp 3 --gbs 1024
 reason "zero3 with pp" "--zero 3 cannot combine with --pp 8" -- --gpus 512 --params 175B --pp 8 --zero 3
+# ZeRO-2 beside pp is a layout of Llama 3's stack (NOTES step 55) that no target runs: named, with where to price it
+reason "zero2 with pp, llama3-meta" "--zero 2 with --pp 16 is a layout of this stack, but no target runs" "ultraplan predict" -- \
+    --model llama3.1-405b --gpus 8192 --gbs 2048 --pp 16 --zero 2 --stack llama3-meta
+reason "zero2 with pp, megatron-lm" "--zero 2 cannot combine with --pp 16" -- --model llama3.1-405b --gpus 8192 \
+    --gbs 2048 --pp 16 --zero 2
 # Llama 2 70B has 8 KV heads
 reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model llama2-70b --tp 16
 
