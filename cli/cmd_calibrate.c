@@ -24,13 +24,15 @@ static int calibrate_main(int argc, char **argv)
         if (c == 'h') {
             printf("usage: [mpirun -np N] ultraplan calibrate [--backend cpu|cuda] -o profile.json\n\n"
                    "Measures GEMM and attention throughput, memory bandwidth and (with N >= 2 ranks)\n"
-                   "MPI latency and bandwidth, and writes a hardware profile for plan/predict --profile.\n"
+                   "MPI latency and bandwidth and MPI_Alltoall by size (a2a_lat, a2a_eff: the MoE\n"
+                   "dispatch and combine), and writes a hardware profile for plan/predict --profile.\n"
                    "  --backend cpu|cuda   what to measure (default cpu)\n"
                    "  -o FILE              the profile to write (required; checked before measuring)\n"
                    "--backend cuda: cuBLASLt GEMM sweep, HBM copy, attention kernel over the h200\n"
                    "profile's datasheet figures; with 2+ GPUs, NCCL all-reduce, all-gather,\n"
-                   "reduce-scatter and send/recv bandwidth by size (one process over the GPUs it\n"
-                   "sees, or under mpirun one GPU per rank: link bw/lat, coll_lat, coll_eff).\n");
+                   "reduce-scatter, all-to-all and send/recv bandwidth by size (one process over the\n"
+                   "GPUs it sees, or under mpirun one GPU per rank: link bw/lat, coll_lat, coll_eff,\n"
+                   "a2a_lat, a2a_eff).\n");
             return 0;
         } else if (c == 'b') {
             backend = optarg;
