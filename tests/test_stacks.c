@@ -55,6 +55,35 @@ static Layout layout(const ModelSpec *m, const HwProfile *hw, int dp, int tp, in
 }
 
 /* Every builtin loads under its own name, and every embedded file is one. */
+/* A boolean a stack sets outright: exactly the builtin stacks `want` names
+ * set it, stack_apply carries it into the profile, and it survives the
+ * stack's JSON round trip. The fields are given by their offsets. */
+static bool is_llama3_meta(const char *name) { return strcmp(name, "llama3-meta") == 0; }
+static bool is_fsdp_fp32_shard(const char *name)
+{
+    return strcmp(name, "composer-fsdp") == 0 || strncmp(name, "torchtitan", 10) == 0;
+}
+static void bool_setting_reaches(bool (*want)(const char *), size_t st_off, size_t hw_off)
+{
+    char err[256];
+    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
+        Stack b;
+        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
+        bool w = want(stacks_name(i));
+        assert_int_equal(*(const bool *)((const char *)&b + st_off), w);
+        HwProfile hw;
+        memset(&hw, 0, sizeof hw);
+        stack_apply(&hw, &b);
+        assert_int_equal(*(const bool *)((const char *)&hw + hw_off), w);
+        char *j = stacks_to_json(&b);
+        assert_non_null(j);
+        Stack back;
+        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
+        assert_int_equal(*(const bool *)((const char *)&back + st_off), w);
+        free(j);
+    }
+}
+
 static void test_builtins_load(void **state)
 {
     (void)state;
@@ -442,23 +471,8 @@ static void test_loader_errors(void **state)
         assert_int_equal(back.sdpa_repeat_kv, rep);
         free(j);
     }
-    /* ZeRO-2 beside pipeline parallelism: llama3-meta's alone; it reaches the profile and the JSON */
-    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
-        Stack b;
-        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
-        bool want = strcmp(stacks_name(i), "llama3-meta") == 0;
-        assert_int_equal(b.zero2_pp, want);
-        HwProfile hw;
-        memset(&hw, 0, sizeof hw);
-        stack_apply_settings(&hw, &b);
-        assert_int_equal(hw.zero2_pp, want);
-        char *j = stacks_to_json(&b);
-        assert_non_null(j);
-        Stack back;
-        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
-        assert_int_equal(back.zero2_pp, want);
-        free(j);
-    }
+    /* ZeRO-2 beside pipeline parallelism: llama3-meta's alone */
+    bool_setting_reaches(is_llama3_meta, offsetof(Stack, zero2_pp), offsetof(HwProfile, zero2_pp));
     /* eager model code: torchtitan's alone, and it reaches the profile (and survives a plan file's read-back) */
     for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
         Stack b;
@@ -563,22 +577,7 @@ static void test_loader_errors(void **state)
     }
     /* PyTorch FSDP's fp32 shard (NOTES step 45): the FSDP stacks (Composer, torchtitan) keep it, Megatron-FSDP and
      * DeepSpeed ZeRO-3 a 16-bit shard and a master; it reaches the profile and the stack's JSON, and reads back */
-    for (int i = 0; i < STACK_BUILTIN_COUNT; i++) {
-        Stack b;
-        assert_int_equal(stacks_load(i, &b, err, sizeof err), 0);
-        bool want = strcmp(stacks_name(i), "composer-fsdp") == 0 || strncmp(stacks_name(i), "torchtitan", 10) == 0;
-        assert_int_equal(b.zero3_fp32_shard, want);
-        HwProfile hw;
-        memset(&hw, 0, sizeof hw);
-        stack_apply(&hw, &b);
-        assert_int_equal(hw.zero3_fp32_shard, want);
-        char *j = stacks_to_json(&b);
-        assert_non_null(j);
-        Stack back;
-        assert_int_equal(stacks_parse_json(j, "round.json", &back, err, sizeof err), 0);
-        assert_int_equal(back.zero3_fp32_shard, want);
-        free(j);
-    }
+    bool_setting_reaches(is_fsdp_fp32_shard, offsetof(Stack, zero3_fp32_shard), offsetof(HwProfile, zero3_fp32_shard));
     {
         Stack bad;
         assert_int_equal(stacks_parse_json("{\"format\": \"ultraplan.stack/1\", \"name\": \"x\", \"zero3\": "
