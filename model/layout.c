@@ -704,9 +704,9 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     if (layout_moe_a2a_check(lo, why, len) != 0)
         return -1;
     if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && p > 1)
-        WHY("ZeRO-%d with pp %d: Megatron-LM shards gradients (Megatron-FSDP) only without pipeline parallelism; "
-            "beside it, its distributed optimizer (--dist-opt) shards the optimizer states",
-            lo->opt == OPT_ZERO2 ? 2 : 3, p);
+        WHY("ZeRO-%d with pp %d: the Megatron-LM export shards gradients through Megatron-FSDP with pp 1 only "
+            "(its version 2 refuses pipeline parallelism); beside a pipeline it writes the distributed optimizer "
+            "(--dist-opt), which shards the optimizer states", lo->opt == OPT_ZERO2 ? 2 : 3, p);
     if (lo->pp_sched == PP_SCHED_DUALPIPE)
         WHY("--pp-schedule dualpipe: Megatron-LM has no DualPipe schedule; its nearest is the interleaved 1F1B "
             "(--vp > 1) with --overlap-moe-expert-parallel-comm, which pairs micro-batches the same way");

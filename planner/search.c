@@ -116,8 +116,9 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
      * stages are split later: evaluate() asks again with them) */
     if (export_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
-    /* Megatron-LM shards gradients (Megatron-FSDP) only without pipeline
-     * parallelism; a zero2_pp stack lets layout_check pass ZeRO-2 with pp */
+    /* the Megatron export writes Megatron-FSDP with pp 1 only (layout.c,
+     * layout_megatron_check); a zero2_pp stack lets layout_check pass
+     * ZeRO-2 with pp */
     if (lo->target == TARGET_MEGATRON && (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
@@ -775,9 +776,10 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
             FAULT("--zero %d cannot combine with --pp %d (under pipeline parallelism %s: use --zero 1 or --dist-opt)",
                   (int)b->opt, b->pp, hw->zero2_pp ? "this stack shards optimizer states and gradients, not parameters"
                                                      : "only optimizer states are sharded");
-        FAULT("--zero 2 with --pp %d is a layout of this stack, but no target runs or exports it (Megatron-LM and "
-              "torchtitan shard gradients only without pipeline parallelism, ultraplan's executors per layer of one "
-              "stage): price it with `ultraplan predict`, or plan --dist-opt", b->pp);
+        FAULT("--zero 2 with --pp %d is a layout of this stack, but no target runs or exports it (the Megatron "
+              "export writes Megatron-FSDP with pp 1 only, torchtitan's pipeline reduces gradients once a step, "
+              "ultraplan's executors shard per layer of one stage): price it with `ultraplan predict`, or plan "
+              "--dist-opt", b->pp);
     }
     return false;
 }

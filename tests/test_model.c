@@ -1012,7 +1012,7 @@ static void test_zero2_beside_pp(void **st)
     l3.opt = OPT_ZERO3;
     assert_int_equal(layout_check(&l3, &g, &z, err, sizeof err), -1);
     assert_non_null(strstr(err, "ZeRO-3 cannot combine with pp 8"));
-    /* Megatron-LM's FSDP has no PP: the export's check says so */
+    /* the Megatron export writes Megatron-FSDP with pp 1 only: its check says so */
     char why[300];
     assert_int_equal(layout_megatron_check(&lo, &g, why, sizeof why), -1);
     assert_non_null(strstr(why, "ZeRO-2 with pp 8"));
