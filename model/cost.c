@@ -108,9 +108,12 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
     int mb = layout_microbatches(lo);
     /* one micro-batch's backward and forward passes of the stage, each
      * layer at its own kind's time (a mixture's MoE layers last longer) */
-    int c[2][RECOMPUTE_COUNT];
-    memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, c);   /* kinds only */
-    int nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
+    int nd = lo->layers[s], nm = 0;
+    if (spec_is_moe(m)) {
+        int c[2][RECOMPUTE_COUNT];
+        memory_stage_layer_mix(m, lo, s, lo->layers[s], 0, 0, c);   /* kinds only */
+        nd = memory_mix_kind(c, 0), nm = memory_mix_kind(c, 1);
+    }
     double bwd_mb = nd * (lt->bwd + lt->tp_bwd) + nm * (lt->moe_bwd + lt->moe_tp_bwd);
     double fwd_mb = nd * (lt->fwd + lt->tp_fwd) + nm * (lt->moe_fwd + lt->moe_tp_fwd);
     int v = lo->vp > 1 ? lo->vp : 1;

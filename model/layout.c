@@ -535,6 +535,11 @@ int layout_check_stack(const Layout *lo, const HwProfile *hw, char *err, int err
     return 0;
 }
 
+bool layout_megatron_sharded_pp(const Layout *lo)
+{
+    return (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1;
+}
+
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen)
 {
     if (check_sizes(lo, m, err, errlen) != 0)
@@ -703,7 +708,7 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
             "--expert-tensor-parallel-size 1", layout_etp(lo));
     if (layout_moe_a2a_check(lo, why, len) != 0)
         return -1;
-    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && p > 1)
+    if (layout_megatron_sharded_pp(lo))
         WHY("ZeRO-%d with pp %d: the Megatron-LM export shards gradients through Megatron-FSDP with pp 1 only "
             "(its version 2 refuses pipeline parallelism); beside a pipeline it writes the distributed optimizer "
             "(--dist-opt), which shards the optimizer states", lo->opt == OPT_ZERO2 ? 2 : 3, p);

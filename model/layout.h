@@ -370,5 +370,9 @@ typedef struct {
  * every stage") otherwise. Whatever lo->target is. */
 int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len);
 int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int len);
+/* ZeRO-2/3 with pp > 1, which the Megatron export does not write (it writes
+ * Megatron-FSDP with pp 1 only); layout_megatron_form's reason, and the
+ * planner's filter of outer choices before any split is made */
+bool layout_megatron_sharded_pp(const Layout *lo);
 
 #endif

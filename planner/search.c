@@ -116,10 +116,9 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
      * stages are split later: evaluate() asks again with them) */
     if (export_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
-    /* the Megatron export writes Megatron-FSDP with pp 1 only (layout.c,
-     * layout_megatron_check); a zero2_pp stack lets layout_check pass
-     * ZeRO-2 with pp */
-    if (lo->target == TARGET_MEGATRON && (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
+    /* what the Megatron export cannot write whatever the split (a zero2_pp
+     * stack lets layout_check pass ZeRO-2 with pp) */
+    if (lo->target == TARGET_MEGATRON && layout_megatron_sharded_pp(lo))
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
