@@ -144,7 +144,7 @@ void report_text(FILE *f, const ModelSpec *m, const HwProfile *hw, const Layout 
     fprintf(f, "layout  dp %d, tp %d, pp %d, vp %d, cp %d; sp %s; mbs %d, gbs %d (%d micro-batches); %s; %s%s; %s attention\n",
             lo->dp, lo->tp, lo->pp, lo->vp, lo->cp, lo->sp ? "on" : "off", lo->mbs, lo->gbs,
             layout_microbatches(lo), layout_opt_name(lo->opt), hw_precision_name(lo->prec),
-            lo->grad_fp32 ? " (fp32 grads)" : "", lo->flash ? "flash" : "unfused");
+            lo->grad_fp32 ? " (fp32 grads)" : "", lo->fp8_dpa ? "fp8 flash" : lo->flash ? "flash" : "unfused");
     if (lo->pp_sched == PP_SCHED_DUALPIPE)
         fprintf(f, "        schedule DualPipe: rank r holds stages r and %d-r (the model twice), micro-batches from "
                    "both ends, forward and backward chunks overlapped\n", lo->pp - 1);

@@ -55,6 +55,9 @@ static int refuse_common(const ModelSpec *m, const Layout *lo, char *err, int er
              "--pp-schedule 1f1b", layout_pp_sched_name(lo->pp_sched));
     if (m->dropout)
         FAIL("the executor has no dropout, and the plan's model has \"dropout\": true; plan it with --no-dropout");
+    if (lo->fp8_dpa)
+        FAIL("plan: layout.fp8_dot_product_attention: the executors run the attention core in 16 bits; plan it "
+             "with --no-fp8-dot-product-attention");
     if (lo->fp8_param_gather)
         FAIL("plan: layout.fp8_param_gather: the executors keep the weights in 16 bits and cast them to fp8 "
              "each step; plan it with --no-fp8-param-gather");

@@ -519,6 +519,10 @@ int layout_check_precision(const Layout *lo, const HwProfile *hw, char *err, int
         FAIL("layout: --fp8-recipe %s needs compute capability %s or higher (Transformer Engine's check); %s is %.1f: "
              "use --fp8-recipe tensorwise or delayed", layout_fp8_recipe_name(lo->fp8_recipe),
              lo->fp8_recipe == FP8R_MXFP8 ? "10.0 (Blackwell)" : "9.0 (Hopper)", hw->name, hw->compute_capability);
+    /* cuDNN's fp8 attention: Hopper and later (its support matrix) */
+    if (lo->fp8_dpa && hw->compute_capability > 0 && hw->compute_capability < 9.0)
+        FAIL("layout: --fp8-dot-product-attention needs compute capability 9.0 (Hopper) or higher (cuDNN's fp8 "
+             "attention); %s is %.1f", hw->name, hw->compute_capability);
     return 0;
 }
 
@@ -570,6 +574,12 @@ int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err,
         if (lo->fp8_param_gather && lo->opt != OPT_DISTOPT && lo->opt != OPT_ZERO3)
             FAIL("layout: --fp8-param-gather needs the distributed optimizer (--dist-opt) or ZeRO-3 (Megatron-FSDP), "
                  "as Megatron-LM does; the plan's optimizer is %s", layout_opt_name(lo->opt));
+        if (lo->fp8_dpa && lo->prec != PREC_FP8)
+            FAIL("layout: --fp8-dot-product-attention runs the attention in fp8: it needs --precision fp8 (the "
+                 "plan is %s)", hw_precision_name(lo->prec));
+        if (lo->fp8_dpa && !lo->flash)
+            FAIL("layout: --fp8-dot-product-attention is cuDNN's fused fp8 attention: it needs flash attention "
+                 "(drop --no-flash)");
         /* Megatron-core: "--use-precision-aware-optimizer only supported with distributed optimizer"
          * (optimizer/__init__.py); a moment dtype other than fp32 needs that optimizer (optimizer_config.py) */
         if (lo->exp_avg_dtype < 0 || lo->exp_avg_dtype >= PREC_COUNT || lo->exp_avg_sq_dtype < 0 ||
@@ -655,6 +665,12 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     int p = lo->pp, v = lo->vp > 1 ? lo->vp : 1;
     if (p < 1 || p > LAYOUT_MAX_PP)
         WHY("layout: pp %d is out of range", p);
+    /* Megatron-core's fp8_dot_product_attention is a config field that
+     * arguments.py lists among those with no command-line argument */
+    if (lo->fp8_dpa)
+        WHY("fp8 dot-product attention: Megatron-LM's pretrain_gpt.py has no flag for it (arguments.py lists "
+            "fp8_dot_product_attention among the config fields without one; Megatron-Bridge sets it as "
+            "mixed_precision.fp8_dot_product_attention): plan with --no-fp8-dot-product-attention");
     int sum = 0;
     for (int s = 0; s < p; s++) {
         if (lo->layers[s] < 1)

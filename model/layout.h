@@ -148,6 +148,9 @@ typedef struct {
     bool fp8_param_gather;         // Megatron --fp8-param-gather: the layers' linear weights kept in fp8 (the
                                    // distributed optimizer's master casts to fp8 and all-gathers that); needs fp8
                                    // and the distributed optimizer or ZeRO-3 (Megatron-FSDP)
+    bool fp8_dpa;                  // Transformer Engine's fp8 dot-product attention (Megatron-core's
+                                   // fp8_dot_product_attention, which Megatron-Bridge's mixed_precision sets;
+                                   // Megatron-LM's CLI has no flag for it): the attention core in fp8 (timing.c)
     bool precision_aware_opt;      // Megatron --use-precision-aware-optimizer: Transformer Engine's FusedAdam, which
                                    // keeps the master as 16-bit remainders where it owns it and the moments in
                                    // exp_avg_dtype / exp_avg_sq_dtype; needs the distributed optimizer

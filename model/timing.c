@@ -199,19 +199,60 @@ double time_window_tile_keys(const ModelSpec *m)
  * a small kernel and runs at a small kernel's rate), at the head
  * dimension's forward rate. Sinks (a per-head offset in the softmax) are fused in
  * cuDNN's and FA3's kernels: no pass of their own. */
-static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double tok, double qw)
+static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double tok, double qw,
+                          double *full_out, double *win_out)
 {
     Precision pa = prec_bf16_if_fp8(hw, lo->prec);
     double full = attn_s(hw, pa, 4.0 * tok * (double)m->s * qw * (lo->flash ? 0.5 : 1.0));
+    *full_out = full, *win_out = 0;
     if (!lo->flash)
         return full;
     int nw = spec_windowed_layers(m);
-    double core = full;
+    double core = full, dim = time_attn_dim_eff(m, hw, false);
+    *full_out = full / dim;
     if (nw > 0 && m->window + 1 < m->s) {
         double win = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw);
         core = ((m->L - nw) * full + nw * win) / m->L;
+        *win_out = win / dim;
     }
-    return core / time_attn_dim_eff(m, hw, false);
+    return core / dim;
+}
+
+/* --fp8-dot-product-attention: cuDNN's fp8 attention time over its bf16
+ * time at the same shape, forward and backward, as NVIDIA's cudnn-frontend
+ * publishes them (benchmark/sdpa_benchmark_training/results at 3929da2,
+ * April 2026: cuDNN 9.22 on GB200 and GB300, 9.19 on H200; causal, batch
+ * 2, the median over 2K, 4K and 8K tokens; docs/accuracy/NOTES.md step 58).
+ * By compute capability (Hopper 9.x; Blackwell 10.0; Blackwell Ultra 10.3
+ * and later), scaling (MXFP8 blocks, or one scale a tensor: delayed,
+ * tensorwise, blockwise) and head dimension (d <= 128: Llama 3.1's GQA at
+ * d = 128; wider: DeepSeek-V3's and Kimi K2's MLA at 192/128, their mean).
+ * The fp8 backward gains nothing at d = 128 (MXFP8 loses 9 %): its
+ * dequantize-and-requantize work is the larger share there. H200 publishes
+ * per-tensor fp8 at d = 128 only, taken for every Hopper head dimension;
+ * Hopper has no MXFP8 (layout_check_precision). */
+typedef struct {
+    double cc;   // from this compute capability up
+    double f[2][2][2];   // [mxfp8][wide head][0 forward, 1 backward]
+} Fp8AttnRatios;
+static const Fp8AttnRatios FP8_ATTN[] = {
+    {9.0, {{{0.69, 1.01}, {0.69, 1.01}}, {{0.69, 1.01}, {0.69, 1.01}}}},
+    {10.0, {{{0.78, 0.97}, {0.66, 0.63}}, {{0.83, 1.09}, {0.71, 0.79}}}},
+    {10.3, {{{0.67, 0.89}, {0.575, 0.58}}, {{0.75, 1.09}, {0.635, 0.765}}}},
+};
+
+void time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
+{
+    *fwd = *bwd = 1.0;
+    if (!lo->fp8_dpa || lo->prec != PREC_FP8 || !lo->flash)
+        return;
+    const Fp8AttnRatios *r = &FP8_ATTN[0];
+    for (int i = 0; i < (int)(sizeof FP8_ATTN / sizeof FP8_ATTN[0]); i++)
+        if (hw->compute_capability >= FP8_ATTN[i].cc)
+            r = &FP8_ATTN[i];
+    int d = m->attn == ATTN_MLA ? m->qk_nope_dim + m->qk_rope_dim : spec_head_dim(m);
+    int mx = lo->fp8_recipe == FP8R_MXFP8, wide = d > 128;
+    *fwd = r->f[mx][wide][0], *bwd = r->f[mx][wide][1];
 }
 
 bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
@@ -649,7 +690,8 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
 
     /* attention core: flash skips the masked half (and outside a sliding
      * window); an unfused kernel computes it all */
-    double core = attn_core_s(m, hw, lo, tok, q / t);
+    double core_full, core_win;   /* a full causal layer's core and a windowed one's, forward */
+    double core = attn_core_s(m, hw, lo, tok, q / t, &core_full, &core_win);
     if (!lo->flash) {
         /* unfused QK^T and AV are batched GEMMs with K = d_head: they write and
          * read the a·s^2 scores, so below ~150 FLOP/byte they are bound by HBM */
@@ -666,6 +708,30 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
     if (lo->cp > 1 && lo->flash) {   /* its blocks at the head dimension's rate too (merges with them) */
         core /= time_attn_dim_eff(m, hw, false);
         core_bwd /= time_attn_dim_eff(m, hw, true);
+    }
+    /* --fp8-dot-product-attention: cuDNN's fp8 kernels at their measured
+     * rates over bf16 (time_fp8_attn). A windowed layer's fp8 forward keeps
+     * the window at about its bf16 time (0.83-1.0 measured); its fp8
+     * backward does not skip the blocks outside the window: cudnn-frontend's
+     * 128-token window on GB200 and GB300 takes 2.1-2.7x its bf16 time at
+     * 2K tokens, 3.3-4.5x at 4K and 6.0-8.2x at 8K, growing with s^2 as a
+     * causal kernel does, so it is priced as a full causal layer's. On
+     * Hopper cuDNN 9.19 has no fp8 sliding window (the H200 results fail
+     * it): the windowed layers stay in bf16. */
+    double ffa, fba;
+    time_fp8_attn(m, hw, lo, &ffa, &fba);
+    if (ffa != 1.0 || fba != 1.0) {
+        int nw = spec_windowed_layers(m);
+        double bw = core_bwd / (core > 0 ? core : 1.0);   /* backward over forward time, per layer */
+        if (nw > 0 && core_win > 0 && lo->cp == 1) {
+            double L = m->L, full_b = core_full * bw, win_b = core_win * bw;
+            bool hopper = hw->compute_capability < 10.0;
+            core = ((L - nw) * core_full * ffa + nw * core_win) / L;
+            core_bwd = ((L - nw) * full_b * fba + nw * (hopper ? win_b : full_b * fba)) / L;
+        } else {
+            core *= ffa;
+            core_bwd *= fba;
+        }
     }
     double softmax = 0;
     if (!lo->flash) {  /* scale, mask, softmax, dropout passes over a s^2 scores */

@@ -1041,6 +1041,9 @@ int export_torchtitan_refuse(const ModelSpec *m, const Layout *lo, char *err, in
               "default it keeps), and the plan is priced with the ring: plan with --cp-comm all-gather";
     else if (lo->prec == PREC_FP16)
         why = "torchtitan trains in bf16 or fp32, not fp16";
+    else if (lo->fp8_dpa)
+        why = "the plan runs its attention in fp8 (--fp8-dot-product-attention, Transformer Engine's); torchtitan's "
+              "float8 converters cover the linear layers only: plan with --no-fp8-dot-product-attention";
     else if (lo->fp8_param_gather)
         why = "the plan keeps its weights in fp8 (--fp8-param-gather, Megatron's); torchtitan's MXFP8 converter "
               "keeps them in bf16: plan with --no-fp8-param-gather";

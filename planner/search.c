@@ -120,6 +120,9 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
      * stack lets layout_check pass ZeRO-2 with pp) */
     if (lo->target == TARGET_MEGATRON && layout_megatron_sharded_pp(lo))
         return -1;
+    /* nor fp8 attention, which Megatron-LM's command line cannot ask for (layout_megatron_form) */
+    if (lo->target == TARGET_MEGATRON && lo->fp8_dpa)
+        return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))
         return -1;
@@ -789,6 +792,14 @@ static bool single_fault(const ModelSpec *m, const HwProfile *hw, const PlanRequ
 static bool model_fault(const ModelSpec *m, const PlanRequest *req, char *buf, int len)
 {
     Target t = req->base.target;
+    /* fp8 attention: no target runs or exports it, whatever the layout */
+    if (req->base.fp8_dpa)
+        FAULT("--fp8-dot-product-attention: no --target %s plan can carry it (%s): price it with `ultraplan "
+              "predict`, or plan without it", layout_target_name(t),
+              t == TARGET_MEGATRON      ? "Megatron-LM's pretrain_gpt.py has no flag for it; Megatron-Bridge sets "
+                                          "mixed_precision.fp8_dot_product_attention"
+              : t == TARGET_TORCHTITAN ? "torchtitan's float8 converters cover the linear layers only"
+                                       : "ultraplan's executors run the attention core in 16 bits");
     if (t == TARGET_MEGATRON)
         return false;
     Layout lo = req->base;

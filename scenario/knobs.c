@@ -444,6 +444,17 @@ static const Knob table[KNOB_COUNT] = {
                                     "the distributed optimizer (Megatron --fp8-param-gather; NeMo's fp8 recipes set "
                                     "it); needs --dist-opt or --zero 3",
                             .dflt = "off, Megatron-LM's"},
+    /* Transformer Engine's fp8 attention (model/timing.c time_fp8_attn): Megatron-core's config field, set by
+     * Megatron-Bridge's mixed_precision.fp8_dot_product_attention; Megatron-LM's argument parser has none */
+    [K_FP8_DPA] = {K_FP8_DPA, "fp8-dot-product-attention", L(fp8_dpa), .type = KNOB_BOOL,
+                   .flag = "fp8-dot-product-attention", .neg_flag = "no-fp8-dot-product-attention",
+                   .json = "fp8_dot_product_attention", .json_optional = true, .csv = "fp8_dot_product_attention",
+                   .help = "fp8: the attention core in fp8 too (Transformer Engine's fp8 DotProductAttention with "
+                           "cuDNN, per the --fp8-recipe: MXFP8 or per-tensor scales), at cuDNN's measured fp8 "
+                           "rates; its backward of a sliding-window layer computes the whole causal triangle. "
+                           "Megatron-Bridge's mixed_precision.fp8_dot_product_attention; Megatron-LM's CLI has "
+                           "no flag for it, so the Megatron export refuses it; needs --precision fp8 and flash",
+                   .dflt = "off"},
     /* Megatron's precision-aware optimizer (--use-precision-aware-optimizer, written by the export when
      * either moment is below fp32): Adam's moments in a lower dtype (model/memory.c memory_optim_bytes) */
     [K_PRECISION_AWARE_OPT] = {K_PRECISION_AWARE_OPT, "use-precision-aware-optimizer", L(precision_aware_opt),

@@ -51,6 +51,11 @@ reason "zero2 with pp, llama3-meta" "--zero 2 with --pp 16 is a layout of this s
     --model llama3.1-405b --gpus 8192 --gbs 2048 --pp 16 --zero 2 --stack llama3-meta
 reason "zero2 with pp, megatron-lm" "--zero 2 cannot combine with --pp 16" -- --model llama3.1-405b --gpus 8192 \
     --gbs 2048 --pp 16 --zero 2
+# fp8 attention (NOTES step 58): no target's command line or executor carries it, named per target
+reason "fp8 attention, megatron" "--fp8-dot-product-attention: no --target megatron plan" "pretrain_gpt.py has no flag" -- \
+    --model llama3.1-8b --gpus 8 --gpu gb300 --precision fp8 --fp8-dot-product-attention
+reason "fp8 attention, torchtitan" "no --target torchtitan plan" "linear layers only" -- --model llama3.1-8b --gpus 8 \
+    --gpu gb300 --precision fp8 --fp8-dot-product-attention --target torchtitan
 # Llama 2 70B has 8 KV heads
 reason "tp 16 kv" "--tp 16 does not divide the 8 KV heads" -- --gpus 64 --model llama2-70b --tp 16
 

@@ -51,7 +51,8 @@ check "published MosaicML H100 runs MAPE <= 9.5%" 0 "$U" validate "$D/mosaic_h10
 # Megatron-LM's README weak-scaling table (9 runs, 48-6,144 H100s; NOTES step 35), held out: 6.62 %
 check "Megatron-LM README H100 runs MAPE <= 7%" 0 "$U" validate "$D/megatron_readme_h100_published.csv" --gpu h100-sxm --summary --max-mape 7
 # Megatron-Bridge 26.04-26.06 dense Llama 3.1 405B (NOTES step 37) and Llama 3 70B (step 41), held out:
-# 6.28 / 4.26 / 4.83 % (405B alone 5.56 / 4.54 / 4.08 %; H100 4.64 % before the fp8 parameter gather, step 42)
+# 6.28 / 4.26 / 4.83 % (405B alone 5.56 / 4.54 / 4.08 %; H100 4.64 % before the fp8 parameter gather, step 42);
+# GB300 5.69 % with Blackwell Ultra's measured attention speed-up (step 57)
 check "Megatron-Bridge dense GB300 MAPE <= 6.8%" 0 "$U" validate "$D/mbridge_gb300_published.csv" --gpu gb300 --summary --max-mape 6.8
 check "Megatron-Bridge dense GB200 MAPE <= 5%" 0 "$U" validate "$D/mbridge_gb200_published.csv" --gpu gb200 --summary --max-mape 5
 check "Megatron-Bridge dense H100 MAPE <= 5.2%" 0 "$U" validate "$D/mbridge_h100_published.csv" --gpu h100-sxm --summary --max-mape 5.2
@@ -116,8 +117,10 @@ else echo "FAIL MosaicML long-sequence runs from a short-sequence fit: ${mheld:-
 # its own stack's storage (hai-llm) with fp32 gradients (step 53); its file has 67 columns, more than the
 # reader took before step 47. With the recipe columns re-read at each summary's commit (step 51): 15.31, 9.66,
 # 10.28, 19.19, 13.49 %. With DP overlap's window counted at the MoE layers' own times (step 54, a defect fixed;
-# GPT-OSS's bf16 rows, already too fast, get faster): 15.37, 10.77, 10.28, 20.59, 13.49, 17.25 %.
-for mg in h100:h100-sxm:16 b200:b200:11 gb200:gb200:11 b300:b300:21 gb300:gb300:14 h800:h100-sxm:18; do
+# GPT-OSS's bf16 rows, already too fast, get faster): 15.37, 10.77, 10.28, 20.59, 13.49, 17.25 %. With
+# Blackwell Ultra's measured attention (step 57) and the recipes' fp8 attention at cuDNN's published rates
+# (step 58, column fp8_dot_product_attention): 15.37, 10.77, 9.81, 20.56, 10.15, 17.25 %.
+for mg in h100:h100-sxm:16 b200:b200:11 gb200:gb200:10.5 b300:b300:21 gb300:gb300:11 h800:h100-sxm:18; do
     IFS=: read -r mf mp mx <<<"$mg"
     check "published MoE ${mf} runs MAPE <= ${mx}%" 0 "$U" validate "$D/moe_${mf}_published.csv" --gpu "$mp" \
         --moe-imbalance 1 --summary --max-mape "$mx"

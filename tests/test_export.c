@@ -151,6 +151,13 @@ static void test_round_trip_fp8_param_gather(void **state)
         assert_null(export_torchtitan(&mb, &b200, &t, err, sizeof err));
         assert_non_null(strstr(err, "--no-fp8-param-gather"));
         t.fp8_param_gather = false;
+        t.fp8_dpa = true;   /* fp8 attention: torchtitan's float8 covers the linears only */
+        assert_int_equal(layout_check(&t, &mb, &b200, err, sizeof err), 0);
+        assert_null(export_torchtitan(&mb, &b200, &t, err, sizeof err));
+        assert_non_null(strstr(err, "--no-fp8-dot-product-attention"));
+        assert_null(export_megatron(&mb, &b200, &t, err, sizeof err));   /* nor Megatron-LM's command line */
+        assert_non_null(strstr(err, "fp8_dot_product_attention"));
+        t.fp8_dpa = false;
         char *tt = export_torchtitan(&mb, &b200, &t, err, sizeof err);
         if (!tt)
             fail_msg("torchtitan without fp8 weights: %s", err);

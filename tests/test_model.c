@@ -2746,6 +2746,88 @@ static void test_sliding_window(void **st)
     assert_int_equal(spec_validate(&x, err, sizeof err), -1);
 }
 
+/* --fp8-dot-product-attention (NOTES step 58): the attention core at cuDNN's
+ * published fp8 rates over bf16. What the layer shows of them: the selective
+ * recompute term is the core's forward, and the backward moves by 2.5 cores
+ * (d = 128) times the backward's ratio. The sourced ratios: GB300 (Blackwell
+ * Ultra) MXFP8 at d = 128 0.75 / 1.09 (cudnn-frontend's Llama 3.1 medians:
+ * MXFP8's backward loses to bf16 at d = 128), per-tensor at d = 192/128
+ * 0.575 / 0.58 (DeepSeek-V3 and Kimi K2); B200 per-tensor at d = 128
+ * 0.78 / 0.97 (GB200's); Hopper per-tensor 0.69 / 1.01 (H200's). */
+static void test_fp8_attention(void **st)
+{
+    (void)st;
+    char err[256];
+    HwProfile gb300, b200, h100;
+    assert_int_equal(profile_load_builtin("gb300", &gb300, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("b200", &b200, err, sizeof err), 0);
+    assert_int_equal(profile_load_builtin("h100-sxm", &h100, err, sizeof err), 0);
+    ModelSpec a = llama2_7b();   /* d = 128, 4096 tokens */
+    Layout lo = layout_for(&a, &gb300, 8, 1, 1, 8, 64);   /* mbs 8: far above the launch floor */
+    lo.prec = PREC_FP8, lo.fp8_recipe = FP8R_MXFP8;
+    double f, b;
+    time_fp8_attn(&a, &gb300, &lo, &f, &b);   /* off: no factor */
+    assert_true(f == 1.0 && b == 1.0);
+    LayerTime off, on;
+    time_layer(&a, &gb300, &lo, &off);
+    lo.fp8_dpa = true;
+    assert_int_equal(layout_check(&lo, &a, &gb300, err, sizeof err), 0);
+    time_fp8_attn(&a, &gb300, &lo, &f, &b);
+    assert_rel(f, 0.75, 1e-15);
+    assert_rel(b, 1.09, 1e-15);
+    time_layer(&a, &gb300, &lo, &on);
+    assert_rel(on.rc_sel, 0.75 * off.rc_sel, 1e-12);
+    assert_rel(on.bwd - off.bwd, 2.5 * off.rc_sel * (1.09 - 1), 1e-9);
+    assert_true(on.fwd < off.fwd && on.bwd > off.bwd);
+    /* one scale a tensor (tensorwise) and the wide MLA head of DeepSeek-V3 */
+    ModelSpec ds;
+    assert_int_equal(presets_find("deepseek-v3", &ds, err, sizeof err), 0);
+    lo.fp8_recipe = FP8R_TENSORWISE;
+    time_fp8_attn(&ds, &gb300, &lo, &f, &b);
+    assert_rel(f, 0.575, 1e-15);
+    assert_rel(b, 0.58, 1e-15);
+    time_fp8_attn(&a, &b200, &lo, &f, &b);   /* Blackwell */
+    assert_rel(f, 0.78, 1e-15);
+    assert_rel(b, 0.97, 1e-15);
+    time_fp8_attn(&ds, &h100, &lo, &f, &b);  /* Hopper: H200's d = 128 figures for every head */
+    assert_rel(f, 0.69, 1e-15);
+    assert_rel(b, 1.01, 1e-15);
+    /* a 128-token sliding window: its fp8 backward computes the causal
+     * triangle, so an all-windowed model's backward is the full model's on
+     * Blackwell, while its forward keeps the window; Hopper's cuDNN has no
+     * fp8 window, and the windowed layers stay as in bf16 */
+    ModelSpec w = a, full = a;
+    w.window = 127, w.window_skip_freq = 0;
+    assert_int_equal(spec_validate(&w, err, sizeof err), 0);
+    LayerTime tw, tf, tw0;
+    time_layer(&w, &gb300, &lo, &tw);
+    time_layer(&full, &gb300, &lo, &tf);
+    assert_rel(tw.bwd, tf.bwd, 1e-12);
+    assert_true(tw.fwd < tf.fwd);
+    Layout lh = layout_for(&a, &h100, 8, 1, 1, 8, 64);
+    lh.prec = PREC_FP8, lh.fp8_recipe = FP8R_TENSORWISE, lh.fp8_dpa = true;
+    time_layer(&w, &h100, &lh, &tw);
+    time_layer(&full, &h100, &lh, &tf);
+    lh.fp8_dpa = false;
+    time_layer(&w, &h100, &lh, &tw0);
+    assert_true(tw.bwd < tf.bwd);
+    assert_rel(tw.bwd, tw0.bwd, 1e-12);
+    assert_rel(tw.rc_sel, tw0.rc_sel, 1e-12);
+    /* refusals: fp8 attention needs fp8 and a fused kernel; Megatron-LM's CLI cannot ask for it */
+    Layout x = lo;
+    x.prec = PREC_BF16;
+    assert_int_equal(layout_check(&x, &a, &gb300, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--fp8-dot-product-attention"));
+    x = lo, x.flash = false;
+    assert_int_equal(layout_check(&x, &a, &gb300, err, sizeof err), -1);
+    assert_non_null(strstr(err, "flash"));
+    char why[512];
+    assert_int_equal(layout_megatron_check(&lo, &a, why, sizeof why), -1);
+    assert_non_null(strstr(why, "--no-fp8-dot-product-attention"));
+    lo.fp8_dpa = false;
+    assert_int_equal(layout_megatron_check(&lo, &a, why, sizeof why), 0);
+}
+
 /* Head dimension 64 runs flash attention at 0.67 of the d = 128 rate from
  * Hopper on (FlashAttention-3 paper, cuDNN 408 / 609 TFLOP/s); nothing
  * changes at d = 128 or on an A100 profile. */
@@ -3287,6 +3369,7 @@ int main(void)
         cmocka_unit_test(test_gpt_oss_counts),
         cmocka_unit_test(test_sliding_window),
         cmocka_unit_test(test_attn_head_dim),
+        cmocka_unit_test(test_fp8_attention),
         cmocka_unit_test(test_moe_bias_passes),
         cmocka_unit_test(test_dp_window_moe_layers),
         cmocka_unit_test(test_zero2_beside_pp),

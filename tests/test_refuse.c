@@ -307,6 +307,10 @@ static void test_rules(void **unused)
         layout_set_recompute(&t, RECOMPUTE_FULL);   /* the op stack without selective layers runs */
         assert_int_equal(refuse_cpu(&d, &t, err, sizeof err), 0);
     }
+    t = lo, t.fp8_dpa = true;   /* the executors' attention core is 16-bit */
+    assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--no-fp8-dot-product-attention"));
+    assert_int_equal(refuse_cuda(m, &t, err, sizeof err), -1);
     t = lo, t.fp8_param_gather = true;   /* the executors keep 16-bit weights */
     assert_int_equal(refuse_cpu(m, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "--no-fp8-param-gather"));
