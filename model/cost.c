@@ -144,10 +144,26 @@ static double dp_exposed(const ModelSpec *m, const HwProfile *hw, const Layout *
         break;
     }
     case OPT_ZERO2: {
-        /* gradients are reduce-scattered every micro-batch */
+        /* Gradients are reduce-scattered every micro-batch, each as its
+         * backward produces them, on the communication stream, which runs
+         * on while the GPU computes what follows: the next micro-batches'
+         * forwards and backwards (1F1B's steady state and cool-down, or
+         * plain accumulation at pp 1). Exposed: the step's m reduce-scatters
+         * beyond that compute (the forwards after the first backward and the
+         * other m - 1 backwards) and the last one's own backward, but never
+         * less than the last one's excess over its own backward. Forwards
+         * before a stage's first backward (its warm-up): pp - s, or
+         * (2(pp - s - 1) + (v - 1) pp + 1) / v micro-batches interleaved
+         * (Megatron-core's warm-up count in chunks), at most m. The
+         * pipeline's idle waits are not counted as cover. Without
+         * --overlap-grad-reduce nothing hides. */
         double rs = dp_coll(hw, P * gb, D, k, false) + XC(gb, false);
         double ag = dp_coll(hw, P * wb, D, k, false) + XC(wb, false);
-        t = mb * fmax(0.0, rs - bwd_hide) + ag;
+        double ov = lo->overlap_grad ? hw->dp_overlap : 0.0;
+        double warm = v > 1 ? (2.0 * (lo->pp - s - 1) + (v - 1.0) * lo->pp + 1.0) / v : (double)(lo->pp - s);
+        warm = fmin(fmax(warm, 1.0), (double)mb);
+        double after = (mb - warm) * fwd_mb + (mb - 1) * bwd_mb;
+        t = fmax(fmax(0.0, rs - bwd_hide), mb * rs - ov * after - bwd_hide) + ag;
         break;
     }
     case OPT_ZERO3:

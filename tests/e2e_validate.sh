@@ -127,9 +127,10 @@ for mg in h100:h100-sxm:16 b200:b200:11 gb200:gb200:10.5 b300:b300:21 gb300:gb30
 done
 # Llama 3 405B's Table 4 runs (NOTES step 55, held out, nothing fitted): ZeRO-2 beside pp 16 under llama3-meta
 # prices 3.9 s of per-micro-batch fp32 reduce-scatters the 8K runs hid (+21 / +19 %), and the 128K run is 27 % too
-# fast as other long-context rows: 22.42 %, pinned against getting worse
-check "Llama 3 405B's published runs MAPE <= 23%" 0 "$U" validate "$D/llama3_h100_published.csv" --gpu h100-sxm \
-    --summary --max-mape 23
+# fast as other long-context rows: 22.42 %; with the reduce-scatter stream running under the compute that
+# follows each backward (step 59) the dp 64 row is +10 %: 18.81 %, pinned against getting worse
+check "Llama 3 405B's published runs MAPE <= 19.5%" 0 "$U" validate "$D/llama3_h100_published.csv" --gpu h100-sxm \
+    --summary --max-mape 19.5
 # Bad inputs: one line, non-zero exit.
 bad=$(mktemp); printf 'layers,hidden,heads,seq,tp,pp,dp,mbs,gbs,time_ms\n24,1024,16,1024,1,1,x,1,8,100\n' > "$bad"
 check "validate: missing file" nz "$U" validate /nonexistent/runs.csv

@@ -1026,8 +1026,29 @@ static void test_zero2_beside_pp(void **st)
     cost(&g, &z, &lo, &co, &c);
     double P = c.stage[3].params, gb = memory_grad_bytes(&lo), wb = memory_weight_bytes(&lo);
     int mb = layout_microbatches(&lo), k = time_members_per_node(&z, lo.tp, 16);
-    assert_rel(cost_stage_dp_s(&g, &z, &lo, &lt, 3),
-               mb * time_coll_allgather(&z, P * gb, 16, k) + time_coll_allgather(&z, P * wb, 16, k), 1e-12);
+    double rs = time_coll_allgather(&z, P * gb, 16, k), ag = time_coll_allgather(&z, P * wb, 16, k);
+    assert_rel(cost_stage_dp_s(&g, &z, &lo, &lt, 3), mb * rs + ag, 1e-12);
+    /* overlapped (NOTES step 59): the reduce-scatter stream runs under the
+     * compute after the stage's first backward. Stage 3 of 8 (no
+     * interleaving) runs pp - s = 5 forwards before it, then the other
+     * m - 5 forwards and m - 1 backwards; the last micro-batch's own
+     * backward hides the rest. Slow links (1/50 of the bandwidth) so that the
+     * stream outlasts its cover: exposed m RS - (after + B) + AG. */
+    z.dp_overlap = 1;
+    z.inter.bw /= 50, z.intra.bw /= 50;
+    time_layer(&g, &z, &lo, &lt);
+    rs = time_coll_allgather(&z, P * gb, 16, k), ag = time_coll_allgather(&z, P * wb, 16, k);
+    int n3 = lo.layers[3];
+    double F = n3 * (lt.fwd + lt.tp_fwd), B = n3 * (lt.bwd + lt.tp_bwd);
+    double after = (mb - 5) * F + (mb - 1) * B;
+    assert_true(mb * rs - after - B > rs - B && rs > B);   /* the stream's excess sets it */
+    assert_rel(cost_stage_dp_s(&g, &z, &lo, &lt, 3), mb * rs - after - B + ag, 1e-12);
+    /* fast links: the last reduce-scatter's excess over its backward is all that shows */
+    z.inter.bw *= 5000, z.intra.bw *= 5000;
+    time_layer(&g, &z, &lo, &lt);
+    rs = time_coll_allgather(&z, P * gb, 16, k), ag = time_coll_allgather(&z, P * wb, 16, k);
+    B = n3 * (lt.bwd + lt.tp_bwd);
+    assert_rel(cost_stage_dp_s(&g, &z, &lo, &lt, 3), fmax(0.0, rs - B) + ag, 1e-12);
     double w, gr, o;
     memory_state_bytes(&lo, &w, &gr, &o);
     assert_rel(gr, gb / 16, 1e-15);
