@@ -208,6 +208,11 @@ static int megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     char why[400];
     if (layout_megatron_form(lo, m, form, why, sizeof why) == 0)
         return 0;
+    /* a reason that is no stage split's (fp8 attention) says itself what to plan instead */
+    if (strstr(why, "plan with")) {
+        snprintf(err, errlen, "megatron: %s", why);
+        return -1;
+    }
     char layers[512], full[512], sel[512], rc[1100] = "";
     stage_list(lo->layers, lo->pp, layers, sizeof layers);
     stage_list(lo->full_rc, lo->pp, full, sizeof full);
