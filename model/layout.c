@@ -539,10 +539,6 @@ int layout_check_stack(const Layout *lo, const HwProfile *hw, char *err, int err
     return 0;
 }
 
-bool layout_megatron_sharded_pp(const Layout *lo)
-{
-    return (lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1;
-}
 
 int layout_check(Layout *lo, const ModelSpec *m, const HwProfile *hw, char *err, int errlen)
 {
@@ -658,6 +654,21 @@ void layout_runs_text(const int *v, int n, char *buf, int len)
 
 #define WHY(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
 
+int layout_megatron_unsplit(const Layout *lo, char *why, int len)
+{
+    /* Megatron-core's fp8_dot_product_attention is a config field that
+     * arguments.py lists among those with no command-line argument */
+    if (lo->fp8_dpa)
+        WHY("fp8 dot-product attention: Megatron-LM's pretrain_gpt.py has no flag for it (arguments.py lists "
+            "fp8_dot_product_attention among the config fields without one; Megatron-Bridge sets it as "
+            "mixed_precision.fp8_dot_product_attention): plan with --no-fp8-dot-product-attention");
+    if ((lo->opt == OPT_ZERO2 || lo->opt == OPT_ZERO3) && lo->pp > 1)
+        WHY("ZeRO-%d with pp %d: the Megatron-LM export shards gradients through Megatron-FSDP with pp 1 only "
+            "(its version 2 refuses pipeline parallelism); beside a pipeline it writes the distributed optimizer "
+            "(--dist-opt), which shards the optimizer states", lo->opt == OPT_ZERO2 ? 2 : 3, lo->pp);
+    return 0;
+}
+
 int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len)
 {
     MegatronForm f = {MEGA_RC_NONE, 0, 0, 0, false, false, false};
@@ -665,12 +676,8 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
     int p = lo->pp, v = lo->vp > 1 ? lo->vp : 1;
     if (p < 1 || p > LAYOUT_MAX_PP)
         WHY("layout: pp %d is out of range", p);
-    /* Megatron-core's fp8_dot_product_attention is a config field that
-     * arguments.py lists among those with no command-line argument */
-    if (lo->fp8_dpa)
-        WHY("fp8 dot-product attention: Megatron-LM's pretrain_gpt.py has no flag for it (arguments.py lists "
-            "fp8_dot_product_attention among the config fields without one; Megatron-Bridge sets it as "
-            "mixed_precision.fp8_dot_product_attention): plan with --no-fp8-dot-product-attention");
+    if (layout_megatron_unsplit(lo, why, len) != 0)
+        return -1;
     int sum = 0;
     for (int s = 0; s < p; s++) {
         if (lo->layers[s] < 1)
@@ -724,10 +731,6 @@ int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *for
             "--expert-tensor-parallel-size 1", layout_etp(lo));
     if (layout_moe_a2a_check(lo, why, len) != 0)
         return -1;
-    if (layout_megatron_sharded_pp(lo))
-        WHY("ZeRO-%d with pp %d: the Megatron-LM export shards gradients through Megatron-FSDP with pp 1 only "
-            "(its version 2 refuses pipeline parallelism); beside a pipeline it writes the distributed optimizer "
-            "(--dist-opt), which shards the optimizer states", lo->opt == OPT_ZERO2 ? 2 : 3, p);
     if (lo->pp_sched == PP_SCHED_DUALPIPE)
         WHY("--pp-schedule dualpipe: Megatron-LM has no DualPipe schedule; its nearest is the interleaved 1F1B "
             "(--vp > 1) with --overlap-moe-expert-parallel-comm, which pairs micro-batches the same way");

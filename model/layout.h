@@ -373,9 +373,11 @@ typedef struct {
  * every stage") otherwise. Whatever lo->target is. */
 int layout_megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *why, int len);
 int layout_megatron_check(const Layout *lo, const ModelSpec *m, char *why, int len);
-/* ZeRO-2/3 with pp > 1, which the Megatron export does not write (it writes
- * Megatron-FSDP with pp 1 only); layout_megatron_form's reason, and the
- * planner's filter of outer choices before any split is made */
-bool layout_megatron_sharded_pp(const Layout *lo);
+/* What Megatron-LM's command line cannot express whatever the stage split:
+ * fp8 dot-product attention (no flag) and ZeRO-2/3 with pp > 1 (the export
+ * writes Megatron-FSDP with pp 1 only). -1 with the reason, which names
+ * what to plan instead. layout_megatron_form asks it first; the planner
+ * filters outer choices with it before any split is made. */
+int layout_megatron_unsplit(const Layout *lo, char *why, int len);
 
 #endif

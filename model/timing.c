@@ -208,14 +208,12 @@ static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout 
     if (!lo->flash)
         return full;
     int nw = spec_windowed_layers(m);
-    double core = full, dim = time_attn_dim_eff(m, hw, false);
+    double dim = time_attn_dim_eff(m, hw, false);
     *full_out = full / dim;
-    if (nw > 0 && m->window + 1 < m->s) {
-        double win = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw);
-        core = ((m->L - nw) * full + nw * win) / m->L;
-        *win_out = win / dim;
-    }
-    return core / dim;
+    if (nw == 0 || m->window + 1 >= m->s)
+        return *full_out;
+    *win_out = attn_s(hw, pa, 4.0 * tok * time_window_tile_keys(m) * qw) / dim;
+    return ((m->L - nw) * *full_out + nw * *win_out) / m->L;
 }
 
 /* --fp8-dot-product-attention: cuDNN's fp8 attention time over its bf16
@@ -241,11 +239,11 @@ static const Fp8AttnRatios FP8_ATTN[] = {
     {10.3, {{{0.67, 0.89}, {0.575, 0.58}}, {{0.75, 1.09}, {0.635, 0.765}}}},
 };
 
-void time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
+bool time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd)
 {
     *fwd = *bwd = 1.0;
     if (!lo->fp8_dpa || lo->prec != PREC_FP8 || !lo->flash)
-        return;
+        return false;
     const Fp8AttnRatios *r = &FP8_ATTN[0];
     for (int i = 0; i < (int)(sizeof FP8_ATTN / sizeof FP8_ATTN[0]); i++)
         if (hw->compute_capability >= FP8_ATTN[i].cc)
@@ -253,6 +251,7 @@ void time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, do
     int d = m->attn == ATTN_MLA ? m->qk_nope_dim + m->qk_rope_dim : spec_head_dim(m);
     int mx = lo->fp8_recipe == FP8R_MXFP8, wide = d > 128;
     *fwd = r->f[mx][wide][0], *bwd = r->f[mx][wide][1];
+    return true;
 }
 
 bool time_tp_overlap(const Layout *lo) { return lo->tp_comm_overlap && lo->tp > 1 && lo->sp; }
@@ -719,8 +718,7 @@ void time_layer(const ModelSpec *m, const HwProfile *hw, const Layout *lo, Layer
      * Hopper cuDNN 9.19 has no fp8 sliding window (the H200 results fail
      * it): the windowed layers stay in bf16. */
     double ffa, fba;
-    time_fp8_attn(m, hw, lo, &ffa, &fba);
-    if (ffa != 1.0 || fba != 1.0) {
+    if (time_fp8_attn(m, hw, lo, &ffa, &fba)) {
         int nw = spec_windowed_layers(m);
         double bw = core_bwd / (core > 0 ? core : 1.0);   /* backward over forward time, per layer */
         if (nw > 0 && core_win > 0 && lo->cp == 1) {

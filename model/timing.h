@@ -98,9 +98,10 @@ bool time_softmax_fused(const ModelSpec *m, const Layout *lo);
  * at d >= 128 or before Hopper (COSTMODEL.md §4.1). */
 double time_attn_dim_eff(const ModelSpec *m, const HwProfile *hw, bool bwd);
 /* --fp8-dot-product-attention: the attention core's fp8 time over its bf16
- * time, forward and backward (1, 1 when off), by compute capability, the
- * fp8 recipe's scaling and the head dimension (cuDNN's published rates) */
-void time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd);
+ * time, forward and backward, by compute capability, the fp8 recipe's
+ * scaling and the head dimension (cuDNN's published rates); false and 1, 1
+ * when the layout does not run it */
+bool time_fp8_attn(const ModelSpec *m, const HwProfile *hw, const Layout *lo, double *fwd, double *bwd);
 /* Keys a query of a sliding-window layer is computed against by a tiled
  * flash kernel (128 x 128 tiles): the band rounded out to whole tiles. */
 double time_window_tile_keys(const ModelSpec *m);

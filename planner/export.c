@@ -206,13 +206,13 @@ static void stage_list(const int *v, int pp, char *buf, size_t len)
 static int megatron_form(const Layout *lo, const ModelSpec *m, MegatronForm *form, char *err, int errlen)
 {
     char why[400];
-    if (layout_megatron_form(lo, m, form, why, sizeof why) == 0)
-        return 0;
-    /* a reason that is no stage split's (fp8 attention) says itself what to plan instead */
-    if (strstr(why, "plan with")) {
+    /* a reason no stage split cures says itself what to plan instead */
+    if (layout_megatron_unsplit(lo, why, sizeof why) != 0) {
         snprintf(err, errlen, "megatron: %s", why);
         return -1;
     }
+    if (layout_megatron_form(lo, m, form, why, sizeof why) == 0)
+        return 0;
     char layers[512], full[512], sel[512], rc[1100] = "";
     stage_list(lo->layers, lo->pp, layers, sizeof layers);
     stage_list(lo->full_rc, lo->pp, full, sizeof full);

@@ -116,12 +116,9 @@ static int outer_layout(const ModelSpec *m, const HwProfile *hw, const PlanReque
      * stages are split later: evaluate() asks again with them) */
     if (export_target_refuse(m, lo, lo->target, err, sizeof err) != 0)
         return -1;
-    /* what the Megatron export cannot write whatever the split (a zero2_pp
-     * stack lets layout_check pass ZeRO-2 with pp) */
-    if (lo->target == TARGET_MEGATRON && layout_megatron_sharded_pp(lo))
-        return -1;
-    /* nor fp8 attention, which Megatron-LM's command line cannot ask for (layout_megatron_form) */
-    if (lo->target == TARGET_MEGATRON && lo->fp8_dpa)
+    /* what the Megatron export cannot write whatever the split (fp8
+     * attention; ZeRO-2 with pp, which a zero2_pp stack lets layout_check pass) */
+    if (lo->target == TARGET_MEGATRON && layout_megatron_unsplit(lo, err, sizeof err) != 0)
         return -1;
     /* a given split Megatron-LM cannot express leaves nothing to search */
     if (lo->target == TARGET_MEGATRON && (req->fixed & FIX_STAGES) && layout_megatron_check(lo, m, err, sizeof err))

@@ -91,6 +91,18 @@ static void test_ultraplan_rows(void **st)
     runs_free(&set);
 }
 
+
+/* Parses a one-row CSV and predicts its row (runs_predict's return: -1 with
+ * the row's error in err); the parse itself must succeed. */
+static int predict_first_row(const char *csv, const char *file, const HwProfile *hw, double *p, Cost *c, char *err,
+                             int errlen)
+{
+    RunSet set = {0};
+    assert_int_equal(runs_parse_csv(csv, file, &set, err, errlen), 0);
+    int rc = runs_predict(&set.rows[0], hw, file, p, c, err, errlen);
+    runs_free(&set);
+    return rc;
+}
 /* A row's stack decides the layout fields it fixes, as --stack does for
  * predict: torchtitan's CP exchange is the all-gather and its selective
  * recomputation the per-op policy, whether or not the file has a cp_comm
@@ -119,16 +131,13 @@ static void test_stack_layout_fields(void **st)
     assert_int_equal(profile_load_builtin("h100-sxm", &hw, err, sizeof err), 0);
     double p[4];
     for (int i = 0; i < 4; i++) {
-        RunSet set = {0};
-        assert_int_equal(runs_parse_csv(csv[i], "s.csv", &set, err, sizeof err), 0);
-        int rc = runs_predict(&set.rows[0], &hw, "s.csv", &p[i], NULL, err, sizeof err);
+        int rc = predict_first_row(csv[i], "s.csv", &hw, &p[i], NULL, err, sizeof err);
         if (i == 2) {
             assert_int_equal(rc, -1);
             assert_non_null(strstr(err, "s.csv:2: cp_comm ring, but the torchtitan stack exchanges K/V by all-gather"));
         } else {
             assert_int_equal(rc, 0);
         }
-        runs_free(&set);
     }
     assert_true(p[0] == p[1]);   /* the stack's exchange, column or not */
     /* the same row under megatron-lm with the ring is priced otherwise (another exchange, other stack) */
@@ -142,11 +151,8 @@ static void test_stack_layout_fields(void **st)
     }
     Cost c[2];
     for (int i = 0; i < 2; i++) {
-        RunSet set = {0};
-        assert_int_equal(runs_parse_csv(sel[i], "s.csv", &set, err, sizeof err), 0);
         double q;
-        assert_int_equal(runs_predict(&set.rows[0], &hw, "s.csv", &q, &c[i], err, sizeof err), 0);
-        runs_free(&set);
+        assert_int_equal(predict_first_row(sel[i], "s.csv", &hw, &q, &c[i], err, sizeof err), 0);
     }
     /* per-op keeps less than Megatron's selective, whatever else the stacks change */
     assert_true(c[1].peak_bytes < 0.8 * c[0].peak_bytes);
@@ -167,16 +173,13 @@ static void test_zero2_pp_row_stack(void **st)
     double p[3];
     for (int i = 0; i < 3; i++) {
         snprintf(csv, sizeof csv, fmt, zero[i], stack[i]);
-        RunSet set = {0};
-        assert_int_equal(runs_parse_csv(csv, "z.csv", &set, err, sizeof err), 0);
-        int rc = runs_predict(&set.rows[0], &hw, "z.csv", &p[i], NULL, err, sizeof err);
+        int rc = predict_first_row(csv, "z.csv", &hw, &p[i], NULL, err, sizeof err);
         if (i == 0) {
             assert_int_equal(rc, -1);
             assert_non_null(strstr(err, "z.csv:2: layout: ZeRO-2 cannot combine with pp 4 under this stack"));
         } else {
             assert_int_equal(rc, 0);
         }
-        runs_free(&set);
     }
     /* sharded gradients reduce-scatter every micro-batch (4 here): more DP traffic than once a step */
     assert_true(p[1] > p[2]);
