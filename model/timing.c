@@ -220,7 +220,8 @@ static double attn_core_s(const ModelSpec *m, const HwProfile *hw, const Layout 
  * time at the same shape, forward and backward, as NVIDIA's cudnn-frontend
  * publishes them (benchmark/sdpa_benchmark_training/results at 3929da2,
  * April 2026: cuDNN 9.22 on GB200 and GB300, 9.19 on H200; causal, batch
- * 2, the median over 2K, 4K and 8K tokens; docs/accuracy/NOTES.md step 58).
+ * 2, the median over 2K, 4K and 8K tokens; docs/accuracy/NOTES.md step 58;
+ * scripts/cudnn-sdpa-ratios.py recomputes them).
  * By compute capability (Hopper 9.x; Blackwell 10.0; Blackwell Ultra 10.3
  * and later), scaling (MXFP8 blocks, or one scale a tensor: delayed,
  * tensorwise, blockwise) and head dimension (d <= 128: Llama 3.1's GQA at
